@@ -1,0 +1,104 @@
+package main
+
+// Output rules, written once:
+//   - stdout carries results: tables, the plan summary, --json documents.
+//   - stderr carries progress, errors ("relayctl: error: …") and hints
+//     ("relayctl: hint: …").
+//   - no colour is used anywhere, so there is nothing to switch off for
+//     NO_COLOR or pipes.
+//
+// Exit codes are chosen here only: 0 success / nothing to change, 1 error,
+// 2 changes planned (plan), 3 live state differs from the plan (verify).
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Version is stamped at build time with -ldflags "-X main.Version=…".
+var Version = ""
+
+func version() string {
+	if Version != "" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+// exitCode lets a command choose a non-error exit status (2, 3) while still
+// returning through urfave/cli normally.
+type exitCode struct {
+	code int
+	err  error // optional: printed as an error when set
+}
+
+func (e *exitCode) Error() string {
+	if e.err != nil {
+		return e.err.Error()
+	}
+	return fmt.Sprintf("exit %d", e.code)
+}
+
+// hintError carries a hint line printed after the error.
+type hintError struct {
+	err  error
+	hint string
+}
+
+func (e *hintError) Error() string { return e.err.Error() }
+func (e *hintError) Unwrap() error { return e.err }
+
+func withHint(err error, hint string) error { return &hintError{err: err, hint: hint} }
+
+// env is what a command needs from the process, injected so tests run the
+// app in-process.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+func newApp(e *env) *cli.App {
+	return &cli.App{
+		Name:            "relayctl",
+		Usage:           "tune relay hosts and roll out relay releases in one verified restart window",
+		Version:         version(),
+		Reader:          e.stdin,
+		Writer:          e.stdout,
+		ErrWriter:       e.stderr,
+		HideHelpCommand: true,
+		ExitErrHandler:  func(*cli.Context, error) {}, // run() prints once and picks the code
+		Commands:        commands(e),
+	}
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	err := newApp(e).Run(args)
+	if err == nil {
+		return 0
+	}
+	var ec *exitCode
+	if errors.As(err, &ec) {
+		if ec.err != nil {
+			printError(stderr, ec.err)
+		}
+		return ec.code
+	}
+	printError(stderr, err)
+	return 1
+}
+
+func printError(w io.Writer, err error) {
+	fmt.Fprintf(w, "relayctl: error: %v\n", err)
+	var h *hintError
+	if errors.As(err, &h) && h.hint != "" {
+		fmt.Fprintf(w, "relayctl: hint: %s\n", h.hint)
+	}
+}

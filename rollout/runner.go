@@ -1,0 +1,31 @@
+// Package rollout is the only part of relayctl that talks to hosts. Everything
+// above it takes a Runner, never an SSH client, so the step logic can be
+// tested against in-process fakes and the real thing against lab hosts.
+package rollout
+
+import (
+	"context"
+	"io"
+	"strconv"
+)
+
+// Runner runs one command on one host. cmd is passed to the remote shell as
+// is, so callers build it only from constants and values quoted with
+// shellquote; data travels on stdin. A non-zero remote exit status is
+// returned as an error that errors.As can turn into *ExitError.
+type Runner interface {
+	Run(ctx context.Context, cmd string, stdin io.Reader, stdout, stderr io.Writer) error
+}
+
+// ExitError is a command that ran on the host and exited non-zero.
+type ExitError struct {
+	Status int
+	Stderr string // the tail of what it printed on stderr, for messages
+}
+
+func (e *ExitError) Error() string {
+	if e.Stderr != "" {
+		return "exit status " + strconv.Itoa(e.Status) + ": " + e.Stderr
+	}
+	return "exit status " + strconv.Itoa(e.Status)
+}
