@@ -62,6 +62,16 @@ func Decode(b []byte) (Header, error) {
 	return h, nil
 }
 
+// AppendHeader appends the encoded header h to dst and returns the extended
+// slice; with enough capacity in dst it does not allocate.
+func AppendHeader(dst []byte, h Header) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, Magic)
+	dst = binary.BigEndian.AppendUint32(dst, h.Lobby)
+	dst = binary.BigEndian.AppendUint32(dst, h.Player)
+	dst = binary.BigEndian.AppendUint32(dst, h.Seq)
+	return binary.BigEndian.AppendUint64(dst, uint64(h.SentUnix))
+}
+
 // Encode writes h into the first HeaderLen bytes of b, which must be at
 // least that long, and returns b.
 func Encode(b []byte, h Header) []byte {
