@@ -1,0 +1,81 @@
+package plans
+
+// Facts is what relayctl observed on one host: everything the plan depends
+// on, and the counters a review wants to see. rollout fills it over SSH;
+// `relayctl facts --json` prints it and `plan --facts` reads it back, so the
+// JSON names are part of the contract.
+type Facts struct {
+	Host     string `json:"host"`    // as named in the spec
+	Address  string `json:"address"` // what was dialled, host:port
+	User     string `json:"user"`
+	Hostname string `json:"hostname"`
+	Kernel   string `json:"kernel"`
+	// InitialNetns is false when the SSH session runs in a child network
+	// namespace (a container): global sysctls are read-only there.
+	InitialNetns bool `json:"initial_netns"`
+
+	Sysctls     map[string]SysctlFact `json:"sysctls"`
+	SysctlFiles []ConfFile            `json:"sysctl_files"`
+
+	Release RelayRelease `json:"release"`
+	Config  FileFact     `json:"relay_config"`
+	Service ServiceFact  `json:"service"`
+	Socket  SocketFact   `json:"socket"`
+}
+
+// SysctlFact is a runtime value read from /proc/sys.
+type SysctlFact struct {
+	Exists   bool   `json:"exists"`
+	Value    string `json:"value"` // as read, whitespace kept
+	Writable bool   `json:"writable"`
+}
+
+// ConfFile is a sysctl.d file found on the host (or /etc/sysctl.conf).
+type ConfFile struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+}
+
+// RelayRelease is what is installed under the releases folder.
+type RelayRelease struct {
+	Current    string   `json:"current"`     // version the current link points at, "" if none
+	CurrentRaw string   `json:"current_raw"` // the link target as read
+	Installed  []string `json:"installed"`   // versions present under the releases folder
+	RunningExe string   `json:"running_exe"` // /proc/PID/exe of the running relay
+}
+
+// FileFact is a file's content, or its absence.
+type FileFact struct {
+	Exists  bool   `json:"exists"`
+	Content string `json:"content"`
+}
+
+// ServiceFact is the relay's service state.
+type ServiceFact struct {
+	Running bool   `json:"running"`
+	PID     int    `json:"pid"`
+	Detail  string `json:"detail,omitempty"` // what the manager said when not running
+}
+
+// SocketFact is the relay socket read back from the kernel, in the relay
+// process's network namespace.
+type SocketFact struct {
+	Found        bool   `json:"found"`
+	Port         int    `json:"port"`
+	Rcvbuf       uint64 `json:"rb"`    // ss skmem rb
+	Drops        uint64 `json:"drops"` // ss skmem d
+	ProcUDPDrops uint64 `json:"proc_net_udp_drops"`
+	RcvbufErrors uint64 `json:"snmp_rcvbuf_errors"` // Udp RcvbufErrors of the namespace
+	InErrors     uint64 `json:"snmp_in_errors"`
+	OwnNetns     bool   `json:"own_netns"` // the relay runs in a namespace other than the SSH session's
+}
+
+// FactsFile is the document `relayctl facts --json` prints and
+// `relayctl plan --facts` reads.
+type FactsFile struct {
+	FormatVersion int      `json:"format_version"`
+	Hosts         []*Facts `json:"hosts"`
+}
+
+// FactsFormatVersion is the version of the FactsFile layout.
+const FactsFormatVersion = 1

@@ -1,0 +1,326 @@
+package plans
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/relayctl/relayctl/relay/config"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+const labService = `    manager: command
+    start: [/opt/relay/bin/relay-service, start]
+    stop: [/opt/relay/bin/relay-service, stop]
+    pid: [/opt/relay/bin/relay-service, pid]
+`
+
+// incidentSpec is the fix from the background story, for a command-managed relay.
+func incidentSpec(t *testing.T, edit func(string) string) *Spec {
+	t.Helper()
+	src := strings.Replace(goodSpec, "    manager: systemd\n    name: relay\n", labService, 1)
+	src = strings.Replace(src, "  - root@10.0.0.5:2222\n", "", 1)
+	src = strings.Replace(src, "  net.ipv4.udp_mem: \"  764688\t1019584 1529376 \"\n", "", 1)
+	if edit != nil {
+		src = edit(src)
+	}
+	s, err := ParseSpec("plans/ashburn.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// incidentFacts is the relay host of the story: the kernel's 212,992-byte
+// defaults, release 1.7.0 running without asking for a buffer, 26,498 drops.
+func incidentFacts() *Facts {
+	cfg := config.Default()
+	cfg.Listen = "0.0.0.0:7788"
+	return &Facts{
+		Host: "relay-ash-1", Address: "10.0.0.4:22", User: "root", Hostname: "relay-ash-1",
+		Kernel: "6.18.44", InitialNetns: true,
+		Sysctls: map[string]SysctlFact{
+			"net.core.rmem_max":     {Exists: true, Value: "212992", Writable: true},
+			"net.core.rmem_default": {Exists: true, Value: "212992", Writable: true},
+		},
+		SysctlFiles: []ConfFile{
+			{Path: "/etc/sysctl.d/99-sysctl.conf", Content: "#kernel.domainname = example.com\n"},
+			{Path: "/usr/lib/sysctl.d/50-pid-max.conf", Content: "kernel.pid_max = 4194304\n"},
+			{Path: "/etc/sysctl.conf", Content: "#kernel.domainname = example.com\n"},
+		},
+		Release: RelayRelease{Current: "1.7.0", CurrentRaw: "/opt/relay/releases/1.7.0", Installed: []string{"1.7.0"}, RunningExe: "/opt/relay/releases/1.7.0/relayd"},
+		Config:  FileFact{Exists: true, Content: string(cfg.Render())},
+		Service: ServiceFact{Running: true, PID: 4242},
+		Socket:  SocketFact{Found: true, Port: 7788, Rcvbuf: 212992, Drops: 26498, ProcUDPDrops: 26498, RcvbufErrors: 26498, InErrors: 26498},
+	}
+}
+
+var testArtifact = Artifact{SHA256: strings.Repeat("ab", 32), Size: 9000000}
+
+func makePlan(t *testing.T, s *Spec, f ...*Facts) *Plan {
+	t.Helper()
+	p, err := Make(Input{Spec: s, SpecSHA256: "sha256:" + strings.Repeat("cd", 32), Facts: f, Artifact: testArtifact})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	file := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("read golden file (run go test ./plans -update to create it): %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file; if the change is intended, run go test ./plans -update and review the diff\n--- got:\n%s", name, got)
+	}
+}
+
+func TestIncidentPlan(t *testing.T) {
+	p := makePlan(t, incidentSpec(t, nil), incidentFacts())
+	h := p.Hosts[0]
+	if h.Action != ActionChange {
+		t.Fatalf("action: got %s, want change (blockers %v)", h.Action, h.Blockers)
+	}
+	if got, want := h.Readback.Expected, 8388608; got != want {
+		t.Errorf("expected rb: got %d, want %d (2 × min(4194304, 8388608))", got, want)
+	}
+	if h.Release.Action != "upgrade" || !h.Restart {
+		t.Errorf("release: got %+v restart=%v, want upgrade with a restart", h.Release, h.Restart)
+	}
+	if len(h.Warnings) != 0 {
+		t.Errorf("warnings: got %q, want none", h.Warnings)
+	}
+	var kinds []string
+	restarts := 0
+	for _, s := range h.Steps {
+		kinds = append(kinds, s.Kind)
+		if s.Kind == StepRestart {
+			restarts++
+		}
+	}
+	want := []string{StepUploadRelease, StepStageConfig, StepStageDropIn, StepSetSysctl, StepPersistDropIn,
+		StepSwitchRelease, StepInstallConfig, StepRestart, StepVerifyProcess, StepVerifySocket, StepVerifySysctl, StepVerifyStatus}
+	if strings.Join(kinds, " ") != strings.Join(want, " ") {
+		t.Errorf("steps:\n got %v\nwant %v", kinds, want)
+	}
+	if restarts != 1 {
+		t.Errorf("restarts: got %d, want exactly 1", restarts)
+	}
+	if got := h.Sysctls[0].DecidedAtBoot; got != "/etc/sysctl.d/90-relayctl.conf:2" {
+		t.Errorf("decided at boot: got %q, want our drop-in, line 2", got)
+	}
+	body, err := p.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "incident.plan", body)
+	golden(t, "incident.plan.md", p.Markdown("incident.plan"))
+}
+
+func TestPlanDeterministic(t *testing.T) {
+	a := incidentFacts()
+	b := incidentFacts()
+	b.Host = "relay-ash-2"
+	spec := incidentSpec(t, func(s string) string {
+		return strings.Replace(s, "  - relay-ash-1\n", "  - relay-ash-1\n  - relay-ash-2\n", 1)
+	})
+	p1, _ := makePlan(t, spec, a, b).JSON()
+	p2, _ := makePlan(t, spec, b, a).JSON()
+	if !bytes.Equal(p1, p2) {
+		t.Error("the same inputs in another order gave different plan bytes")
+	}
+	loaded, err := Load("x.plan", p1)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	p3, _ := loaded.JSON()
+	if !bytes.Equal(p1, p3) {
+		t.Error("a loaded plan does not re-encode to the same bytes")
+	}
+}
+
+func TestLoadRefusesEditedPlan(t *testing.T) {
+	body, _ := makePlan(t, incidentSpec(t, nil), incidentFacts()).JSON()
+	edited := bytes.Replace(body, []byte(`"expected_rb": 8388608`), []byte(`"expected_rb": 8388609`), 1)
+	if bytes.Equal(edited, body) {
+		t.Fatal("edit did not apply")
+	}
+	if _, err := Load("x.plan", edited); err == nil || !strings.Contains(err.Error(), "edited after review") {
+		t.Errorf("got %v, want a checksum error", err)
+	}
+	future := bytes.Replace(body, []byte(`"format_version": 1`), []byte(`"format_version": 9`), 1)
+	if _, err := Load("x.plan", future); err == nil || !strings.Contains(err.Error(), "format_version: 9") {
+		t.Errorf("got %v, want a format error", err)
+	}
+}
+
+// appliedFacts is the incident host after a successful apply.
+func appliedFacts(t *testing.T, s *Spec) *Facts {
+	f := incidentFacts()
+	first := makePlan(t, s, f).Hosts[0]
+	f.Sysctls["net.core.rmem_max"] = SysctlFact{Exists: true, Value: "8388608", Writable: true}
+	f.SysctlFiles = append(f.SysctlFiles, ConfFile{Path: "/etc/sysctl.d/90-relayctl.conf", Content: first.DropIn.Planned})
+	f.Release = RelayRelease{Current: "1.8.0", CurrentRaw: "/opt/relay/releases/1.8.0", Installed: []string{"1.7.0", "1.8.0"}, RunningExe: "/opt/relay/releases/1.8.0/relayd"}
+	f.Config = FileFact{Exists: true, Content: first.Config.Planned}
+	f.Socket.Rcvbuf = 8388608
+	return f
+}
+
+func TestPlanOfAppliedHostIsEmpty(t *testing.T) {
+	s := incidentSpec(t, nil)
+	p := makePlan(t, s, appliedFacts(t, s))
+	if h := p.Hosts[0]; h.Action != ActionNone || len(h.Steps) != 0 || h.Restart {
+		t.Errorf("got action %s, %d steps, restart %v; want none, 0, false (warnings %v)", h.Action, len(h.Steps), h.Restart, h.Warnings)
+	}
+	if p.Changes() {
+		t.Error("Changes() is true for an applied host")
+	}
+}
+
+func TestWhitespaceIsNoChange(t *testing.T) {
+	s := incidentSpec(t, func(src string) string {
+		return strings.Replace(src, "  net.core.rmem_max: 8388608\n", "  net.core.rmem_max: 8388608\n  net.ipv4.udp_mem: 764688 1019584 1529376\n", 1)
+	})
+	f := appliedFacts(t, incidentSpec(t, nil))
+	f.Sysctls["net.ipv4.udp_mem"] = SysctlFact{Exists: true, Value: "764688\t1019584\t1529376", Writable: true}
+	h := makePlan(t, s, f).Hosts[0]
+	for _, c := range h.Sysctls {
+		if c.Key == "net.ipv4.udp_mem" && c.Change {
+			t.Errorf("udp_mem read back tab-separated was planned as a change")
+		}
+	}
+}
+
+func TestPlanWarningsAndBlockers(t *testing.T) {
+	tests := []struct {
+		name    string
+		spec    func(string) string
+		facts   func(*Facts)
+		allowDG bool
+		action  string
+		want    string // in a warning or blocker
+	}{
+		{
+			name:   "silent cap",
+			spec:   func(s string) string { return strings.Replace(s, "so_rcvbuf: 4194304", "so_rcvbuf: 16777216", 1) },
+			action: ActionChange,
+			want:   "net.core.rmem_max is 8388608",
+		},
+		{
+			name:   "relay never asks",
+			spec:   func(s string) string { return strings.Replace(s, "  so_rcvbuf: 4194304\n", "", 1) },
+			action: ActionChange,
+			want:   "212992",
+		},
+		{
+			name: "shadowed drop-in",
+			facts: func(f *Facts) {
+				f.SysctlFiles = append(f.SysctlFiles, ConfFile{Path: "/etc/sysctl.d/99-zz-tuning.conf", Content: "net.core.rmem_max = 212992\n"})
+			},
+			action: ActionChange,
+			want:   "/etc/sysctl.d/99-zz-tuning.conf:1 sets it to 212992",
+		},
+		{
+			name: "read-only in a container",
+			facts: func(f *Facts) {
+				f.InitialNetns = false
+				f.Sysctls["net.core.rmem_max"] = SysctlFact{Exists: true, Value: "212992", Writable: false}
+			},
+			action: ActionBlocked,
+			want:   "net.core.rmem_max is read-only in this host's network namespace",
+		},
+		{
+			name:   "downgrade without flag",
+			facts:  func(f *Facts) { f.Release.Current = "1.9.0"; f.Release.CurrentRaw = "/opt/relay/releases/1.9.0" },
+			action: ActionBlocked,
+			want:   "a downgrade needs plan --allow-downgrade",
+		},
+		{
+			name:    "downgrade allowed",
+			facts:   func(f *Facts) { f.Release.Current = "1.9.0"; f.Release.CurrentRaw = "/opt/relay/releases/1.9.0" },
+			allowDG: true,
+			action:  ActionChange,
+			want:    "a restart was already pending", // running exe is 1.7.0's
+		},
+		{
+			name:   "unknown key on this kernel",
+			spec:   func(s string) string { return strings.Replace(s, "  net.core.rmem_max: 8388608\n", "  net.core.rmem_max: 8388608\n  net.core.busy_read: 50\n", 1) },
+			action: ActionBlocked,
+			want:   "net.core.busy_read does not exist on this host",
+		},
+		{
+			name:   "relay not running",
+			facts:  func(f *Facts) { f.Service = ServiceFact{Detail: "not running"}; f.Socket = SocketFact{Port: 7788} },
+			action: ActionChange,
+			want:   "the relay is not running now",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := incidentSpec(t, tt.spec)
+			f := incidentFacts()
+			if tt.facts != nil {
+				tt.facts(f)
+			}
+			p, err := Make(Input{Spec: s, Facts: []*Facts{f}, Artifact: testArtifact, AllowDowngrade: tt.allowDG})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := p.Hosts[0]
+			if h.Action != tt.action {
+				t.Errorf("action: got %s, want %s (blockers %q)", h.Action, tt.action, h.Blockers)
+			}
+			all := strings.Join(append(append([]string{}, h.Blockers...), h.Warnings...), "\n")
+			if !strings.Contains(all, tt.want) {
+				t.Errorf("got notes:\n%s\nwant one containing %q", all, tt.want)
+			}
+			if tt.action == ActionBlocked && len(h.Steps) != 0 {
+				t.Errorf("a blocked host has %d steps", len(h.Steps))
+			}
+		})
+	}
+}
+
+func TestFingerprintDrift(t *testing.T) {
+	s := incidentSpec(t, nil)
+	f := incidentFacts()
+	h := makePlan(t, s, f).Hosts[0]
+
+	f2 := incidentFacts()
+	f2.Socket.Drops = 99999 // counters move without drift
+	f2.Service.PID = 1
+	if got := makePlan(t, s, f2).Hosts[0].Fingerprint; got != h.Fingerprint {
+		t.Errorf("moving counters changed the fingerprint")
+	}
+	f2.Sysctls["net.core.rmem_max"] = SysctlFact{Exists: true, Value: "425984", Writable: true}
+	h2 := makePlan(t, s, f2).Hosts[0]
+	if h2.Fingerprint == h.Fingerprint {
+		t.Fatal("a changed rmem_max kept the fingerprint")
+	}
+	d := Diff(h.Facts, h2.Facts)
+	if len(d) != 1 || d[0].Name != "sysctl net.core.rmem_max" || d[0].Planned != "212992" || d[0].Observed != "425984" {
+		t.Errorf("diff: got %+v, want one drift of sysctl net.core.rmem_max 212992 → 425984", d)
+	}
+}
+
+func TestMakeRefusesArtifactMismatch(t *testing.T) {
+	s := incidentSpec(t, func(src string) string {
+		return strings.Replace(src, "artifact: ../bin/relayd", "artifact: ../bin/relayd\n    sha256: "+strings.Repeat("0", 64), 1)
+	})
+	_, err := Make(Input{Spec: s, Facts: []*Facts{incidentFacts()}, Artifact: testArtifact})
+	if err == nil || !strings.Contains(err.Error(), "relay.release.sha256") {
+		t.Errorf("got %v, want a sha256 mismatch naming relay.release.sha256", err)
+	}
+}

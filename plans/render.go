@@ -1,0 +1,254 @@
+package plans
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors of plan files.
+var (
+	ErrPlanFormat   = errors.New("unsupported plan format_version")
+	ErrPlanChecksum = errors.New("plan checksum does not match its content")
+)
+
+// MarshalJSON-free encoding: the plan is written with sorted, fixed fields,
+// two-space indent and a final newline, so equal plans are equal bytes.
+func encode(p *Plan) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(p); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// JSON returns the plan file's bytes, with its checksum filled in.
+func (p *Plan) JSON() ([]byte, error) {
+	c := *p
+	c.Checksum = ""
+	body, err := encode(&c)
+	if err != nil {
+		return nil, fmt.Errorf("encode plan: %w", err)
+	}
+	sum := sha256.Sum256(body)
+	c.Checksum = "sha256:" + hex.EncodeToString(sum[:])
+	p.Checksum = c.Checksum
+	return encode(&c)
+}
+
+// Load reads a plan file, refusing an unknown format or a plan whose content
+// was edited after it was written (its checksum no longer matches).
+func Load(file string, data []byte) (*Plan, error) {
+	var probe struct {
+		FormatVersion int `json:"format_version"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return nil, fmt.Errorf("%s: not a plan file: %w", file, err)
+	}
+	if probe.FormatVersion != FormatVersion {
+		return nil, fmt.Errorf("%s: %w: %d (this relayctl reads %d); make the plan again with this relayctl", file, ErrPlanFormat, probe.FormatVersion, FormatVersion)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var p Plan
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%s: read plan: %w", file, err)
+	}
+	want := p.Checksum
+	again, err := p.JSON()
+	if err != nil {
+		return nil, err
+	}
+	if p.Checksum != want || !bytes.Equal(again, data) {
+		return nil, fmt.Errorf("%s: %w (recorded %s, content gives %s): it was edited after review; make and review a new plan", file, ErrPlanChecksum, orNone(want), p.Checksum)
+	}
+	return &p, nil
+}
+
+// Markdown renders the review a person reads in a change request: warnings
+// and blockers first, then per host the sysctl table, the release, the
+// window's steps and the expected read-back.
+func (p *Plan) Markdown(planFile string) []byte {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	w("# relayctl plan: %s\n\n", p.Name)
+	w("- Plan file: `%s` (format %d, checksum `%s`)\n", planFile, p.FormatVersion, p.Checksum)
+	w("- Spec: `%s` (sha256 `%s`)\n", p.SpecFile, short(p.SpecSHA256))
+	w("- Release: %s from `%s` (sha256 `%s`, %d bytes)\n", p.Relay.Version, p.Relay.Artifact, p.Relay.SHA256, p.Relay.Size)
+	force := ""
+	if p.Relay.SORcvbufForce {
+		force = " with SO_RCVBUFFORCE (ignores net.core.rmem_max)"
+	}
+	if p.Relay.SORcvbuf > 0 {
+		w("- The relay asks for SO_RCVBUF %d%s on UDP port %d\n", p.Relay.SORcvbuf, force, p.Relay.Port)
+	} else {
+		w("- The relay does not call setsockopt(SO_RCVBUF): its socket gets net.core.rmem_default\n")
+	}
+	if p.Window != nil {
+		w("- Window: %s to %s (apply refuses outside it)\n", p.Window.NotBefore, p.Window.NotAfter)
+	} else {
+		w("- Window: none given (apply may restart at any time)\n")
+	}
+	if p.AllowDowngrade {
+		w("- Downgrades allowed (--allow-downgrade)\n")
+	}
+	var change, none, blocked int
+	for _, h := range p.Hosts {
+		switch h.Action {
+		case ActionChange:
+			change++
+		case ActionNone:
+			none++
+		case ActionBlocked:
+			blocked++
+		}
+	}
+	w("- Hosts: %d to change, %d already as planned, %d blocked\n\n", change, none, blocked)
+
+	var notes []string
+	for _, h := range p.Hosts {
+		for _, m := range h.Blockers {
+			notes = append(notes, fmt.Sprintf("- **BLOCKED** %s: %s", h.Host, m))
+		}
+	}
+	for _, h := range p.Hosts {
+		for _, m := range h.Warnings {
+			notes = append(notes, fmt.Sprintf("- **warning** %s: %s", h.Host, m))
+		}
+	}
+	if len(notes) > 0 {
+		w("## Read first\n\n%s\n\n", strings.Join(notes, "\n"))
+	}
+
+	for _, h := range p.Hosts {
+		w("## %s (%s): %s\n\n", h.Host, h.Address, actionText(h.Action))
+		w("Kernel %s · fingerprint `%s`\n\n", h.Kernel, short(h.Fingerprint))
+		if len(h.Sysctls) > 0 {
+			w("| key | current | planned | decided at boot by |\n|---|---|---|---|\n")
+			for _, c := range h.Sysctls {
+				cur := mdCode(c.Current)
+				if !c.Writable {
+					cur += " (read-only here)"
+				}
+				planned := mdCode(c.Planned)
+				if !c.Change {
+					planned += " (no change)"
+				}
+				boot := "nothing (kernel default)"
+				if c.DecidedAtBoot != "" {
+					boot = "`" + c.DecidedAtBoot + "`"
+					if c.Shadowed {
+						boot += " **shadows ours** (" + mdCode(c.BootValue) + ")"
+					}
+				}
+				w("| %s | %s | %s | %s |\n", c.Key, cur, planned, boot)
+			}
+			w("\n")
+		}
+		w("- Release: %s\n", releaseText(h.Release))
+		w("- Relay config `%s`: %s\n", h.Config.Path, changeText(h.Config))
+		w("- Sysctl drop-in `%s`: %s\n", h.DropIn.Path, changeText(h.DropIn))
+		rb := h.Readback
+		rule := fmt.Sprintf("max(2 × min(%d, rmem_max %d), 2304)", rb.Requested, rb.RmemMax)
+		switch {
+		case rb.Requested == 0:
+			rule = fmt.Sprintf("rmem_default %d, since the relay does not ask", rb.RmemDefault)
+		case rb.Force:
+			rule = fmt.Sprintf("max(2 × %d, 2304) with SO_RCVBUFFORCE", rb.Requested)
+		}
+		now := "no socket found now"
+		if rb.CurrentFound {
+			now = fmt.Sprintf("now rb %d, drops %d", rb.Current, rb.CurrentDrops)
+		}
+		w("- Expected read-back: `ss` on UDP port %d shows **rb %d** = %s; %s\n\n", rb.Port, rb.Expected, rule, now)
+		if len(h.Steps) > 0 {
+			w("### Steps\n\n")
+			n := 0
+			for _, phase := range []struct{ name, title string }{
+				{PhaseStage, "Before the window (no effect on the running relay)"},
+				{PhaseWindow, "In the window (one restart)"},
+				{PhaseVerify, "After the restart: read back"},
+			} {
+				first := true
+				for _, s := range h.Steps {
+					if s.Phase != phase.name {
+						continue
+					}
+					if first {
+						w("%s:\n\n", phase.title)
+						first = false
+					}
+					n++
+					w("%d. %s\n", n, s.Title)
+				}
+				if !first {
+					w("\n")
+				}
+			}
+		}
+	}
+	return []byte(b.String())
+}
+
+func actionText(a string) string {
+	switch a {
+	case ActionChange:
+		return "changes"
+	case ActionNone:
+		return "no change"
+	default:
+		return "blocked"
+	}
+}
+
+func releaseText(r ReleaseChange) string {
+	switch r.Action {
+	case "keep":
+		return fmt.Sprintf("%s (no change)", r.Planned)
+	case "install":
+		if r.Current != "" {
+			return fmt.Sprintf("%s → %s (install)", r.Current, r.Planned)
+		}
+		return fmt.Sprintf("none → %s (install)", r.Planned)
+	default:
+		return fmt.Sprintf("%s → %s (%s)", r.Current, r.Planned, r.Action)
+	}
+}
+
+func changeText(f FileChange) string {
+	switch {
+	case !f.Change:
+		return "no change"
+	case f.Planned == "":
+		return "removed"
+	case !f.Exists:
+		return "created"
+	default:
+		return "rewritten"
+	}
+}
+
+func mdCode(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if s == "" {
+		return "(empty)"
+	}
+	return "`" + strings.ReplaceAll(s, "`", "'") + "`"
+}
+
+func short(s string) string {
+	if i := strings.IndexByte(s, ':'); i >= 0 && len(s) > i+17 {
+		return s[:i+17]
+	}
+	if len(s) > 16 {
+		return s[:16]
+	}
+	return s
+}
