@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"os"
 	"strconv"
@@ -26,8 +27,8 @@ const DefaultPath = "/etc/relay/relayd.env"
 
 // Limits of the numeric keys.
 const (
-	MaxSORcvbuf    = 1 << 30 // the kernel doubles the value into an int
-	MaxBatch       = 1024    // UIO_MAXIOV, the most recvmmsg/sendmmsg take
+	MaxSORcvbuf    = math.MaxInt32 / 2 // the kernel caps here before doubling into an int
+	MaxBatch       = 1024              // UIO_MAXIOV, the most recvmmsg/sendmmsg take
 	MaxIdleTimeout = 24 * time.Hour
 )
 

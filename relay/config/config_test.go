@@ -55,7 +55,7 @@ func TestParseErrors(t *testing.T) {
 		{"duplicate", "RELAYD_BATCH=4\nRELAYD_BATCH=8", "relayd.env:2: RELAYD_BATCH: set twice (first at line 1)"},
 		{"batch zero", "RELAYD_BATCH=0", "relayd.env:1: RELAYD_BATCH: want a decimal integer from 1 to 1024, got \"0\""},
 		{"batch too big", "RELAYD_BATCH=1025", "RELAYD_BATCH: want a decimal integer from 1 to 1024"},
-		{"rcvbuf negative", "RELAYD_SO_RCVBUF=-1", "RELAYD_SO_RCVBUF: want a decimal integer from 0 to 1073741824"},
+		{"rcvbuf negative", "RELAYD_SO_RCVBUF=-1", "RELAYD_SO_RCVBUF: want a decimal integer from 0 to 1073741823"},
 		{"rcvbuf with unit", "RELAYD_SO_RCVBUF=4M", "RELAYD_SO_RCVBUF: want a decimal integer"},
 		{"rcvbuf leading plus", "RELAYD_SO_RCVBUF=+5", "RELAYD_SO_RCVBUF: want a decimal integer"},
 		{"force yes", "RELAYD_SO_RCVBUF_FORCE=yes", "RELAYD_SO_RCVBUF_FORCE: want true or false, got \"yes\""},
@@ -84,7 +84,7 @@ func TestParseErrors(t *testing.T) {
 func TestRenderRoundTrip(t *testing.T) {
 	configs := []Config{
 		Default(),
-		{Listen: "10.1.2.3:1", Control: "127.0.0.1:0", SORcvbuf: 1 << 30, SORcvbufForce: true,
+		{Listen: "10.1.2.3:1", Control: "127.0.0.1:0", SORcvbuf: MaxSORcvbuf, SORcvbufForce: true,
 			LobbySize: 256, MaxLobbies: 1 << 20, IdleTimeout: 1500 * time.Millisecond, Batch: 1024},
 	}
 	for _, c := range configs {
