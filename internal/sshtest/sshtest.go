@@ -102,6 +102,12 @@ func WithHostKey(k *Key) Option {
 	return func(s *Server) { s.hostKey = k }
 }
 
+// WithExtraHostKey makes the server offer another host key besides its own,
+// as sshd does with one key of each type; the client picks which to verify.
+func WithExtraHostKey(k ssh.Signer) Option {
+	return func(s *Server) { s.extraHostKeys = append(s.extraHostKeys, k) }
+}
+
 // WithEnv adds KEY=value entries to the environment of every command; a
 // later entry for the same key wins, so "PATH=dir:"+os.Getenv("PATH") puts
 // a fake command first.
@@ -116,11 +122,12 @@ func WithDir(dir string) Option {
 
 // Server is an in-process SSH server.
 type Server struct {
-	authorized []ssh.PublicKey
-	users      []string
-	hostKey    *Key
-	env        []string
-	dir        string
+	authorized    []ssh.PublicKey
+	users         []string
+	hostKey       *Key
+	extraHostKeys []ssh.Signer
+	env           []string
+	dir           string
 
 	ln  net.Listener
 	cfg *ssh.ServerConfig
@@ -148,6 +155,9 @@ func New(t testing.TB, opts ...Option) *Server {
 	}
 	s.cfg = &ssh.ServerConfig{PublicKeyCallback: s.checkKey}
 	s.cfg.AddHostKey(s.hostKey.Signer)
+	for _, k := range s.extraHostKeys {
+		s.cfg.AddHostKey(k)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)

@@ -279,6 +279,9 @@ func (c *Client) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, s
 	rctx, cancel := context.WithTimeout(ctx, c.o.CommandTimeout)
 	defer cancel()
 
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: run command: %w", c.target, err)
+	}
 	sudo := c.target.User != "root"
 	remote := cmd
 	if sudo {

@@ -3,6 +3,8 @@ package sshrun_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +19,7 @@ import (
 	"github.com/relayctl/relayctl/rollout/sshrun"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
+	"golang.org/x/crypto/ssh/knownhosts"
 )
 
 // env is a private home for one test: HOME, no agent, one client key
@@ -668,6 +671,50 @@ func TestCommandTimeout(t *testing.T) {
 	if err := c.Run(ctx, "sleep 600", nil, nil, nil); !errors.Is(err, context.Canceled) || errors.Is(err, sshrun.ErrTimeout) {
 		t.Errorf("got %v, want context.Canceled", err)
 	}
+	if got, want := c.Sessions(), 2; got != want {
+		t.Errorf("got %d sessions, want %d (none for a cancelled context)", got, want)
+	}
+	// Closing both ends waits for the server to have handled every request
+	// sent before, so the KILL is recorded by now.
+	c.Close()
+	s.Close()
+	if got, want := fmt.Sprint(s.Signals()), "[KILL]"; got != want {
+		t.Errorf("got signals %s, want %s", got, want)
+	}
+}
+
+func TestRunKilledBySignal(t *testing.T) {
+	e := newEnv(t)
+	s := e.server(t)
+	c := dial(t, "root@"+s.Addr(), e.opts())
+	err := c.Run(context.Background(), "kill -9 $$", nil, nil, nil)
+	var ee *rollout.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("got %v, want *rollout.ExitError", err)
+	}
+	if got, want := *ee, (rollout.ExitError{Status: 137, Stderr: "killed by signal KILL"}); got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+func TestHostWithSeveralKeys(t *testing.T) {
+	// x/crypto prefers RSA host keys; a host that also has one, pinned by
+	// its ed25519 key, must still be verified by that key.
+	e := newEnv(t)
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaSigner, err := ssh.NewSignerFromKey(rsaKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.server(t, sshtest.WithExtraHostKey(rsaSigner))
+	dial(t, "root@"+s.Addr(), e.opts())
+
+	// And pinned by the RSA key only, RSA is what gets checked.
+	sshtest.WriteKnownHosts(t, e.known, knownhosts.Line([]string{s.Addr()}, rsaSigner.PublicKey()))
+	dial(t, "root@"+s.Addr(), e.opts())
 }
 
 func TestConnectTimeout(t *testing.T) {
