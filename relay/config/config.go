@@ -197,6 +197,15 @@ func (c *Config) Set(name, value string) error {
 	return nil
 }
 
+// Get returns the value of one key as the file would hold it, or "" for an
+// unknown key.
+func (c Config) Get(name string) string {
+	if k, ok := lookup(name); ok {
+		return k.render(c)
+	}
+	return ""
+}
+
 // Validate checks every field, for a Config built in code rather than
 // parsed.
 func (c Config) Validate() error {

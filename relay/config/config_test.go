@@ -206,3 +206,18 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestGet(t *testing.T) {
+	c := Default()
+	c.IdleTimeout = 90 * time.Second
+	for _, tt := range []struct{ key, want string }{
+		{"RELAYD_LISTEN", "0.0.0.0:7788"},
+		{"RELAYD_IDLE_TIMEOUT", "1m30s"},
+		{"RELAYD_SO_RCVBUF_FORCE", "false"},
+		{"RELAYD_NOPE", ""},
+	} {
+		if got := c.Get(tt.key); got != tt.want {
+			t.Errorf("Get(%s): got %q, want %q", tt.key, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,139 @@
+// Command relayd is the reference UDP relay that relayctl rolls out and
+// benches. See docs/relayd.md.
+//
+// Output: the version (with --version) on stdout; logs, usage and errors on
+// stderr. Exit 0 after SIGTERM or SIGINT, 1 on a runtime error, 2 on bad
+// flags or configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/relayctl/relayctl/relay/config"
+	"github.com/relayctl/relayctl/relay/server"
+)
+
+// Version is the release, stamped at build time with
+// go build -ldflags "-X main.Version=1.8.0".
+var Version = "devel"
+
+func main() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	os.Exit(run(os.Args, os.Environ(), os.Stdout, os.Stderr, sig))
+}
+
+// flagKeys maps each flag that sets a config key to its key.
+var flagKeys = []struct{ flag, key, usage string }{
+	{"listen", "RELAYD_LISTEN", "UDP `address` to relay on, IPv4 only"},
+	{"control", "RELAYD_CONTROL", "loopback TCP `address` of /status and /metrics"},
+	{"so-rcvbuf", "RELAYD_SO_RCVBUF", "`bytes` to ask with setsockopt(SO_RCVBUF); 0 keeps the kernel default"},
+	{"lobby-size", "RELAYD_LOBBY_SIZE", "`players` per lobby"},
+	{"max-lobbies", "RELAYD_MAX_LOBBIES", "lobby ids are 0 to this `count` minus 1"},
+	{"idle-timeout", "RELAYD_IDLE_TIMEOUT", "remove a player silent this long (Go `duration`)"},
+	{"batch", "RELAYD_BATCH", "`datagrams` per recvmmsg/sendmmsg; 1 turns batching off"},
+}
+
+func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
+	fs := flag.NewFlagSet("relayd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", config.DefaultPath, "environment `file` of RELAYD_* keys (a missing default file is fine)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	type setting struct{ key, value string }
+	var fromFlags []setting
+	for _, f := range flagKeys {
+		fs.Func(f.flag, f.usage+" (default "+config.Default().Get(f.key)+", env "+f.key+")", func(v string) error {
+			fromFlags = append(fromFlags, setting{f.key, v})
+			return nil
+		})
+	}
+	fs.BoolFunc("so-rcvbuf-force", "use SO_RCVBUFFORCE (needs CAP_NET_ADMIN), which ignores net.core.rmem_max (env RELAYD_SO_RCVBUF_FORCE)", func(v string) error {
+		fromFlags = append(fromFlags, setting{"RELAYD_SO_RCVBUF_FORCE", v})
+		return nil
+	})
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: relayd [flags]\n\nRelays UDP between the players of each lobby. Precedence: flag > environment > config file > default.\nThe configuration is read at start only: restart relayd to apply a change (SIGHUP does not reload).\n\nFlags:\n")
+		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "\nExamples:\n  relayd --listen 0.0.0.0:7788 --so-rcvbuf 4194304\n  RELAYD_BATCH=1 relayd --config ./relayd.env\n  curl -s 127.0.0.1:7789/status\n")
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "relayd: error: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version())
+		return 0
+	}
+
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "config" })
+	cfg, err := config.Load(*configPath, explicit)
+	if err == nil {
+		cfg, err = config.FromEnv(cfg, environ)
+	}
+	for _, s := range fromFlags {
+		if err != nil {
+			break
+		}
+		if err = cfg.Set(s.key, s.value); err != nil {
+			err = fmt.Errorf("flag: %w", err)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "relayd: error: %v\n", err)
+		return 2
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	srv, err := server.New(cfg, version(), log)
+	if err != nil {
+		fmt.Fprintf(stderr, "relayd: error: %v\n", err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for s := range sig {
+			if s == syscall.SIGHUP {
+				log.Info("SIGHUP ignored: relayd reads its configuration at start only; restart it to apply a change")
+				continue
+			}
+			log.Info("stopping", "signal", s.String())
+			cancel()
+			return
+		}
+	}()
+	if err := srv.Run(ctx); err != nil {
+		log.Error("relayd stopped", "err", err)
+		return 1
+	}
+	log.Info("relayd stopped")
+	return 0
+}
+
+// version is the stamped Version, or the module version when relayd was
+// installed with go install and not stamped.
+func version() string {
+	if Version != "devel" {
+		return Version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return Version
+}

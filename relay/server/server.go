@@ -1,0 +1,353 @@
+// Package server is relayd, the reference UDP relay: one IPv4 socket
+// forwarding each datagram of a player to the other members of its lobby
+// (see package wire for the format), and a control plane on loopback TCP
+// serving /status (JSON) and /metrics (Prometheus).
+//
+// It exists so that relayctl can show on a real process with a real socket
+// that the SO_RCVBUF it asks for took effect, and count what the kernel
+// dropped.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/relayctl/relayctl/relay/config"
+	"github.com/relayctl/relayctl/relay/lobby"
+	"github.com/relayctl/relayctl/relay/wire"
+)
+
+// RmemMaxPath is where the kernel's cap on SO_RCVBUF is read at start.
+const RmemMaxPath = "/proc/sys/net/core/rmem_max"
+
+// Server is a running relay. Create it with New, then call Run.
+type Server struct {
+	cfg     config.Config
+	version string
+	log     *slog.Logger
+	started time.Time
+
+	conn      *net.UDPConn
+	io        *batchIO
+	ctl       net.Listener
+	http      *http.Server
+	closeOnce sync.Once
+
+	effective int // SO_RCVBUF read back with getsockopt
+	rmemMax   int // net.core.rmem_max at start, 0 if unreadable
+
+	mu    sync.Mutex // guards table
+	table *lobby.Table
+
+	c counters
+}
+
+// counters are updated once per batch by the forwarding goroutine and read
+// by the control plane at any time.
+type counters struct {
+	rxPackets, rxBytes, txPackets, txBytes, txErrors atomic.Uint64
+	rxDrops, forwarded, lobbyFull, expired           atomic.Uint64
+	malformed                                        [numReasons]atomic.Uint64
+}
+
+// reason is why a datagram was refused as malformed.
+type reason int
+
+const (
+	reasonShort reason = iota
+	reasonMagic
+	reasonPlayerID
+	reasonLobbyRange
+	reasonPlayerTaken
+	reasonTooLong
+	numReasons
+)
+
+var reasonNames = [numReasons]string{"short", "magic", "player_id", "lobby_range", "player_taken", "too_long"}
+
+// New opens the relay's UDP socket (applying SO_RCVBUF as cfg asks) and its
+// control listener, and logs the start line. Nothing is served until Run.
+func New(cfg config.Config, version string, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("check config: %w", err)
+	}
+	table, err := lobby.New(lobby.Config{Size: cfg.LobbySize, MaxLobbies: cfg.MaxLobbies, IdleTimeout: cfg.IdleTimeout})
+	if err != nil {
+		return nil, fmt.Errorf("create lobby table: %w", err)
+	}
+	s := &Server{cfg: cfg, version: version, log: log, table: table, started: time.Now()}
+
+	s.rmemMax, err = readIntFile(RmemMaxPath)
+	if err != nil {
+		log.Warn("cannot read net.core.rmem_max", "err", err)
+	}
+	lc := net.ListenConfig{Control: s.setSockopts}
+	pc, err := lc.ListenPacket(context.Background(), "udp4", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen udp %s: %w", cfg.Listen, err)
+	}
+	s.conn = pc.(*net.UDPConn)
+	raw, err := s.conn.SyscallConn()
+	if err != nil {
+		s.conn.Close()
+		return nil, fmt.Errorf("get raw udp socket: %w", err)
+	}
+	var gerr error
+	if err := raw.Control(func(fd uintptr) {
+		s.effective, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+	}); err != nil || gerr != nil {
+		s.conn.Close()
+		return nil, fmt.Errorf("read back SO_RCVBUF: %w", errors.Join(err, gerr))
+	}
+	s.io = newBatchIO(raw, cfg.Batch, cfg.LobbySize-1)
+
+	s.ctl, err = net.Listen("tcp", cfg.Control)
+	if err != nil {
+		s.conn.Close()
+		return nil, fmt.Errorf("listen control %s: %w", cfg.Control, err)
+	}
+	s.http = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.logStart()
+	return s, nil
+}
+
+// setSockopts runs on the socket before bind: the requested buffer, and
+// SO_RXQ_OVFL so the kernel reports the socket's drops with each datagram.
+func (s *Server) setSockopts(_, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		if n := s.cfg.SORcvbuf; n > 0 {
+			opt, name := unix.SO_RCVBUF, "SO_RCVBUF"
+			if s.cfg.SORcvbufForce {
+				opt, name = unix.SO_RCVBUFFORCE, "SO_RCVBUFFORCE"
+			}
+			if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt, n); err != nil {
+				serr = fmt.Errorf("set %s %d: %w", name, n, err)
+				return
+			}
+		}
+		if err := unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1); err != nil {
+			serr = fmt.Errorf("set SO_RXQ_OVFL: %w", err)
+		}
+	})
+	return errors.Join(err, serr)
+}
+
+func (s *Server) logStart() {
+	s.log.Info("relayd started",
+		"version", s.version, "pid", os.Getpid(),
+		"listen", s.ListenAddr().String(), "control", s.ControlAddr().String(),
+		"so_rcvbuf_requested", s.cfg.SORcvbuf, "so_rcvbuf_force", s.cfg.SORcvbufForce,
+		"so_rcvbuf_effective", s.effective, "rmem_max", s.rmemMax,
+		"batch", s.cfg.Batch, "lobby_size", s.cfg.LobbySize, "max_lobbies", s.cfg.MaxLobbies,
+		"idle_timeout", s.cfg.IdleTimeout.String())
+	if msg := cappedWarning(s.cfg.SORcvbuf, s.cfg.SORcvbufForce, s.effective, s.rmemMax); msg != "" {
+		s.log.Warn(msg)
+	}
+}
+
+// cappedWarning explains a buffer smaller than asked. The kernel gives
+// 2*min(requested, rmem_max) and says nothing (DESIGN.md, kernel facts), so
+// an effective value under 2*requested means the cap applied.
+func cappedWarning(requested int, force bool, effective, rmemMax int) string {
+	if requested <= 0 || effective >= 2*requested {
+		return ""
+	}
+	if force {
+		return fmt.Sprintf("SO_RCVBUFFORCE capped by the kernel: requested %d, effective %d (want %d)", requested, effective, 2*requested)
+	}
+	return fmt.Sprintf("SO_RCVBUF capped by the kernel: requested %d, effective %d (want %d); raise net.core.rmem_max (now %d) or use --so-rcvbuf-force",
+		requested, effective, 2*requested, rmemMax)
+}
+
+// ListenAddr is the UDP address the relay is bound to.
+func (s *Server) ListenAddr() netip.AddrPort {
+	return s.conn.LocalAddr().(*net.UDPAddr).AddrPort()
+}
+
+// ControlAddr is the TCP address of the control plane.
+func (s *Server) ControlAddr() netip.AddrPort {
+	return s.ctl.Addr().(*net.TCPAddr).AddrPort()
+}
+
+// Run relays and serves the control plane until ctx is done or either
+// fails, then closes both. It returns nil after a clean stop.
+func (s *Server) Run(ctx context.Context) error {
+	errc := make(chan error, 2)
+	stopExpiry := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		errc <- s.forward()
+	}()
+	go func() {
+		defer wg.Done()
+		if err := s.http.Serve(s.ctl); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("serve control: %w", err)
+			return
+		}
+		errc <- nil
+	}()
+	go func() {
+		defer wg.Done()
+		s.expireLoop(stopExpiry)
+	}()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	close(stopExpiry)
+	s.Close()
+	wg.Wait()
+	return err
+}
+
+// Close stops the relay's socket and control plane. Run calls it; call it
+// directly only for a Server that was never run.
+func (s *Server) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		err = s.conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		// Shutdown also closes s.ctl, even when Serve never ran.
+		err = errors.Join(err, s.http.Shutdown(ctx))
+	})
+	return err
+}
+
+// forward is the relay loop: read a batch, route each datagram, send every
+// copy, count. It allocates nothing per datagram.
+func (s *Server) forward() error {
+	targets := make([]netip.AddrPort, 0, s.cfg.LobbySize-1)
+	for {
+		n, err := s.io.recv()
+		if errors.Is(err, net.ErrClosed) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("receive: %w", err)
+		}
+		var rxBytes, forwarded, lobbyFull uint64
+		var bad [numReasons]uint64
+		drops, sawDrops := uint32(0), false
+		now := time.Now()
+
+		s.mu.Lock()
+		for i := 0; i < n; i++ {
+			data, truncated, from := s.io.datagram(i)
+			rxBytes += uint64(len(data))
+			if d, ok := s.io.drops(i); ok {
+				drops, sawDrops = d, true
+			}
+			if truncated {
+				bad[reasonTooLong]++
+				continue
+			}
+			h, err := wire.Decode(data)
+			if err != nil {
+				bad[decodeReason(err)]++
+				continue
+			}
+			targets, err = s.table.Route(h.Lobby, h.Player, from, now, targets[:0])
+			switch {
+			case errors.Is(err, lobby.ErrLobbyFull):
+				lobbyFull++ // well formed, so counted apart from malformed
+				continue
+			case errors.Is(err, lobby.ErrLobbyRange):
+				bad[reasonLobbyRange]++
+				continue
+			case err != nil: // lobby.ErrPlayerTaken
+				bad[reasonPlayerTaken]++
+				continue
+			}
+			forwarded++
+			for _, to := range targets {
+				s.io.queue(i, len(data), to)
+			}
+		}
+		s.mu.Unlock()
+
+		txPackets, txBytes, refused, err := s.io.send()
+		s.c.rxPackets.Add(uint64(n))
+		s.c.rxBytes.Add(rxBytes)
+		s.c.forwarded.Add(forwarded)
+		s.c.lobbyFull.Add(lobbyFull)
+		for r, v := range bad {
+			if v > 0 {
+				s.c.malformed[r].Add(v)
+			}
+		}
+		if sawDrops {
+			s.c.rxDrops.Store(uint64(drops))
+		}
+		s.c.txPackets.Add(txPackets)
+		s.c.txBytes.Add(txBytes)
+		s.c.txErrors.Add(refused)
+		if errors.Is(err, net.ErrClosed) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("send: %w", err)
+		}
+	}
+}
+
+func decodeReason(err error) reason {
+	switch {
+	case errors.Is(err, wire.ErrShort):
+		return reasonShort
+	case errors.Is(err, wire.ErrMagic):
+		return reasonMagic
+	default:
+		return reasonPlayerID
+	}
+}
+
+// expireLoop removes idle players a few times per idle timeout, so a
+// player leaves at most a quarter of the timeout late.
+func (s *Server) expireLoop(stop <-chan struct{}) {
+	every := min(max(s.cfg.IdleTimeout/4, 10*time.Millisecond), time.Second)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-tick.C:
+			s.mu.Lock()
+			n := s.table.Expire(now)
+			s.mu.Unlock()
+			s.c.expired.Add(uint64(n))
+		}
+	}
+}
+
+func readIntFile(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return n, nil
+}
