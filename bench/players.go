@@ -1,0 +1,290 @@
+package bench
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/net/ipv4"
+	"golang.org/x/sys/unix"
+
+	"github.com/relayctl/relayctl/relay/wire"
+)
+
+// Tags in the payload say what a datagram belongs to.
+const (
+	joinTag = 0x8000_0000 // | round: lobby join handshake, never counted
+	calTag  = 0x7fff_fffe // the calibration run
+)
+
+// benchRcvBuf is what each player socket asks for: enough that the bench's
+// own receive buffers are not where loss happens. The kernel caps it at
+// rmem_max silently; the header reports what was granted.
+const benchRcvBuf = 1 << 20
+
+// shardCount is how many counter shards a window has.
+const shardCount = 8
+
+// readBatch is how many datagrams one recvmmsg call may return.
+const readBatch = 32
+
+// fleet is the players: one UDP socket each, a receiver goroutine each,
+// and one sender (the schedule) that writes on all of them.
+type fleet struct {
+	lobbySize int
+	lobbyBase uint32
+	nonce     uint32
+	conns     []*net.UDPConn
+	bufs      [][]byte // per player, header and nonce filled in once
+	seq       []uint32
+	rcvBuf    int // receive buffer the kernel granted the player sockets
+
+	win     atomic.Pointer[window] // the step being counted, nil between steps
+	late    []atomic.Uint64        // per step: datagrams that arrived after it closed
+	foreign atomic.Uint64
+
+	joinRound atomic.Uint32
+	joinSeen  []atomic.Uint32 // per player, join datagrams of the current round
+
+	drops []atomic.Uint32 // per socket, the kernel's drop count (SO_RXQ_OVFL)
+
+	wg     sync.WaitGroup
+	closed atomic.Bool
+}
+
+// window counts one step (or the calibration) across all receivers, in a
+// few shards so the receivers do not all contend on one cache line.
+type window struct {
+	tag    uint32
+	shards []shard
+}
+
+type shard struct {
+	received atomic.Uint64
+	lat      atomicHist
+	_        [64]byte
+}
+
+func newWindow(tag uint32, shards int) *window {
+	return &window{tag: tag, shards: make([]shard, shards)}
+}
+
+func (w *window) totals() (uint64, Hist) {
+	var n uint64
+	var h Hist
+	for i := range w.shards {
+		n += w.shards[i].received.Load()
+		s := w.shards[i].lat.snapshot()
+		h.Merge(&s)
+	}
+	return n, h
+}
+
+// lobbyOf and playerID place player i: lobbies are filled in order, so the
+// ramp adds players to the last lobby before it opens a new one.
+func (f *fleet) lobbyOf(i int) uint32        { return f.lobbyBase + uint32(i/f.lobbySize) }
+func (f *fleet) playerID(i int) uint32       { return uint32(i%f.lobbySize) + 1 }
+func (f *fleet) lobbyIndex(i int) int        { return i / f.lobbySize }
+func (f *fleet) lobbyRange(l int) (int, int) { return l * f.lobbySize, (l + 1) * f.lobbySize }
+
+// lobbies lists the members of each lobby when the first n players play.
+func lobbies(n, size int) []int {
+	var m []int
+	for n > 0 {
+		k := min(n, size)
+		m = append(m, k)
+		n -= k
+	}
+	return m
+}
+
+// openFleet opens n player sockets towards relay and starts their receivers.
+func openFleet(relay string, n, lobbySize, packetSize int, lobbyBase, nonce uint32, steps int) (*fleet, error) {
+	raddr, err := net.ResolveUDPAddr("udp4", relay)
+	if err != nil {
+		return nil, fmt.Errorf("resolve relay %s: %w", relay, err)
+	}
+	f := &fleet{
+		lobbySize: lobbySize,
+		lobbyBase: lobbyBase,
+		nonce:     nonce,
+		late:      make([]atomic.Uint64, steps),
+		joinSeen:  make([]atomic.Uint32, n),
+		drops:     make([]atomic.Uint32, n),
+	}
+	for i := range n {
+		// A connected udp4 socket per player: its own ephemeral port, as a
+		// real player has, and the kernel filters out anyone but the relay.
+		c, err := net.DialUDP("udp4", nil, raddr)
+		if err != nil {
+			f.close()
+			return nil, fmt.Errorf("open player socket %d of %d on the bench machine: %w", i+1, n, err)
+		}
+		f.conns = append(f.conns, c)
+		if err := setupSocket(c); err != nil {
+			f.close()
+			return nil, fmt.Errorf("set up player socket %d: %w", i+1, err)
+		}
+		b := make([]byte, packetSize)
+		wire.Encode(b, wire.Header{Lobby: f.lobbyOf(i), Player: f.playerID(i)})
+		binary.BigEndian.PutUint32(b[wire.HeaderLen+tagLen:], nonce)
+		f.bufs = append(f.bufs, b)
+	}
+	f.seq = make([]uint32, n)
+	if n > 0 {
+		rb, err := rcvBuf(f.conns[0])
+		if err != nil {
+			f.close()
+			return nil, err
+		}
+		f.rcvBuf = rb
+	}
+	for i := range n {
+		f.wg.Add(1)
+		go f.receive(i, i%shardCount, packetSize)
+	}
+	return f, nil
+}
+
+func setupSocket(c *net.UDPConn) error {
+	if err := c.SetReadBuffer(benchRcvBuf); err != nil {
+		return fmt.Errorf("set receive buffer: %w", err)
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	// SO_RXQ_OVFL: the kernel attaches the socket's drop count to each
+	// datagram, so the bench knows when its own sockets lost something.
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("set SO_RXQ_OVFL: %w", serr)
+	}
+	return nil
+}
+
+func rcvBuf(c *net.UDPConn) (int, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var v int
+	var gerr error
+	if err := rc.Control(func(fd uintptr) { v, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF) }); err != nil {
+		return 0, err
+	}
+	if gerr != nil {
+		return 0, fmt.Errorf("read SO_RCVBUF: %w", gerr)
+	}
+	return v, nil
+}
+
+func (f *fleet) close() {
+	f.closed.Store(true)
+	for _, c := range f.conns {
+		c.Close()
+	}
+	f.wg.Wait()
+}
+
+// receive reads player i's socket with recvmmsg until the socket closes.
+func (f *fleet) receive(i, shardIdx, packetSize int) {
+	defer f.wg.Done()
+	pc := ipv4.NewPacketConn(f.conns[i])
+	msgs := make([]ipv4.Message, readBatch)
+	for j := range msgs {
+		msgs[j].Buffers = [][]byte{make([]byte, packetSize+64)}
+		msgs[j].OOB = make([]byte, unix.CmsgSpace(4))
+	}
+	for {
+		n, err := pc.ReadBatch(msgs, 0)
+		if err != nil {
+			if f.closed.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue // e.g. ECONNREFUSED from an ICMP error while the relay was down
+		}
+		now := time.Now().UnixNano()
+		w := f.win.Load()
+		for j := range n {
+			m := &msgs[j]
+			if d, ok := rxqOvfl(m.OOB[:m.NN]); ok {
+				f.drops[i].Store(d)
+			}
+			f.count(i, m.Buffers[0][:m.N], now, w, shardIdx)
+		}
+	}
+}
+
+// count attributes one received datagram.
+func (f *fleet) count(i int, b []byte, now int64, w *window, shardIdx int) {
+	h, err := wire.Decode(b)
+	if err != nil || len(b) < MinPacket || binary.BigEndian.Uint32(b[wire.HeaderLen+tagLen:]) != f.nonce {
+		f.foreign.Add(1)
+		return
+	}
+	tag := binary.BigEndian.Uint32(b[wire.HeaderLen:])
+	switch {
+	case tag&joinTag != 0:
+		if tag == f.joinRound.Load() {
+			f.joinSeen[i].Add(1)
+		}
+	case w != nil && tag == w.tag:
+		s := &w.shards[shardIdx]
+		s.received.Add(1)
+		s.lat.add(time.Duration(now - h.SentUnix))
+	case tag < uint32(len(f.late)):
+		f.late[tag].Add(1)
+	case tag != calTag:
+		f.foreign.Add(1)
+	}
+}
+
+// rxqOvfl reads the SO_RXQ_OVFL control message, if present.
+func rxqOvfl(oob []byte) (uint32, bool) {
+	for len(oob) >= unix.CmsgLen(0) {
+		// In place, as unix.ParseSocketControlMessage reads it, but without
+		// its allocation per datagram.
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		l := int(h.Len)
+		if l < unix.CmsgLen(0) || l > len(oob) {
+			return 0, false
+		}
+		if h.Level == unix.SOL_SOCKET && h.Type == unix.SO_RXQ_OVFL && l >= unix.CmsgLen(4) {
+			return binary.NativeEndian.Uint32(oob[unix.CmsgLen(0):]), true
+		}
+		oob = oob[min(unix.CmsgSpace(l-unix.CmsgLen(0)), len(oob)):]
+	}
+	return 0, false
+}
+
+// benchDrops is the sum of the kernel's drop counts on the player sockets.
+func (f *fleet) benchDrops() uint64 {
+	var n uint64
+	for i := range f.drops {
+		n += uint64(f.drops[i].Load())
+	}
+	return n
+}
+
+// send writes player p's next datagram, tagged, stamped with the time now.
+// Only one goroutine sends at a time, so the buffers need no lock.
+func (f *fleet) send(p int, tag uint32) error {
+	b := f.bufs[p]
+	binary.BigEndian.PutUint32(b[12:16], f.seq[p])
+	f.seq[p]++
+	binary.BigEndian.PutUint64(b[16:24], uint64(time.Now().UnixNano()))
+	binary.BigEndian.PutUint32(b[wire.HeaderLen:], tag)
+	_, err := f.conns[p].Write(b)
+	return err
+}

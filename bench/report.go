@@ -1,0 +1,148 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is the result of a run; its JSON form is versioned by Format.
+type Report struct {
+	Format      int          `json:"format"`
+	Started     time.Time    `json:"started"`
+	Config      ConfigReport `json:"config"`
+	Preflight   Preflight    `json:"preflight"`
+	BenchRcvBuf int          `json:"bench_socket_rb"` // receive buffer the kernel granted each player socket
+	Calibration *Calibration `json:"calibration,omitempty"`
+	Steps       []Step       `json:"steps"`
+	Knee        Knee         `json:"knee"`
+	Stopped     string       `json:"stopped,omitempty"`
+	Samples     []Sample     `json:"samples"`
+}
+
+// ConfigReport is the run's configuration as the report shows it.
+type ConfigReport struct {
+	Relay        string  `json:"relay"`
+	Control      string  `json:"control"`
+	LobbySize    int     `json:"lobby_size"`
+	PacketSize   int     `json:"packet_size"`
+	Hz           int     `json:"hz"`
+	JitterMS     float64 `json:"jitter_ms"`
+	Players      string  `json:"players"`
+	StepSeconds  float64 `json:"step_seconds"`
+	Interval     float64 `json:"interval_seconds"`
+	Threshold    float64 `json:"threshold"`
+	LobbyBase    uint32  `json:"lobby_base"`
+	MaxLagTicks  float64 `json:"max_lag_ticks"`
+	MaxUnsentPct float64 `json:"max_unsent_pct"`
+}
+
+func reportConfig(c Config) ConfigReport {
+	return ConfigReport{
+		Relay: c.Relay, Control: c.Control, LobbySize: c.LobbySize, PacketSize: c.PacketSize,
+		Hz: c.Hz, JitterMS: float64(c.Jitter) / float64(time.Millisecond), Players: c.Ramp.String(),
+		StepSeconds: c.StepDuration.Seconds(), Interval: c.Interval.Seconds(), Threshold: c.Threshold,
+		LobbyBase: c.LobbyBase, MaxLagTicks: MaxLagTicks, MaxUnsentPct: 100 * MaxUnsentFraction,
+	}
+}
+
+// WriteJSON writes the report as one indented JSON document.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("write report json: %w", err)
+	}
+	return nil
+}
+
+// Header is the lines above the table: the run, the bench machine, and
+// the bench's own ceiling, so a reader knows when the bench is the limit.
+func (r *Report) Header() []string {
+	c := r.Config
+	pf := r.Preflight
+	h := []string{
+		fmt.Sprintf("relay %s (control %s): lobbies of %d (each datagram forwarded to %d), %d-byte datagrams at %d Hz, jitter %gms, %gs per step",
+			c.Relay, c.Control, c.LobbySize, c.LobbySize-1, c.PacketSize, c.Hz, c.JitterMS, c.StepSeconds),
+		fmt.Sprintf("bench machine: %d CPUs, RLIMIT_NOFILE %d (hard %d, needs %d), ephemeral ports %d-%d (%d in use), player socket rb %d",
+			pf.CPUs, pf.NoFile, pf.NoFileHard, pf.FDsNeeded, pf.PortLow, pf.PortHigh, pf.PortsInUse, r.BenchRcvBuf),
+	}
+	if cal := r.Calibration; cal != nil {
+		line := fmt.Sprintf("bench ceiling: sends %s datagrams/s, receives %s/s (%.1fs at full speed through this relay, %d players)",
+			si(cal.SendPPS), si(cal.RecvPPS), cal.Seconds, cal.Players)
+		if cal.RelayLimited {
+			line += fmt.Sprintf("; the relay dropped %d then, so the receive figure is the relay's and only a lower bound for the bench", cal.RelayDrops)
+		}
+		h = append(h, line)
+	} else {
+		h = append(h, "bench ceiling: not measured (--calibrate 0)")
+	}
+	h = append(h, fmt.Sprintf("a step is invalid when the senders' p99 lag exceeds %g tick, more than %g%% of planned datagrams go unsent, or the bench's own sockets drop",
+		c.MaxLagTicks, c.MaxUnsentPct))
+	return h
+}
+
+// WriteTable writes the human report: header, one row per step, the knee.
+func (r *Report) WriteTable(w io.Writer) error {
+	var b strings.Builder
+	for _, l := range r.Header() {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "players\tlobbies\tplanned\tsent\trelay rx\trelay drops\trelay tx\treceived\tloss in\tloss out\tloss %\tp50\tp95\tp99\tlag p99\tvalid\t")
+	for _, s := range r.Steps {
+		relay := func(v uint64) string {
+			if !s.RelayKnown {
+				return "?"
+			}
+			return fmt.Sprint(v)
+		}
+		valid := "yes"
+		if !s.Valid {
+			valid = "NO"
+		} else if s.NearBenchCeiling {
+			valid = "ceiling"
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\t\n",
+			s.Players, s.Lobbies, s.Planned, s.Sent, relay(s.RelayRx), relay(s.RelayDrop), relay(s.RelayTx),
+			s.Received, relay(s.LossIn), relay(s.LossOut), s.LossPct,
+			ms(s.LatencyP50), ms(s.LatencyP95), ms(s.LatencyP99), ms(s.LagP99), valid)
+	}
+	tw.Flush()
+	b.WriteString("\n")
+	for _, s := range r.Steps {
+		for _, why := range s.Invalid {
+			fmt.Fprintf(&b, "%d players: invalid: %s\n", s.Players, why)
+		}
+		for _, n := range s.Notes {
+			fmt.Fprintf(&b, "%d players: %s\n", s.Players, n)
+		}
+	}
+	fmt.Fprintf(&b, "%s\n", r.Knee.Summary)
+	if r.Stopped != "" {
+		fmt.Fprintf(&b, "%s\n", r.Stopped)
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write report: %w", err)
+	}
+	return nil
+}
+
+func ms(d time.Duration) string {
+	return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+}
+
+// si prints a rate with a k or M suffix.
+func si(v float64) string {
+	switch {
+	case v >= 1e6:
+		return fmt.Sprintf("%.2fM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
+}

@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sampleReport() *Report {
+	sch := NewSchedule(8, 60, time.Second, 0, 1)
+	var steps []Step
+	for i, n := range []int{8, 16, 24} {
+		sch = NewSchedule(n, 60, time.Second, 0, 1)
+		in := perfect(n, 8, sch)
+		if i == 2 {
+			in.Relay.RxPackets -= 50
+			in.Relay.RxDrops = 50
+			in.Relay.TxPackets -= 350
+			in.Received -= 350
+		}
+		steps = append(steps, Account(in))
+	}
+	cfg := Defaults()
+	cfg.Relay, cfg.Control = "127.0.0.1:7788", "127.0.0.1:7789"
+	return &Report{
+		Format:      1,
+		Config:      reportConfig(cfg),
+		Preflight:   Preflight{Players: 24, CPUs: 2, NoFile: 1024, NoFileHard: 4096, FDsNeeded: 50, PortLow: 32768, PortHigh: 60999},
+		Calibration: &Calibration{Seconds: 1, Players: 8, SendPPS: 150000, RecvPPS: 300000},
+		Steps:       steps,
+		Knee:        FindKnee(steps, 0),
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	var b bytes.Buffer
+	if err := sampleReport().WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"lobbies of 8 (each datagram forwarded to 7)",
+		"bench ceiling: sends 150.0k datagrams/s, receives 300.0k/s",
+		"2 CPUs, RLIMIT_NOFILE 1024",
+		"knee at 24 players",
+		"dropped in the relay's socket buffer",
+		"last clean step 16 players",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table: got\n%s\nwant it to contain %q", out, want)
+		}
+	}
+}
+
+func TestWriteJSONRoundTrip(t *testing.T) {
+	var b bytes.Buffer
+	if err := sampleReport().WriteJSON(&b); err != nil {
+		t.Fatal(err)
+	}
+	var got Report
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatalf("decode report: %v", err)
+	}
+	if len(got.Steps) != 3 || got.Steps[2].LossInAtRelay != 50 || !got.Knee.Found || got.Knee.Players != 24 {
+		t.Errorf("got %d steps, knee %+v, want 3 steps and the knee at 24 with 50 relay drops", len(got.Steps), got.Knee)
+	}
+}
+
+func TestWriteSVG(t *testing.T) {
+	var b bytes.Buffer
+	if err := sampleReport().WriteSVG(&b); err != nil {
+		t.Fatal(err)
+	}
+	// Well-formed XML, two series of three points, the knee labelled.
+	dec := xml.NewDecoder(&b)
+	polylines, circles := 0, 0
+	var texts []string
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("parse svg: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			switch se.Name.Local {
+			case "polyline":
+				polylines++
+			case "circle":
+				circles++
+			}
+		}
+		if cd, ok := tok.(xml.CharData); ok {
+			texts = append(texts, string(cd))
+		}
+	}
+	if polylines != 2 {
+		t.Errorf("got %d polylines, want 2 (loss and relay rate)", polylines)
+	}
+	if circles != 2*3+1 {
+		t.Errorf("got %d circles, want %d (three points per series and the legend's)", circles, 2*3+1)
+	}
+	all := strings.Join(texts, "|")
+	for _, want := range []string{"knee: 24 players", "players", "loss, % of planned deliveries"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("svg text: got %q, want it to contain %q", all, want)
+		}
+	}
+}
+
+func TestNiceTicks(t *testing.T) {
+	tests := []struct {
+		lo, hi    float64
+		wantFirst float64
+		wantLast  float64
+	}{
+		{0, 1, 0, 1},
+		{0, 7.3, 0, 8},
+		{8, 400, 100, 400}, // ticks start at the first round value inside the range
+		{0, 168000, 0, 200000},
+	}
+	for _, tt := range tests {
+		got := niceTicksRange(tt.lo, tt.hi)
+		if got[len(got)-1] != tt.wantLast || got[len(got)-1] < tt.hi {
+			t.Errorf("ticks(%v, %v): got %v, want last %v covering %v", tt.lo, tt.hi, got, tt.wantLast, tt.hi)
+		}
+		if got[0] != tt.wantFirst {
+			t.Errorf("ticks(%v, %v): got %v, want first %v", tt.lo, tt.hi, got, tt.wantFirst)
+		}
+		if len(got) > 12 {
+			t.Errorf("ticks(%v, %v): got %d ticks, want a readable few", tt.lo, tt.hi, len(got))
+		}
+	}
+}
+
+func TestPreflightParsers(t *testing.T) {
+	lo, hi, err := parsePortRange("32768\t60999\n")
+	if err != nil || lo != 32768 || hi != 60999 {
+		t.Errorf("parsePortRange: got %d %d %v, want 32768 60999", lo, hi, err)
+	}
+	for _, bad := range []string{"", "1", "9 8", "0 10", "1 70000", "a b"} {
+		if _, _, err := parsePortRange(bad); err == nil {
+			t.Errorf("parsePortRange(%q): got no error, want one", bad)
+		}
+	}
+	lines := []struct {
+		line string
+		port int
+		ok   bool
+	}{
+		{"  sl  local_address rem_address   st tx_queue rx_queue", 0, false},
+		{"   12: 0100007F:1E6C 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 41 2 0000 0", 7788, true},
+		{" 1: 00000000000000000000000001000000:8000 00000000000000000000000000000000:0000 07", 32768, true},
+	}
+	for _, l := range lines {
+		port, ok := localPort(l.line)
+		if port != l.port || ok != l.ok {
+			t.Errorf("localPort(%q): got %d %v, want %d %v", l.line, port, ok, l.port, l.ok)
+		}
+	}
+	for _, c := range []struct{ need, want uint64 }{{432, 4096}, {4097, 8192}, {100016, 131072}} {
+		if got := suggestNoFile(c.need); got != c.want {
+			t.Errorf("suggestNoFile(%d): got %d, want %d", c.need, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,457 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options are what the caller plugs in around a run.
+type Options struct {
+	// Progress, if set, is called every Config.Interval during a step, from
+	// another goroutine; it must not block for long.
+	Progress func(Progress)
+	// Kernel, if set, reads the relay host's kernel counters around each step.
+	Kernel KernelReader
+	// StepDone, if set, is called after each step with its report.
+	StepDone func(i int, s Step)
+	// Clock drives the schedule; nil is the wall clock.
+	Clock Clock
+}
+
+// Progress is a reading taken during a step.
+type Progress struct {
+	Step     int // 0-based
+	Steps    int
+	Players  int
+	Elapsed  time.Duration
+	Duration time.Duration
+	Sent     uint64
+	Planned  uint64
+	Received uint64
+	Relay    Counters // delta since the step started
+	RelayErr error
+}
+
+// Sample is one reading of the relay's control plane during the run.
+type Sample struct {
+	Seconds float64  `json:"t"` // since the run started
+	Step    int      `json:"step"`
+	Players int      `json:"players"`
+	Relay   Counters `json:"relay"`
+	Error   string   `json:"error,omitempty"`
+}
+
+// Calibration is the bench measuring itself: a short run at full speed
+// against the relay, on this machine. Its rates tell a reader when the
+// bench, not the relay, is what a step ran into.
+type Calibration struct {
+	Seconds    float64 `json:"seconds"`
+	Players    int     `json:"players"`
+	Sent       uint64  `json:"sent"`
+	SendErrors uint64  `json:"send_errors"`
+	SendPPS    float64 `json:"send_pps"` // datagrams per second the bench generated
+	Received   uint64  `json:"received"`
+	RecvPPS    float64 `json:"recv_pps"` // copies per second the players received
+	RelayRx    uint64  `json:"relay_rx"`
+	RelayTx    uint64  `json:"relay_tx"`
+	RelayDrops uint64  `json:"relay_drops"`
+	BenchDrops uint64  `json:"bench_drops"`
+	// RelayLimited: the relay dropped during calibration, so RecvPPS is what
+	// the relay passed, a lower bound of what the bench can receive.
+	RelayLimited bool `json:"relay_limited"`
+}
+
+// NearCeiling is the fraction of the calibrated rates at which a step is
+// marked as running into the bench's own ceiling.
+const NearCeiling = 0.8
+
+const (
+	controlTimeout = 2 * time.Second
+	maxJoinRounds  = 6
+	drainQuiet     = 50 * time.Millisecond
+	drainMax       = 2 * time.Second
+)
+
+type runner struct {
+	cfg   Config
+	opt   Options
+	clk   Clock
+	ctrl  *Control
+	f     *fleet
+	start time.Time
+	steps []int
+
+	mu      sync.Mutex
+	samples []Sample
+	joinGen uint32
+}
+
+// Run runs the preflight, then the ramp, and returns the report. A
+// *PreflightError means nothing was sent.
+func Run(ctx context.Context, cfg Config, opt Options) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	steps := cfg.Ramp.Steps()
+	pf, err := RunPreflight(steps[len(steps)-1])
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{cfg: cfg, opt: opt, clk: opt.Clock, steps: steps, ctrl: NewControl(cfg.Control, controlTimeout)}
+	if r.clk == nil {
+		r.clk = RealClock{}
+	}
+	if _, err := r.status(ctx); err != nil {
+		return nil, fmt.Errorf("reach the relay's control plane before sending: %w", err)
+	}
+	if opt.Kernel != nil {
+		if _, err := opt.Kernel.ReadKernel(ctx); err != nil {
+			return nil, fmt.Errorf("read the relay host's kernel counters before sending: %w", err)
+		}
+	}
+	f, err := openFleet(cfg.Relay, pf.Players, cfg.LobbySize, cfg.PacketSize, cfg.LobbyBase, rand.Uint32(), len(steps))
+	if err != nil {
+		return nil, err
+	}
+	defer f.close()
+	r.f = f
+	r.start = time.Now()
+
+	rep := &Report{
+		Format:      1,
+		Started:     r.start.UTC(),
+		Config:      reportConfig(cfg),
+		Preflight:   pf,
+		BenchRcvBuf: f.rcvBuf,
+	}
+	joined := 0
+	for i, n := range steps {
+		if err := r.join(ctx, joined, n); err != nil {
+			return nil, err
+		}
+		joined = n
+		if i == 0 && cfg.Calibrate > 0 {
+			cal, err := r.calibrate(ctx, min(cfg.LobbySize, n))
+			if err != nil {
+				return nil, err
+			}
+			rep.Calibration = &cal
+		}
+		s, err := r.step(ctx, i, n)
+		if err != nil {
+			return nil, err
+		}
+		markCeiling(&s, rep.Calibration)
+		rep.Steps = append(rep.Steps, s)
+		if opt.StepDone != nil {
+			opt.StepDone(i, s)
+		}
+		k := FindKnee(rep.Steps, cfg.Threshold)
+		if k.BenchLimit && !k.Found {
+			rep.Stopped = fmt.Sprintf("stopped at %d players: the bench fell behind, later steps would measure it, not the relay", n)
+			break
+		}
+		if k.Found && cfg.AfterKnee >= 0 && i-k.Step >= cfg.AfterKnee && i < len(steps)-1 {
+			rep.Stopped = fmt.Sprintf("stopped %d steps after the knee (--after-knee)", cfg.AfterKnee)
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			rep.Stopped = "interrupted"
+			break
+		}
+	}
+	for i := range rep.Steps {
+		rep.Steps[i].Late = f.late[i].Load()
+	}
+	rep.Knee = FindKnee(rep.Steps, cfg.Threshold)
+	r.mu.Lock()
+	rep.Samples = r.samples
+	r.mu.Unlock()
+	return rep, nil
+}
+
+func (r *runner) status(ctx context.Context) (Counters, error) {
+	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
+	return r.ctrl.Status(ctx)
+}
+
+// members lists the players of lobby l when the first n players play.
+func (r *runner) members(l, n int) []int {
+	lo, hi := r.f.lobbyRange(l)
+	var m []int
+	for p := lo; p < min(hi, n); p++ {
+		m = append(m, p)
+	}
+	return m
+}
+
+// join brings players [from, to) into their lobbies before a step, so the
+// first tick of the step is not lost to players the relay does not know
+// yet. It is a closed-loop handshake on purpose: it is not measured. A
+// round is complete when every member of each changed lobby received one
+// join datagram from every other member, which proves the relay has them all.
+func (r *runner) join(ctx context.Context, from, to int) error {
+	if from >= to {
+		return nil
+	}
+	before, _ := r.status(ctx)
+	var changed [][]int
+	for l := r.f.lobbyIndex(from); l <= r.f.lobbyIndex(to-1); l++ {
+		changed = append(changed, r.members(l, to))
+	}
+	for round := 0; round < maxJoinRounds; round++ {
+		r.joinGen++
+		tag := joinTag | r.joinGen&^joinTag
+		for _, m := range changed {
+			for _, p := range m {
+				r.f.joinSeen[p].Store(0)
+			}
+		}
+		r.f.joinRound.Store(tag)
+		for _, m := range changed {
+			for _, p := range m {
+				// Join errors show up as missing receipts below.
+				_ = r.f.send(p, tag)
+			}
+			// Pace lobby by lobby: a relay with a tiny buffer must still be
+			// able to take the handshake, or the ramp never starts.
+			if err := r.clk.Sleep(ctx, time.Millisecond); err != nil {
+				return err
+			}
+		}
+		deadline := time.Now().Add(300 * time.Millisecond)
+		for {
+			if r.joined(changed) {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				break
+			}
+			if err := r.clk.Sleep(ctx, 5*time.Millisecond); err != nil {
+				return err
+			}
+		}
+	}
+	msg := fmt.Sprintf("join players %d-%d: the relay did not forward between them after %d rounds", from+1, to, maxJoinRounds)
+	if after, err := r.status(ctx); err == nil {
+		d := after.Sub(before)
+		if d.LobbyFull > 0 {
+			msg += fmt.Sprintf("; it refused %d as lobby full: its lobby size is below --lobby-size %d", d.LobbyFull, r.cfg.LobbySize)
+		}
+		if d.Malformed > 0 {
+			msg += fmt.Sprintf("; it counted %d malformed: lobbies from %d may still be held by an earlier run (try --lobby-base)", d.Malformed, r.cfg.LobbyBase)
+		}
+	}
+	return errors.New(msg)
+}
+
+func (r *runner) joined(changed [][]int) bool {
+	for _, m := range changed {
+		for _, p := range m {
+			if r.f.joinSeen[p].Load() < uint32(len(m)-1) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// drain waits until the players stop receiving: the relay has sent what it
+// is going to send for this step.
+func (r *runner) drain(ctx context.Context, w *window) {
+	count := func() uint64 {
+		n := r.f.benchDrops()
+		for i := range w.shards {
+			n += w.shards[i].received.Load()
+		}
+		return n
+	}
+	end := time.Now().Add(drainMax)
+	last, quietSince := count(), time.Now()
+	for time.Now().Before(end) && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+		if n := count(); n != last {
+			last, quietSince = n, time.Now()
+			continue
+		}
+		if time.Since(quietSince) >= drainQuiet {
+			return
+		}
+	}
+}
+
+// calibrate sends as fast as one sender can through the relay for
+// Config.Calibrate and counts what comes back.
+func (r *runner) calibrate(ctx context.Context, players int) (Calibration, error) {
+	w := newWindow(calTag, shardCount)
+	before, err := r.status(ctx)
+	if err != nil {
+		return Calibration{}, fmt.Errorf("calibrate: %w", err)
+	}
+	bd := r.f.benchDrops()
+	r.f.win.Store(w)
+	c := Calibration{Players: players}
+	start := time.Now()
+	deadline := start.Add(r.cfg.Calibrate)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		for p := range players {
+			if err := r.f.send(p, calTag); err != nil {
+				c.SendErrors++
+				continue
+			}
+			c.Sent++
+		}
+	}
+	elapsed := time.Since(start)
+	for i := range w.shards {
+		c.Received += w.shards[i].received.Load()
+	}
+	r.drain(ctx, w)
+	r.f.win.Store(nil)
+	after, err := r.status(ctx)
+	if err != nil {
+		return Calibration{}, fmt.Errorf("calibrate: %w", err)
+	}
+	d := after.Sub(before)
+	c.Seconds = elapsed.Seconds()
+	c.SendPPS = float64(c.Sent) / c.Seconds
+	c.RecvPPS = float64(c.Received) / c.Seconds
+	c.RelayRx, c.RelayTx, c.RelayDrops = d.RxPackets, d.TxPackets, d.RxDrops
+	c.BenchDrops = r.f.benchDrops() - bd
+	c.RelayLimited = d.RxDrops > 0
+	return c, nil
+}
+
+// step runs one step of n players.
+func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
+	cfg := r.cfg
+	sch := NewSchedule(n, cfg.Hz, cfg.StepDuration, cfg.Jitter, cfg.Seed)
+	w := newWindow(uint32(i), shardCount)
+	before, berr := r.status(ctx)
+	var kb KernelSnapshot
+	var kerr error
+	if r.opt.Kernel != nil {
+		kb, kerr = r.opt.Kernel.ReadKernel(ctx)
+	}
+	bd := r.f.benchDrops()
+	r.f.win.Store(w)
+
+	var sent atomic.Uint64
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	// A little lead so the first tick is not already late when it is planned.
+	start := r.clk.Now().Add(10 * time.Millisecond)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.poll(pollCtx, i, n, start, sch, before, berr, &sent, w)
+	}()
+	sends := sch.Run(ctx, r.clk, start, sch.Period(), func(p int) error {
+		err := r.f.send(p, uint32(i))
+		if err == nil {
+			sent.Add(1)
+		}
+		return err
+	})
+	stopPoll()
+	wg.Wait()
+	r.drain(ctx, w)
+	r.f.win.Store(nil)
+	received, lat := w.totals()
+	after, aerr := r.status(ctx)
+
+	in := StepInput{
+		Players:   n,
+		Lobbies:   lobbies(n, cfg.LobbySize),
+		Schedule:  sch,
+		Sends:     sends,
+		Received:  received,
+		Foreign:   r.f.foreign.Swap(0),
+		BenchDrop: r.f.benchDrops() - bd,
+		Latency:   lat,
+	}
+	switch {
+	case berr != nil:
+		in.RelayErr = berr
+	case aerr != nil:
+		in.RelayErr = aerr
+	case after.restarted(before):
+		in.RelayErr = errors.New("the relay's counters went backwards: it restarted during the step")
+	default:
+		in.Relay = after.Sub(before)
+	}
+	if r.opt.Kernel != nil && kerr == nil {
+		ka, err := r.opt.Kernel.ReadKernel(ctx)
+		if err == nil {
+			d := ka.Sub(kb)
+			in.Kernel = &d
+		}
+	}
+	return Account(in), ctx.Err()
+}
+
+// poll reads the control plane every Interval during a step, for the
+// progress line and the samples of the report.
+func (r *runner) poll(ctx context.Context, i, n int, start time.Time, sch *Schedule, before Counters, berr error, sent *atomic.Uint64, w *window) {
+	t := time.NewTicker(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st, err := r.status(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		s := Sample{Seconds: time.Since(r.start).Seconds(), Step: i, Players: n, Relay: st}
+		if err != nil {
+			s.Error = err.Error()
+		}
+		r.mu.Lock()
+		r.samples = append(r.samples, s)
+		r.mu.Unlock()
+		if r.opt.Progress == nil {
+			continue
+		}
+		p := Progress{
+			Step: i, Steps: len(r.steps), Players: n,
+			Elapsed: time.Since(start), Duration: sch.Duration(),
+			Sent: sent.Load(), Planned: sch.Planned(),
+			RelayErr: err,
+		}
+		for j := range w.shards {
+			p.Received += w.shards[j].received.Load()
+		}
+		if err == nil && berr == nil {
+			p.Relay = st.Sub(before)
+		} else if err == nil {
+			p.RelayErr = berr
+		}
+		r.opt.Progress(p)
+	}
+}
+
+// markCeiling notes a step whose planned rates reach the bench's own
+// measured ceiling. The receive ceiling only counts when the relay did not
+// drop during calibration: otherwise it is the relay's figure, not the bench's.
+func markCeiling(s *Step, c *Calibration) {
+	if c == nil {
+		return
+	}
+	if c.SendPPS > 0 && s.PlannedInPPS >= NearCeiling*c.SendPPS {
+		s.NearBenchCeiling = true
+		s.Notes = append(s.Notes, fmt.Sprintf("planned send rate %.0f/s is at least %.0f%% of the bench's calibrated %.0f/s", s.PlannedInPPS, 100*NearCeiling, c.SendPPS))
+	}
+	if !c.RelayLimited && c.RecvPPS > 0 && s.PlannedOutPPS >= NearCeiling*c.RecvPPS {
+		s.NearBenchCeiling = true
+		s.Notes = append(s.Notes, fmt.Sprintf("planned receive rate %.0f/s is at least %.0f%% of the bench's calibrated %.0f/s", s.PlannedOutPPS, 100*NearCeiling, c.RecvPPS))
+	}
+}
