@@ -1,0 +1,374 @@
+// Package lab starts the project's own test hosts (DESIGN.md "The lab").
+//
+// A lab host is a real OpenSSH sshd running as root in a mount namespace of
+// its own, so the files relayctl manages are private to it: the sysctl.d
+// directories and /etc/sysctl.conf (seeded with the machine's real content,
+// so precedence is realistic), /opt/relay, /etc/relay, /var/lib/relayctl and
+// /root (an empty home: the machine's .bashrc costs about 0.5 s per command).
+// Each private path is a bind mount of a directory on the machine, under
+// Host.Root, so tests can also read and seed them from outside.
+//
+// By default the sshd listens on a loopback address of its own (127.0.0.N) in
+// the initial network namespace, where net.core.rmem_max is writable, and the
+// host's relay runs in a network namespace of its own, the containerised
+// case. With SSHDInNetns the sshd itself runs in a child network namespace,
+// reached over a veth pair, where rmem_max is read-only.
+//
+// The relay is managed by relay-service (relay-service.sh, installed as
+// /opt/relay/bin/relay-service on every host), since there is no systemd.
+//
+// Layout of Options.Dir:
+//
+//	id_ed25519, id_ed25519.pub  the client key
+//	authorized_keys             that key, for every host
+//	known_hosts                 every host's key, as [ADDR]:PORT ssh-ed25519 ...
+//	ssh_config                  an alias per host (lab-1, lab-2, ...)
+//	lab.json                    what Load needs to find and stop the lab
+//	lab-N/                      sshd_config, host key, sshd.pid, sshd.log,
+//	                            root/ (the private trees, bind-mounted)
+package lab
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Paths on every lab host.
+const (
+	ServiceScript = "/opt/relay/bin/relay-service" // the generic service manager
+	ServiceEnv    = "/etc/relay/service.env"       // its settings (RELAY_NETNS)
+	RelayConfig   = "/etc/relay/relayd.env"        // the relay's config
+	RelayPIDFile  = "/opt/relay/run/relayd.pid"
+	RelayLog      = "/opt/relay/log/relayd.log"
+)
+
+// DefaultRelayConfig is written to RelayConfig when RelayInstall.Config is "".
+const DefaultRelayConfig = "RELAYD_LISTEN=0.0.0.0:7788\nRELAYD_CONTROL=127.0.0.1:7789\n"
+
+// DefaultBasePort is the sshd port when Options.BasePort is 0.
+const DefaultBasePort = 2222
+
+//go:embed relay-service.sh
+var serviceScript []byte
+
+var (
+	// ErrPrerequisite is a missing lab prerequisite (root, sshd, ip, unshare,
+	// nsenter, ...).
+	ErrPrerequisite = errors.New("lab prerequisite missing")
+	// ErrRelayNotRunning is returned by RelayPID when relay-service pid exits 3.
+	ErrRelayNotRunning = errors.New("relay not running")
+)
+
+// HostOptions shape one host.
+type HostOptions struct {
+	// NoRelayNetns runs the relay in the sshd's network namespace. By default
+	// the relay gets a network namespace of its own (the containerised case),
+	// read back by entering the relay process's namespace.
+	NoRelayNetns bool
+	// SSHDInNetns runs the sshd in a child network namespace reached over a
+	// veth pair (10.231.0.0/16), where net.core.rmem_max is read-only; the
+	// relay runs in that same namespace.
+	SSHDInNetns bool
+	// Relay installs a release at start; nil installs only relay-service.
+	Relay *RelayInstall
+}
+
+// RelayInstall is a relay release to install on a host.
+type RelayInstall struct {
+	Binary  string // relayd on this machine, copied to /opt/relay/releases/<Version>/relayd
+	Version string // release directory name; /opt/relay/current points at it
+	Config  string // content of /etc/relay/relayd.env; "" = DefaultRelayConfig
+	Start   bool   // run relay-service start after installing
+}
+
+// Options shape a lab.
+type Options struct {
+	Dir      string        // where the lab's files go, e.g. t.TempDir(); created if missing
+	Hosts    []HostOptions // one entry per host
+	BasePort int           // sshd port on every host; 0 = DefaultBasePort
+}
+
+// Lab is a set of running hosts and the client files to reach them.
+type Lab struct {
+	Dir        string  `json:"dir"`
+	SSHConfig  string  `json:"ssh_config"`  // ssh -F SSHConfig lab-1
+	KnownHosts string  `json:"known_hosts"` // every host's key
+	Identity   string  `json:"identity"`    // client private key (ed25519, OpenSSH format)
+	ID         string  `json:"id"`          // names this lab's namespaces: lab-<ID>-...
+	Hosts      []*Host `json:"hosts"`
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// Host is one lab host.
+type Host struct {
+	Name       string `json:"name"`        // ssh_config alias: lab-1, lab-2, ...
+	Addr       string `json:"addr"`        // where its sshd listens: 127.0.0.2:2222
+	HostName   string `json:"host_name"`   // Addr's host part
+	Port       int    `json:"port"`        // Addr's port
+	Root       string `json:"root"`        // machine-side directory holding the host's private trees
+	SSHDPID    int    `json:"sshd_pid"`    // the listening sshd, in the host's namespaces
+	SSHDNetns  string `json:"sshd_netns"`  // the sshd's network namespace; "" = the initial one
+	RelayNetns string `json:"relay_netns"` // where the relay runs; "" = the sshd's (initial) namespace
+	Veth       string `json:"veth"`        // initial-namespace end of the veth pair (SSHDInNetns)
+	MountNS    string `json:"mount_ns"`    // the sshd's /proc/PID/ns/mnt, so Close never kills a reused pid
+
+	dir       string        // lab-N directory
+	vethBlock int           // its /30 in 10.231.0.0/16 (SSHDInNetns)
+	sshdv     *exec.Cmd     // nil for a loaded lab
+	done      chan struct{} // closed when sshdv has been reaped
+}
+
+// Host returns the host with the given alias, or nil.
+func (l *Lab) Host(name string) *Host {
+	for _, h := range l.Hosts {
+		if h.Name == name {
+			return h
+		}
+	}
+	return nil
+}
+
+// Load re-opens a lab started by another process (relaylab up) from
+// DIR/lab.json, so it can be inspected or closed.
+func Load(dir string) (*Lab, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "lab.json"))
+	if err != nil {
+		return nil, fmt.Errorf("load lab: %w", err)
+	}
+	var l Lab
+	if err := json.Unmarshal(b, &l); err != nil {
+		return nil, fmt.Errorf("load lab: parse %s: %w", filepath.Join(dir, "lab.json"), err)
+	}
+	for _, h := range l.Hosts {
+		h.dir = filepath.Join(l.Dir, h.Name)
+	}
+	return &l, nil
+}
+
+func (l *Lab) save() error {
+	b, err := json.MarshalIndent(l, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save lab: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(l.Dir, "lab.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("save lab: %w", err)
+	}
+	return nil
+}
+
+// Command returns a command that runs argv the way an SSH session on the
+// host would see the machine: in the sshd's mount and network namespaces.
+func (h *Host) Command(ctx context.Context, argv ...string) *exec.Cmd {
+	args := append([]string{"-t", strconv.Itoa(h.SSHDPID), "-m", "-n", "--"}, argv...)
+	cmd := exec.CommandContext(ctx, "nsenter", args...)
+	cmd.Env = append(os.Environ(), "HOME=/root")
+	return cmd
+}
+
+// Exec runs argv on the host (see Command) and returns its stdout. A command
+// that fails returns an error that names the host and carries its stderr;
+// errors.As finds the *exec.ExitError.
+func (h *Host) Exec(ctx context.Context, argv ...string) ([]byte, error) {
+	cmd := h.Command(ctx, argv...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg != "" {
+			return out, fmt.Errorf("%s: run %s: %w: %s", h.Name, strings.Join(argv, " "), err, msg)
+		}
+		return out, fmt.Errorf("%s: run %s: %w", h.Name, strings.Join(argv, " "), err)
+	}
+	return out, nil
+}
+
+// RelayPID asks relay-service for the relay's PID. It returns
+// ErrRelayNotRunning if the relay is not running.
+func (h *Host) RelayPID(ctx context.Context) (int, error) {
+	out, err := h.Exec(ctx, ServiceScript, "pid")
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 3 {
+		return 0, fmt.Errorf("%s: %w", h.Name, ErrRelayNotRunning)
+	}
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil {
+		return 0, fmt.Errorf("%s: parse relay pid %q: %w", h.Name, out, err)
+	}
+	return pid, nil
+}
+
+// Path returns where a host path under one of the private trees lives on
+// the machine, e.g. /etc/sysctl.d/90-relayctl.conf.
+func (h *Host) Path(p string) (string, error) {
+	p = filepath.Clean(p)
+	for _, m := range privatePaths() {
+		if p == m || strings.HasPrefix(p, m+"/") {
+			return filepath.Join(h.Root, p), nil
+		}
+	}
+	return "", fmt.Errorf("%s: %s is not private to the host", h.Name, p)
+}
+
+// InstallRelay installs a release on the host: the binary under
+// /opt/relay/releases/<Version>/, /opt/relay/current pointing at it, and the
+// config; then starts it with relay-service if r.Start.
+func (h *Host) InstallRelay(ctx context.Context, r RelayInstall) error {
+	if err := validVersion(r.Version); err != nil {
+		return fmt.Errorf("%s: install relay: %w", h.Name, err)
+	}
+	rel := filepath.Join(h.Root, "opt/relay/releases", r.Version)
+	if err := os.MkdirAll(rel, 0o755); err != nil {
+		return fmt.Errorf("%s: install relay: %w", h.Name, err)
+	}
+	if err := copyFile(r.Binary, filepath.Join(rel, "relayd"), 0o755); err != nil {
+		return fmt.Errorf("%s: install relay: %w", h.Name, err)
+	}
+	// The symlink is relative, so it resolves inside the host's /opt/relay.
+	cur := filepath.Join(h.Root, "opt/relay/current")
+	tmp := cur + ".tmp"
+	os.Remove(tmp)
+	if err := os.Symlink(filepath.Join("releases", r.Version), tmp); err != nil {
+		return fmt.Errorf("%s: install relay: %w", h.Name, err)
+	}
+	if err := os.Rename(tmp, cur); err != nil {
+		return fmt.Errorf("%s: install relay: %w", h.Name, err)
+	}
+	conf := r.Config
+	if conf == "" {
+		conf = DefaultRelayConfig
+	}
+	if err := os.WriteFile(filepath.Join(h.Root, RelayConfig), []byte(conf), 0o644); err != nil {
+		return fmt.Errorf("%s: install relay: %w", h.Name, err)
+	}
+	if r.Start {
+		if _, err := h.Exec(ctx, ServiceScript, "start"); err != nil {
+			return fmt.Errorf("start relay: %w", err)
+		}
+	}
+	return nil
+}
+
+func validVersion(v string) error {
+	if v == "" || v == "." || v == ".." {
+		return fmt.Errorf("invalid release version %q", v)
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-+_", r)) {
+			return fmt.Errorf("invalid release version %q", v)
+		}
+	}
+	return nil
+}
+
+// Close stops every process in the lab's namespaces (relays, SSH sessions,
+// the sshds) and deletes the lab's network namespaces and veth pairs. It
+// removes nothing else: the files under Dir stay for inspection. Calling it
+// again does nothing.
+func (l *Lab) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	var errs []error
+	var mu sync.Mutex
+	parallel(len(l.Hosts), 8, func(i int) error {
+		if err := l.Hosts[i].stop(); err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+		return nil
+	})
+	return errors.Join(errs...)
+}
+
+// stop ends the host's processes: first a SIGTERM to all of them, then a
+// SIGKILL to those left after a grace period.
+func (h *Host) stop() error {
+	var errs []error
+	nets := map[string]bool{}
+	for _, ns := range []string{h.SSHDNetns, h.RelayNetns} {
+		if ns == "" {
+			continue
+		}
+		if id, err := nsID("net", filepath.Join("/run/netns", ns)); err == nil {
+			nets[id] = true
+		}
+	}
+	procs := func() []int {
+		ps := labProcs(h.MountNS, nets)
+		// An sshd that never became ready has no MountNS yet: ours to stop.
+		if h.done != nil && !slices.Contains(ps, h.SSHDPID) {
+			select {
+			case <-h.done:
+			default:
+				ps = append(ps, h.SSHDPID)
+			}
+		}
+		return ps
+	}
+	if ps := procs(); len(ps) > 0 {
+		signalAll(ps, "TERM")
+		if !waitGone(procs, 5*time.Second) {
+			signalAll(procs(), "KILL")
+			if !waitGone(procs, 5*time.Second) {
+				errs = append(errs, fmt.Errorf("%s: stop: processes %v survived SIGKILL", h.Name, procs()))
+			}
+		}
+	}
+	if h.done != nil {
+		<-h.done
+	}
+	if h.Veth != "" {
+		if err := ipCmd("link", "del", h.Veth); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
+			errs = append(errs, fmt.Errorf("%s: %w", h.Name, err))
+		}
+	}
+	for _, ns := range []string{h.SSHDNetns, h.RelayNetns} {
+		if ns == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join("/run/netns", ns)); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := ipCmd("netns", "del", ns); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", h.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// parallel runs f(0..n-1) with at most limit at once and joins the errors.
+func parallel(n, limit int, f func(i int) error) error {
+	errs := make([]error, n)
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = f(i)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

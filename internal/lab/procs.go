@@ -1,0 +1,118 @@
+package lab
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// nsID names a namespace the way /proc/PID/ns/* links do ("net:[4026532…]"),
+// from either such a link or a bind-mounted namespace file (/run/netns/X).
+func nsID(kind, path string) (string, error) {
+	if l, err := os.Readlink(path); err == nil {
+		return l, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("stat namespace: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "", fmt.Errorf("stat namespace %s: no inode", path)
+	}
+	return fmt.Sprintf("%s:[%d]", kind, st.Ino), nil
+}
+
+// labProcs lists the live processes in mount namespace mnt or in one of the
+// network namespaces nets: everything a lab host started, however detached.
+func labProcs(mnt string, nets map[string]bool) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		in := false
+		if mnt != "" {
+			if l, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns/mnt")); err == nil && l == mnt {
+				in = true
+			}
+		}
+		if !in && len(nets) > 0 {
+			if l, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns/net")); err == nil && nets[l] {
+				in = true
+			}
+		}
+		if in && alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// alive reports whether pid exists and has not exited. A zombie has exited:
+// it only waits for its parent, and PID 1 on these machines reaps orphans
+// late.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses and may
+	// itself contain ") ".
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	switch b[i+2] {
+	case 'Z', 'X', 'x':
+		return false
+	}
+	return true
+}
+
+func signalAll(pids []int, sig string) {
+	s := syscall.SIGTERM
+	if sig == "KILL" {
+		s = syscall.SIGKILL
+	}
+	for _, p := range pids {
+		syscall.Kill(p, s)
+	}
+}
+
+// waitGone polls until procs returns nothing or d has passed; it reports
+// whether they are all gone.
+func waitGone(procs func() []int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if len(procs()) == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ipCmd runs ip(8) in the initial namespace and returns its stderr as the
+// error.
+func ipCmd(args ...string) error {
+	out, err := exec.Command("ip", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

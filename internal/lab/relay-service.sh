@@ -1,0 +1,214 @@
+#!/bin/sh
+# relay-service: the generic service manager for the relay on a lab host.
+# There is no systemd on these machines; relayctl calls this script as argv,
+# e.g. `/opt/relay/bin/relay-service start`.
+#
+#   start    start /opt/relay/current/relayd --config /etc/relay/relayd.env
+#            detached (own session, output appended to the log), in the relay's
+#            network namespace; wait up to RELAY_WAIT seconds until it listens
+#            on its UDP port. If it exits or never listens, print why (the
+#            log's tail) on stderr, leave nothing running, exit 1.
+#   stop     SIGTERM, wait up to RELAY_WAIT seconds, then SIGKILL. Exit 0 if
+#            the relay was not running.
+#   restart  stop, then start.
+#   pid      print the relay's PID and exit 0; exit 3 printing nothing if it
+#            is not running.
+#   status   human-readable state; exit 0 if running, 3 if not.
+#
+# Exit codes: 0 ok, 1 failure, 2 usage, 3 not running (pid, status).
+#
+# Settings come from /etc/relay/service.env (KEY=VALUE, sourced) if present,
+# or from the file named by $RELAY_SERVICE_ENV:
+#   RELAY_NETNS    network namespace to start the relay in (ip netns exec);
+#                  empty: the caller's own
+#   RELAY_WAIT     seconds that start and stop wait (default 5)
+#   RELAY_ROOT     default /opt/relay (binary: $RELAY_ROOT/current/relayd)
+#   RELAY_CONFIG   default /etc/relay/relayd.env; its RELAYD_LISTEN=HOST:PORT
+#                  names the UDP port that start waits for (any UDP socket of
+#                  the process if unset)
+#   RELAY_PIDFILE  default $RELAY_ROOT/run/relayd.pid
+#   RELAY_LOG      default $RELAY_ROOT/log/relayd.log
+
+set -u
+
+RELAY_ROOT=/opt/relay
+RELAY_CONFIG=/etc/relay/relayd.env
+RELAY_NETNS=
+RELAY_WAIT=5
+RELAY_PIDFILE=
+RELAY_LOG=
+conf=${RELAY_SERVICE_ENV:-/etc/relay/service.env}
+if [ -r "$conf" ]; then
+	. "$conf" || { printf 'relay-service: read %s failed\n' "$conf" >&2; exit 1; }
+fi
+[ -n "$RELAY_PIDFILE" ] || RELAY_PIDFILE=$RELAY_ROOT/run/relayd.pid
+[ -n "$RELAY_LOG" ] || RELAY_LOG=$RELAY_ROOT/log/relayd.log
+case $RELAY_WAIT in '' | *[!0-9]*) RELAY_WAIT=5 ;; esac
+bin=$RELAY_ROOT/current/relayd
+
+err() { printf 'relay-service: %s\n' "$*" >&2; }
+
+# alive PID: the process exists and has not exited. A zombie has exited: it
+# only waits for its parent (PID 1 here reaps orphans late) to collect it.
+alive() {
+	st=$(sed -n 's/^.*) \(.\).*$/\1/p' "/proc/$1/stat" 2>/dev/null) || return 1
+	case $st in '' | Z | X | x) return 1 ;; esac
+	return 0
+}
+
+# is_relayd PID: the process is a live relayd, not a reused pid.
+is_relayd() {
+	alive "$1" && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = relayd ]
+}
+
+# running_pid prints the pid from the pid file if that process is a live relayd.
+running_pid() {
+	p=$(cat "$RELAY_PIDFILE" 2>/dev/null) || return 1
+	case $p in '' | *[!0-9]*) return 1 ;; esac
+	is_relayd "$p" || return 1
+	printf '%s\n' "$p"
+}
+
+# listen_port prints the port of RELAYD_LISTEN in the config, or nothing.
+listen_port() {
+	v=$(sed -n 's/^[[:space:]]*RELAYD_LISTEN[[:space:]]*=[[:space:]]*//p' "$RELAY_CONFIG" 2>/dev/null | tail -n 1)
+	v=${v%%[[:space:]]*}
+	v=${v#[\"\']}
+	v=${v%[\"\']}
+	v=${v##*:}
+	case $v in '' | *[!0-9]*) return 0 ;; esac
+	printf '%s\n' "$v"
+}
+
+# listening PID PORT: PID owns a UDP socket bound to PORT (any port if
+# empty), seen from inside the process's own network namespace.
+listening() {
+	if [ -n "$2" ]; then
+		out=$(nsenter -t "$1" -n ss -H -u -l -n -p "sport = :$2" 2>/dev/null) || return 1
+	else
+		out=$(nsenter -t "$1" -n ss -H -u -l -n -p 2>/dev/null) || return 1
+	fi
+	case $out in *"pid=$1,"*) return 0 ;; esac
+	return 1
+}
+
+# wait_gone PID TENTHS: wait up to TENTHS tenths of a second for PID to exit.
+wait_gone() {
+	n=0
+	while alive "$1"; do
+		[ "$n" -lt "$2" ] || return 1
+		sleep 0.1
+		n=$((n + 1))
+	done
+	return 0
+}
+
+# kill_pid PID: SIGTERM, wait, SIGKILL.
+kill_pid() {
+	kill -TERM "$1" 2>/dev/null
+	wait_gone "$1" "$((RELAY_WAIT * 10))" && return 0
+	err "stop: relayd (pid $1) still running ${RELAY_WAIT}s after SIGTERM, sending SIGKILL"
+	kill -KILL "$1" 2>/dev/null
+	wait_gone "$1" 50 && return 0
+	err "stop: relayd (pid $1) survived SIGKILL"
+	return 1
+}
+
+# log_tail OFFSET: what the relay wrote to its log after byte OFFSET.
+log_tail() {
+	err "last lines of $RELAY_LOG:"
+	tail -c "+$(($1 + 1))" "$RELAY_LOG" 2>/dev/null | tail -n 20 | sed 's/^/  /' >&2
+}
+
+do_start() {
+	if p=$(running_pid); then
+		echo "relayd already running (pid $p)"
+		return 0
+	fi
+	if [ ! -x "$bin" ]; then
+		err "start: $bin: no executable release installed"
+		return 1
+	fi
+	mkdir -p "${RELAY_PIDFILE%/*}" "${RELAY_LOG%/*}" || return 1
+	rm -f "$RELAY_PIDFILE"
+	port=$(listen_port)
+	offset=0
+	if [ -f "$RELAY_LOG" ]; then offset=$(wc -c <"$RELAY_LOG") || offset=0; fi
+	if [ -n "$RELAY_NETNS" ]; then
+		set -- ip netns exec "$RELAY_NETNS"
+	else
+		set --
+	fi
+	# setsid: a session of its own, so the relay outlives the SSH session that
+	# started it; the inner sh writes its own pid, which every exec after it
+	# (nohup, ip netns exec, relayd) keeps. All three descriptors leave the
+	# session, or the SSH channel would stay open until the relay exits.
+	setsid sh -c 'echo "$$" >"$0" && exec "$@"' "$RELAY_PIDFILE" \
+		nohup "$@" "$bin" --config "$RELAY_CONFIG" \
+		</dev/null >>"$RELAY_LOG" 2>&1 &
+	job=$!
+	what="listening on udp port $port"
+	[ -n "$port" ] || what="listening on udp"
+	n=0
+	while :; do
+		if ! alive "$job"; then
+			wait "$job"
+			err "start: relayd exited (status $?) before $what"
+			log_tail "$offset"
+			rm -f "$RELAY_PIDFILE"
+			return 1
+		fi
+		if is_relayd "$job" && listening "$job" "$port"; then
+			echo "relayd started (pid $job, $what)"
+			return 0
+		fi
+		if [ "$n" -ge "$((RELAY_WAIT * 10))" ]; then
+			err "start: relayd (pid $job) not $what after ${RELAY_WAIT}s, stopping it"
+			kill_pid "$job"
+			log_tail "$offset"
+			rm -f "$RELAY_PIDFILE"
+			return 1
+		fi
+		sleep 0.1
+		n=$((n + 1))
+	done
+}
+
+do_stop() {
+	if ! p=$(running_pid); then
+		rm -f "$RELAY_PIDFILE"
+		echo "relayd not running"
+		return 0
+	fi
+	kill_pid "$p" || return 1
+	rm -f "$RELAY_PIDFILE"
+	echo "relayd stopped (pid $p)"
+}
+
+do_status() {
+	if ! p=$(running_pid); then
+		echo "relayd not running"
+		return 3
+	fi
+	release=$(readlink "$RELAY_ROOT/current" 2>/dev/null)
+	echo "relayd running"
+	echo "  pid:     $p"
+	echo "  release: $RELAY_ROOT/current -> ${release:-?}"
+	echo "  config:  $RELAY_CONFIG"
+	echo "  netns:   ${RELAY_NETNS:-(the caller's)}"
+	echo "  log:     $RELAY_LOG"
+	nsenter -t "$p" -n ss -H -u -a -n -p 2>/dev/null | grep -F "pid=$p," | sed 's/^/  udp:     /'
+	return 0
+}
+
+case ${1-} in
+start) do_start ;;
+stop) do_stop ;;
+restart) do_stop && do_start ;;
+pid) p=$(running_pid) || exit 3; printf '%s\n' "$p" ;;
+status) do_status ;;
+*)
+	echo "usage: relay-service start|stop|restart|pid|status" >&2
+	exit 2
+	;;
+esac

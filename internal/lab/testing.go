@@ -1,0 +1,100 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Require fails the test when a lab prerequisite is missing and CI=true (a
+// test that skips in CI proves nothing), and skips it otherwise.
+func Require(t testing.TB) {
+	t.Helper()
+	if err := CheckPrerequisites(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("lab: %v", err)
+		}
+		t.Skipf("lab: %v (set CI=true to make this a failure)", err)
+	}
+}
+
+// StartT starts a lab for a test (Require first) and closes it at cleanup.
+// An empty o.Dir means a fresh t.TempDir().
+func StartT(t testing.TB, o Options) *Lab {
+	t.Helper()
+	Require(t)
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	l, err := Start(t.Context(), o)
+	if err != nil {
+		t.Fatalf("start lab: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("close lab: %v", err)
+		}
+	})
+	return l
+}
+
+var relaydBuilds struct {
+	sync.Mutex
+	dir   string
+	paths map[string]string
+}
+
+// BuildRelayd builds ./cmd/relayd of this module with main.Version stamped,
+// once per version per test binary, and returns the binary's path. The
+// builds live in one temporary directory per test binary, which outlives
+// the test that built them.
+func BuildRelayd(t testing.TB, version string) string {
+	t.Helper()
+	if err := validVersion(version); err != nil {
+		t.Fatalf("build relayd: %v", err)
+	}
+	relaydBuilds.Lock()
+	defer relaydBuilds.Unlock()
+	if p, ok := relaydBuilds.paths[version]; ok {
+		return p
+	}
+	if relaydBuilds.dir == "" {
+		d, err := os.MkdirTemp("", "relaylab-relayd-")
+		if err != nil {
+			t.Fatalf("build relayd: %v", err)
+		}
+		relaydBuilds.dir = d
+		relaydBuilds.paths = map[string]string{}
+	}
+	out := filepath.Join(relaydBuilds.dir, version, "relayd")
+	if err := BuildRelaydTo(context.Background(), version, out); err != nil {
+		t.Fatal(err)
+	}
+	relaydBuilds.paths[version] = out
+	return out
+}
+
+// BuildRelaydTo builds ./cmd/relayd of the module around the working
+// directory into out, with -ldflags "-X main.Version=version".
+func BuildRelaydTo(ctx context.Context, version, out string) error {
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return fmt.Errorf("build relayd: find module: %w", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	if strings.TrimSpace(string(gomod)) == "" || root == "." {
+		return errors.New("build relayd: not inside the relayctl module")
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", "-X main.Version="+version, "-o", out, "./cmd/relayd")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build relayd %s: %w: %s", version, err, strings.TrimSpace(string(b)))
+	}
+	return nil
+}
