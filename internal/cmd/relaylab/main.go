@@ -1,0 +1,192 @@
+// Command relaylab starts and stops lab hosts outside of go test, for
+// `make demo` and benchmark scripts (see internal/lab).
+//
+// Output: results (paths, hosts, a command's own output) go to stdout;
+// progress and errors ("relaylab: error: …") to stderr.
+//
+// Usage:
+//
+//	relaylab up --dir DIR [--hosts N] [--base-port P] [--sshd-in-netns] [--no-relay-netns]
+//	            [--relayd PATH --relay-version V [--start-relay=false]]
+//	relaylab down --dir DIR
+//	relaylab exec --dir DIR HOST -- CMD [ARG...]
+//
+// Examples:
+//
+//	relaylab up --dir /tmp/lab --hosts 3 --relayd bin/relayd --relay-version 1.7.0
+//	ssh -F /tmp/lab/ssh_config lab-1 /opt/relay/bin/relay-service status
+//	relaylab exec --dir /tmp/lab lab-2 -- cat /etc/sysctl.d/90-relayctl.conf
+//	relaylab down --dir /tmp/lab
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/relayctl/relayctl/internal/lab"
+)
+
+func main() {
+	os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+}
+
+const usage = `usage:
+  relaylab up --dir DIR [--hosts N] [--base-port P] [--sshd-in-netns] [--no-relay-netns]
+              [--relayd PATH --relay-version V [--start-relay=false]]
+  relaylab down --dir DIR
+  relaylab exec --dir DIR HOST -- CMD [ARG...]
+
+examples:
+  relaylab up --dir /tmp/lab --hosts 3 --relayd bin/relayd --relay-version 1.7.0
+  ssh -F /tmp/lab/ssh_config lab-1 /opt/relay/bin/relay-service status
+  relaylab exec --dir /tmp/lab lab-2 -- cat /etc/sysctl.d/90-relayctl.conf
+  relaylab down --dir /tmp/lab
+`
+
+// errUsage makes run print the usage and exit 2.
+var errUsage = errors.New("usage")
+
+// exitStatus passes a command's own exit status through (relaylab exec).
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var err error
+	if len(args) < 2 {
+		err = errUsage
+	} else {
+		switch args[1] {
+		case "up":
+			err = up(args[2:], stdout, stderr)
+		case "down":
+			err = down(args[2:], stdout, stderr)
+		case "exec":
+			err = execCmd(args[2:], stdin, stdout, stderr)
+		case "-h", "-help", "--help", "help":
+			fmt.Fprint(stdout, usage)
+			return 0
+		default:
+			err = errUsage
+		}
+	}
+	var es exitStatus
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &es):
+		return int(es)
+	case errors.Is(err, errUsage), errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stderr, usage)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "relaylab: error: %v\n", err)
+		return 1
+	}
+}
+
+func flags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("relaylab "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func up(args []string, stdout, stderr io.Writer) error {
+	fs := flags("up", stderr)
+	dir := fs.String("dir", "", "directory for the lab's files (required)")
+	hosts := fs.Int("hosts", 1, "number of hosts")
+	basePort := fs.Int("base-port", lab.DefaultBasePort, "sshd port on every host")
+	inNetns := fs.Bool("sshd-in-netns", false, "run each sshd in a child network namespace (rmem_max read-only)")
+	noRelayNetns := fs.Bool("no-relay-netns", false, "run each relay in its sshd's network namespace")
+	relayd := fs.String("relayd", "", "relayd binary to install on every host")
+	version := fs.String("relay-version", "", "release version for --relayd")
+	startRelay := fs.Bool("start-relay", true, "start the installed relay")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if *dir == "" || *hosts < 1 || fs.NArg() > 0 || (*relayd == "") != (*version == "") {
+		return errUsage
+	}
+	o := lab.Options{Dir: *dir, BasePort: *basePort}
+	for range *hosts {
+		ho := lab.HostOptions{SSHDInNetns: *inNetns, NoRelayNetns: *noRelayNetns}
+		if *relayd != "" {
+			ho.Relay = &lab.RelayInstall{Binary: *relayd, Version: *version, Start: *startRelay}
+		}
+		o.Hosts = append(o.Hosts, ho)
+	}
+	start := time.Now()
+	l, err := lab.Start(context.Background(), o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "relaylab: started %d hosts in %.2fs\n", len(l.Hosts), time.Since(start).Seconds())
+	fmt.Fprintf(stdout, "ssh_config  %s\nknown_hosts %s\nidentity    %s\n", l.SSHConfig, l.KnownHosts, l.Identity)
+	for _, h := range l.Hosts {
+		ns := h.RelayNetns
+		if ns == "" {
+			ns = "-"
+		}
+		fmt.Fprintf(stdout, "%s %s sshd_pid=%d relay_netns=%s\n", h.Name, h.Addr, h.SSHDPID, ns)
+	}
+	fmt.Fprintf(stdout, "try: ssh -F %s %s true\n", l.SSHConfig, l.Hosts[0].Name)
+	return nil
+}
+
+func down(args []string, stdout, stderr io.Writer) error {
+	fs := flags("down", stderr)
+	dir := fs.String("dir", "", "the lab's directory (required)")
+	if err := fs.Parse(args); err != nil || *dir == "" || fs.NArg() > 0 {
+		return errUsage
+	}
+	l, err := lab.Load(*dir)
+	if err != nil {
+		return err
+	}
+	if err := l.Close(); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(*dir, "lab.json")); err != nil {
+		return fmt.Errorf("remove lab.json: %w", err)
+	}
+	fmt.Fprintf(stdout, "stopped %d hosts\n", len(l.Hosts))
+	return nil
+}
+
+func execCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flags("exec", stderr)
+	dir := fs.String("dir", "", "the lab's directory (required)")
+	if err := fs.Parse(args); err != nil || *dir == "" {
+		return errUsage
+	}
+	rest := fs.Args()
+	if len(rest) < 3 || rest[1] != "--" {
+		return errUsage
+	}
+	l, err := lab.Load(*dir)
+	if err != nil {
+		return err
+	}
+	h := l.Host(rest[0])
+	if h == nil {
+		return fmt.Errorf("exec: no host %q in %s", rest[0], *dir)
+	}
+	cmd := h.Command(context.Background(), rest[2:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() > 0 {
+		return exitStatus(ee.ExitCode())
+	}
+	if err != nil {
+		return fmt.Errorf("exec on %s: %w", h.Name, err)
+	}
+	return nil
+}

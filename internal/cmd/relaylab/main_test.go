@@ -1,0 +1,88 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/relayctl/relayctl/internal/lab"
+)
+
+func runCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb strings.Builder
+	code := run(append([]string{"relaylab"}, args...), strings.NewReader(stdin), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestUpExecDown(t *testing.T) {
+	lab.Require(t)
+	dir := t.TempDir()
+	out, errs, code := runCLI(t, "", "up", "--dir", dir, "--hosts", "2")
+	if code != 0 {
+		t.Fatalf("up: exit %d: %s", code, errs)
+	}
+	t.Cleanup(func() {
+		// If the test failed half way, still stop what up started.
+		if l, err := lab.Load(dir); err == nil {
+			l.Close()
+		}
+	})
+	for _, want := range []string{"ssh_config  " + filepath.Join(dir, "ssh_config"), "known_hosts " + filepath.Join(dir, "known_hosts"), "lab-1 127.0.", "lab-2 127.0."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("up printed %q, want it to contain %q", out, want)
+		}
+	}
+	l, err := lab.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The real client reaches what up started.
+	if b, err := exec.Command("ssh", "-F", l.SSHConfig, "lab-2", "cat /etc/relay/service.env").CombinedOutput(); err != nil || !strings.Contains(string(b), "RELAY_NETNS=lab-") {
+		t.Errorf("ssh lab-2: %q, %v", b, err)
+	}
+
+	if out, errs, code := runCLI(t, "net.core.somaxconn = 512\n", "exec", "--dir", dir, "lab-1", "--", "sh", "-c", "cat > /etc/sysctl.d/60-cli.conf && echo done"); code != 0 || out != "done\n" {
+		t.Errorf("exec writing a file: exit %d, %q %q", code, out, errs)
+	}
+	p, err := l.Host("lab-1").Path("/etc/sysctl.d/60-cli.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(p); err != nil || string(b) != "net.core.somaxconn = 512\n" {
+		t.Errorf("file written by exec: %q, %v", b, err)
+	}
+	if _, _, code := runCLI(t, "", "exec", "--dir", dir, "lab-2", "--", "sh", "-c", "exit 7"); code != 7 {
+		t.Errorf("exec passing exit 7: got %d", code)
+	}
+	if _, errs, code := runCLI(t, "", "exec", "--dir", dir, "lab-9", "--", "true"); code != 1 || !strings.Contains(errs, `no host "lab-9"`) {
+		t.Errorf("exec on a missing host: exit %d, %q", code, errs)
+	}
+
+	if out, errs, code := runCLI(t, "", "down", "--dir", dir); code != 0 || out != "stopped 2 hosts\n" {
+		t.Fatalf("down: exit %d, %q %q", code, out, errs)
+	}
+	for _, h := range l.Hosts {
+		if _, err := os.Stat(filepath.Join("/run/netns", h.RelayNetns)); err == nil {
+			t.Errorf("%s: namespace %s left after down", h.Name, h.RelayNetns)
+		}
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(h.SSHDPID) + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
+			t.Errorf("%s: sshd %d still running after down", h.Name, h.SSHDPID)
+		}
+	}
+	if _, errs, code := runCLI(t, "", "down", "--dir", dir); code != 1 || !strings.Contains(errs, "lab.json") {
+		t.Errorf("second down: exit %d, %q; want 1 naming lab.json", code, errs)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, args := range [][]string{{}, {"up"}, {"up", "--dir", "x", "--relayd", "bin"}, {"exec", "--dir", "x", "lab-1", "true"}, {"frob"}} {
+		if _, errs, code := runCLI(t, "", args...); code != 2 || !strings.Contains(errs, "examples:") {
+			t.Errorf("%q: exit %d, %q; want 2 and the usage", args, code, errs)
+		}
+	}
+}
