@@ -306,7 +306,15 @@ func (s *Server) serveConn(c net.Conn) {
 // serveSession handles one session channel: one exec, then exit-status.
 func (s *Server) serveSession(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	defer s.wg.Done()
-	defer ch.Close()
+	defer func() {
+		ch.Close()
+		// Requests may still arrive until the client closes its side too.
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			ssh.DiscardRequests(reqs)
+		}()
+	}()
 	var (
 		cmd  *exec.Cmd
 		done = make(chan struct{})
@@ -341,7 +349,7 @@ func (s *Server) serveSession(ch ssh.Channel, reqs <-chan *ssh.Request) {
 				go func() {
 					defer s.wg.Done()
 					defer close(done)
-					s.finish(cmd, ch)
+					s.finish(c, ch)
 				}()
 			case "signal":
 				var p struct{ Signal string }

@@ -138,41 +138,48 @@ func (d *dialer) connect(ctx context.Context, t Target, depth int) (*ssh.Client,
 	if depth > maxHops {
 		return nil, nil, fmt.Errorf("%s: connect: more than %d ProxyJump hops (a loop in ssh config?)", t, maxHops)
 	}
-	cctx, cancel := context.WithTimeout(ctx, d.o.ConnectTimeout)
-	defer cancel()
-	var jumps []*ssh.Client
-	var conn net.Conn
-	var err error
-	if n := len(t.ProxyJump); n > 0 {
-		jt, err := resolve(t.ProxyJump[n-1], d.cfg)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: resolve jump host: %w", t, err)
-		}
-		if n > 1 {
-			jt.ProxyJump = t.ProxyJump[:n-1]
-		}
-		jc, js, err := d.connect(ctx, jt, depth+1)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: through %w", t, err)
-		}
-		jumps = append(js, jc)
-		conn, err = jc.DialContext(cctx, "tcp", t.Addr())
-		if err != nil {
-			closeAll(jumps)
-			return nil, nil, d.connectError(ctx, cctx, t, fmt.Errorf("connect through %s: %w", jt, err))
-		}
-	} else {
-		conn, err = (&net.Dialer{}).DialContext(cctx, "tcp", t.Addr())
-		if err != nil {
-			return nil, nil, d.connectError(ctx, cctx, t, fmt.Errorf("connect: %w", err))
-		}
+	if len(t.ProxyJump) == 0 {
+		c, err := d.hop(ctx, t, nil)
+		return c, nil, err
 	}
-	c, err := d.handshake(ctx, cctx, t, conn)
+	n := len(t.ProxyJump)
+	jt, err := resolve(t.ProxyJump[n-1], d.cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: resolve jump host: %w", t, err)
+	}
+	if n > 1 {
+		jt.ProxyJump = t.ProxyJump[:n-1]
+	}
+	jc, js, err := d.connect(ctx, jt, depth+1)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: through %w", t, err)
+	}
+	jumps := append(js, jc)
+	c, err := d.hop(ctx, t, jc)
 	if err != nil {
 		closeAll(jumps)
 		return nil, nil, err
 	}
 	return c, jumps, nil
+}
+
+// hop connects to t directly, or through the jump client when there is one.
+// Each hop gets the whole ConnectTimeout, counted once the hops before it
+// are up.
+func (d *dialer) hop(ctx context.Context, t Target, jump *ssh.Client) (*ssh.Client, error) {
+	cctx, cancel := context.WithTimeout(ctx, d.o.ConnectTimeout)
+	defer cancel()
+	var conn net.Conn
+	var err error
+	if jump != nil {
+		conn, err = jump.DialContext(cctx, "tcp", t.Addr())
+	} else {
+		conn, err = (&net.Dialer{}).DialContext(cctx, "tcp", t.Addr())
+	}
+	if err != nil {
+		return nil, d.connectError(ctx, cctx, t, fmt.Errorf("connect: %w", err))
+	}
+	return d.handshake(ctx, cctx, t, conn)
 }
 
 func (d *dialer) handshake(ctx, cctx context.Context, t Target, conn net.Conn) (*ssh.Client, error) {
