@@ -305,6 +305,13 @@ func TestRelay(t *testing.T) {
 			if out := sshOK(t, l, h.Name, lab.ServiceScript+" status"); !strings.Contains(out, fmt.Sprintf("pid:     %d", pid)) {
 				t.Errorf("status: %q", out)
 			}
+			if out := sshOK(t, l, h.Name, lab.ServiceScript+" restart"); !strings.Contains(out, "relayd started") {
+				t.Errorf("restart printed %q", out)
+			}
+			old := pid
+			if pid, err = h.RelayPID(t.Context()); err != nil || pid == old || running(old) {
+				t.Errorf("after restart: pid %d (%v), was %d (running: %v); want a new process", pid, err, old, running(old))
+			}
 			sshOK(t, l, h.Name, lab.ServiceScript+" stop")
 			if running(pid) {
 				t.Errorf("relay %d still running after stop", pid)
