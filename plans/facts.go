@@ -21,6 +21,25 @@ type Facts struct {
 	Config  FileFact     `json:"relay_config"`
 	Service ServiceFact  `json:"service"`
 	Socket  SocketFact   `json:"socket"`
+	// RelayStatus is the relay's own /status, when it has a control plane.
+	RelayStatus *RelayStatusFact `json:"relay_status,omitempty"`
+	// ClockNanos is the host's clock when observed (Unix ns): receipts time
+	// the window on the host's clock, not across the network.
+	ClockNanos int64 `json:"clock_ns"`
+	// Journal and LockOwner are left by an apply that did not finish.
+	Journal   string `json:"journal,omitempty"`
+	LockOwner string `json:"lock_owner,omitempty"`
+}
+
+// RelayStatusFact is what the relay reports about itself.
+type RelayStatusFact struct {
+	Read              bool   `json:"read"`
+	Error             string `json:"error,omitempty"`
+	Version           string `json:"version,omitempty"`
+	PID               int    `json:"pid,omitempty"`
+	SORcvbufRequested int    `json:"so_rcvbuf_requested,omitempty"`
+	SORcvbufEffective int    `json:"so_rcvbuf_effective,omitempty"`
+	RxDrops           uint64 `json:"rx_drops,omitempty"`
 }
 
 // SysctlFact is a runtime value read from /proc/sys.

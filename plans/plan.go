@@ -254,7 +254,7 @@ func Make(in Input) (*Plan, error) {
 		if !ok {
 			return nil, fmt.Errorf("plan %s: no facts for host %s", s.Name, h)
 		}
-		p.Hosts = append(p.Hosts, planHost(p, s, f))
+		p.Hosts = append(p.Hosts, planHost(p, f))
 	}
 	return p, nil
 }
@@ -277,7 +277,12 @@ const (
 // the read-back rule depends on them.
 var ObservedKeys = []string{keyRmemMax, keyRmemDefault}
 
-func planHost(p *Plan, s *Spec, f *Facts) *HostPlan {
+// Replan computes, from a plan's own inputs and new facts, what the plan
+// would do to the host now. apply uses it to recognise a host that is
+// already as planned; verify, to list what differs.
+func Replan(p *Plan, f *Facts) *HostPlan { return planHost(p, f) }
+
+func planHost(p *Plan, f *Facts) *HostPlan {
 	h := &HostPlan{Host: f.Host, Address: f.Address, Kernel: f.Kernel, Blockers: []string{}, Warnings: []string{}}
 	h.Facts = Fingerprinted(f, plannedKeys(p))
 	h.Fingerprint = Fingerprint(h.Facts)

@@ -255,8 +255,10 @@ func TestPlanWarningsAndBlockers(t *testing.T) {
 			want:    "a restart was already pending", // running exe is 1.7.0's
 		},
 		{
-			name:   "unknown key on this kernel",
-			spec:   func(s string) string { return strings.Replace(s, "  net.core.rmem_max: 8388608\n", "  net.core.rmem_max: 8388608\n  net.core.busy_read: 50\n", 1) },
+			name: "unknown key on this kernel",
+			spec: func(s string) string {
+				return strings.Replace(s, "  net.core.rmem_max: 8388608\n", "  net.core.rmem_max: 8388608\n  net.core.busy_read: 50\n", 1)
+			},
 			action: ActionBlocked,
 			want:   "net.core.busy_read does not exist on this host",
 		},

@@ -29,3 +29,17 @@ func (e *ExitError) Error() string {
 	}
 	return "exit status " + strconv.Itoa(e.Status)
 }
+
+type noCommandTimeout struct{}
+
+// WithoutCommandTimeout marks ctx for a command that lives as long as the
+// whole apply (the host lock): a transport skips its per-command timeout.
+func WithoutCommandTimeout(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noCommandTimeout{}, true)
+}
+
+// CommandTimeoutDisabled reports whether ctx was marked by WithoutCommandTimeout.
+func CommandTimeoutDisabled(ctx context.Context) bool {
+	v, _ := ctx.Value(noCommandTimeout{}).(bool)
+	return v
+}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -80,7 +81,8 @@ func newApp(e *env) *cli.App {
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
-	err := newApp(e).Run(args)
+	app := newApp(e)
+	err := app.Run(flagsFirst(app, args))
 	if err == nil {
 		return 0
 	}
@@ -101,4 +103,49 @@ func printError(w io.Writer, err error) {
 	if errors.As(err, &h) && h.hint != "" {
 		fmt.Fprintf(w, "relayctl: hint: %s\n", h.hint)
 	}
+}
+
+// flagsFirst lets flags follow positional arguments, as in
+// "relayctl plan SPEC -out PLAN": urfave/cli/v2 stops reading flags at the
+// first positional argument, so the subcommand's flags (and their values)
+// are moved in front of its positional arguments. "--" ends the moving.
+func flagsFirst(app *cli.App, args []string) []string {
+	if len(args) < 3 {
+		return args
+	}
+	cmd := app.Command(args[1])
+	if cmd == nil {
+		return args
+	}
+	takesValue := map[string]bool{}
+	for _, f := range cmd.Flags {
+		_, isBool := f.(*cli.BoolFlag)
+		for _, n := range f.Names() {
+			takesValue[n] = !isBool
+		}
+	}
+	var flags, rest []string
+	in := args[2:]
+	for i := 0; i < len(in); i++ {
+		a := in[i]
+		if a == "--" {
+			rest = append(rest, in[i:]...)
+			break
+		}
+		name := strings.TrimLeft(a, "-")
+		if !strings.HasPrefix(a, "-") || a == "-" || name == "" {
+			rest = append(rest, a)
+			continue
+		}
+		flags = append(flags, a)
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if takesValue[name] && i+1 < len(in) {
+			flags = append(flags, in[i+1])
+			i++
+		}
+	}
+	out := append([]string{args[0], args[1]}, flags...)
+	return append(out, rest...)
 }

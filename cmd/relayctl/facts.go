@@ -1,0 +1,164 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/tune"
+)
+
+func factsCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "facts",
+		Usage:     "print what relayctl observes on hosts (the input of a plan)",
+		ArgsUsage: "[HOST...]",
+		Description: `Observes each host over SSH, exactly as plan does, and prints the facts:
+kernel, sysctls (value and whether writable), sysctl.d files, the relay's
+release, config, process, and its socket read back from the kernel (rb and
+drops from ss, /proc/net/udp drops, RcvbufErrors) in the relay's network
+namespace. --json output is what plan --facts reads, for a review pipeline
+without SSH access to the fleet.
+
+With --spec, hosts default to the spec's and everything else (keys, port,
+paths, service) comes from it; without, --port, --key and --pid-command say
+what to look at.
+
+Examples:
+   relayctl facts relay-ash-1
+   relayctl facts --spec plans/examples/ashburn-rcvbuf.yaml --json > facts.json
+   relayctl facts --port 7788 --pid-command "/opt/relay/bin/relay-service pid" lab-1`,
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "spec", Usage: "take hosts, keys, port, paths and service from `SPEC`"},
+			&cli.BoolFlag{Name: "json", Usage: "print the facts document plan --facts reads"},
+			&cli.IntFlag{Name: "port", Value: plans.DefaultPort, Usage: "the relay's UDP `PORT` (without --spec)"},
+			&cli.StringSliceFlag{Name: "key", Usage: "a sysctl `KEY` to read as well (without --spec; repeatable)"},
+			&cli.StringFlag{Name: "pid-command", Usage: "a command (words split on spaces, no shell) printing the relay's PID (without --spec)"},
+			&cli.StringFlag{Name: "systemd-unit", Usage: "the relay's systemd `UNIT`, to find its PID (without --spec)"},
+		}, sshFlags()...),
+		Action: func(c *cli.Context) error { return runFacts(c, e) },
+	}
+}
+
+func runFacts(c *cli.Context, e *env) error {
+	hosts := c.Args().Slice()
+	var q rollout.Query
+	if file := c.String("spec"); file != "" {
+		s, _, err := readSpec(file)
+		if err != nil {
+			return err
+		}
+		if len(hosts) == 0 {
+			hosts = s.Hosts
+		}
+		q = rollout.QueryFor(s)
+	} else {
+		var err error
+		if q, err = adHocQuery(c); err != nil {
+			return err
+		}
+	}
+	if len(hosts) == 0 {
+		return withHint(errors.New("facts needs a HOST or --spec"), "relayctl facts relay-ash-1")
+	}
+	facts, errs := rollout.ObserveAll(c.Context, sshDialer{sshOptions(c)}, hosts, q, c.Int("parallel"))
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(plans.FactsFile{FormatVersion: plans.FactsFormatVersion, Hosts: facts})
+	}
+	for _, f := range facts {
+		printFacts(e.stdout, f)
+	}
+	return nil
+}
+
+func adHocQuery(c *cli.Context) (rollout.Query, error) {
+	q := rollout.Query{Port: c.Int("port"), Paths: plans.PlanPaths(plans.DefaultPaths)}
+	if q.Port < 1 || q.Port > 65535 {
+		return q, fmt.Errorf("--port %d: want 1 to 65535", q.Port)
+	}
+	keys := append([]string{}, plans.ObservedKeys...)
+	for _, k := range c.StringSlice("key") {
+		if err := tune.ValidKey(k); err != nil {
+			return q, fmt.Errorf("--key: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	q.Keys = keys
+	switch {
+	case c.String("pid-command") != "" && c.String("systemd-unit") != "":
+		return q, errors.New("give --pid-command or --systemd-unit, not both")
+	case c.String("pid-command") != "":
+		argv := strings.Fields(c.String("pid-command"))
+		if !strings.HasPrefix(argv[0], "/") {
+			return q, fmt.Errorf("--pid-command: the program must be an absolute path, got %q", argv[0])
+		}
+		q.Service = plans.PlanService{Manager: "command", PID: argv}
+	case c.String("systemd-unit") != "":
+		q.Service = plans.PlanService{Manager: "systemd", Name: c.String("systemd-unit")}
+	default:
+		q.Service = plans.PlanService{Manager: "none"}
+	}
+	return q, nil
+}
+
+func printFacts(w io.Writer, f *plans.Facts) {
+	fmt.Fprintf(w, "%s (%s as %s): %s, kernel %s", f.Host, f.Address, f.User, f.Hostname, f.Kernel)
+	if !f.InitialNetns {
+		fmt.Fprint(w, ", SSH session in a child network namespace")
+	}
+	fmt.Fprintln(w)
+	keys := make([]string, 0, len(f.Sysctls))
+	for k := range f.Sysctls {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		s := f.Sysctls[k]
+		switch {
+		case !s.Exists:
+			fmt.Fprintf(w, "  sysctl %s: absent\n", k)
+		case s.Writable:
+			fmt.Fprintf(w, "  sysctl %s = %s\n", k, tune.Normalize(s.Value))
+		default:
+			fmt.Fprintf(w, "  sysctl %s = %s (read-only here)\n", k, tune.Normalize(s.Value))
+		}
+	}
+	var files []string
+	for _, cf := range f.SysctlFiles {
+		files = append(files, cf.Path)
+	}
+	fmt.Fprintf(w, "  sysctl files: %s\n", strings.Join(files, " "))
+	cur := f.Release.Current
+	if cur == "" {
+		cur = "(none)"
+	}
+	fmt.Fprintf(w, "  release: current %s; installed %s\n", cur, strings.Join(f.Release.Installed, " "))
+	if f.Service.Running {
+		fmt.Fprintf(w, "  relay: running, pid %d, %s\n", f.Service.PID, f.Release.RunningExe)
+	} else {
+		fmt.Fprintf(w, "  relay: not running %s\n", f.Service.Detail)
+	}
+	if f.Socket.Found {
+		ns := ""
+		if f.Socket.OwnNetns {
+			ns = " (in the relay's own network namespace)"
+		}
+		fmt.Fprintf(w, "  socket udp/%d%s: rb %d, drops %d; /proc/net/udp drops %d; RcvbufErrors %d\n",
+			f.Socket.Port, ns, f.Socket.Rcvbuf, f.Socket.Drops, f.Socket.ProcUDPDrops, f.Socket.RcvbufErrors)
+	} else {
+		fmt.Fprintf(w, "  socket udp/%d: not found\n", f.Socket.Port)
+	}
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/rollout"
+)
+
+func planCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "plan",
+		Usage:     "read each host's live state and write a one-window plan with its review",
+		ArgsUsage: "SPEC",
+		Description: `Reads the spec, observes every host over SSH (one connection each, in
+parallel), and computes what one restart window will change: sysctls in
+force and persisted, the relay release, its config, and the SO_RCVBUF the
+kernel will report on the relay socket afterwards. With -out it writes the
+plan (JSON) and PLAN.md, the review; without it, prints the review.
+
+Exit status: 0 nothing to change, 2 changes planned, 1 error (including a
+plan with blocked hosts, which is still written so it can be read).
+
+Examples:
+   relayctl plan plans/examples/ashburn-rcvbuf.yaml -out ashburn.plan
+   relayctl facts --spec plans/examples/ashburn-rcvbuf.yaml --json > facts.json
+   relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts facts.json -out ashburn.plan`,
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the plan to `PLAN` and the review to PLAN.md"},
+			&cli.StringSliceFlag{Name: "facts", Usage: "plan offline from facts recorded by `relayctl facts --json` (`FILE`, repeatable) instead of SSH"},
+			&cli.BoolFlag{Name: "allow-downgrade", Usage: "allow a release older than the one running"},
+		}, sshFlags()...),
+		Action: func(c *cli.Context) error { return runPlan(c, e) },
+	}
+}
+
+func runPlan(c *cli.Context, e *env) error {
+	if c.NArg() != 1 {
+		return withHint(errors.New("plan needs exactly one SPEC"), "relayctl plan plans/examples/ashburn-rcvbuf.yaml -out ashburn.plan")
+	}
+	spec, specSum, err := readSpec(c.Args().First())
+	if err != nil {
+		return err
+	}
+	art, err := readArtifact(spec)
+	if err != nil {
+		return err
+	}
+	facts, err := gather(c, e, spec)
+	if err != nil {
+		return err
+	}
+	p, err := plans.Make(plans.Input{Spec: spec, SpecSHA256: specSum, Facts: facts, Artifact: art, AllowDowngrade: c.Bool("allow-downgrade")})
+	if err != nil {
+		return err
+	}
+	body, err := p.JSON()
+	if err != nil {
+		return err
+	}
+	out := c.String("out")
+	if out == "" {
+		e.stdout.Write(p.Markdown("(not saved: use -out PLAN)"))
+	} else {
+		if err := writeFileAtomic(out, body); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(out+".md", p.Markdown(filepath.Base(out))); err != nil {
+			return err
+		}
+		printPlanSummary(e.stdout, p)
+		fmt.Fprintf(e.stderr, "relayctl: wrote %s and %s\n", out, out+".md")
+	}
+	if b := p.Blocked(); len(b) > 0 {
+		names := make([]string, len(b))
+		for i, h := range b {
+			names[i] = h.Host
+		}
+		return &exitCode{code: 1, err: withHint(fmt.Errorf("%d of %d hosts are blocked (%s): apply would refuse them", len(b), len(p.Hosts), strings.Join(names, ", ")), "read the BLOCKED lines of the review, fix the cause, and plan again")}
+	}
+	if p.Changes() {
+		return &exitCode{code: 2}
+	}
+	return nil
+}
+
+func printPlanSummary(w io.Writer, p *plans.Plan) {
+	for _, h := range p.Hosts {
+		var parts []string
+		for _, s := range h.Sysctls {
+			if s.Change {
+				parts = append(parts, fmt.Sprintf("%s %s → %s", s.Key, strings.Join(strings.Fields(s.Current), " "), s.Planned))
+			}
+		}
+		if h.Release.Action != "keep" {
+			cur := h.Release.Current
+			if cur == "" {
+				cur = "none"
+			}
+			parts = append(parts, fmt.Sprintf("release %s → %s", cur, h.Release.Planned))
+		}
+		if h.Config.Change {
+			parts = append(parts, "relay config")
+		}
+		if h.Readback.CurrentFound {
+			parts = append(parts, fmt.Sprintf("rb %d → %d", h.Readback.Current, h.Readback.Expected))
+		} else {
+			parts = append(parts, fmt.Sprintf("rb → %d", h.Readback.Expected))
+		}
+		fmt.Fprintf(w, "%-20s %-9s %s\n", h.Host, actionWord(h.Action), strings.Join(parts, "; "))
+		for _, b := range h.Blockers {
+			fmt.Fprintf(w, "%-20s   blocked: %s\n", "", b)
+		}
+		for _, m := range h.Warnings {
+			fmt.Fprintf(w, "%-20s   warning: %s\n", "", m)
+		}
+	}
+}
+
+func actionWord(a string) string {
+	if a == plans.ActionNone {
+		return "no-change"
+	}
+	return a
+}
+
+func readSpec(file string) (*plans.Spec, string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, "", fmt.Errorf("read spec: %w", err)
+	}
+	s, err := plans.ParseSpec(file, data)
+	if err != nil {
+		return nil, "", err
+	}
+	sum := sha256.Sum256(data)
+	return s, "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// readArtifact finds the release file relative to the spec and hashes it.
+func readArtifact(s *plans.Spec) (plans.Artifact, error) {
+	p := s.Relay.Release.Artifact
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(filepath.Dir(s.File), p)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return plans.Artifact{}, &plans.SpecError{File: s.File, Line: s.Relay.Release.Line, Field: "relay.release.artifact",
+			Msg: fmt.Sprintf("cannot read %s (%v); the path is relative to the spec's folder (build it with make build)", p, errors.Unwrap(err))}
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return plans.Artifact{}, &plans.SpecError{File: s.File, Line: s.Relay.Release.Line, Field: "relay.release.artifact", Msg: fmt.Sprintf("%s is not a regular file", p)}
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return plans.Artifact{}, fmt.Errorf("read artifact %s: %w", p, err)
+	}
+	return plans.Artifact{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
+}
+
+// gather returns one Facts per spec host, from --facts files or over SSH.
+func gather(c *cli.Context, e *env, s *plans.Spec) ([]*plans.Facts, error) {
+	if files := c.StringSlice("facts"); len(files) > 0 {
+		return readFacts(files, s.Hosts)
+	}
+	q := rollout.QueryFor(s)
+	fmt.Fprintf(e.stderr, "relayctl: observing %d host(s)\n", len(s.Hosts))
+	facts, errs := rollout.ObserveAll(c.Context, sshDialer{sshOptions(c)}, s.Hosts, q, c.Int("parallel"))
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return facts, nil
+}
+
+func readFacts(files []string, hosts []string) ([]*plans.Facts, error) {
+	by := map[string]*plans.Facts{}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("read facts: %w", err)
+		}
+		var ff plans.FactsFile
+		dec := json.NewDecoder(strings.NewReader(string(data)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ff); err != nil {
+			return nil, fmt.Errorf("%s: not a facts file from relayctl facts --json: %w", file, err)
+		}
+		if ff.FormatVersion != plans.FactsFormatVersion {
+			return nil, fmt.Errorf("%s: facts format_version %d, this relayctl reads %d", file, ff.FormatVersion, plans.FactsFormatVersion)
+		}
+		for _, f := range ff.Hosts {
+			if f == nil || f.Host == "" {
+				return nil, fmt.Errorf("%s: a host entry has no host name", file)
+			}
+			if f.Sysctls == nil {
+				f.Sysctls = map[string]plans.SysctlFact{}
+			}
+			by[f.Host] = f
+		}
+	}
+	var out []*plans.Facts
+	for _, h := range hosts {
+		f, ok := by[h]
+		if !ok {
+			return nil, withHint(fmt.Errorf("no facts recorded for host %s", h), "record them with relayctl facts --spec SPEC --json > facts.json")
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// writeFileAtomic writes through a temporary file and a rename, so a reader
+// never sees half a plan.
+func writeFileAtomic(name string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), name); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
+}
