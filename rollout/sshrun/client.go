@@ -277,7 +277,9 @@ var sudoPrompts = []string{
 // stdout and stderr may be nil. A non-zero exit is a *rollout.ExitError
 // (not prefixed with the host, callers add their own context); every other
 // error names the host. A command past its timeout is sent KILL, its
-// session is closed and the error matches ErrTimeout.
+// session is closed and the error matches ErrTimeout; OpenSSH refuses
+// signals on root sessions ("session signalling requires privilege
+// separation", seen with 9.2), so there the command may go on running.
 func (c *Client) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, stderr io.Writer) error {
 	limit := c.o.CommandTimeout
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < limit {
@@ -327,8 +329,8 @@ func (c *Client) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, s
 	select {
 	case err = <-done:
 	case <-rctx.Done():
-		// OpenSSH delivers signals since 7.9; older servers ignore this
-		// and closing the session is all we can do.
+		// OpenSSH delivers signals since 7.9, but not to root sessions;
+		// where it does not, closing the session is all we can do.
 		s.Signal(ssh.SIGKILL)
 		s.Close()
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
