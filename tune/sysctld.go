@@ -243,11 +243,18 @@ func load(files []ConfFile) (*conf, error) {
 		}
 		all = append(all, f)
 	}
-	// Every other file of a basename is masked by the one of highest priority.
+	// Every other file of a basename is masked by the one of highest
+	// priority. On merged-/usr hosts /lib is a symlink to /usr/lib, so a
+	// collector may list one file under both names: that is not a mask.
 	for _, f := range all {
-		if w := byBase[path.Base(f.Path)].file.Path; w != f.Path {
-			c.mask(f.Path, w)
+		w := byBase[path.Base(f.Path)].file
+		if w.Path == f.Path {
+			continue
 		}
+		if path.Dir(f.Path) == "/lib/sysctl.d" && path.Dir(w.Path) == "/usr/lib/sysctl.d" && bytes.Equal(f.Content, w.Content) {
+			continue
+		}
+		c.mask(f.Path, w.Path)
 	}
 	bases := make([]string, 0, len(byBase))
 	for b := range byBase {

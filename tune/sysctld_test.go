@@ -150,6 +150,11 @@ func TestDecide(t *testing.T) {
 				"/usr/lib/sysctl.d/50-x.conf is masked by /run/sysctl.d/50-x.conf: none of its settings apply",
 				"/usr/local/lib/sysctl.d/50-x.conf is masked by /run/sysctl.d/50-x.conf: none of its settings apply",
 			}, ""},
+		{"merged /usr lists one file twice: no mask",
+			files(
+				"/usr/lib/sysctl.d/50-pid-max.conf", "kernel.pid_max = 4194304\n",
+				"/lib/sysctl.d/50-pid-max.conf", "kernel.pid_max = 4194304\n"),
+			[]want{{"kernel.pid_max", "4194304", "/usr/lib/sysctl.d/50-pid-max.conf"}}, nil, ""},
 		{"sysctl.conf last",
 			files(
 				"/etc/sysctl.conf", "net.core.optmem_max = 20480\n",
