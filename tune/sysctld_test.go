@@ -392,3 +392,40 @@ func TestRenderDropIn(t *testing.T) {
 		})
 	}
 }
+
+func FuzzDecide(f *testing.F) {
+	f.Add([]byte("net.core.rmem_max = 8388608\n"), []byte("net.core.rmem_max = 212992\n"), []byte("net.ipv4.conf.*.rp_filter = 2\n"))
+	f.Add([]byte("bogus\n-a.b=1\n"), []byte("a/b = 2\n"), []byte("a.b = 3\n"))
+	f.Fuzz(func(t *testing.T, ours, masked, later []byte) {
+		fs := []ConfFile{
+			{Path: "/etc/sysctl.d/50-a.conf", Content: ours},
+			{Path: "/usr/lib/sysctl.d/50-a.conf", Content: masked},
+			{Path: "/usr/lib/sysctl.d/60-b.conf", Content: later},
+		}
+		decided, problems, err := Decide(fs)
+		if err != nil {
+			t.Fatalf("Decide: %v", err)
+		}
+		for k, s := range decided {
+			if s.Path == "/usr/lib/sysctl.d/50-a.conf" || s.Key != k {
+				t.Fatalf("Decide[%s] = %+v: from a masked file or under another key", k, s)
+			}
+			by, shadowed, err := Shadowed(fs, "/etc/sysctl.d/50-a.conf", k)
+			if err != nil {
+				t.Fatalf("Shadowed: %v", err)
+			}
+			if shadowed && by.Path != "/usr/lib/sysctl.d/60-b.conf" {
+				t.Fatalf("Shadowed(%s) by %+v, want only the later file to shadow", k, by)
+			}
+		}
+		masks := 0
+		for _, p := range problems {
+			if p.Kind == Masked {
+				masks++
+			}
+		}
+		if masks != 1 {
+			t.Fatalf("Decide: got %d masks, want 1", masks)
+		}
+	})
+}
