@@ -314,9 +314,11 @@ func (h *Host) stop() error {
 			nets[id] = true
 		}
 	}
+	tr := &procTracker{mnt: h.MountNS, nets: nets, seen: map[int]bool{}}
 	procs := func() []int {
-		ps := labProcs(h.MountNS, nets)
-		// An sshd that never became ready has no MountNS yet: ours to stop.
+		ps := tr.scan()
+		// An sshd that never became ready has no MountNS yet. Until we reap
+		// it, its pid cannot be reused: ours to stop.
 		if h.done != nil && !slices.Contains(ps, h.SSHDPID) {
 			select {
 			case <-h.done:

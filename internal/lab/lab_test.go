@@ -179,7 +179,13 @@ func TestHostsArePrivate(t *testing.T) {
 		t.Errorf("lab-1: write net.core.rmem_max: exit %d: %s", code, errs)
 	}
 
-	closeAndCheck(t, l)
+	// A process a session left behind, detached, is the lab's to stop too.
+	out := sshOK(t, l, "lab-2", "setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $!")
+	orphan, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil || !running(orphan) {
+		t.Fatalf("detached sleep: pid %q, %v", out, err)
+	}
+	closeAndCheck(t, l, orphan)
 }
 
 func TestSSHDInNetns(t *testing.T) {

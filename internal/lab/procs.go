@@ -61,6 +61,44 @@ func labProcs(mnt string, nets map[string]bool) []int {
 	return pids
 }
 
+// procTracker finds a host's processes across repeated scans. An exiting
+// process drops its namespaces before it becomes a zombie, so a pid once
+// seen stays tracked until it has exited, unless it shows namespaces of
+// others (its pid was reused).
+type procTracker struct {
+	mnt  string
+	nets map[string]bool
+	seen map[int]bool
+}
+
+// scan returns the host's live processes.
+func (t *procTracker) scan() []int {
+	for _, p := range labProcs(t.mnt, t.nets) {
+		t.seen[p] = true
+	}
+	var ps []int
+	for p := range t.seen {
+		if t.ours(p) {
+			ps = append(ps, p)
+		} else {
+			delete(t.seen, p)
+		}
+	}
+	return ps
+}
+
+func (t *procTracker) ours(pid int) bool {
+	if !alive(pid) {
+		return false
+	}
+	m, errm := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	n, errn := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+	if errm != nil || errn != nil {
+		return true // exiting: namespaces already released
+	}
+	return (t.mnt != "" && m == t.mnt) || t.nets[n]
+}
+
 // alive reports whether pid exists and has not exited. A zombie has exited:
 // it only waits for its parent, and PID 1 on these machines reaps orphans
 // late.

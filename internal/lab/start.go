@@ -81,7 +81,13 @@ exec /usr/sbin/sshd -D -e -f "$cfg"
 
 // Start starts the lab's hosts in parallel and returns once every sshd
 // answers with an SSH banner. ctx bounds the start only; the hosts run until
-// Close. On error, whatever was started is stopped.
+// Close, even after this process exits. On error, whatever was started is
+// stopped.
+//
+// On the machine itself Start only adds what mounts need: the empty
+// mountpoints it lacks (/run/sshd, /run/sysctl.d, /usr/local/lib/sysctl.d,
+// /opt/relay, /etc/relay, /var/lib/relayctl), /run/netns as a shared mount
+// (as ip netns add does), and the allocation lock /tmp/relaylab.lock.
 func Start(ctx context.Context, o Options) (*Lab, error) {
 	if err := CheckPrerequisites(); err != nil {
 		return nil, err
