@@ -285,7 +285,11 @@ func (c *Client) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, s
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < limit {
 		limit = time.Until(dl)
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.o.CommandTimeout)
+	rctx, cancel := context.WithTimeout(ctx, limit)
+	if rollout.CommandTimeoutDisabled(ctx) {
+		// The host lock lives as long as the apply, not one command.
+		rctx, cancel = context.WithCancel(ctx)
+	}
 	defer cancel()
 
 	if err := ctx.Err(); err != nil {

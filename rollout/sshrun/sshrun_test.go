@@ -393,6 +393,11 @@ func TestSSHConfigAliasDial(t *testing.T) {
 	if got := c.Target(); fmt.Sprint(got) != fmt.Sprint(want) || len(got.IdentityFiles) != 1 {
 		t.Errorf("got target %+v, want %+v", got, want)
 	}
+	// The server records a login only after its side of the handshake
+	// returns, which may be after the client's: wait for it (bounded).
+	for i := 0; i < 200 && len(s.Logins()) == 0; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if got, want := s.Logins(), []string{"deployer"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got logins %q, want %q", got, want)
 	}
