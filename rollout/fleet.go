@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/relayctl/relayctl/plans"
@@ -18,6 +19,23 @@ type Conn interface {
 // Dialer opens a connection to a host named as in a spec.
 type Dialer interface {
 	Dial(ctx context.Context, host string) (Conn, error)
+}
+
+// refusal marks a connection the client refused to make (a changed or
+// unknown host key, failed authentication): the host is reachable, and
+// nothing was done to it.
+type refusal struct{ err error }
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// Refusal wraps a dial error that is a refusal, not unreachability.
+func Refusal(err error) error { return &refusal{err} }
+
+// IsRefusal reports whether err was wrapped by Refusal.
+func IsRefusal(err error) bool {
+	var r *refusal
+	return errors.As(err, &r)
 }
 
 // HostError is a failure on one host, kept apart from the others so a fleet

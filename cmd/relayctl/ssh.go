@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -39,7 +40,11 @@ type sshDialer struct{ opts sshrun.Options }
 
 func (d sshDialer) Dial(ctx context.Context, host string) (rollout.Conn, error) {
 	c, err := sshrun.Dial(ctx, host, d.opts)
-	if err != nil {
+	switch {
+	case errors.Is(err, sshrun.ErrHostKeyChanged), errors.Is(err, sshrun.ErrUnknownHost),
+		errors.Is(err, sshrun.ErrHostKeyRevoked), errors.Is(err, sshrun.ErrAuth), errors.Is(err, sshrun.ErrSudoPassword):
+		return nil, rollout.Refusal(err)
+	case err != nil:
 		return nil, err
 	}
 	return sshConn{c}, nil

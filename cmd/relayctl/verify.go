@@ -1,0 +1,99 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/rollout"
+)
+
+func verifyCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "verify",
+		Usage:     "read back each host and compare it with what a plan (or a spec) promises",
+		ArgsUsage: "PLAN|SPEC",
+		Description: `Read-back only, nothing changes: the runtime sysctls from /proc/sys, the
+relay socket's rb from ss in the relay's network namespace, the relay's own
+/status, its release, config and the sysctl drop-in, against what the plan
+promised (for a SPEC: what a plan made now would promise).
+
+Exit status: 0 every host matches, 3 some host differs (a table says what),
+1 error.
+
+Examples:
+   relayctl verify ashburn.plan
+   relayctl verify plans/examples/ashburn-rcvbuf.yaml`,
+		Flags:  sshFlags(),
+		Action: func(c *cli.Context) error { return runVerify(c, e) },
+	}
+}
+
+func runVerify(c *cli.Context, e *env) error {
+	if c.NArg() != 1 {
+		return withHint(errors.New("verify needs exactly one PLAN or SPEC"), "relayctl verify ashburn.plan")
+	}
+	arg := c.Args().First()
+	var p *plans.Plan
+	var facts []*plans.Facts
+	var err error
+	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
+		p, facts, err = planFromSpec(c, e, arg)
+	} else if p, err = loadPlan(arg); err == nil {
+		hosts := make([]string, len(p.Hosts))
+		for i, h := range p.Hosts {
+			hosts[i] = h.Host
+		}
+		var errs []error
+		facts, errs = rollout.ObserveAll(c.Context, sshDialer{sshOptions(c)}, hosts, rollout.QueryForPlan(p), c.Int("parallel"))
+		err = errors.Join(errs...)
+	}
+	if err != nil {
+		return err
+	}
+	differ := 0
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tCHECK\tWANT\tGOT\t")
+	for i, h := range p.Hosts {
+		checks := rollout.PlannedChecks(p, h, nil, facts[i])
+		bad := false
+		for _, ch := range checks {
+			if !ch.OK {
+				bad = true
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", h.Host, ch.What, ch.Want, ch.Got)
+			}
+		}
+		if bad {
+			differ++
+		} else {
+			fmt.Fprintf(tw, "%s\tall %d checks\tas planned\tas planned\t\n", h.Host, len(checks))
+		}
+	}
+	tw.Flush()
+	if differ > 0 {
+		return &exitCode{code: 3, err: fmt.Errorf("%d of %d hosts differ from the plan", differ, len(p.Hosts))}
+	}
+	return nil
+}
+
+// planFromSpec makes a plan in memory from a spec and live facts.
+func planFromSpec(c *cli.Context, e *env, file string) (*plans.Plan, []*plans.Facts, error) {
+	spec, sum, err := readSpec(file)
+	if err != nil {
+		return nil, nil, err
+	}
+	art, err := readArtifact(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	facts, err := gather(c, e, spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := plans.Make(plans.Input{Spec: spec, SpecSHA256: sum, Facts: facts, Artifact: art, AllowDowngrade: true})
+	return p, facts, err
+}

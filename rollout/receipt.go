@@ -1,0 +1,228 @@
+package rollout
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/tune"
+)
+
+// Counters are the four drop counts that agreed to the unit in the
+// incident: ss's d, /proc/net/udp drops, the namespace's RcvbufErrors, and
+// the relay's own rx_drops.
+type Counters struct {
+	SSDrops      uint64  `json:"ss_d"`
+	ProcUDPDrops uint64  `json:"proc_net_udp_drops"`
+	RcvbufErrors uint64  `json:"snmp_rcvbuf_errors"`
+	RelayRxDrops *uint64 `json:"relay_rx_drops"` // nil when the relay's /status was not read
+}
+
+// CountersOf picks the drop counters out of facts.
+func CountersOf(f *plans.Facts) Counters {
+	c := Counters{SSDrops: f.Socket.Drops, ProcUDPDrops: f.Socket.ProcUDPDrops, RcvbufErrors: f.Socket.RcvbufErrors}
+	if f.RelayStatus != nil && f.RelayStatus.Read {
+		v := f.RelayStatus.RxDrops
+		c.RelayRxDrops = &v
+	}
+	return c
+}
+
+// HostReceipt is the summary of one host kept on the host and in the
+// local receipt: what it was, what it is, and how the window went.
+type HostReceipt struct {
+	Plan          string            `json:"plan"`
+	Checksum      string            `json:"plan_checksum"`
+	Host          string            `json:"host"`
+	Address       string            `json:"address"`
+	Outcome       Outcome           `json:"outcome"`
+	State         string            `json:"state"`
+	Reason        string            `json:"reason,omitempty"`
+	Drift         []plans.Drift     `json:"drift,omitempty"`
+	Journal       string            `json:"journal,omitempty"`
+	SysctlsBefore map[string]string `json:"sysctls_before,omitempty"`
+	SysctlsAfter  map[string]string `json:"sysctls_after,omitempty"`
+	ReleaseBefore string            `json:"release_before,omitempty"`
+	ReleaseAfter  string            `json:"release_after,omitempty"`
+	PIDBefore     int               `json:"relay_pid_before,omitempty"`
+	PIDAfter      int               `json:"relay_pid_after,omitempty"`
+	RBBefore      uint64            `json:"rb_before"`
+	RBAfter       uint64            `json:"rb_after"`
+	ExpectedRB    int               `json:"rb_expected"`
+	DropsBefore   *Counters         `json:"drops_before,omitempty"`
+	DropsAfter    *Counters         `json:"drops_after,omitempty"`
+	WindowMillis  int64             `json:"window_ms"`
+	Restarts      int               `json:"restarts"`
+	RoundTrips    int               `json:"round_trips"`
+	Steps         []StepRecord      `json:"steps"`
+	Verify        []Check           `json:"verify,omitempty"`
+}
+
+// Receipt builds the receipt of one host.
+func Receipt(p *plans.Plan, r *HostResult) HostReceipt {
+	hr := HostReceipt{Plan: p.Name, Checksum: p.Checksum, Host: r.Host, Address: r.Address, Outcome: r.Outcome, State: r.State,
+		Reason: r.Reason, Drift: r.Drift, Journal: r.Journal, ExpectedRB: r.ExpectedRB, WindowMillis: r.WindowMillis,
+		Restarts: r.Restarts, RoundTrips: r.RoundTrips, Steps: r.Steps, Verify: r.Verify}
+	keys := plannedKeys(p)
+	if f := r.Before; f != nil {
+		hr.SysctlsBefore = sysctlValues(f, keys)
+		hr.ReleaseBefore, hr.PIDBefore, hr.RBBefore = f.Release.Current, f.Service.PID, f.Socket.Rcvbuf
+		c := CountersOf(f)
+		hr.DropsBefore = &c
+	}
+	if f := r.After; f != nil {
+		hr.SysctlsAfter = sysctlValues(f, keys)
+		hr.ReleaseAfter, hr.PIDAfter, hr.RBAfter = f.Release.Current, f.Service.PID, f.Socket.Rcvbuf
+		c := CountersOf(f)
+		hr.DropsAfter = &c
+	}
+	return hr
+}
+
+func sysctlValues(f *plans.Facts, keys []string) map[string]string {
+	m := map[string]string{}
+	for _, k := range keys {
+		if s, ok := f.Sysctls[k]; ok && s.Exists {
+			m[k] = tune.Normalize(s.Value)
+		}
+	}
+	return m
+}
+
+func receiptJSON(p *plans.Plan, r *HostResult) ([]byte, error) {
+	return json.MarshalIndent(Receipt(p, r), "", "  ")
+}
+
+// FleetReceipt is the local receipt written beside the plan.
+type FleetReceipt struct {
+	Plan     string        `json:"plan"`
+	Checksum string        `json:"plan_checksum"`
+	Started  string        `json:"started"`
+	Millis   int64         `json:"ms"`
+	Hosts    []HostReceipt `json:"hosts"`
+}
+
+// ReceiptJSON is the fleet receipt as JSON.
+func ReceiptJSON(p *plans.Plan, rep *Report) ([]byte, error) {
+	fr := FleetReceipt{Plan: rep.Plan, Checksum: rep.Checksum, Started: rep.Started, Millis: rep.Millis}
+	for _, h := range rep.Hosts {
+		fr.Hosts = append(fr.Hosts, Receipt(p, h))
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(fr); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Recap is the compact summary: one line per outcome class that occurred
+// (not one per task, ansible#80494).
+func Recap(rep *Report) string {
+	by := map[Outcome][]string{}
+	for _, h := range rep.Hosts {
+		by[h.Outcome] = append(by[h.Outcome], h.Host)
+	}
+	var b strings.Builder
+	for _, o := range Outcomes {
+		if hs := by[o]; len(hs) > 0 {
+			fmt.Fprintf(&b, "%-12s %3d  %s\n", string(o)+":", len(hs), abbreviate(hs, 8))
+		}
+	}
+	return b.String()
+}
+
+func abbreviate(s []string, n int) string {
+	if len(s) <= n {
+		return strings.Join(s, " ")
+	}
+	return strings.Join(s[:n], " ") + fmt.Sprintf(" … and %d more", len(s)-n)
+}
+
+// ReceiptMarkdown is the receipt for people.
+func ReceiptMarkdown(p *plans.Plan, rep *Report) []byte {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	w("# relayctl receipt: %s\n\n", rep.Plan)
+	w("- Plan checksum `%s`\n- Started %s, took %d ms\n\n", rep.Checksum, rep.Started, rep.Millis)
+	w("```\n%s```\n\n", Recap(rep))
+	for _, h := range rep.Hosts {
+		r := Receipt(p, h)
+		w("## %s (%s): %s\n\n", r.Host, r.Address, r.Outcome)
+		w("- State: %s\n", r.State)
+		if r.Reason != "" {
+			w("- Why: %s\n", r.Reason)
+		}
+		for _, d := range r.Drift {
+			w("- Drifted: %s: planned `%s`, now `%s`\n", d.Name, d.Planned, d.Observed)
+		}
+		if r.Journal != "" {
+			w("- Journal of the unfinished run:\n\n```\n%s```\n", r.Journal)
+		}
+		if r.DropsBefore != nil {
+			w("- Read-back: rb %d before, %d after (expected %d)\n", r.RBBefore, r.RBAfter, r.ExpectedRB)
+			w("- Release: %s before, %s after; relay pid %d before, %d after; restarts: %d\n", orDash(r.ReleaseBefore), orDash(r.ReleaseAfter), r.PIDBefore, r.PIDAfter, r.Restarts)
+			if r.WindowMillis > 0 {
+				w("- Window: %d ms from relay stop to new socket verified (host clock)\n", r.WindowMillis)
+			}
+			w("- Round trips: %d\n\n", r.RoundTrips)
+			w("| counter | before | after |\n|---|---|---|\n")
+			a := r.DropsAfter
+			if a == nil {
+				a = &Counters{}
+			}
+			w("| ss d | %d | %d |\n", r.DropsBefore.SSDrops, a.SSDrops)
+			w("| /proc/net/udp drops | %d | %d |\n", r.DropsBefore.ProcUDPDrops, a.ProcUDPDrops)
+			w("| RcvbufErrors | %d | %d |\n", r.DropsBefore.RcvbufErrors, a.RcvbufErrors)
+			w("| relay rx_drops | %s | %s |\n\n", ptr(r.DropsBefore.RelayRxDrops), ptr(a.RelayRxDrops))
+			if len(r.SysctlsBefore) > 0 {
+				w("| sysctl | before | after |\n|---|---|---|\n")
+				for _, k := range plannedKeys(p) {
+					w("| %s | %s | %s |\n", k, orDash(r.SysctlsBefore[k]), orDash(r.SysctlsAfter[k]))
+				}
+				w("\n")
+			}
+		}
+		if len(r.Verify) > 0 {
+			w("| check | want | got | |\n|---|---|---|---|\n")
+			for _, c := range r.Verify {
+				mark := "ok"
+				if !c.OK {
+					mark = "**differs**"
+				}
+				w("| %s | %s | %s | %s |\n", c.What, c.Want, c.Got, mark)
+			}
+			w("\n")
+		}
+		if len(r.Steps) > 0 {
+			w("Steps:\n\n")
+			for _, s := range r.Steps {
+				detail := ""
+				if s.Detail != "" {
+					detail = ": " + s.Detail
+				}
+				w("- +%d ms [%s] %s %s%s\n", s.Millis, s.Phase, s.Kind, s.Status, detail)
+			}
+			w("\n")
+		}
+	}
+	return []byte(b.String())
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func ptr(v *uint64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprint(*v)
+}
