@@ -184,7 +184,9 @@ func TestAccountUnsentCountsAsLoss(t *testing.T) {
 
 func TestFindKnee(t *testing.T) {
 	clean := func(n int) Step { return Step{Players: n, Valid: true} }
-	lossy := func(n int, pct float64) Step { return Step{Players: n, Valid: true, LossPct: pct, Loss: 1, RelayKnown: true} }
+	lossy := func(n int, pct float64) Step {
+		return Step{Players: n, Valid: true, LossPct: pct, Loss: 1, RelayKnown: true}
+	}
 	invalid := func(n int) Step { return Step{Players: n, Invalid: []string{"senders fell behind"}} }
 	tests := []struct {
 		name      string

@@ -43,9 +43,28 @@ func (c *Control) Status(ctx context.Context) (Counters, error) {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 		return Counters{}, fmt.Errorf("read relay status %s: %s: %s", c.URL, resp.Status, strings.TrimSpace(string(b)))
 	}
-	var st Counters
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
-		return Counters{}, fmt.Errorf("decode relay status %s: %w", c.URL, err)
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return Counters{}, fmt.Errorf("read relay status %s: %w", c.URL, err)
 	}
-	return st, nil
+	return decodeStatus(b)
+}
+
+// decodeStatus reads the counters from relayd's status document, where they
+// sit under "counters", or from a relay that serves them at the top level.
+func decodeStatus(b []byte) (Counters, error) {
+	var doc struct {
+		Counters *Counters `json:"counters"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return Counters{}, fmt.Errorf("decode relay status: %w", err)
+	}
+	if doc.Counters != nil {
+		return *doc.Counters, nil
+	}
+	var flat Counters
+	if err := json.Unmarshal(b, &flat); err != nil {
+		return Counters{}, fmt.Errorf("decode relay status: %w", err)
+	}
+	return flat, nil
 }

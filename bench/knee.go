@@ -33,7 +33,7 @@ func FindKnee(steps []Step, threshold float64) Knee {
 			k.Players = s.Players
 			k.LossPct = s.LossPct
 			k.Where = Where(s)
-			k.Summary = fmt.Sprintf("no knee: at %d players the bench itself was the limit (%s); the relay carried %d players cleanly", s.Players, strings.Join(s.Invalid, "; "), k.LastClean)
+			k.Summary = fmt.Sprintf("no knee: at %d players the bench itself was the limit (%s); %s", s.Players, strings.Join(s.Invalid, "; "), lastClean(k.LastClean))
 			return k
 		}
 		if lossy {
@@ -42,7 +42,7 @@ func FindKnee(steps []Step, threshold float64) Knee {
 			k.Players = s.Players
 			k.LossPct = s.LossPct
 			k.Where = Where(s)
-			k.Summary = fmt.Sprintf("knee at %d players: %.3g%% of planned deliveries lost (%s); last clean step %d players", s.Players, s.LossPct, k.Where, k.LastClean)
+			k.Summary = fmt.Sprintf("knee at %d players: %.3g%% of planned deliveries lost (%s); %s", s.Players, s.LossPct, k.Where, lastClean(k.LastClean))
 			if s.NearBenchCeiling {
 				k.BenchLimit = true
 				k.Summary += "; this step is at the bench's calibrated ceiling, so the bench, not the relay, may be the limit"
@@ -53,6 +53,13 @@ func FindKnee(steps []Step, threshold float64) Knee {
 	}
 	k.Summary = fmt.Sprintf("no loss up to %d players", k.LastClean)
 	return k
+}
+
+func lastClean(n int) string {
+	if n == 0 {
+		return "no step was clean"
+	}
+	return fmt.Sprintf("last clean step %d players", n)
 }
 
 // Where says in which direction a step's loss was counted, and by whom.

@@ -54,8 +54,8 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">`+"\n", plotW, plotH, plotW, plotH)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", plotW, plotH)
-	fmt.Fprintf(&b, `<text x="%d" y="24" %s font-size="15" font-weight="bold">relayctl bench: %s, lobbies of %d at %d Hz</text>`+"\n",
-		marginL, fontCSS, esc(r.Config.Relay), r.Config.LobbySize, r.Config.Hz)
+	fmt.Fprintf(&b, `<text x="%d" y="24" font-family="sans-serif" font-size="15" font-weight="bold">relayctl bench: %s, lobbies of %d at %d Hz</text>`+"\n",
+		marginL, esc(r.Config.Relay), r.Config.LobbySize, r.Config.Hz)
 
 	x0, x1 := float64(marginL), float64(plotW-marginR)
 	y0, y1 := float64(plotH-marginB), float64(marginT)
@@ -131,12 +131,13 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	series(colRate, func(s Step) float64 { return pyR(s.RelayPPS) })
 	series(colLoss, func(s Step) float64 { return pyL(s.LossPct) })
 
-	// Legend.
-	lx, ly := x0+12, y1+8
-	fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="260" height="52" fill="white" stroke="#ccc"/>`, lx-6, ly-4)
-	fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/><text x="%.1f" y="%.1f" %s>loss %%</text>`, lx, ly+8, lx+24, ly+8, colLoss, lx+30, ly+12, fontCSS)
-	fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/><text x="%.1f" y="%.1f" %s>relay packets/s</text>`, lx, ly+24, lx+24, ly+24, colRate, lx+30, ly+28, fontCSS)
-	fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3.5" stroke="#000" fill="white"/><text x="%.1f" y="%.1f" %s>hollow: invalid step (bench fell behind)</text>`, lx+12, ly+40, lx+30, ly+44, fontCSS)
+	// Legend, in one row between the title and the plot, clear of the knee label.
+	lx, ly := x0, 44.0
+	fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/><text x="%.1f" y="%.1f" %s>loss %%</text>`, lx, ly, lx+24, ly, colLoss, lx+30, ly+4, fontCSS)
+	lx += 100
+	fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/><text x="%.1f" y="%.1f" %s>relay packets/s</text>`, lx, ly, lx+24, ly, colRate, lx+30, ly+4, fontCSS)
+	lx += 150
+	fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3.5" stroke="#000" fill="white"/><text x="%.1f" y="%.1f" %s>hollow: invalid step (the bench fell behind)</text>`, lx+12, ly, lx+30, ly+4, fontCSS)
 	b.WriteString("\n</svg>\n")
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write svg: %w", err)

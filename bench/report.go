@@ -73,6 +73,9 @@ func (r *Report) Header() []string {
 	if cal := r.Calibration; cal != nil {
 		line := fmt.Sprintf("bench ceiling: sends %s datagrams/s, receives %s/s (%.1fs at full speed through this relay, %d players)",
 			si(cal.SendPPS), si(cal.RecvPPS), cal.Seconds, cal.Players)
+		if cal.BenchDrops > 0 {
+			line += fmt.Sprintf("; the bench's own sockets dropped %d", cal.BenchDrops)
+		}
 		if cal.RelayLimited {
 			line += fmt.Sprintf("; the relay dropped %d then, so the receive figure is the relay's and only a lower bound for the bench", cal.RelayDrops)
 		}
