@@ -337,8 +337,8 @@ func (h *Host) stop() error {
 			}
 		}
 	}
-	if h.done != nil {
-		<-h.done
+	if h.done != nil && len(errs) == 0 {
+		<-h.done // reaped, so no zombie of ours is left
 	}
 	if h.Veth != "" {
 		if err := ipCmd("link", "del", h.Veth); err != nil && !strings.Contains(err.Error(), "Cannot find device") {
