@@ -4,5 +4,7 @@ import "github.com/urfave/cli/v2"
 
 // commands lists the subcommands; each lives in its own file.
 func commands(e *env) []*cli.Command {
-	return []*cli.Command{}
+	return []*cli.Command{
+		benchCommand(e),
+	}
 }

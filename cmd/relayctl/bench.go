@@ -1,0 +1,199 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/relayctl/relayctl/bench"
+)
+
+func benchCommand(e *env) *cli.Command {
+	d := bench.Defaults()
+	return &cli.Command{
+		Name:      "bench",
+		Usage:     "drive synthetic lobbies through a relay and report, honestly, where it stops",
+		ArgsUsage: " ",
+		Description: `Opens lobbies of --lobby-size players through the relay, one UDP socket per
+player, each sending --packet-size byte datagrams at --hz on a schedule fixed in
+advance (open-loop: nothing the relay does slows the senders). The relay sends
+each datagram to every other member of its lobby, so a lobby of 8 carries one
+datagram in and 7 out.
+
+For every step of --players it reports planned, sent, read by the relay (its
+/status counters on --control), sent by the relay and received by the players,
+loss per direction and where it was counted, one-way latency p50/p95/p99, and
+how late the senders were against their schedule. A step whose senders fell
+behind is marked invalid: it measured the bench, not the relay. The knee is the
+first step with loss.
+
+Before sending anything it checks the bench machine (file descriptors, ephemeral
+ports, CPUs) and refuses if this machine cannot carry the load. It then
+measures its own ceiling (--calibrate) and prints it in the header.
+
+The table goes to stdout (or the report as JSON with --json), progress to
+stderr. Exit status 0 when the run completed (whatever it found), 1 on error.
+
+Examples:
+  relayctl bench --relay 127.0.0.1:7788 --control 127.0.0.1:7789
+  relayctl bench --relay 10.0.0.5:7788 --control 10.0.0.5:7789 --players 8:400:8 --step-duration 10s --plot bench.svg
+  relayctl bench --relay 127.0.0.1:7788 --control 127.0.0.1:7789 --lobby-size 4 --players 64 --json > bench.json
+  relayctl bench --relay relay-ash-1:7788 --control relay-ash-1:7789 --ssh relay-ash-1 --players 8:160:8`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "relay", Usage: "the relay's UDP address, `HOST:PORT`", Required: true},
+			&cli.StringFlag{Name: "control", Usage: "the relay's control plane, `HOST:PORT` or URL (GET /status)", Required: true},
+			&cli.IntFlag{Name: "lobby-size", Value: d.LobbySize, Usage: "players per lobby; each datagram is forwarded to the other lobby-size - 1"},
+			&cli.IntFlag{Name: "packet-size", Value: d.PacketSize, Usage: "datagram size in `BYTES`, the 24-byte header included"},
+			&cli.IntFlag{Name: "hz", Value: d.Hz, Usage: "datagrams per player per second (the tick rate)"},
+			&cli.DurationFlag{Name: "jitter", Value: d.Jitter, Usage: "spread each player's send within the tick by a fixed offset in [0, jitter)"},
+			&cli.StringFlag{Name: "players", Value: d.Ramp.String(), Usage: "players per step: `N` or FROM:TO:STEP"},
+			&cli.DurationFlag{Name: "step-duration", Value: d.StepDuration, Usage: "how long each step sends"},
+			&cli.DurationFlag{Name: "interval", Value: d.Interval, Usage: "how often the relay's control plane is read during a step"},
+			&cli.DurationFlag{Name: "calibrate", Value: d.Calibrate, Usage: "length of the full-speed run that measures the bench itself; 0 skips it"},
+			&cli.IntFlag{Name: "after-knee", Value: d.AfterKnee, Usage: "steps still run after the knee; -1 runs the whole ramp"},
+			&cli.Float64Flag{Name: "loss-threshold", Value: d.Threshold * 100, Usage: "loss in `PERCENT` of planned deliveries above which a step is the knee"},
+			&cli.UintFlag{Name: "lobby-base", Value: uint(d.LobbyBase), Usage: "first lobby id the bench uses"},
+			&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed of the jitter offsets, so a schedule can be repeated"},
+			&cli.BoolFlag{Name: "json", Usage: "write the report as JSON on stdout instead of the table"},
+			&cli.StringFlag{Name: "plot", Usage: "write a chart of loss and relay packet rate against players to `FILE` (.svg, or .png with rsvg-convert)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("bench takes no arguments, got %q", c.Args().First())
+			}
+			cfg := d
+			cfg.Relay = c.String("relay")
+			cfg.Control = c.String("control")
+			cfg.LobbySize = c.Int("lobby-size")
+			cfg.PacketSize = c.Int("packet-size")
+			cfg.Hz = c.Int("hz")
+			cfg.Jitter = c.Duration("jitter")
+			r, err := bench.ParseRamp(c.String("players"))
+			if err != nil {
+				return err
+			}
+			cfg.Ramp = r
+			cfg.StepDuration = c.Duration("step-duration")
+			cfg.Interval = c.Duration("interval")
+			cfg.Calibrate = c.Duration("calibrate")
+			cfg.AfterKnee = c.Int("after-knee")
+			cfg.Threshold = c.Float64("loss-threshold") / 100
+			if c.Uint("lobby-base") > 1<<32-1 {
+				return fmt.Errorf("lobby base %d: above the 32-bit lobby id", c.Uint("lobby-base"))
+			}
+			cfg.LobbyBase = uint32(c.Uint("lobby-base"))
+			cfg.Seed = c.Int64("seed")
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			plot := c.String("plot")
+			if plot != "" && !strings.HasSuffix(strings.ToLower(plot), ".svg") && !strings.HasSuffix(strings.ToLower(plot), ".png") {
+				return fmt.Errorf("plot %s: want a .svg or .png file name", plot)
+			}
+
+			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt)
+			defer stop()
+			pl := newProgressLine(e.stderr)
+			opt := bench.Options{
+				Progress: pl.progress,
+				StepDone: pl.stepDone,
+			}
+			rep, err := bench.Run(ctx, cfg, opt)
+			pl.finish()
+			if err != nil {
+				var pe *bench.PreflightError
+				if errors.As(err, &pe) {
+					return withHint(pe, pe.Hint)
+				}
+				return err
+			}
+			if c.Bool("json") {
+				if err := rep.WriteJSON(e.stdout); err != nil {
+					return err
+				}
+			} else if err := rep.WriteTable(e.stdout); err != nil {
+				return err
+			}
+			if plot != "" {
+				if err := rep.WritePlot(plot); err != nil {
+					return err
+				}
+				fmt.Fprintf(e.stderr, "relayctl: wrote %s\n", plot)
+			}
+			return nil
+		},
+	}
+}
+
+// progressLine writes the progress of a run to stderr: rewritten in place on
+// a terminal, one line per reading otherwise (a log file gets every line).
+type progressLine struct {
+	mu    sync.Mutex
+	w     io.Writer
+	tty   bool
+	width int
+}
+
+func newProgressLine(w io.Writer) *progressLine {
+	p := &progressLine{w: w}
+	if f, ok := w.(*os.File); ok {
+		if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err == nil {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+func (p *progressLine) write(line string, final bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.tty {
+		fmt.Fprintln(p.w, line)
+		return
+	}
+	pad := ""
+	if n := p.width - len(line); n > 0 {
+		pad = strings.Repeat(" ", n)
+	}
+	end := ""
+	if final {
+		end = "\n"
+		p.width = 0
+	} else {
+		p.width = len(line)
+	}
+	fmt.Fprintf(p.w, "\r%s%s%s", line, pad, end)
+}
+
+func (p *progressLine) progress(g bench.Progress) {
+	relay := fmt.Sprintf("relay rx %d drops %d tx %d", g.Relay.RxPackets, g.Relay.RxDrops, g.Relay.TxPackets)
+	if g.RelayErr != nil {
+		relay = "relay counters: " + g.RelayErr.Error()
+	}
+	p.write(fmt.Sprintf("bench: step %d/%d, %d players, %.1fs/%.1fs: sent %d of %d planned, %s, players received %d",
+		g.Step+1, g.Steps, g.Players, g.Elapsed.Seconds(), g.Duration.Seconds(), g.Sent, g.Planned, relay, g.Received), false)
+}
+
+func (p *progressLine) stepDone(i int, s bench.Step) {
+	v := "valid"
+	if !s.Valid {
+		v = "INVALID: " + strings.Join(s.Invalid, "; ")
+	}
+	p.write(fmt.Sprintf("bench: %d players: loss %.3f%% (in %d, out %d), p99 %v, %s",
+		s.Players, s.LossPct, s.LossIn, s.LossOut, s.LatencyP99.Round(10e3), v), true)
+}
+
+func (p *progressLine) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty && p.width > 0 {
+		fmt.Fprintln(p.w)
+	}
+}
