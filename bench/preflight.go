@@ -21,7 +21,6 @@ type Preflight struct {
 	FDsOpen    int    `json:"fds_open"`
 	NoFile     uint64 `json:"rlimit_nofile"`      // soft limit, after raising it
 	NoFileHard uint64 `json:"rlimit_nofile_hard"` // hard limit
-	RaisedFrom uint64 `json:"raised_from,omitempty"`
 	PortLow    int    `json:"port_low"`
 	PortHigh   int    `json:"port_high"`
 	PortsInUse int    `json:"ports_in_use"`
@@ -65,12 +64,14 @@ func RunPreflight(players int) (Preflight, error) {
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
 		return p, fmt.Errorf("read RLIMIT_NOFILE: %w", err)
 	}
-	if rl.Cur < p.FDsNeeded && rl.Cur < rl.Max {
+	// The soft limit is only a default: raise it to the hard one. (The Go
+	// runtime already raises it to hard-1 at start, so the soft limit the
+	// user set is not visible here any more.)
+	if rl.Cur < rl.Max {
 		raised := unix.Rlimit{Cur: rl.Max, Max: rl.Max}
 		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &raised); err != nil {
 			return p, fmt.Errorf("raise RLIMIT_NOFILE to %d: %w", rl.Max, err)
 		}
-		p.RaisedFrom = rl.Cur
 		rl = raised
 	}
 	p.NoFile, p.NoFileHard = rl.Cur, rl.Max
