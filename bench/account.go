@@ -70,6 +70,7 @@ type StepInput struct {
 	BenchDrop uint64   // datagrams the kernel dropped on the players' own sockets
 	Latency   Hist
 	Kernel    *KernelDelta // the relay host's kernel counters, with --ssh
+	KernelErr error        // reading them failed
 }
 
 // Step is the report of one step. Every "per player" figure and the planned
@@ -199,6 +200,12 @@ func Account(in StepInput) Step {
 		}
 	} else {
 		s.Notes = append(s.Notes, fmt.Sprintf("relay counters unknown: %v", in.RelayErr))
+	}
+	switch {
+	case in.KernelErr != nil:
+		s.Notes = append(s.Notes, fmt.Sprintf("kernel counters unavailable: %v", in.KernelErr))
+	case in.Kernel != nil && s.RelayKnown:
+		s.Notes = append(s.Notes, "relay host: "+in.Kernel.Agreement(s.RelayDrop))
 	}
 	if in.Foreign > 0 {
 		s.Notes = append(s.Notes, fmt.Sprintf("%d datagrams received that this run did not send", in.Foreign))

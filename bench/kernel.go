@@ -16,20 +16,26 @@ type KernelDelta struct {
 	RcvBuf       uint64 `json:"rb"`                 // the socket's receive buffer, bytes
 }
 
-// Agrees reports whether the kernel's three counters and the relay's own
-// rx_drops are equal.
+// Agrees reports whether the relay socket's two kernel counters (ss d and
+// /proc/net/udp drops) equal the relay's own rx_drops.
 func (k KernelDelta) Agrees(relayDrops uint64) bool {
-	return k.SSDrops == relayDrops && k.ProcDrops == relayDrops && k.RcvbufErrors == relayDrops
+	return k.SSDrops == relayDrops && k.ProcDrops == relayDrops
 }
 
-// Agreement is one phrase for the report.
+// Agreement is one phrase for the report. RcvbufErrors counts every socket
+// of the relay's network namespace, so it can only be at least rx_drops;
+// equal when the relay was the only socket dropping.
 func (k KernelDelta) Agreement(relayDrops uint64) string {
 	verdict := "the kernel agrees"
 	if !k.Agrees(relayDrops) {
-		verdict = "the kernel disagrees"
+		verdict = "the kernel DISAGREES"
 	}
-	return fmt.Sprintf("%s (ss d %d, /proc/net/udp drops %d, RcvbufErrors %d, relay rx_drops %d, rb %d)",
-		verdict, k.SSDrops, k.ProcDrops, k.RcvbufErrors, relayDrops, k.RcvBuf)
+	ns := fmt.Sprintf("RcvbufErrors %d", k.RcvbufErrors)
+	if k.RcvbufErrors > relayDrops {
+		ns += fmt.Sprintf(", %d from other sockets in its namespace", k.RcvbufErrors-relayDrops)
+	}
+	return fmt.Sprintf("%s: ss d %d, /proc/net/udp drops %d, relay rx_drops %d (%s; rb %d)",
+		verdict, k.SSDrops, k.ProcDrops, relayDrops, ns, k.RcvBuf)
 }
 
 // KernelSnapshot is the relay host's cumulative counters at one moment.

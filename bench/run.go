@@ -452,11 +452,15 @@ func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
 	default:
 		in.Relay = after.Sub(before)
 	}
-	if r.opt.Kernel != nil && kerr == nil {
-		ka, err := r.opt.Kernel.ReadKernel(ctx)
-		if err == nil {
-			d := ka.Sub(kb)
-			in.Kernel = &d
+	if r.opt.Kernel != nil {
+		in.KernelErr = kerr
+		if kerr == nil {
+			ka, err := r.opt.Kernel.ReadKernel(ctx)
+			if err == nil {
+				d := ka.Sub(kb)
+				in.Kernel = &d
+			}
+			in.KernelErr = err
 		}
 	}
 	return Account(in), ctx.Err()

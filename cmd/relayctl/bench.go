@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -13,7 +15,20 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/relayctl/relayctl/bench"
+	"github.com/relayctl/relayctl/rollout/sshrun"
 )
+
+// benchSSHFlags are the shared SSH flags that apply to one host; --parallel
+// does not, and a flag the bench would ignore is not offered.
+func benchSSHFlags() []cli.Flag {
+	var fs []cli.Flag
+	for _, f := range sshFlags() {
+		if f.Names()[0] != "parallel" {
+			fs = append(fs, f)
+		}
+	}
+	return fs
+}
 
 func benchCommand(e *env) *cli.Command {
 	d := bench.Defaults()
@@ -46,7 +61,7 @@ Examples:
   relayctl bench --relay 10.0.0.5:7788 --control 10.0.0.5:7789 --players 8:400:8 --step-duration 10s --plot bench.svg
   relayctl bench --relay 127.0.0.1:7788 --control 127.0.0.1:7789 --lobby-size 4 --players 64 --json > bench.json
   relayctl bench --relay relay-ash-1:7788 --control relay-ash-1:7789 --ssh relay-ash-1 --players 8:160:8`,
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "relay", Usage: "the relay's UDP address, `HOST:PORT`", Required: true},
 			&cli.StringFlag{Name: "control", Usage: "the relay's control plane, `HOST:PORT` or URL (GET /status)", Required: true},
 			&cli.IntFlag{Name: "lobby-size", Value: d.LobbySize, Usage: "players per lobby; each datagram is forwarded to the other lobby-size - 1"},
@@ -63,7 +78,9 @@ Examples:
 			&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed of the jitter offsets, so a schedule can be repeated"},
 			&cli.BoolFlag{Name: "json", Usage: "write the report as JSON on stdout instead of the table"},
 			&cli.StringFlag{Name: "plot", Usage: "write a chart of loss and relay packet rate against players to `FILE` (.svg, or .png with rsvg-convert)"},
-		},
+			&cli.StringFlag{Name: "ssh", Usage: "also read the relay host's kernel counters (ss d, /proc/net/udp drops, RcvbufErrors) over SSH from `HOST` and show whether they agree with the relay's"},
+			&cli.IntFlag{Name: "relay-pid", Usage: "with --ssh: the relay's `PID` on its host, when ss -p in the SSH login's namespace cannot find it (a relay in a container)"},
+		}, benchSSHFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("bench takes no arguments, got %q", c.Args().First())
@@ -104,6 +121,25 @@ Examples:
 			opt := bench.Options{
 				Progress: pl.progress,
 				StepDone: pl.stepDone,
+			}
+			if c.IsSet("relay-pid") && c.String("ssh") == "" {
+				return errors.New("--relay-pid needs --ssh")
+			}
+			if host := c.String("ssh"); host != "" {
+				_, portText, err := net.SplitHostPort(cfg.Relay)
+				if err != nil {
+					return fmt.Errorf("relay address %s: %w", cfg.Relay, err)
+				}
+				port, err := strconv.Atoi(portText)
+				if err != nil {
+					return fmt.Errorf("relay address %s: port %q is not a number", cfg.Relay, portText)
+				}
+				client, err := sshrun.Dial(ctx, host, sshOptions(c))
+				if err != nil {
+					return fmt.Errorf("%s: connect: %w", host, err)
+				}
+				defer client.Close()
+				opt.Kernel = &bench.SSHKernel{Runner: client, Port: port, PID: c.Int("relay-pid")}
 			}
 			rep, err := bench.Run(ctx, cfg, opt)
 			pl.finish()
