@@ -263,6 +263,15 @@ func applyHost(ctx context.Context, d Dialer, p *plans.Plan, h *plans.HostPlan, 
 
 func (hr *hostRun) run(ctx context.Context) *HostResult {
 	p, h := hr.p, hr.h
+	// The lock first: while another apply runs, the host's journal and the
+	// drift it causes are that run's business, not evidence of a dead run.
+	lock, err := takeLock(ctx, hr.r, p.Paths.StateDir, hr.o.Owner, hr.o.BreakLock)
+	if err != nil {
+		return hr.end(Refused, StateAsWas, err.Error())
+	}
+	hr.lock = lock
+	defer lock.release()
+
 	hr.pr.say(h.Host, "observe")
 	before, err := Observe(ctx, hr.r, h.Host, hr.res.Address, "", hr.q)
 	if err != nil {
@@ -273,14 +282,19 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	// An unfinished run's journal: refuse with what it says, unless it
 	// stopped before its window (nothing in force changed) or the user
 	// cleared it after checking the host.
-	if before.Journal != "" && !hr.o.ClearJournal {
-		if windowStarted(before.Journal) {
+	if before.Journal != "" {
+		if windowStarted(before.Journal) && !hr.o.ClearJournal {
 			hr.res.Journal = before.Journal
 			return hr.end(Refused, "unknown: an earlier apply stopped inside its window",
 				"an earlier apply did not finish; its journal on the host ("+p.Paths.StateDir+"/journal) ends with: "+lastLine(before.Journal)+
 					"; check the host (relayctl verify PLAN), then apply with --clear-journal")
 		}
-		hr.pr.say(h.Host, "an earlier apply stopped before its window (nothing in force changed); staging again")
+		if !windowStarted(before.Journal) {
+			hr.pr.say(h.Host, "an earlier apply stopped before its window (nothing in force changed); its journal is archived")
+		}
+		if _, err := hr.stream(ctx, "clear", hr.helper("clear", p.Paths.StateDir), nil); err != nil {
+			return hr.end(Failed, StateAsWas, "archive the earlier journal: "+err.Error())
+		}
 	}
 	if len(h.Blockers) > 0 {
 		return hr.end(Refused, StateAsWas, "blocked in the plan: "+strings.Join(h.Blockers, "; "))
@@ -294,24 +308,27 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	}
 	observed := plans.Fingerprinted(before, plannedKeys(p))
 	if fp := plans.Fingerprint(observed); fp != h.Fingerprint {
-		if plans.Replan(p, before).Action == plans.ActionNone {
+		now := plans.Replan(p, before)
+		if now.Action == plans.ActionNone {
 			hr.res.After = before
 			return hr.end(Unchanged, StateAsPlanned, "already as planned")
 		}
-		hr.res.Drift = plans.Diff(h.Facts, observed)
-		return hr.end(Refused, StateAsWas, fmt.Sprintf("the plan is stale: %d fact(s) changed since it was made (%s); make a new plan", len(hr.res.Drift), driftText(hr.res.Drift)))
+		drift := plans.Diff(h.Facts, observed)
+		if !towardPlan(p, drift) {
+			hr.res.Drift = drift
+			return hr.end(Refused, StateAsWas, fmt.Sprintf("the plan is stale: %d fact(s) changed since it was made (%s); make a new plan", len(drift), driftText(drift)))
+		}
+		// Only planned sysctls moved, and to their planned values (a global
+		// key set through another host of the same machine): the rest of the
+		// plan stands, without those steps.
+		hr.pr.say(h.Host, "already at the planned value: %s", driftText(drift))
+		h = now
+		hr.h = now
 	}
 	if h.Action == plans.ActionNone {
 		hr.res.After = before
 		return hr.end(Unchanged, StateAsPlanned, "nothing to change")
 	}
-
-	lock, err := takeLock(ctx, hr.r, p.Paths.StateDir, hr.o.Owner, hr.o.BreakLock)
-	if err != nil {
-		return hr.end(Refused, StateAsWas, err.Error())
-	}
-	hr.lock = lock
-	defer lock.release()
 
 	script, err := buildScript(p, h, hr.o.Artifact)
 	if err != nil {
@@ -364,6 +381,30 @@ func plannedKeys(p *plans.Plan) []string {
 		keys = append(keys, s.Key)
 	}
 	return uniqueSorted(keys)
+}
+
+// towardPlan reports whether every drifted fact is a planned sysctl that
+// now holds its planned value.
+func towardPlan(p *plans.Plan, drift []plans.Drift) bool {
+	if len(drift) == 0 {
+		return false
+	}
+	for _, d := range drift {
+		key, ok := strings.CutPrefix(d.Name, "sysctl ")
+		if !ok {
+			return false
+		}
+		planned := ""
+		for _, s := range p.Sysctl {
+			if s.Key == key {
+				planned = s.Value
+			}
+		}
+		if planned == "" || !tune.Equal(d.Observed, planned) {
+			return false
+		}
+	}
+	return true
 }
 
 func driftText(d []plans.Drift) string {

@@ -5,7 +5,8 @@
 #   lock STATE OWNER [break]  hold the host lock until stdin closes
 #   stage STATE               receive files on stdin, check them, back up
 #   run STATE STEPS           run a staged step list (the window, or rollback)
-#   commit STATE NAME         file the journal and the receipt (on stdin)
+#   clear STATE               archive an unfinished run's journal and stage
+#   commit STATE NAME OUTCOME file the journal and the receipt (on stdin)
 #
 # Progress goes to stdout as lines "STEP kind key", "DONE kind", "FAIL kind msg",
 # "CLOCK ns"; the journal ($STATE/journal) records each step before and after.
@@ -53,6 +54,7 @@ lock)
 	if [ -s "$state/lock.owner" ] && [ "$mode" != break ]; then
 		say "STALE"
 		cat "$state/lock.owner"
+		[ -s "$journal" ] && printf 'JOURNAL %s\n' "$(tail -n 1 "$journal")"
 		exit 76
 	fi
 	printf '%s\n' "$owner" >"$state/lock.owner"
@@ -72,13 +74,6 @@ lock)
 stage)
 	# stdin: "FILE name size mode" lines, each followed by size bytes.
 	mkdir -p "$state/receipts" || fail "cannot create $state/receipts"
-	# A journal still here belongs to a run relayctl was told to clear
-	# (--clear-journal): keep it, and its backups, beside the receipts.
-	if [ -f "$journal" ]; then
-		old=$state/receipts/abandoned-$(date -u +%Y%m%dT%H%M%SZ)
-		mv "$journal" "$old.journal"
-		[ -d "$stage" ] && mv "$stage" "$old.stage"
-	fi
 	rm -rf "$stage" && mkdir -p "$stage" || fail "cannot create $stage"
 	while IFS=' ' read -r tag name size; do
 		[ "$tag" = FILE ] || break
@@ -191,6 +186,16 @@ run)
 		say "DONE $kind"
 	done <"$stage/$list"
 	jlog "done $list"
+	;;
+
+clear)
+	# An unfinished run's journal and staged files, kept beside the receipts
+	# once relayctl was told (or the journal showed) it is safe to go on.
+	old=$state/receipts/abandoned-$(date -u +%Y%m%dT%H%M%SZ)
+	mkdir -p "$state/receipts" || fail "mkdir receipts"
+	if [ -f "$journal" ]; then mv "$journal" "$old.journal" || fail "archive the journal"; fi
+	if [ -d "$stage" ]; then mv "$stage" "$old.stage" || fail "archive $stage"; fi
+	say "CLEARED $old"
 	;;
 
 commit)

@@ -51,6 +51,7 @@ type fakeHost struct {
 	releaseWG chan struct{}
 	restarts  int
 	commands  []string
+	staged    string // what the last stage sent on stdin
 }
 
 func newFakeHost(name string) *fakeHost {
@@ -147,7 +148,10 @@ func (h *fakeHost) Run(ctx context.Context, cmd string, stdin io.Reader, stdout,
 		io.Copy(io.Discard, stdin) // held until released
 		return nil
 	case strings.Contains(cmd, " relayctl stage "):
-		io.Copy(io.Discard, stdin)
+		b, _ := io.ReadAll(stdin)
+		h.mu.Lock()
+		h.staged = string(b)
+		h.mu.Unlock()
 		fmt.Fprint(stdout, "STEP begin x\nDONE begin\n")
 		return nil
 	case strings.Contains(cmd, " relayctl run ") && strings.HasSuffix(cmd, " window"):
@@ -161,6 +165,12 @@ func (h *fakeHost) Run(ctx context.Context, cmd string, stdin io.Reader, stdout,
 		h.facts.Socket.Rcvbuf = 212992
 		h.restarts++
 		fmt.Fprint(stdout, "STEP restart command\nDONE restart\n")
+		return nil
+	case strings.Contains(cmd, " relayctl clear "):
+		h.mu.Lock()
+		h.facts.Journal = ""
+		h.mu.Unlock()
+		fmt.Fprint(stdout, "CLEARED /var/lib/relayctl/receipts/abandoned-x\n")
 		return nil
 	case strings.Contains(cmd, " relayctl commit "):
 		io.Copy(io.Discard, stdin)
@@ -359,6 +369,26 @@ func TestApplyStaleAndAlreadyApplied(t *testing.T) {
 	rep = applyFake(t, context.Background(), ff, p, 1)
 	if rep.Hosts[0].Outcome != Unchanged || hosts[0].restarts != 1 {
 		t.Errorf("second apply: got %s with %d restarts in all, want unchanged and still 1", rep.Hosts[0].Outcome, hosts[0].restarts)
+	}
+}
+
+// A global key set through another host of the same machine (containers,
+// or the lab) is a drift toward the plan, not a stale plan.
+func TestApplyDriftTowardPlan(t *testing.T) {
+	ff, p, hosts := fleet(t, 1)
+	hosts[0].facts.Sysctls["net.core.rmem_max"] = plans.SysctlFact{Exists: true, Value: "8388608", Writable: true}
+	rep := applyFake(t, context.Background(), ff, p, 1)
+	if h := rep.Hosts[0]; h.Outcome != Applied || hosts[0].restarts != 1 {
+		t.Fatalf("got %s (%s) with %d restarts, want applied with one", h.Outcome, h.Reason, hosts[0].restarts)
+	}
+	if !strings.Contains(hosts[0].staged, "FILE window ") || strings.Contains(hosts[0].staged, "set-sysctl\tnet.core.rmem_max\t8388608") {
+		t.Errorf("the staged window still sets a key that already holds its planned value:\n%s", hosts[0].staged)
+	}
+	// Toward another value is stale.
+	ff, p, hosts = fleet(t, 1)
+	hosts[0].facts.Sysctls["net.core.rmem_max"] = plans.SysctlFact{Exists: true, Value: "4194304", Writable: true}
+	if rep := applyFake(t, context.Background(), ff, p, 1); rep.Hosts[0].Outcome != Refused {
+		t.Errorf("rmem_max moved elsewhere: got %s, want refused", rep.Hosts[0].Outcome)
 	}
 }
 

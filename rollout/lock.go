@@ -61,7 +61,12 @@ func takeLock(ctx context.Context, r Runner, state, owner string, breakLock bool
 		return l, nil
 	}
 	var rest []string
+	journal := ""
 	for sc.Scan() {
+		if j, ok := strings.CutPrefix(sc.Text(), "JOURNAL "); ok {
+			journal = j
+			continue
+		}
 		rest = append(rest, sc.Text())
 	}
 	inW.Close()
@@ -74,6 +79,9 @@ func takeLock(ctx context.Context, r Runner, state, owner string, breakLock bool
 	case "BUSY":
 		return nil, fmt.Errorf("%w: %s (%s/lock)", ErrLocked, who, state)
 	case "STALE":
+		if journal != "" {
+			return nil, fmt.Errorf("%w: %s; its journal (%s/journal) ends with: %s; check the host (relayctl verify PLAN), then apply with --clear-journal", ErrStaleLock, who, state, journal)
+		}
 		return nil, fmt.Errorf("%w: %s; check the host (relayctl verify PLAN), then apply with --break-lock", ErrStaleLock, who)
 	}
 	return nil, fmt.Errorf("take host lock: unexpected answer %q", first)

@@ -1,0 +1,204 @@
+package main
+
+// Faults of issue 4, each against the lab: a second concurrent apply, a
+// connection killed inside the window, a host whose sysctl is read-only, an
+// interrupt during a fleet apply, and the canary order of a fleet.
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relayctl/relayctl/internal/kerneltest"
+	"github.com/relayctl/relayctl/internal/lab"
+)
+
+// slowStop makes the relay's stop take a while, so a test can act while a
+// host is inside its window. It is a real command, as a spec could give.
+func slowStop(s string) string {
+	return strings.Replace(s, "stop: ["+lab.ServiceScript+", stop]",
+		`stop: [/bin/sh, -c, "sleep 2; exec `+lab.ServiceScript+` stop"]`, 1)
+}
+
+// waitJournal polls the host's journal until it contains want (bounded).
+func waitJournal(t *testing.T, h *lab.Host, want string) string {
+	t.Helper()
+	var j []byte
+	for i := 0; i < 300; i++ {
+		j, _ = h.Exec(context.Background(), "cat", "/var/lib/relayctl/journal")
+		if strings.Contains(string(j), want) {
+			return string(j)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: journal never showed %q; it has:\n%s", h.Name, want, j)
+	return ""
+}
+
+type result struct {
+	code     int
+	out, err string
+}
+
+func TestLabSecondApplyIsRefused(t *testing.T) {
+	e := startLab(t, []lab.HostOptions{{}}, slowStop)
+	h := e.lab.Hosts[0]
+	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+		t.Fatalf("plan: exit %d: %s", code, errs)
+	}
+	first := make(chan result, 1)
+	go func() {
+		c, o, er := e.relayctl("apply", e.plan)
+		first <- result{c, o, er}
+	}()
+	waitJournal(t, h, "start restart")
+	code, out, errs := e.relayctl("apply", e.plan)
+	if code != 1 || !strings.Contains(out, "another apply holds the host lock: relayctl") || !strings.Contains(out, "plan lab-rcvbuf") {
+		t.Errorf("second apply: exit %d, want 1 and refused naming the holder\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	r := <-first
+	if r.code != 0 {
+		t.Errorf("first apply: exit %d\n%s\n%s", r.code, r.out, r.err)
+	}
+}
+
+func TestLabConnectionKilledInWindow(t *testing.T) {
+	e := startLab(t, []lab.HostOptions{{}}, slowStop)
+	h := e.lab.Hosts[0]
+	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+		t.Fatalf("plan: exit %d: %s", code, errs)
+	}
+	first := make(chan result, 1)
+	go func() {
+		c, o, er := e.relayctl("apply", e.plan)
+		first <- result{c, o, er}
+	}()
+	waitJournal(t, h, "start restart")
+	// Kill the SSH connection: the per-connection sshd processes are the
+	// listening sshd's children.
+	if out, err := exec.Command("pkill", "-KILL", "-P", strconv.Itoa(h.SSHDPID)).CombinedOutput(); err != nil {
+		t.Fatalf("pkill: %v %s", err, out)
+	}
+	r := <-first
+	if r.code != 1 || !strings.Contains(r.out, "failed:") || !strings.Contains(r.out, "journal") {
+		t.Errorf("killed apply: exit %d, want 1, failed, pointing at the journal\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.err)
+	}
+	// The orphaned window goes on until it next writes to the dead
+	// connection; wait until it is done with the relay before looking.
+	waitJournal(t, h, "done restart")
+
+	code, out, errs := e.relayctl("apply", e.plan)
+	if code != 1 || !strings.Contains(out, "a dead apply left the host lock behind") || !strings.Contains(out, "done restart command") {
+		t.Errorf("next apply: exit %d, want 1, refused with the journal's last step\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	// After checking the host, the operator clears the journal; the host is
+	// already as planned (the window's restart completed), so nothing restarts.
+	pid, _, _ := e.socket(h)
+	code, out, errs = e.relayctl("apply", e.plan, "--clear-journal")
+	if code != 0 {
+		t.Errorf("apply --clear-journal: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	if p2, rb, _ := e.socket(h); p2 != pid || rb != 8388608 {
+		t.Errorf("after --clear-journal: pid %d → %d, rb %d; want no restart and rb 8388608", pid, p2, rb)
+	}
+	archived, _ := h.Exec(context.Background(), "ls", "/var/lib/relayctl/receipts")
+	if !strings.Contains(string(archived), "abandoned-") && !strings.Contains(string(archived), ".journal") {
+		t.Errorf("the cleared journal was not kept: %s", archived)
+	}
+}
+
+func TestLabReadOnlySysctlIsRefusedBeforeTheWindow(t *testing.T) {
+	e := startLab(t, []lab.HostOptions{{SSHDInNetns: true}}, nil)
+	h := e.lab.Hosts[0]
+	pid, rb, _ := e.socket(h)
+	code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan)
+	if code != 1 || !strings.Contains(out, "net.core.rmem_max is read-only in this host's network namespace") {
+		t.Fatalf("plan: exit %d, want 1 with the read-only blocker\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	md, _ := os.ReadFile(e.plan + ".md")
+	if !strings.Contains(string(md), "BLOCKED") {
+		t.Errorf("the review does not show the blocker:\n%s", md)
+	}
+	code, out, errs = e.relayctl("apply", e.plan)
+	if code != 1 || !strings.Contains(out, "refused:") || !strings.Contains(out, "blocked in the plan") {
+		t.Errorf("apply: exit %d, want 1 and refused\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	if p2, rb2, _ := e.socket(h); p2 != pid || rb2 != rb {
+		t.Errorf("a refused host changed: pid %d → %d, rb %d → %d", pid, p2, rb, rb2)
+	}
+	if _, err := h.Exec(context.Background(), "test", "-e", "/opt/relay/releases/1.8.0"); err == nil {
+		t.Error("the release was staged on a refused host")
+	}
+}
+
+// buildRelayctl builds the CLI for tests that need a real process (signals).
+func buildRelayctl(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "relayctl")
+	if b, err := exec.Command("go", "build", "-o", out, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build relayctl: %v\n%s", err, b)
+	}
+	return out
+}
+
+func TestLabFleetCanaryAndInterrupt(t *testing.T) {
+	bin := buildRelayctl(t)
+	e := startLab(t, []lab.HostOptions{{}, {}, {}}, slowStop)
+	pids := map[string]int{}
+	for _, h := range e.lab.Hosts {
+		pids[h.Name], _, _ = e.socket(h)
+	}
+	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+		t.Fatalf("plan: exit %d: %s", code, errs)
+	}
+	cmd := exec.Command(bin, "apply", e.plan, "--parallel", "2",
+		"--ssh-config", e.lab.SSHConfig, "--known-hosts", e.lab.KnownHosts, "--identity", e.lab.Identity)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	canary := e.lab.Hosts[0]
+	waitJournal(t, canary, "start restart")
+	// Only the canary may have started its window.
+	for _, h := range e.lab.Hosts[1:] {
+		if j, _ := h.Exec(context.Background(), "cat", "/var/lib/relayctl/journal"); len(j) > 0 {
+			t.Errorf("%s started before the canary verified:\n%s", h.Name, j)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Errorf("interrupted apply: %v, want exit 1", err)
+	}
+	if !strings.Contains(out.String(), "applied:       1  lab-1") || !strings.Contains(out.String(), "not started:   2") {
+		t.Errorf("recap: got\n%s\nwant lab-1 applied and 2 not started\nstderr:\n%s", out.String(), errb.String())
+	}
+	for _, h := range e.lab.Hosts {
+		p, rb, _ := e.socket(h)
+		switch h.Name {
+		case canary.Name:
+			if p == pids[h.Name] || rb != 8388608 {
+				t.Errorf("canary: pid %d → %d, rb %d; want it to finish its window", pids[h.Name], p, rb)
+			}
+		default:
+			if p != pids[h.Name] || rb != 212992 {
+				t.Errorf("%s: pid %d → %d, rb %d; want untouched", h.Name, pids[h.Name], p, rb)
+			}
+		}
+	}
+	// The rest of the fleet, in a second run: the canary is unchanged.
+	code, o2, errs := e.relayctl("apply", e.plan, "--parallel", "2")
+	if code != 0 || !strings.Contains(o2, "applied:       2") || !strings.Contains(o2, "unchanged:     1  lab-1") {
+		t.Errorf("second run: exit %d\n%s\n%s", code, o2, errs)
+	}
+	if got := kerneltest.Read(t, "net.core.rmem_max"); got != "8388608" {
+		t.Errorf("rmem_max: %s", got)
+	}
+}
