@@ -270,18 +270,51 @@ func (p *specParser) spec(root *yaml.Node) (*Spec, error) {
 		return nil, err
 	}
 	s := &Spec{File: p.file, Paths: DefaultPaths}
+	// Problems with what is written come first: they are more specific
+	// than a missing section, which is checked last.
+	if n := f["name"]; n != nil {
+		if s.Name, err = p.str(n, "name"); err != nil {
+			return nil, err
+		}
+		if !regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`).MatchString(s.Name) {
+			return nil, p.errf(n, "name", "want letters, digits and ._- (at most 64), got %q", s.Name)
+		}
+	}
+	if n := f["hosts"]; n != nil {
+		if s.Hosts, err = p.hosts(n); err != nil {
+			return nil, err
+		}
+	}
+	if n := f["sysctl"]; n != nil {
+		if s.Sysctl, err = p.sysctl(n); err != nil {
+			return nil, err
+		}
+	}
+	if n := f["relay"]; n != nil {
+		if s.Relay, err = p.relay(n); err != nil {
+			return nil, err
+		}
+	}
+	if n := f["window"]; n != nil {
+		if s.Window, err = p.window(n); err != nil {
+			return nil, err
+		}
+	}
+	if n := f["host"]; n != nil {
+		if err := p.paths(n, &s.Paths); err != nil {
+			return nil, err
+		}
+	}
 	for _, req := range []string{"name", "hosts", "relay"} {
 		if f[req] == nil {
 			return nil, p.errf(root, req, "missing; every spec needs name, hosts and relay")
 		}
 	}
-	if s.Name, err = p.str(f["name"], "name"); err != nil {
-		return nil, err
-	}
-	if !regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`).MatchString(s.Name) {
-		return nil, p.errf(f["name"], "name", "want letters, digits and ._- (at most 64), got %q", s.Name)
-	}
-	hosts := f["hosts"]
+	return s, nil
+}
+
+func (p *specParser) hosts(hosts *yaml.Node) ([]string, error) {
+	var out []string
 	if hosts.Kind != yaml.SequenceNode || len(hosts.Content) == 0 {
 		return nil, p.errf(hosts, "hosts", "want a list of hosts, each an ssh_config alias or [user@]host[:port]")
 	}
@@ -299,27 +332,9 @@ func (p *specParser) spec(root *yaml.Node) (*Spec, error) {
 			return nil, p.errf(h, field, "%s is listed twice", v)
 		}
 		seen[v] = true
-		s.Hosts = append(s.Hosts, v)
+		out = append(out, v)
 	}
-	if n := f["sysctl"]; n != nil {
-		if s.Sysctl, err = p.sysctl(n); err != nil {
-			return nil, err
-		}
-	}
-	if s.Relay, err = p.relay(f["relay"]); err != nil {
-		return nil, err
-	}
-	if n := f["window"]; n != nil {
-		if s.Window, err = p.window(n); err != nil {
-			return nil, err
-		}
-	}
-	if n := f["host"]; n != nil {
-		if err := p.paths(n, &s.Paths); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
+	return out, nil
 }
 
 func (p *specParser) sysctl(n *yaml.Node) ([]SysctlSetting, error) {
