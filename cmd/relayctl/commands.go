@@ -5,6 +5,10 @@ import "github.com/urfave/cli/v2"
 // commands lists the subcommands; each lives in its own file.
 func commands(e *env) []*cli.Command {
 	return []*cli.Command{
+		planCommand(e),
+		factsCommand(e),
+		applyCommand(e),
+		verifyCommand(e),
 		benchCommand(e),
 	}
 }
