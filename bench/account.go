@@ -69,8 +69,12 @@ type StepInput struct {
 	Foreign   uint64   // datagrams the players received that were not this run's
 	BenchDrop uint64   // datagrams the kernel dropped on the players' own sockets
 	Latency   Hist
-	Kernel    *KernelDelta // the relay host's kernel counters, with --ssh
-	KernelErr error        // reading them failed
+	BenchCPU  time.Duration // CPU time the bench process used during the sends
+	// MachineBusy is the share of the bench machine's CPU time that was busy
+	// during the sends, every process counted (from /proc/stat).
+	MachineBusy float64
+	Kernel      *KernelDelta // the relay host's kernel counters, with --ssh
+	KernelErr   error        // reading them failed
 }
 
 // Step is the report of one step. Every "per player" figure and the planned
@@ -122,6 +126,14 @@ type Step struct {
 	// datagrams that arrived; it is bounded by 1 by construction.
 	PerPlayerDelivered float64 `json:"per_player_delivered"`
 
+	// BenchCPU is the CPUs the bench process kept busy during the step
+	// (CPU time over the step's length): near the machine's count, the
+	// bench and whatever shares the machine compete with the relay.
+	BenchCPU float64 `json:"bench_cpu"`
+	// MachineBusy is the share of the bench machine's CPU time that was
+	// busy, every process counted (the relay too, when it runs there).
+	MachineBusy float64 `json:"machine_busy"`
+
 	// NearBenchCeiling: the planned rates reach the bench's calibrated
 	// ceiling, so loss here may be the bench machine's, not the relay's.
 	NearBenchCeiling bool `json:"near_bench_ceiling"`
@@ -158,6 +170,8 @@ func Account(in StepInput) Step {
 		s.FanOut = float64(perTickOut) / float64(perTickIn)
 	}
 	s.PlannedInPPS = float64(s.Planned) / s.Seconds
+	s.BenchCPU = in.BenchCPU.Seconds() / s.Seconds
+	s.MachineBusy = in.MachineBusy
 	s.PlannedOutPPS = float64(s.PlannedDeliveries) / s.Seconds
 	if s.PlannedDeliveries > 0 {
 		s.PerPlayerDelivered = float64(min(s.Received, s.PlannedDeliveries)) / float64(s.PlannedDeliveries)

@@ -33,7 +33,7 @@ func FindKnee(steps []Step, threshold float64) Knee {
 			k.Players = s.Players
 			k.LossPct = s.LossPct
 			k.Where = Where(s)
-			k.Summary = fmt.Sprintf("no knee: at %d players the bench itself was the limit (%s); %s", s.Players, strings.Join(s.Invalid, "; "), lastClean(k.LastClean))
+			k.Summary = fmt.Sprintf("no knee: at %d players the bench fell behind (%s), so the bench machine, not the relay, set that step's numbers; %s", s.Players, strings.Join(s.Invalid, "; "), lastClean(k.LastClean))
 			return k
 		}
 		if lossy {

@@ -46,6 +46,7 @@ const (
 	portRangePath = "/proc/sys/net/ipv4/ip_local_port_range"
 	procUDP       = "/proc/self/net/udp"
 	procUDP6      = "/proc/self/net/udp6"
+	procStat      = "/proc/stat"
 )
 
 // RunPreflight checks the bench machine for players sockets. It raises the
@@ -176,4 +177,47 @@ func localPort(line string) (int, bool) {
 		return 0, false
 	}
 	return int(v), true
+}
+
+// machineCPU is the first line of /proc/stat, in clock ticks.
+type machineCPU struct{ busy, idle uint64 }
+
+func readMachineCPU(path string) (machineCPU, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return machineCPU{}, fmt.Errorf("read machine cpu: %w", err)
+	}
+	return parseMachineCPU(string(b))
+}
+
+// parseMachineCPU reads "cpu  user nice system idle iowait irq softirq
+// steal guest guest_nice"; guest time is already inside user and nice.
+func parseMachineCPU(s string) (machineCPU, error) {
+	line, _, _ := strings.Cut(s, "\n")
+	f := strings.Fields(line)
+	if len(f) < 5 || f[0] != "cpu" {
+		return machineCPU{}, fmt.Errorf("parse /proc/stat: first line %q is not the cpu total", line)
+	}
+	var c machineCPU
+	for i, v := range f[1:min(len(f), 9)] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return machineCPU{}, fmt.Errorf("parse /proc/stat: field %d %q: %w", i+1, v, err)
+		}
+		if i == 3 || i == 4 { // idle, iowait
+			c.idle += n
+		} else {
+			c.busy += n
+		}
+	}
+	return c, nil
+}
+
+// busySince is the busy share of the CPU time between o and c.
+func (c machineCPU) busySince(o machineCPU) float64 {
+	busy, idle := c.busy-o.busy, c.idle-o.idle
+	if busy+idle == 0 {
+		return 0
+	}
+	return float64(busy) / float64(busy+idle)
 }

@@ -83,9 +83,25 @@ func (r *Report) Header() []string {
 	} else {
 		h = append(h, "bench ceiling: not measured (--calibrate 0)")
 	}
+	if best := r.highestValid(); best != nil {
+		h = append(h, fmt.Sprintf("bench kept up to: %d players, %s datagrams/s sent, %s/s received, %.2f of %d CPUs (the highest valid step of this run)",
+			best.Players, si(best.PlannedInPPS), si(float64(best.Received)/best.Seconds), best.BenchCPU, pf.CPUs))
+	}
 	h = append(h, fmt.Sprintf("a step is invalid when the senders' p99 lag exceeds %g tick, more than %g%% of planned datagrams go unsent, or the bench's own sockets drop",
 		c.MaxLagTicks, c.MaxUnsentPct))
 	return h
+}
+
+// highestValid is the largest valid step, which the bench demonstrably
+// carried on this machine beside the relay.
+func (r *Report) highestValid() *Step {
+	var best *Step
+	for i := range r.Steps {
+		if r.Steps[i].Valid {
+			best = &r.Steps[i]
+		}
+	}
+	return best
 }
 
 // WriteTable writes the human report: header, one row per step, the knee.
@@ -96,7 +112,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "players\tlobbies\tplanned\tsent\trelay rx\trelay drops\trelay tx\treceived\tloss in\tloss out\tloss %\tp50\tp95\tp99\tlag p99\tvalid\t")
+	fmt.Fprintln(tw, "players\tlobbies\tplanned\tsent\trelay rx\trelay drops\trelay tx\treceived\tloss in\tloss out\tloss %\tp50\tp95\tp99\tlag p99\tbench cpu\tmachine busy\tvalid\t")
 	for _, s := range r.Steps {
 		relay := func(v uint64) string {
 			if !s.RelayKnown {
@@ -110,10 +126,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		} else if s.NearBenchCeiling {
 			valid = "ceiling"
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%.2f\t%.0f%%\t%s\t\n",
 			s.Players, s.Lobbies, s.Planned, s.Sent, relay(s.RelayRx), relay(s.RelayDrop), relay(s.RelayTx),
 			s.Received, relay(s.LossIn), relay(s.LossOut), s.LossPct,
-			ms(s.LatencyP50), ms(s.LatencyP95), ms(s.LatencyP99), ms(s.LagP99), valid)
+			ms(s.LatencyP50), ms(s.LatencyP95), ms(s.LatencyP99), ms(s.LagP99), s.BenchCPU, 100*s.MachineBusy, valid)
 	}
 	tw.Flush()
 	b.WriteString("\n")

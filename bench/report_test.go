@@ -169,3 +169,22 @@ func TestPreflightParsers(t *testing.T) {
 		}
 	}
 }
+
+func TestParseMachineCPU(t *testing.T) {
+	a, err := parseMachineCPU("cpu  100 5 50 800 20 3 2 0 0 0\ncpu0 50 2 25 400 10 1 1 0 0 0\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.busy != 160 || a.idle != 820 {
+		t.Errorf("got busy %d idle %d, want 160 820", a.busy, a.idle)
+	}
+	b := machineCPU{busy: a.busy + 90, idle: a.idle + 10}
+	if got := b.busySince(a); got != 0.9 {
+		t.Errorf("got busy share %v, want 0.9", got)
+	}
+	for _, bad := range []string{"", "intr 1 2 3\n", "cpu 1 2 x 4 5\n"} {
+		if _, err := parseMachineCPU(bad); err == nil {
+			t.Errorf("parseMachineCPU(%q): got no error, want one", bad)
+		}
+	}
+}

@@ -73,6 +73,10 @@ type Calibration struct {
 // marked as running into the bench's own ceiling.
 const NearCeiling = 0.8
 
+// MachineBusy is the share of the bench machine's CPU time, all processes,
+// above which a step is marked as at the bench machine's ceiling.
+const MachineBusy = 0.9
+
 const (
 	controlTimeout = 2 * time.Second
 	maxJoinRounds  = 6
@@ -142,24 +146,17 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 		}
 		joined = n
 		if i == 0 && cfg.Calibrate > 0 {
-			cal, err := r.calibrate(ctx, min(cfg.LobbySize, n))
+			cal, err := r.calibrate(ctx, n)
 			if err != nil {
 				return nil, err
 			}
 			rep.Calibration = &cal
-			// Once more through the handshake: the relay learns of its
-			// socket's drops only with the next datagram it reads
-			// (SO_RXQ_OVFL), so the calibration's drops must reach its
-			// counters before the first step takes its snapshot.
-			if err := r.join(ctx, 0, n); err != nil {
-				return nil, err
-			}
 		}
 		s, err := r.step(ctx, i, n)
 		if err != nil {
 			return nil, err
 		}
-		markCeiling(&s, rep.Calibration)
+		markCeiling(&s, rep.Calibration, pf.CPUs)
 		rep.Steps = append(rep.Steps, s)
 		if opt.StepDone != nil {
 			opt.StepDone(i, s)
@@ -340,8 +337,9 @@ func (r *runner) flush(ctx context.Context, n int) (Counters, error) {
 	}
 }
 
-// calibrate sends as fast as one sender can through the relay for
-// Config.Calibrate and counts what comes back.
+// calibrate sends from the first step's players as fast as one sender can,
+// through the relay, for Config.Calibrate, and counts what comes back: the
+// most this machine generates, and receives with the relay beside it.
 func (r *runner) calibrate(ctx context.Context, players int) (Calibration, error) {
 	w := newWindow(calTag, shardCount)
 	before, err := r.status(ctx)
@@ -368,7 +366,7 @@ func (r *runner) calibrate(ctx context.Context, players int) (Calibration, error
 	}
 	r.drain(ctx, w)
 	r.f.win.Store(nil)
-	after, err := r.status(ctx)
+	after, err := r.flush(ctx, players)
 	if err != nil {
 		return Calibration{}, fmt.Errorf("calibrate: %w", err)
 	}
@@ -394,6 +392,8 @@ func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
 		kb, kerr = r.opt.Kernel.ReadKernel(ctx)
 	}
 	bd := r.f.benchDrops()
+	cpu0 := cpuTime()
+	mach0, _ := readMachineCPU(procStat)
 	r.f.win.Store(w)
 
 	var sent atomic.Uint64
@@ -427,6 +427,8 @@ func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
 	<-done
 	stopPoll()
 	wg.Wait()
+	cpu := cpuTime() - cpu0
+	mach1, merr := readMachineCPU(procStat)
 	r.drain(ctx, w)
 	r.f.win.Store(nil)
 	received, lat := w.totals()
@@ -441,6 +443,10 @@ func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
 		Foreign:   r.f.foreign.Swap(0),
 		BenchDrop: r.f.benchDrops() - bd,
 		Latency:   lat,
+		BenchCPU:  cpu,
+	}
+	if merr == nil {
+		in.MachineBusy = mach1.busySince(mach0)
 	}
 	switch {
 	case berr != nil:
@@ -509,10 +515,27 @@ func (r *runner) poll(ctx context.Context, i, n int, start time.Time, sch *Sched
 	}
 }
 
+// cpuTime is the CPU time the bench process has used, all threads.
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // markCeiling notes a step whose planned rates reach the bench's own
 // measured ceiling. The receive ceiling only counts when the relay did not
 // drop during calibration: otherwise it is the relay's figure, not the bench's.
-func markCeiling(s *Step, c *Calibration) {
+func markCeiling(s *Step, c *Calibration, cpus int) {
+	if cpus > 0 && s.BenchCPU >= NearCeiling*float64(cpus) {
+		s.NearBenchCeiling = true
+		s.Notes = append(s.Notes, fmt.Sprintf("the bench itself used %.2f of the machine's %d CPUs", s.BenchCPU, cpus))
+	}
+	if s.MachineBusy >= MachineBusy {
+		s.NearBenchCeiling = true
+		s.Notes = append(s.Notes, fmt.Sprintf("the bench machine's CPUs were %.0f%% busy: the bench competed for them (with the relay, if it runs here)", 100*s.MachineBusy))
+	}
 	if c == nil {
 		return
 	}
