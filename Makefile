@@ -4,7 +4,7 @@ RELAY_VERSION ?= 1.8.0
 GO ?= go
 LDFLAGS = -X main.Version=$(VERSION)
 
-.PHONY: build test test-unit test-lab lint demo fuzz clean
+.PHONY: build test test-unit lab-deps lint demo fuzz clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/relayctl ./cmd/relayctl
@@ -14,8 +14,12 @@ build:
 # Every test, the lab tests included (they need root, openssh-server, iproute2).
 # -p 1 keeps test binaries from competing for this machine's two cores and
 # for the kernel's global rmem_max (internal/kerneltest locks it as well).
-test:
+test: lab-deps
 	$(GO) test -race -count=1 -p 1 -timeout 40m ./...
+
+# What the lab needs (openssh-server, iproute2, util-linux, procps).
+lab-deps:
+	./scripts/lab-deps.sh
 
 test-unit:
 	$(GO) test -race -short ./...
@@ -33,9 +37,9 @@ fuzz:
 	  done; \
 	done
 
-# One local lab host on the kernel's 212,992-byte defaults: plan (and, as
-# relayctl grows, apply and read-back). Needs root; installs openssh-server.
-demo: build
+# One local lab host on the kernel's 212,992-byte defaults: plan, apply,
+# read-back, receipt. Needs root; installs openssh-server if missing.
+demo: lab-deps build
 	./scripts/demo.sh
 
 clean:
