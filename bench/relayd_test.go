@@ -139,6 +139,44 @@ func logReport(t *testing.T, rep *Report) {
 	t.Log("\n" + b.String())
 }
 
+// measureAttempts bounds the reruns of measure.
+const measureAttempts = 3
+
+// measure runs the bench against r until no step is invalid, at most
+// measureAttempts times. An invalid step is the bench correctly saying the
+// machine was too busy to measure the relay (other packages' tests share
+// it); what the test checks is the relay's figures, which only a valid run
+// has. Each attempt uses fresh lobby ids, as the relay still holds the
+// players of the last one.
+func measure(t *testing.T, cfg Config, opts func() Options) *Report {
+	t.Helper()
+	var why []string
+	for attempt := range measureAttempts {
+		cfg.LobbyBase = uint32(attempt * 1000)
+		rep, err := Run(context.Background(), cfg, opts())
+		if err != nil {
+			t.Fatal(err)
+		}
+		logReport(t, rep)
+		invalid := ""
+		for _, s := range rep.Steps {
+			if !s.Valid {
+				invalid = fmt.Sprintf("%d players: %s", s.Players, strings.Join(s.Invalid, "; "))
+				break
+			}
+		}
+		if invalid == "" {
+			return rep
+		}
+		why = append(why, invalid)
+		t.Logf("attempt %d: the bench fell behind on this busy machine (%s); again", attempt+1, invalid)
+	}
+	t.Fatalf("the bench fell behind in all %d attempts, the machine is too busy to measure the relay: %q", measureAttempts, why)
+	return nil
+}
+
+func noOptions() Options { return Options{} }
+
 func (r *relayd) config(ramp Ramp) Config {
 	c := Defaults()
 	c.Relay, c.Control = r.udp, r.control
@@ -168,11 +206,7 @@ func TestFanOutAgainstRelayd(t *testing.T) {
 			r := startRelayd(t)
 			cfg := r.config(Ramp{From: 8, To: 8, Step: 1})
 			cfg.LobbySize = tt.lobbySize
-			rep, err := Run(context.Background(), cfg, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			logReport(t, rep)
+			rep := measure(t, cfg, noOptions)
 			if len(rep.Steps) != 1 {
 				t.Fatalf("got %d steps, want 1", len(rep.Steps))
 			}
@@ -213,30 +247,34 @@ func TestStoppedRelay(t *testing.T) {
 	r := startRelayd(t)
 	cfg := r.config(Ramp{From: 8, To: 16, Step: 8})
 	cfg.StepDuration = 3 * time.Second
-	var once sync.Once
-	stopped := make(chan struct{})
-	opt := Options{Progress: func(p Progress) {
-		if p.Step == 1 && p.RelayErr == nil {
-			once.Do(func() {
-				if err := r.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-					t.Errorf("stop relayd: %v", err)
-				}
-				close(stopped)
-			})
-		}
-	}}
-	go func() {
-		<-stopped
-		// Long enough for 16 players at 30 Hz to overflow the default
-		// 212,992-byte buffer (about 160 datagrams of 200 bytes).
-		time.Sleep(time.Second)
-		r.cmd.Process.Signal(syscall.SIGCONT)
-	}()
-	rep, err := Run(context.Background(), cfg, opt)
-	if err != nil {
-		t.Fatal(err)
+	var stopped chan struct{}
+	opts := func() Options {
+		var once sync.Once
+		stopped = make(chan struct{})
+		ch := stopped
+		go func() {
+			select {
+			case <-ch:
+			case <-t.Context().Done():
+				return
+			}
+			// Long enough for 16 players at 30 Hz to overflow the default
+			// 212,992-byte buffer (about 160 datagrams of 200 bytes).
+			time.Sleep(time.Second)
+			r.cmd.Process.Signal(syscall.SIGCONT)
+		}()
+		return Options{Progress: func(p Progress) {
+			if p.Step == 1 && p.RelayErr == nil {
+				once.Do(func() {
+					if err := r.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+						t.Errorf("stop relayd: %v", err)
+					}
+					close(ch)
+				})
+			}
+		}}
 	}
-	logReport(t, rep)
+	rep := measure(t, cfg, opts)
 	select {
 	case <-stopped:
 	default:
@@ -249,8 +287,9 @@ func TestStoppedRelay(t *testing.T) {
 	if clean.Loss != 0 {
 		t.Errorf("first step: got loss %d, want a clean baseline", clean.Loss)
 	}
-	// Open-loop: a stopped relay does not slow the senders.
-	if hit.Valid && hit.Sent != hit.Planned {
+	// Open-loop: a stopped relay does not slow the senders; they send what
+	// was planned (within the validity rule's 0.1 %).
+	if float64(hit.Sent) < float64(hit.Planned)*(1-MaxUnsentFraction) {
 		t.Errorf("stopped step: got %d sent of %d planned, want all of them", hit.Sent, hit.Planned)
 	}
 	if hit.Loss == 0 {
@@ -284,11 +323,7 @@ func TestKneeSmallBuffer(t *testing.T) {
 	// datagrams per step until it outgrows the buffer.
 	cfg := r.config(Ramp{From: 2, To: 32, Step: 2})
 	cfg.AfterKnee = 1
-	rep, err := Run(context.Background(), cfg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logReport(t, rep)
+	rep := measure(t, cfg, noOptions)
 	k := rep.Knee
 	if !k.Found {
 		t.Fatalf("got no knee (%s), want one", k.Summary)

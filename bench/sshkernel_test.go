@@ -68,11 +68,7 @@ func TestKernelCountersOverSSH(t *testing.T) {
 
 	cfg := r.config(Ramp{From: 8, To: 24, Step: 8})
 	cfg.AfterKnee = 0
-	rep, err := Run(context.Background(), cfg, Options{Kernel: kern})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logReport(t, rep)
+	rep := measure(t, cfg, func() Options { return Options{Kernel: kern} })
 	if kern.PID != r.cmd.Process.Pid {
 		t.Errorf("got relay pid %d from ss -p, want %d", kern.PID, r.cmd.Process.Pid)
 	}
