@@ -53,7 +53,8 @@ type Server struct {
 	mu    sync.Mutex // guards table
 	table *lobby.Table
 
-	c counters
+	c       counters
+	targets []netip.AddrPort // scratch for the fan-out of one datagram
 }
 
 // counters are updated once per batch by the forwarding goroutine and read
@@ -89,7 +90,8 @@ func New(cfg config.Config, version string, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create lobby table: %w", err)
 	}
-	s := &Server{cfg: cfg, version: version, log: log, table: table, started: time.Now()}
+	s := &Server{cfg: cfg, version: version, log: log, table: table, started: time.Now(),
+		targets: make([]netip.AddrPort, 0, cfg.LobbySize-1)}
 
 	s.rmemMax, err = readIntFile(RmemMaxPath)
 	if err != nil {
@@ -236,78 +238,85 @@ func (s *Server) Close() error {
 // forward is the relay loop: read a batch, route each datagram, send every
 // copy, count. It allocates nothing per datagram.
 func (s *Server) forward() error {
-	targets := make([]netip.AddrPort, 0, s.cfg.LobbySize-1)
 	for {
 		n, err := s.io.recv()
+		if err != nil {
+			err = fmt.Errorf("receive: %w", err)
+		} else {
+			err = s.relayBatch(n)
+		}
 		if errors.Is(err, net.ErrClosed) {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("receive: %w", err)
-		}
-		var rxBytes, forwarded, lobbyFull uint64
-		var bad [numReasons]uint64
-		drops, sawDrops := uint32(0), false
-		now := time.Now()
-
-		s.mu.Lock()
-		for i := 0; i < n; i++ {
-			data, truncated, from := s.io.datagram(i)
-			rxBytes += uint64(len(data))
-			if d, ok := s.io.drops(i); ok {
-				drops, sawDrops = d, true
-			}
-			if truncated {
-				bad[reasonTooLong]++
-				continue
-			}
-			h, err := wire.Decode(data)
-			if err != nil {
-				bad[decodeReason(err)]++
-				continue
-			}
-			targets, err = s.table.Route(h.Lobby, h.Player, from, now, targets[:0])
-			switch {
-			case errors.Is(err, lobby.ErrLobbyFull):
-				lobbyFull++ // well formed, so counted apart from malformed
-				continue
-			case errors.Is(err, lobby.ErrLobbyRange):
-				bad[reasonLobbyRange]++
-				continue
-			case err != nil: // lobby.ErrPlayerTaken
-				bad[reasonPlayerTaken]++
-				continue
-			}
-			forwarded++
-			for _, to := range targets {
-				s.io.queue(i, len(data), to)
-			}
-		}
-		s.mu.Unlock()
-
-		txPackets, txBytes, refused, err := s.io.send()
-		s.c.rxPackets.Add(uint64(n))
-		s.c.rxBytes.Add(rxBytes)
-		s.c.forwarded.Add(forwarded)
-		s.c.lobbyFull.Add(lobbyFull)
-		for r, v := range bad {
-			if v > 0 {
-				s.c.malformed[r].Add(v)
-			}
-		}
-		if sawDrops {
-			s.c.rxDrops.Store(uint64(drops))
-		}
-		s.c.txPackets.Add(txPackets)
-		s.c.txBytes.Add(txBytes)
-		s.c.txErrors.Add(refused)
-		if errors.Is(err, net.ErrClosed) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("send: %w", err)
+			return err
 		}
 	}
+}
+
+// relayBatch routes the n datagrams of the last recv, sends their copies
+// and counts.
+func (s *Server) relayBatch(n int) error {
+	var rxBytes, forwarded, lobbyFull uint64
+	var bad [numReasons]uint64
+	drops, sawDrops := uint32(0), false
+	now := time.Now()
+
+	s.mu.Lock()
+	for i := 0; i < n; i++ {
+		data, truncated, from := s.io.datagram(i)
+		rxBytes += uint64(len(data))
+		if d, ok := s.io.drops(i); ok {
+			drops, sawDrops = d, true
+		}
+		if truncated {
+			bad[reasonTooLong]++
+			continue
+		}
+		h, err := wire.Decode(data)
+		if err != nil {
+			bad[decodeReason(err)]++
+			continue
+		}
+		s.targets, err = s.table.Route(h.Lobby, h.Player, from, now, s.targets[:0])
+		switch {
+		case errors.Is(err, lobby.ErrLobbyFull):
+			lobbyFull++ // well formed, so counted apart from malformed
+			continue
+		case errors.Is(err, lobby.ErrLobbyRange):
+			bad[reasonLobbyRange]++
+			continue
+		case err != nil: // lobby.ErrPlayerTaken
+			bad[reasonPlayerTaken]++
+			continue
+		}
+		forwarded++
+		for _, to := range s.targets {
+			s.io.queue(i, len(data), to)
+		}
+	}
+	s.mu.Unlock()
+
+	txPackets, txBytes, refused, err := s.io.send()
+	s.c.rxPackets.Add(uint64(n))
+	s.c.rxBytes.Add(rxBytes)
+	s.c.forwarded.Add(forwarded)
+	s.c.lobbyFull.Add(lobbyFull)
+	for r, v := range bad {
+		if v > 0 {
+			s.c.malformed[r].Add(v)
+		}
+	}
+	if sawDrops {
+		s.c.rxDrops.Store(uint64(drops))
+	}
+	s.c.txPackets.Add(txPackets)
+	s.c.txBytes.Add(txBytes)
+	s.c.txErrors.Add(refused)
+	if err != nil {
+		return fmt.Errorf("send: %w", err)
+	}
+	return nil
 }
 
 func decodeReason(err error) reason {
