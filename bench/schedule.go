@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sort"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Schedule fixes, before a step starts, when every player sends. Ticks are
@@ -127,4 +129,25 @@ func (s *Schedule) Run(ctx context.Context, clk Clock, start time.Time, grace ti
 		}
 	}
 	return r
+}
+
+// threadClock sleeps with nanosleep(2) on the calling thread instead of a Go
+// timer. The sender locks its goroutine to its thread, so the kernel wakes
+// exactly that (prioritised) thread when the sleep ends; a Go timer is fired
+// by whichever scheduler thread gets to it, which on a loaded machine can be
+// a tick late. A sleep is at most a tick, so ctx is checked after it.
+type threadClock struct{}
+
+func (threadClock) Now() time.Time { return time.Now() }
+
+func (threadClock) Sleep(ctx context.Context, d time.Duration) error {
+	ts := unix.NsecToTimespec(int64(d))
+	for {
+		var rem unix.Timespec
+		if err := unix.Nanosleep(&ts, &rem); err != unix.EINTR {
+			break
+		}
+		ts = rem
+	}
+	return ctx.Err()
 }
