@@ -347,3 +347,15 @@ func TestKneeSmallBuffer(t *testing.T) {
 		t.Errorf("got %d steps, want at most %d with --after-knee 1", len(rep.Steps), k.Step+2)
 	}
 }
+
+// TestJoinRefusedByLobbySize: a relay whose lobbies are smaller than
+// --lobby-size refuses the extra players; the bench stops before measuring
+// and says why instead of reporting the refusals as loss.
+func TestJoinRefusedByLobbySize(t *testing.T) {
+	r := startRelayd(t, "--lobby-size", "4")
+	cfg := r.config(Ramp{From: 8, To: 8, Step: 1})
+	_, err := Run(context.Background(), cfg, Options{})
+	if err == nil || !strings.Contains(err.Error(), "as lobby full: its lobby size is below --lobby-size 8") {
+		t.Errorf("got error %v, want the join refused as lobby full", err)
+	}
+}

@@ -112,7 +112,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "players\tlobbies\tplanned\tsent\trelay rx\trelay drops\trelay tx\treceived\tloss in\tloss out\tloss %\tp50\tp95\tp99\tlag p99\tbench cpu\tmachine busy\tvalid\t")
+	fmt.Fprintln(tw, "players\tlobbies\tplanned\tsent\trelay rx\trelay drops\tforwarded\trelay tx\treceived\tloss in\tloss out\tloss %\tp50\tp95\tp99\tlag p99\tbench cpu\tmachine busy\tvalid\t")
 	for _, s := range r.Steps {
 		relay := func(v uint64) string {
 			if !s.RelayKnown {
@@ -126,8 +126,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		} else if s.NearBenchCeiling {
 			valid = "ceiling"
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%.2f\t%.0f%%\t%s\t\n",
-			s.Players, s.Lobbies, s.Planned, s.Sent, relay(s.RelayRx), relay(s.RelayDrop), relay(s.RelayTx),
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%.2f\t%.0f%%\t%s\t\n",
+			s.Players, s.Lobbies, s.Planned, s.Sent, relay(s.RelayRx), relay(s.RelayDrop), relay(s.Forwarded), relay(s.RelayTx),
 			s.Received, relay(s.LossIn), relay(s.LossOut), s.LossPct,
 			ms(s.LatencyP50), ms(s.LatencyP95), ms(s.LatencyP99), ms(s.LagP99), s.BenchCPU, 100*s.MachineBusy, valid)
 	}
