@@ -4,7 +4,7 @@ RELAY_VERSION ?= 1.8.0
 GO ?= go
 LDFLAGS = -X main.Version=$(VERSION)
 
-.PHONY: build test test-unit lab-deps lint demo fuzz clean
+.PHONY: build test test-unit lab-deps lint demo fuzz bench-apply bench-plan clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/relayctl ./cmd/relayctl
@@ -41,6 +41,15 @@ fuzz:
 # read-back, receipt. Needs root; installs openssh-server if missing.
 demo: lab-deps build
 	./scripts/demo.sh
+
+# relayctl apply on 20 lab hosts against parallel-ssh and ansible-playbook
+# (medians, ratios, peak memory). Needs root; changes and restores net.core.rmem_*.
+bench-apply: lab-deps
+	./scripts/bench-apply.sh
+
+# relayctl plan against 1 and 20 lab hosts (median of 5).
+bench-plan: lab-deps
+	./scripts/bench-plan.sh
 
 clean:
 	rm -rf bin demo

@@ -434,24 +434,22 @@ func (hr *hostRun) helper(args ...string) string {
 }
 
 func (hr *hostRun) stage(ctx context.Context, s *hostScript) error {
-	var in bytes.Buffer
+	// Headers and files stream from the one copy of each in memory: a
+	// release is megabytes, and many hosts stage at once.
+	var parts []io.Reader
 	names := make([]string, 0, len(s.files))
 	for n := range s.files {
-		names = append(names, n)
+		if n != stagedManifest {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
-	// The manifest last, so every file it names is already there.
+	names = append(names, stagedManifest) // last, so every file it names is there
 	for _, n := range names {
-		if n == stagedManifest {
-			continue
-		}
-		fmt.Fprintf(&in, "FILE %s %d\n", n, len(s.files[n]))
-		in.Write(s.files[n])
+		parts = append(parts, strings.NewReader(fmt.Sprintf("FILE %s %d\n", n, len(s.files[n]))), bytes.NewReader(s.files[n]))
 	}
-	fmt.Fprintf(&in, "FILE %s %d\n", stagedManifest, len(s.files[stagedManifest]))
-	in.Write(s.files[stagedManifest])
-	in.WriteString("END\n")
-	_, err := hr.stream(ctx, plans.PhaseStage, hr.helper("stage", hr.p.Paths.StateDir), &in)
+	parts = append(parts, strings.NewReader("END\n"))
+	_, err := hr.stream(ctx, plans.PhaseStage, hr.helper("stage", hr.p.Paths.StateDir), io.MultiReader(parts...))
 	return err
 }
 
