@@ -1,0 +1,365 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relayctl/relayctl/relay/server"
+)
+
+// The tests here run the real relayd binary, built once with a stamped
+// version, as relayctl's lab does.
+
+const stampedVersion = "1.8.0"
+
+var relaydPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "relayd-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	relaydPath = filepath.Join(dir, "relayd")
+	out, err := exec.Command("go", "build", "-ldflags", "-X main.Version="+stampedVersion, "-o", relaydPath, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build relayd: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a running relayd.
+type proc struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	listen  string
+	control string
+	client  *http.Client
+
+	mu   sync.Mutex
+	log  bytes.Buffer
+	done chan error
+}
+
+var startLine = regexp.MustCompile(`msg="relayd started".* listen=(\S+) control=(\S+)`)
+
+// startRelayd runs prefix + relayd + args with env added to a clean
+// environment, and waits for its start line. It stops relayd when the test
+// ends.
+func startRelayd(t *testing.T, prefix, env []string, args ...string) *proc {
+	t.Helper()
+	p := newCmd(t, prefix, env, args...)
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start relayd: %v", err)
+	}
+	p.done = make(chan error, 1)
+	started := make(chan []string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.log.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			if m := startLine.FindStringSubmatch(sc.Text()); m != nil {
+				started <- m[1:]
+			}
+		}
+		close(started)
+		p.done <- p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		<-p.done
+		if t.Failed() {
+			t.Logf("relayd log:\n%s", p.logText())
+		}
+	})
+	m, ok := <-started
+	if !ok {
+		<-p.done
+		t.Fatalf("relayd exited before its start line:\n%s", p.logText())
+	}
+	p.listen, p.control = m[0], m[1]
+	p.client = http.DefaultClient
+	return p
+}
+
+func newCmd(t *testing.T, prefix, env []string, args ...string) *proc {
+	argv := append(append(append([]string{}, prefix...), relaydPath), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "RELAYD_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	return &proc{t: t, cmd: cmd}
+}
+
+func (p *proc) logText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+func (p *proc) status() server.Status {
+	p.t.Helper()
+	resp, err := p.client.Get("http://" + p.control + "/status")
+	if err != nil {
+		p.t.Fatalf("get status: %v", err)
+	}
+	defer resp.Body.Close()
+	var st server.Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		p.t.Fatalf("decode status: %v", err)
+	}
+	return st
+}
+
+// waitFor polls cond until it holds; the test binary's -timeout bounds it.
+func waitFor(t *testing.T, cond func() (bool, string)) {
+	t.Helper()
+	for {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		if dl, set := t.Deadline(); set && time.Until(dl) < 10*time.Second {
+			t.Fatalf("gave up waiting: %s", msg)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// emptyConfig keeps the host's /etc/relay/relayd.env out of the tests.
+func emptyConfig(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "relayd.env")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func loopbackArgs(t *testing.T) []string {
+	return []string{"--config", emptyConfig(t), "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0"}
+}
+
+func TestVersion(t *testing.T) {
+	out, err := exec.Command(relaydPath, "--version").Output()
+	if err != nil {
+		t.Fatalf("relayd --version: %v", err)
+	}
+	if got, want := string(out), stampedVersion+"\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	p := startRelayd(t, nil, nil, loopbackArgs(t)...)
+	if got := p.status().Version; got != stampedVersion {
+		t.Errorf("status version: got %q, want %q", got, stampedVersion)
+	}
+}
+
+func TestSignals(t *testing.T) {
+	p := startRelayd(t, nil, nil, loopbackArgs(t)...)
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() (bool, string) {
+		return strings.Contains(p.logText(), "SIGHUP ignored: relayd reads its configuration at start only; restart it to apply a change"),
+			"no SIGHUP line in the log:\n" + p.logText()
+	})
+	p.status() // still serving after SIGHUP
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-p.done; err != nil {
+		t.Errorf("after SIGTERM: got %v, want exit 0", err)
+	}
+	p.done <- nil // for the cleanup
+	if !strings.Contains(p.logText(), `msg="relayd stopped"`) {
+		t.Errorf("log lacks the stop line:\n%s", p.logText())
+	}
+	// The socket and the control port are closed: a new relayd can bind them.
+	q := startRelayd(t, nil, nil, "--config", emptyConfig(t), "--listen", p.listen, "--control", p.control)
+	q.status()
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "relayd.env")
+	os.WriteFile(file, []byte("# test\nRELAYD_BATCH=8\nRELAYD_LOBBY_SIZE=4\nRELAYD_SO_RCVBUF=4096\nRELAYD_LISTEN=127.0.0.1:0\nRELAYD_CONTROL=127.0.0.1:0\n"), 0o644)
+	p := startRelayd(t, nil, []string{"RELAYD_LOBBY_SIZE=5", "RELAYD_SO_RCVBUF=8192"}, "--config", file, "--so-rcvbuf", "16384")
+	for _, want := range []string{"batch=8 ", "lobby_size=5 ", "so_rcvbuf_requested=16384 "} {
+		if !strings.Contains(p.logText(), want) {
+			t.Errorf("start line lacks %q:\n%s", want, p.logText())
+		}
+	}
+	if got := p.status().SORcvbufRequested; got != 16384 {
+		t.Errorf("so_rcvbuf_requested: got %d, want 16384 (flag over environment over file)", got)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.env")
+	os.WriteFile(bad, []byte("RELAYD_BATCH=8\nRELAYD_SO_RCVBUF=lots\n"), 0o644)
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"missing explicit file", nil, []string{"--config", filepath.Join(dir, "nope.env")}, "relayd: error: open config: open " + filepath.Join(dir, "nope.env")},
+		{"bad value in file", nil, []string{"--config", bad}, "relayd: error: " + bad + ":2: RELAYD_SO_RCVBUF: want a decimal integer"},
+		{"bad environment", []string{"RELAYD_BATCH=0"}, []string{"--config", emptyConfig(t)}, "relayd: error: environment: RELAYD_BATCH: want a decimal integer from 1 to 1024"},
+		{"bad flag", nil, []string{"--config", emptyConfig(t), "--listen", "[::1]:7788"}, "relayd: error: flag: RELAYD_LISTEN: want an IPv4 address"},
+		{"public control", nil, []string{"--config", emptyConfig(t), "--control", "0.0.0.0:7789"}, "RELAYD_CONTROL: want a loopback address"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newCmd(t, nil, tt.env, tt.args...)
+			var stderr bytes.Buffer
+			p.cmd.Stderr = &stderr
+			err := p.cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+				t.Fatalf("got %v, want exit status 2", err)
+			}
+			if !strings.Contains(stderr.String(), tt.want) {
+				t.Errorf("got stderr %q, want it to contain %q", stderr.String(), tt.want)
+			}
+		})
+	}
+}
+
+// skmem finds the socket bound to addr in ss -m output and returns its rb
+// and d fields. Minimal on purpose: relay/sockstat has the full parser.
+func skmem(t *testing.T, ssOut, addr string) (rb, d uint64) {
+	t.Helper()
+	re := regexp.MustCompile(`skmem:\(([^)]*)\)`)
+	for _, line := range strings.Split(ssOut, "\n") {
+		if !strings.Contains(line, " "+addr+" ") {
+			continue
+		}
+		m := re.FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("ss line for %s has no skmem: %q", addr, line)
+		}
+		found := 0
+		for _, f := range strings.Split(m[1], ",") {
+			switch {
+			case strings.HasPrefix(f, "rb"):
+				rb, _ = strconv.ParseUint(f[2:], 10, 64)
+				found++
+			case strings.HasPrefix(f, "d"):
+				d, _ = strconv.ParseUint(f[1:], 10, 64)
+				found++
+			}
+		}
+		if found != 2 {
+			t.Fatalf("ss line for %s lacks rb or d: %q", addr, line)
+		}
+		return rb, d
+	}
+	t.Fatalf("ss shows no socket bound to %s:\n%s", addr, ssOut)
+	return 0, 0
+}
+
+func ss(t *testing.T, prefix []string, port string) string {
+	t.Helper()
+	argv := append(append([]string{}, prefix...), "ss", "-H", "-O", "-u", "-l", "-n", "-m", "sport = :"+port)
+	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out)
+	}
+	return string(out)
+}
+
+// procNetUDP returns the drops column of the socket bound to addr
+// (ip:port) in /proc/PID/net/udp.
+func procNetUDP(t *testing.T, pid int, addr string) (drops, rxQueue uint64) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/udp", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip, port, _ := net.SplitHostPort(addr)
+	v4 := net.ParseIP(ip).To4()
+	pn, _ := strconv.Atoi(port)
+	// The kernel prints the address as a host-order (little-endian here)
+	// hex word and the port in hex.
+	want := fmt.Sprintf("%02X%02X%02X%02X:%04X", v4[3], v4[2], v4[1], v4[0], pn)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	header := strings.Fields(lines[0])
+	if header[len(header)-1] != "drops" {
+		t.Fatalf("/proc/%d/net/udp header does not end with drops: %q", pid, lines[0])
+	}
+	for _, line := range lines[1:] {
+		f := strings.Fields(line)
+		if len(f) < 13 || f[1] != want {
+			continue
+		}
+		drops, err1 := strconv.ParseUint(f[len(f)-1], 10, 64)
+		_, rxHex, _ := strings.Cut(f[4], ":")
+		rxQueue, err2 := strconv.ParseUint(rxHex, 16, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("parse /proc/%d/net/udp line %q", pid, line)
+		}
+		return drops, rxQueue
+	}
+	t.Fatalf("/proc/%d/net/udp has no socket %s (%s)", pid, addr, want)
+	return 0, 0
+}
+
+// rcvbufErrors returns Udp RcvbufErrors from /proc/PID/net/snmp.
+func rcvbufErrors(t *testing.T, pid int) uint64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/snmp", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || names[0] != "Udp:" || len(values) != len(names) {
+			continue
+		}
+		for j, n := range names {
+			if n == "RcvbufErrors" {
+				v, err := strconv.ParseUint(values[j], 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return v
+			}
+		}
+	}
+	t.Fatalf("/proc/%d/net/snmp has no Udp RcvbufErrors", pid)
+	return 0
+}
+
+func portOf(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return port
+}
