@@ -15,6 +15,12 @@
 // source address and forwards every later datagram, unchanged, to every
 // other member of the lobby. A player id already held in that lobby by a
 // different address is refused as malformed.
+//
+// relayd counts and drops, never forwards, a datagram that is shorter than
+// the header, has the wrong magic, player id 0, a lobby id out of range,
+// a player id claimed from another address, or more than 2048 bytes. A
+// well-formed datagram for a full lobby from a player not in it is counted
+// as lobby_full and dropped.
 package wire
 
 import (
