@@ -110,7 +110,12 @@ func (r *Report) WriteSVG(w io.Writer) error {
 			label = fmt.Sprintf("bench limit: %d players", k.Players)
 		}
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="6 4"/>`, x, y0, x, y1, colKnee)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" %s fill="%s">%s</text>`+"\n", x+4, y1+14, fontCSS, colKnee, label)
+		// The label sits on the side of the line with more room.
+		lx, anchor := x+4, "start"
+		if x > (x0+x1)/2 {
+			lx, anchor = x-4, "end"
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" %s text-anchor="%s" fill="%s">%s</text>`+"\n", lx, y1+14, fontCSS, anchor, colKnee, label)
 	}
 
 	series := func(col string, y func(Step) float64) {
