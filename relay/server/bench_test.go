@@ -46,3 +46,33 @@ func BenchmarkForward(b *testing.B) {
 		})
 	}
 }
+
+// TestLoadgen checks the load against the relay's own counters: every
+// datagram sent is forwarded once and leaves seven times.
+func TestLoadgen(t *testing.T) {
+	s := start(t, testConfig(nil))
+	l, err := loadgen.Dial(loadgen.Options{Relay: s.ListenAddr(), Lobbies: 3, Size: 8, Datagram: 120, Window: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	before := settle(t, s, 24).Counters // the joins
+	const count = 5000
+	res, err := l.Run(context.Background(), count, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != count || res.Observed != count || l.Bad() != 0 {
+		t.Fatalf("got sent %d observed %d bad %d, want %d %d 0", res.Sent, res.Observed, l.Bad(), count, count)
+	}
+	after := settle(t, s, before.RxPackets+count).Counters
+	if got := after.Forwarded - before.Forwarded; got != count+1 { // +1: the second probe
+		t.Errorf("forwarded: got %d, want %d", got, count+1)
+	}
+	if got := after.TxPackets - before.TxPackets; got != 7*count {
+		t.Errorf("tx_packets: got %d, want 7 x %d", got, count)
+	}
+	if after.RxDrops != 0 || after.Malformed != 0 {
+		t.Errorf("got rx_drops %d malformed %d, want 0 0", after.RxDrops, after.Malformed)
+	}
+}

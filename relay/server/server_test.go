@@ -158,13 +158,18 @@ func (p *player) expect(from, seq uint32) {
 	}
 }
 
+// probes counts settle's probes per relay (the tests do not run in parallel).
+var probes = map[*Server]int{}
+
 // settle makes sure the relay has counted everything before it: a lone
 // player's datagram is read in a later batch than anything the players
 // already received, so once rx_packets shows it, the earlier counts are
 // final.
 func settle(t *testing.T, s *Server, wantRx uint64) Status {
 	t.Helper()
-	newPlayer(t, s, 0, 0xffff).send(0)
+	// Each probe is alone in a lobby of its own, from the top of the range.
+	probes[s]++
+	newPlayer(t, s, uint32(s.cfg.MaxLobbies-probes[s]), 1).send(0)
 	var st Status
 	waitFor(t, func() (bool, string) {
 		st = status(t, s)
