@@ -31,6 +31,9 @@ func (w testLog) Write(b []byte) (int, error) {
 func testConfig(change func(c *config.Config)) config.Config {
 	c := config.Default()
 	c.Listen, c.Control = "127.0.0.1:0", "127.0.0.1:0"
+	// Ask for a buffer so that other tests changing rmem_default cannot
+	// starve this relay; rmem_max is at least 212992 wherever tests run.
+	c.SORcvbuf = 1 << 20
 	if change != nil {
 		change(&c)
 	}
