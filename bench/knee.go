@@ -83,6 +83,9 @@ func Where(s Step) string {
 		if s.LossOutAtBench > 0 {
 			p += fmt.Sprintf(", %d of them dropped on the bench's own sockets", s.LossOutAtBench)
 		}
+		if s.Late > 0 {
+			p += fmt.Sprintf(", %d arrived after the step closed (late)", min(s.Late, s.LossOut))
+		}
 		parts = append(parts, p)
 	}
 	// What the relay read but did not send on: planned fan-out of what it

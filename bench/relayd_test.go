@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -361,5 +362,31 @@ func TestJoinRefusedByLobbySize(t *testing.T) {
 	_, err := Run(context.Background(), cfg, Options{})
 	if err == nil || !strings.Contains(err.Error(), "as lobby full: its lobby size is below --lobby-size 8") {
 		t.Errorf("got error %v, want the join refused as lobby full", err)
+	}
+}
+
+// TestInterruptedRun: Ctrl-C during a step ends the run with the steps
+// completed so far reported, and the cut step left out.
+func TestInterruptedRun(t *testing.T) {
+	r := startRelayd(t)
+	cfg := r.config(Ramp{From: 4, To: 12, Step: 4})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rep, err := Run(ctx, cfg, Options{Progress: func(p Progress) {
+		if p.Step == 1 {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got error %v, want context.Canceled", err)
+	}
+	if rep == nil {
+		t.Fatal("got no report, want the completed steps")
+	}
+	if len(rep.Steps) != 1 || rep.Steps[0].Players != 4 {
+		t.Errorf("got %d steps, want only the completed one of 4 players", len(rep.Steps))
+	}
+	if !strings.Contains(rep.Stopped, "interrupted during the step of 8 players") {
+		t.Errorf("got stopped %q, want it to name the interrupted step", rep.Stopped)
 	}
 }

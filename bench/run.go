@@ -103,7 +103,8 @@ type runner struct {
 }
 
 // Run runs the preflight, then the ramp, and returns the report. A
-// *PreflightError means nothing was sent.
+// *PreflightError means nothing was sent. When ctx ends, Run returns the
+// report of the steps completed so far together with ctx's error.
 func Run(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -143,19 +144,27 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 	joined := 0
 	for i, n := range steps {
 		if err := r.join(ctx, joined, n); err != nil {
+			if ctx.Err() != nil {
+				return r.finish(rep, fmt.Sprintf("interrupted before the step of %d players", n)), ctx.Err()
+			}
 			return nil, err
 		}
 		joined = n
 		if i == 0 && cfg.Calibrate > 0 {
 			cal, err := r.calibrate(ctx, n)
 			if err != nil {
+				if ctx.Err() != nil {
+					return r.finish(rep, "interrupted during calibration"), ctx.Err()
+				}
 				return nil, err
 			}
 			rep.Calibration = &cal
 		}
 		s, err := r.step(ctx, i, n)
 		if err != nil {
-			return nil, err
+			// Interrupted: the step is cut short and not reported; the
+			// steps before it are.
+			return r.finish(rep, fmt.Sprintf("interrupted during the step of %d players, which is not reported", n)), err
 		}
 		markCeiling(&s, rep.Calibration, pf.CPUs)
 		rep.Steps = append(rep.Steps, s)
@@ -171,19 +180,22 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 			rep.Stopped = fmt.Sprintf("stopped %d steps after the knee (--after-knee)", cfg.AfterKnee)
 			break
 		}
-		if err := ctx.Err(); err != nil {
-			rep.Stopped = "interrupted"
-			break
-		}
 	}
+	return r.finish(rep, rep.Stopped), nil
+}
+
+// finish completes the report with what arrived late, the knee and the
+// samples, and says why the ramp stopped.
+func (r *runner) finish(rep *Report, stopped string) *Report {
+	rep.Stopped = stopped
 	for i := range rep.Steps {
-		rep.Steps[i].Late = f.late[i].Load()
+		rep.Steps[i].Late = r.f.late[i].Load()
 	}
-	rep.Knee = FindKnee(rep.Steps, cfg.Threshold)
+	rep.Knee = FindKnee(rep.Steps, r.cfg.Threshold)
 	r.mu.Lock()
 	rep.Samples = r.samples
 	r.mu.Unlock()
-	return rep, nil
+	return rep
 }
 
 func (r *runner) status(ctx context.Context) (Counters, error) {

@@ -143,13 +143,16 @@ Examples:
 			}
 			rep, err := bench.Run(ctx, cfg, opt)
 			pl.finish()
-			if err != nil {
+			if err != nil && rep == nil {
 				var pe *bench.PreflightError
 				if errors.As(err, &pe) {
 					return withHint(pe, pe.Hint)
 				}
 				return err
 			}
+			// Interrupted: the steps completed so far are still reported,
+			// and the run still ends in an error.
+			runErr := err
 			if c.Bool("json") {
 				if err := rep.WriteJSON(e.stdout); err != nil {
 					return err
@@ -162,6 +165,9 @@ Examples:
 					return err
 				}
 				fmt.Fprintf(e.stderr, "relayctl: wrote %s\n", plot)
+			}
+			if runErr != nil {
+				return fmt.Errorf("bench: %w", runErr)
 			}
 			return nil
 		},
