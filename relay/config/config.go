@@ -166,11 +166,11 @@ func Load(path string, mustExist bool) (Config, error) {
 
 // FromEnv applies the RELAYD_* variables of environ (as os.Environ returns
 // it) over c. An unknown RELAYD_ variable is an error, so that a misspelt
-// key is not silently ignored; RELAYD_CONFIG is left to the caller.
+// key is not silently ignored.
 func FromEnv(c Config, environ []string) (Config, error) {
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "RELAYD_") || name == "RELAYD_CONFIG" {
+		if !strings.HasPrefix(name, "RELAYD_") {
 			continue
 		}
 		k, ok := lookup(name)

@@ -145,7 +145,7 @@ func TestValidate(t *testing.T) {
 func TestFromEnv(t *testing.T) {
 	base := Default()
 	base.Batch = 8
-	got, err := FromEnv(base, []string{"HOME=/root", "RELAYD_SO_RCVBUF=4194304", "RELAYD_CONFIG=/x", "RELAYD_LISTEN=127.0.0.1:1"})
+	got, err := FromEnv(base, []string{"HOME=/root", "RELAYD_SO_RCVBUF=4194304", "RELAYDX=1", "RELAYD_LISTEN=127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
 	}

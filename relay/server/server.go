@@ -229,8 +229,12 @@ func (s *Server) Close() error {
 		err = s.conn.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		// Shutdown also closes s.ctl, even when Serve never ran.
 		err = errors.Join(err, s.http.Shutdown(ctx))
+		// Shutdown closes only the listeners Serve took; close it anyway
+		// for a Server that never ran.
+		if cerr := s.ctl.Close(); !errors.Is(cerr, net.ErrClosed) {
+			err = errors.Join(err, cerr)
+		}
 	})
 	return err
 }
