@@ -90,8 +90,8 @@ const rcvbuf = 4 << 20
 // observer, whose join reaches only the senders. Close releases them.
 func Dial(o Options) (*Load, error) {
 	o = o.withDefaults()
-	if o.Size < 2 || o.Lobbies < 1 || o.Datagram < wire.HeaderLen || o.Window < 1 || o.SendBatch < 1 {
-		return nil, fmt.Errorf("check load options %+v: want Size >= 2, Lobbies >= 1, Datagram >= %d, Window and SendBatch >= 1", o, wire.HeaderLen)
+	if o.Size < 2 || o.Lobbies < 1 || o.Datagram < wire.HeaderLen || o.SendBatch < 1 || o.Window < o.SendBatch {
+		return nil, fmt.Errorf("check load options %+v: want Size >= 2, Lobbies >= 1, Datagram >= %d, SendBatch >= 1, Window >= SendBatch", o, wire.HeaderLen)
 	}
 	l := &Load{o: o}
 	relay := net.UDPAddrFromAddrPort(o.Relay)
