@@ -13,7 +13,7 @@ type Counters struct {
 	RxBytes   uint64 `json:"rx_bytes"`
 	TxPackets uint64 `json:"tx_packets"`
 	TxBytes   uint64 `json:"tx_bytes"`
-	RxDrops   uint64 `json:"rx_drops"` // the kernel's drops on the relay socket (SO_RXQ_OVFL)
+	RxDrops   uint64 `json:"rx_drops"` // the kernel's drops on the relay socket (relayd reads them with SO_RXQ_OVFL)
 	Malformed uint64 `json:"malformed"`
 	Forwarded uint64 `json:"forwarded"`
 	LobbyFull uint64 `json:"lobby_full"`
@@ -68,6 +68,7 @@ type StepInput struct {
 	Late      uint64   // datagrams of this step that arrived after it was closed
 	Foreign   uint64   // datagrams the players received that were not this run's
 	BenchDrop uint64   // datagrams the kernel dropped on the players' own sockets
+	DropsErr  error    // BenchDrop could not be read
 	Latency   Hist
 	BenchCPU  time.Duration // CPU time the bench process used during the sends
 	// MachineBusy is the share of the bench machine's CPU time that was busy
@@ -225,6 +226,11 @@ func Account(in StepInput) Step {
 		s.Notes = append(s.Notes, fmt.Sprintf("%d datagrams received that this run did not send", in.Foreign))
 	}
 	s.Invalid = invalidReasons(in.Schedule, in.Sends, in.BenchDrop)
+	if in.DropsErr != nil {
+		// Unknown is not zero: without it the step cannot show that the
+		// bench kept up with its receiving.
+		s.Invalid = append(s.Invalid, fmt.Sprintf("the bench's own socket drops are unknown: %v", in.DropsErr))
+	}
 	s.Valid = len(s.Invalid) == 0
 	return s
 }

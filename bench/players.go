@@ -5,14 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 
+	"github.com/relayctl/relayctl/relay/sockstat"
 	"github.com/relayctl/relayctl/relay/wire"
 )
 
@@ -51,7 +52,8 @@ type fleet struct {
 	joinRound atomic.Uint32
 	joinSeen  []atomic.Uint32 // per player, join datagrams of the current round
 
-	drops []atomic.Uint32 // per socket, the kernel's drop count (SO_RXQ_OVFL)
+	ports     map[int]bool // local ports of the player sockets
+	relayPort int
 
 	wg     sync.WaitGroup
 	closed atomic.Bool
@@ -115,7 +117,8 @@ func openFleet(relay string, n, lobbySize, packetSize int, lobbyBase, nonce uint
 		nonce:     nonce,
 		late:      make([]atomic.Uint64, steps),
 		joinSeen:  make([]atomic.Uint32, n),
-		drops:     make([]atomic.Uint32, n),
+		ports:     make(map[int]bool, n),
+		relayPort: raddr.Port,
 	}
 	for i := range n {
 		// A connected udp4 socket per player: its own ephemeral port, as a
@@ -126,6 +129,7 @@ func openFleet(relay string, n, lobbySize, packetSize int, lobbyBase, nonce uint
 			return nil, fmt.Errorf("open player socket %d of %d on the bench machine: %w", i+1, n, err)
 		}
 		f.conns = append(f.conns, c)
+		f.ports[c.LocalAddr().(*net.UDPAddr).Port] = true
 		if err := setupSocket(c); err != nil {
 			f.close()
 			return nil, fmt.Errorf("set up player socket %d: %w", i+1, err)
@@ -154,21 +158,6 @@ func openFleet(relay string, n, lobbySize, packetSize int, lobbyBase, nonce uint
 func setupSocket(c *net.UDPConn) error {
 	if err := c.SetReadBuffer(benchRcvBuf); err != nil {
 		return fmt.Errorf("set receive buffer: %w", err)
-	}
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	// SO_RXQ_OVFL: the kernel attaches the socket's drop count to each
-	// datagram, so the bench knows when its own sockets lost something.
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1)
-	}); err != nil {
-		return err
-	}
-	if serr != nil {
-		return fmt.Errorf("set SO_RXQ_OVFL: %w", serr)
 	}
 	return nil
 }
@@ -204,7 +193,6 @@ func (f *fleet) receive(i, shardIdx, packetSize int) {
 	msgs := make([]ipv4.Message, readBatch)
 	for j := range msgs {
 		msgs[j].Buffers = [][]byte{make([]byte, packetSize+64)}
-		msgs[j].OOB = make([]byte, unix.CmsgSpace(4))
 	}
 	for {
 		n, err := pc.ReadBatch(msgs, 0)
@@ -218,9 +206,6 @@ func (f *fleet) receive(i, shardIdx, packetSize int) {
 		w := f.win.Load()
 		for j := range n {
 			m := &msgs[j]
-			if d, ok := rxqOvfl(m.OOB[:m.NN]); ok {
-				f.drops[i].Store(d)
-			}
 			f.count(i, m.Buffers[0][:m.N], now, w, shardIdx)
 		}
 	}
@@ -250,31 +235,26 @@ func (f *fleet) count(i int, b []byte, now int64, w *window, shardIdx int) {
 	}
 }
 
-// rxqOvfl reads the SO_RXQ_OVFL control message, if present.
-func rxqOvfl(oob []byte) (uint32, bool) {
-	for len(oob) >= unix.CmsgLen(0) {
-		// In place, as unix.ParseSocketControlMessage reads it, but without
-		// its allocation per datagram.
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-		l := int(h.Len)
-		if l < unix.CmsgLen(0) || l > len(oob) {
-			return 0, false
-		}
-		if h.Level == unix.SOL_SOCKET && h.Type == unix.SO_RXQ_OVFL && l >= unix.CmsgLen(4) {
-			return binary.NativeEndian.Uint32(oob[unix.CmsgLen(0):]), true
-		}
-		oob = oob[min(unix.CmsgSpace(l-unix.CmsgLen(0)), len(oob)):]
+// benchDrops sums the kernel's drop counters of the player sockets, read
+// from /proc/self/net/udp. It is exact at the moment it is read, where
+// SO_RXQ_OVFL would only report a drop with the next datagram the socket
+// receives, and the last tick of a step may have none after it.
+func (f *fleet) benchDrops() (uint64, error) {
+	b, err := os.ReadFile(procUDP)
+	if err != nil {
+		return 0, fmt.Errorf("read bench socket drops: %w", err)
 	}
-	return 0, false
-}
-
-// benchDrops is the sum of the kernel's drop counts on the player sockets.
-func (f *fleet) benchDrops() uint64 {
+	rows, err := sockstat.ParseProcNetUDP(b)
+	if err != nil {
+		return 0, fmt.Errorf("read bench socket drops: %w", err)
+	}
 	var n uint64
-	for i := range f.drops {
-		n += uint64(f.drops[i].Load())
+	for _, r := range rows {
+		if f.ports[r.LocalPort] && r.RemotePort == f.relayPort {
+			n += r.Drops
+		}
 	}
-	return n
+	return n, nil
 }
 
 // send writes player p's next datagram, tagged, stamped with the time now.

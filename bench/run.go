@@ -289,7 +289,7 @@ func (r *runner) joined(changed [][]int) bool {
 // is going to send for this step.
 func (r *runner) drain(ctx context.Context, w *window) {
 	count := func() uint64 {
-		n := r.f.benchDrops()
+		var n uint64
 		for i := range w.shards {
 			n += w.shards[i].received.Load()
 		}
@@ -359,7 +359,10 @@ func (r *runner) calibrate(ctx context.Context, players int) (Calibration, error
 	if err != nil {
 		return Calibration{}, fmt.Errorf("calibrate: %w", err)
 	}
-	bd := r.f.benchDrops()
+	bd, err := r.f.benchDrops()
+	if err != nil {
+		return Calibration{}, fmt.Errorf("calibrate: %w", err)
+	}
 	r.f.win.Store(w)
 	c := Calibration{Players: players}
 	start := time.Now()
@@ -388,7 +391,11 @@ func (r *runner) calibrate(ctx context.Context, players int) (Calibration, error
 	c.SendPPS = float64(c.Sent) / c.Seconds
 	c.RecvPPS = float64(c.Received) / c.Seconds
 	c.RelayRx, c.RelayTx, c.RelayDrops = d.RxPackets, d.TxPackets, d.RxDrops
-	c.BenchDrops = r.f.benchDrops() - bd
+	bd2, err := r.f.benchDrops()
+	if err != nil {
+		return Calibration{}, fmt.Errorf("calibrate: %w", err)
+	}
+	c.BenchDrops = bd2 - bd
 	c.RelayLimited = d.RxDrops > 0
 	return c, nil
 }
@@ -404,7 +411,7 @@ func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
 	if r.opt.Kernel != nil {
 		kb, kerr = r.opt.Kernel.ReadKernel(ctx)
 	}
-	bd := r.f.benchDrops()
+	bd, bderr := r.f.benchDrops()
 	cpu0 := cpuTime()
 	mach0, _ := readMachineCPU(procStat)
 	r.f.win.Store(w)
@@ -448,6 +455,7 @@ func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
 	r.drain(ctx, w)
 	r.f.win.Store(nil)
 	received, lat := w.totals()
+	bd2, bderr2 := r.f.benchDrops()
 	after, aerr := r.flush(ctx, n)
 
 	in := StepInput{
@@ -457,7 +465,8 @@ func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
 		Sends:     sends,
 		Received:  received,
 		Foreign:   r.f.foreign.Swap(0),
-		BenchDrop: r.f.benchDrops() - bd,
+		BenchDrop: bd2 - bd,
+		DropsErr:  errors.Join(bderr, bderr2),
 		Latency:   lat,
 		BenchCPU:  cpu,
 	}
