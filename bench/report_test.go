@@ -11,10 +11,9 @@ import (
 )
 
 func sampleReport() *Report {
-	sch := NewSchedule(8, 60, time.Second, 0, 1)
 	var steps []Step
 	for i, n := range []int{8, 16, 24} {
-		sch = NewSchedule(n, 60, time.Second, 0, 1)
+		sch := NewSchedule(n, 60, time.Second, 0, 1)
 		in := perfect(n, 8, sch)
 		if i == 2 {
 			in.Relay.RxPackets -= 50
