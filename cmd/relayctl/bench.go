@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -165,6 +166,9 @@ Examples:
 					return err
 				}
 				fmt.Fprintf(e.stderr, "relayctl: wrote %s\n", plot)
+			}
+			if errors.Is(runErr, context.Canceled) {
+				return errors.New("bench interrupted: the steps completed before it are reported")
 			}
 			if runErr != nil {
 				return fmt.Errorf("bench: %w", runErr)
