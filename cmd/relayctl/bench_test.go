@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,43 +21,26 @@ import (
 // The bench command is tested as users run it: the relayctl binary, built
 // here, under prlimit, against relayd on loopback.
 
-var benchBins struct {
-	once             sync.Once
-	relayctl, relayd string
-	err              error
-}
-
+// buildBenchBins builds relayctl and relayd into the test's temporary
+// directory (the build cache makes the second test's builds cheap).
 func buildBenchBins(t *testing.T) (relayctl, relayd string) {
 	t.Helper()
-	benchBins.once.Do(func() {
-		dir, err := os.MkdirTemp("", "relayctl-bench-test-")
+	dir := t.TempDir()
+	relayctl, relayd = filepath.Join(dir, "relayctl"), filepath.Join(dir, "relayd")
+	for _, b := range []struct{ out, pkg string }{
+		{relayctl, "github.com/relayctl/relayctl/cmd/relayctl"},
+		{relayd, "github.com/relayctl/relayctl/cmd/relayd"},
+	} {
+		out, err := exec.Command("go", "build", "-ldflags", "-X main.Version=test", "-o", b.out, b.pkg).CombinedOutput()
 		if err != nil {
-			benchBins.err = err
-			return
+			t.Fatalf("build %s: %v\n%s", b.pkg, err, out)
 		}
-		benchBins.relayctl = filepath.Join(dir, "relayctl")
-		benchBins.relayd = filepath.Join(dir, "relayd")
-		for _, b := range []struct{ out, pkg string }{
-			{benchBins.relayctl, "github.com/relayctl/relayctl/cmd/relayctl"},
-			{benchBins.relayd, "github.com/relayctl/relayctl/cmd/relayd"},
-		} {
-			out, err := exec.Command("go", "build", "-ldflags", "-X main.Version=test", "-o", b.out, b.pkg).CombinedOutput()
-			if err != nil {
-				benchBins.err = fmt.Errorf("build %s: %v\n%s", b.pkg, err, out)
-				return
-			}
-		}
-	})
-	if benchBins.err != nil {
-		t.Fatal(benchBins.err)
 	}
-	t.Cleanup(func() {}) // the binaries are shared by the tests of this process
-	return benchBins.relayctl, benchBins.relayd
+	return relayctl, relayd
 }
 
-func runBench(t *testing.T, prlimit string, args ...string) (stdout, stderr string, code int) {
+func runBench(t *testing.T, relayctl, prlimit string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	relayctl, _ := buildBenchBins(t)
 	argv := append([]string{"--nofile=" + prlimit, relayctl, "bench"}, args...)
 	cmd := exec.Command("prlimit", argv...)
 	var o, e bytes.Buffer
@@ -92,7 +73,8 @@ func TestBenchPreflightRefuses(t *testing.T) {
 	}
 	defer ctl.Close()
 
-	stdout, stderr, code := runBench(t, "64:64", "--relay", udp.LocalAddr().String(), "--control", ctl.Addr().String(), "--players", "8:400:8")
+	relayctl, _ := buildBenchBins(t)
+	stdout, stderr, code := runBench(t, relayctl, "64:64", "--relay", udp.LocalAddr().String(), "--control", ctl.Addr().String(), "--players", "8:400:8")
 	want := "relayctl: error: the bench machine cannot open 400 sockets: RLIMIT_NOFILE is 64 (hard 64); this limit is on the machine running the bench, not on the relay\n" +
 		"relayctl: hint: raise it with ulimit -n 4096 (or LimitNOFILE= in a unit)\n"
 	if stderr != want {
@@ -117,9 +99,8 @@ func TestBenchPreflightRefuses(t *testing.T) {
 
 var relaydStarted = regexp.MustCompile(`msg="relayd started".* listen=(\S+) control=(\S+)`)
 
-func startTestRelayd(t *testing.T, args ...string) (cmd *exec.Cmd, udp, control string) {
+func startTestRelayd(t *testing.T, bin string, args ...string) (cmd *exec.Cmd, udp, control string) {
 	t.Helper()
-	_, bin := buildBenchBins(t)
 	// nice -10: go test runs other packages' tests beside this one on a
 	// 2-core machine; the bench would rightly call a starved step invalid.
 	cmd = exec.Command("nice", append([]string{"-n", "-10", bin, "--config", os.DevNull, "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0"}, args...)...)
@@ -158,9 +139,10 @@ func startTestRelayd(t *testing.T, args ...string) (cmd *exec.Cmd, udp, control 
 // and a hard one above it: the bench goes ahead (the soft limit is raised),
 // writes its JSON report on stdout, the chart to --plot, progress to stderr.
 func TestBenchJSONAndPlot(t *testing.T) {
-	_, udp, control := startTestRelayd(t)
+	relayctl, relayd := buildBenchBins(t)
+	_, udp, control := startTestRelayd(t, relayd)
 	plot := filepath.Join(t.TempDir(), "bench.svg")
-	stdout, stderr, code := runBench(t, "20:4096", "--relay", udp, "--control", control,
+	stdout, stderr, code := runBench(t, relayctl, "20:4096", "--relay", udp, "--control", control,
 		"--players", "8", "--lobby-size", "4", "--hz", "30", "--step-duration", "1s", "--calibrate", "200ms",
 		"--interval", "300ms", "--json", "--plot", plot)
 	if code != 0 {
