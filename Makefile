@@ -4,7 +4,7 @@ RELAY_VERSION ?= 1.8.0
 GO ?= go
 LDFLAGS = -X main.Version=$(VERSION)
 
-.PHONY: build test test-unit lab-deps lint demo fuzz bench-apply bench-plan clean
+.PHONY: build test test-unit lab-deps lint demo demo-bench fuzz bench-apply bench-plan clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/relayctl ./cmd/relayctl
@@ -41,6 +41,11 @@ fuzz:
 # read-back, receipt. Needs root; installs openssh-server if missing.
 demo: lab-deps build
 	./scripts/demo.sh
+
+# The whole incident on one lab host: a ramp finds the knee on the 212,992-byte
+# default, plan + apply ship the fix, the same ramp runs again.
+demo-bench: lab-deps build
+	./scripts/demo-bench.sh
 
 # relayctl apply on 20 lab hosts against parallel-ssh and ansible-playbook
 # (medians, ratios, peak memory). Needs root; changes and restores net.core.rmem_*.
