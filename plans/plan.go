@@ -231,8 +231,7 @@ func Make(in Input) (*Plan, error) {
 			SORcvbuf: s.Relay.SORcvbuf, SORcvbufForce: s.Relay.SORcvbufForce,
 			Version: s.Relay.Release.Version, Artifact: s.Relay.Release.Artifact,
 			SHA256: in.Artifact.SHA256, Size: in.Artifact.Size,
-			Service: PlanService{Manager: s.Relay.Service.Manager, Name: s.Relay.Service.Name,
-				Start: s.Relay.Service.Start, Stop: s.Relay.Service.Stop, PID: s.Relay.Service.PID},
+			Service: s.Relay.Service.Plan(),
 		},
 		Paths: PlanPaths(s.Paths),
 	}
@@ -284,7 +283,7 @@ func Replan(p *Plan, f *Facts) *HostPlan { return planHost(p, f) }
 
 func planHost(p *Plan, f *Facts) *HostPlan {
 	h := &HostPlan{Host: f.Host, Address: f.Address, Kernel: f.Kernel, Blockers: []string{}, Warnings: []string{}}
-	h.Facts = Fingerprinted(f, plannedKeys(p))
+	h.Facts = Fingerprinted(f, p.ReadKeys())
 	h.Fingerprint = Fingerprint(h.Facts)
 
 	planSysctls(h, p, f)
@@ -326,19 +325,31 @@ func planHost(p *Plan, f *Facts) *HostPlan {
 	return h
 }
 
-func plannedKeys(p *Plan) []string {
-	keys := append([]string{}, ObservedKeys...)
-	for _, s := range p.Sysctl {
-		keys = append(keys, s.Key)
+// ReadKeys are the sysctls read on every host of the plan: ObservedKeys
+// and the planned ones, sorted, each once.
+func (p *Plan) ReadKeys() []string {
+	keys := make([]string, len(p.Sysctl))
+	for i, s := range p.Sysctl {
+		keys[i] = s.Key
 	}
-	sort.Strings(keys)
-	return dedupe(keys)
+	return readKeys(keys)
 }
 
-func dedupe(s []string) []string {
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
+// ReadKeys is Plan.ReadKeys for a plan not made yet.
+func (s *Spec) ReadKeys() []string {
+	keys := make([]string, len(s.Sysctl))
+	for i, k := range s.Sysctl {
+		keys[i] = k.Key
+	}
+	return readKeys(keys)
+}
+
+func readKeys(planned []string) []string {
+	keys := append(append([]string{}, ObservedKeys...), planned...)
+	sort.Strings(keys)
+	out := keys[:0]
+	for i, v := range keys {
+		if i == 0 || v != keys[i-1] {
 			out = append(out, v)
 		}
 	}
@@ -662,6 +673,11 @@ func steps(h *HostPlan, p *Plan) []Step {
 	}
 	add(PhaseVerify, StepVerifyStatus, "", strconv.Itoa(h.Readback.Expected), fmt.Sprintf("the relay's own /status on %s agrees (so_rcvbuf_effective %d)", p.Relay.Control, h.Readback.Expected))
 	return st
+}
+
+// Plan is the service as a plan records it.
+func (s Service) Plan() PlanService {
+	return PlanService{Manager: s.Manager, Name: s.Name, Start: s.Start, Stop: s.Stop, PID: s.PID}
 }
 
 func restartHow(s PlanService) string {

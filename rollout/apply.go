@@ -306,7 +306,7 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 			return hr.end(Refused, StateAsWas, fmt.Sprintf("outside the plan's window %s to %s (now %s); wait for it or use --ignore-window", p.Window.NotBefore, p.Window.NotAfter, now.UTC().Format(time.RFC3339)))
 		}
 	}
-	observed := plans.Fingerprinted(before, plannedKeys(p))
+	observed := plans.Fingerprinted(before, p.ReadKeys())
 	if fp := plans.Fingerprint(observed); fp != h.Fingerprint {
 		now := plans.Replan(p, before)
 		if now.Action == plans.ActionNone {
@@ -373,14 +373,6 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	}
 	hr.commit(wctx, RolledBack)
 	return hr.end(RolledBack, StateAsWas, werr.Error())
-}
-
-func plannedKeys(p *plans.Plan) []string {
-	keys := append([]string{}, plans.ObservedKeys...)
-	for _, s := range p.Sysctl {
-		keys = append(keys, s.Key)
-	}
-	return uniqueSorted(keys)
 }
 
 // towardPlan reports whether every drifted fact is a planned sysctl that

@@ -33,39 +33,13 @@ type Query struct {
 
 // QueryFor builds the query a plan of spec needs.
 func QueryFor(s *plans.Spec) Query {
-	q := Query{
-		Port:    s.Relay.Port,
-		Control: s.Relay.Control,
-		Paths:   plans.PlanPaths(s.Paths),
-		Service: plans.PlanService{Manager: s.Relay.Service.Manager, Name: s.Relay.Service.Name,
-			Start: s.Relay.Service.Start, Stop: s.Relay.Service.Stop, PID: s.Relay.Service.PID},
-	}
-	keys := append([]string{}, plans.ObservedKeys...)
-	for _, k := range s.Sysctl {
-		keys = append(keys, k.Key)
-	}
-	q.Keys = uniqueSorted(keys)
-	return q
+	return Query{Keys: s.ReadKeys(), Port: s.Relay.Port, Control: s.Relay.Control,
+		Paths: plans.PlanPaths(s.Paths), Service: s.Relay.Service.Plan()}
 }
 
 // QueryForPlan rebuilds the query a plan was made with, for apply and verify.
 func QueryForPlan(p *plans.Plan) Query {
-	keys := append([]string{}, plans.ObservedKeys...)
-	for _, k := range p.Sysctl {
-		keys = append(keys, k.Key)
-	}
-	return Query{Keys: uniqueSorted(keys), Port: p.Relay.Port, Control: p.Relay.Control, Paths: p.Paths, Service: p.Relay.Service}
-}
-
-func uniqueSorted(s []string) []string {
-	sort.Strings(s)
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
+	return Query{Keys: p.ReadKeys(), Port: p.Relay.Port, Control: p.Relay.Control, Paths: p.Paths, Service: p.Relay.Service}
 }
 
 // command returns the remote command line for the observe script (which

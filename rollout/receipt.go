@@ -65,7 +65,7 @@ func Receipt(p *plans.Plan, r *HostResult) HostReceipt {
 	hr := HostReceipt{Plan: p.Name, Checksum: p.Checksum, Host: r.Host, Address: r.Address, Outcome: r.Outcome, State: r.State,
 		Reason: r.Reason, Drift: r.Drift, Journal: r.Journal, ExpectedRB: r.ExpectedRB, WindowMillis: r.WindowMillis,
 		Restarts: r.Restarts, RoundTrips: r.RoundTrips, Steps: r.Steps, Verify: r.Verify}
-	keys := plannedKeys(p)
+	keys := p.ReadKeys()
 	if f := r.Before; f != nil {
 		hr.SysctlsBefore = sysctlValues(f, keys)
 		hr.ReleaseBefore, hr.PIDBefore, hr.RBBefore = f.Release.Current, f.Service.PID, f.Socket.Rcvbuf
@@ -181,7 +181,7 @@ func ReceiptMarkdown(p *plans.Plan, rep *Report) []byte {
 			w("| relay rx_drops | %s | %s |\n\n", ptr(r.DropsBefore.RelayRxDrops), ptr(a.RelayRxDrops))
 			if len(r.SysctlsBefore) > 0 {
 				w("| sysctl | before | after |\n|---|---|---|\n")
-				for _, k := range plannedKeys(p) {
+				for _, k := range p.ReadKeys() {
 					w("| %s | %s | %s |\n", k, orDash(r.SysctlsBefore[k]), orDash(r.SysctlsAfter[k]))
 				}
 				w("\n")

@@ -17,36 +17,14 @@
 # ramp (default 40:480:40, 3s a step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ "$(id -u)" = 0 ] || { echo "demo-bench: needs root" >&2; exit 1; }
 RAMP=${RAMP:-40:480:40}
 STEP=${STEP:-3s}
 
-dir=${DEMO_DIR:-demo-bench}
-rm -rf "$dir" && mkdir -p "$dir"
-dir=$(cd "$dir" && pwd)
-go build -ldflags "-X main.Version=1.7.0" -o "$dir/relayd-1.7.0" ./cmd/relayd
-
-say() { printf '\n== %s\n' "$*"; }
-saved_max=$(cat /proc/sys/net/core/rmem_max)
-saved_default=$(cat /proc/sys/net/core/rmem_default)
-cleanup() {
-	./bin/relaylab down --dir "$dir/lab" >/dev/null 2>&1 || true
-	echo "$saved_max" >/proc/sys/net/core/rmem_max
-	echo "$saved_default" >/proc/sys/net/core/rmem_default
-	echo
-	echo "demo-bench: restored net.core.rmem_max=$saved_max net.core.rmem_default=$saved_default; lab stopped"
-}
-trap cleanup EXIT
-
-say "Global kernel values this demo changes (restored at the end)"
-echo "net.core.rmem_max:     $saved_max -> 212992"
-echo "net.core.rmem_default: $saved_default -> 212992"
-echo 212992 >/proc/sys/net/core/rmem_max
-echo 212992 >/proc/sys/net/core/rmem_default
+. scripts/demo-lib.sh
+demo_start demo-bench "${DEMO_DIR:-demo-bench}"
 
 say "One lab host, relayd 1.7.0 in the machine's network namespace"
 ./bin/relaylab up --dir "$dir/lab" --hosts 1 --no-relay-netns --relayd "$dir/relayd-1.7.0" --relay-version 1.7.0
-ssh_flags=(--ssh-config "$dir/lab/ssh_config" --known-hosts "$dir/lab/known_hosts" --identity "$dir/lab/id_ed25519")
 
 say "Before: the relay socket"
 ./bin/relaylab exec --dir "$dir/lab" lab-1 -- ss -H -O -u -l -n -m 'sport = :7788'
@@ -56,30 +34,9 @@ say "Before: ramp $RAMP players, lobbies of 8, 60 Hz, 200-byte datagrams"
 	--ssh lab-1 --relay-pid "$(./bin/relaylab exec --dir "$dir/lab" lab-1 -- /opt/relay/bin/relay-service pid)" "${ssh_flags[@]}" \
 	--plot "$dir/before.svg" | tee "$dir/before.txt"
 
-cat >"$dir/fix.yaml" <<EOF
-name: demo-bench-rcvbuf
-hosts:
-  - lab-1
-sysctl:
-  net.core.rmem_max: 8388608
-relay:
-  port: 7788
-  so_rcvbuf: 4194304
-  release:
-    version: 1.8.0
-    artifact: ../bin/relayd
-  service:
-    manager: command
-    start: [/opt/relay/bin/relay-service, start]
-    stop: [/opt/relay/bin/relay-service, stop]
-    pid: [/opt/relay/bin/relay-service, pid]
-EOF
+write_fix_spec "$dir/fix.yaml" demo-bench-rcvbuf
 say "relayctl plan"
-set +e
-./bin/relayctl plan "$dir/fix.yaml" -out "$dir/fix.plan" "${ssh_flags[@]}"
-code=$?
-set -e
-[ "$code" = 2 ] || { echo "demo-bench: plan exited $code, want 2"; exit 1; }
+plan_changes "$dir/fix.yaml" "$dir/fix.plan"
 say "relayctl apply"
 ./bin/relayctl apply "$dir/fix.plan" "${ssh_flags[@]}" 2>/dev/null
 

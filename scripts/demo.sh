@@ -11,39 +11,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-[ "$(id -u)" = 0 ] || { echo "demo: needs root (it starts sshd and changes net.core.rmem_max)" >&2; exit 1; }
 if ! command -v sshd >/dev/null && [ ! -x /usr/sbin/sshd ]; then
 	echo "demo: installing openssh-server"
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server >/dev/null
 fi
-
-dir=${DEMO_DIR:-demo}
-rm -rf "$dir" && mkdir -p "$dir"
-dir=$(cd "$dir" && pwd)
-go build -ldflags "-X main.Version=1.7.0" -o "$dir/relayd-1.7.0" ./cmd/relayd
-
-say() { printf '\n== %s\n' "$*"; }
-
-saved_max=$(cat /proc/sys/net/core/rmem_max)
-saved_default=$(cat /proc/sys/net/core/rmem_default)
-cleanup() {
-	./bin/relaylab down --dir "$dir/lab" >/dev/null 2>&1 || true
-	echo "$saved_max" >/proc/sys/net/core/rmem_max
-	echo "$saved_default" >/proc/sys/net/core/rmem_default
-	echo
-	echo "demo: restored net.core.rmem_max=$saved_max net.core.rmem_default=$saved_default; lab stopped"
-}
-trap cleanup EXIT
-
-say "Global kernel values this demo changes (restored at the end)"
-echo "net.core.rmem_max:     $saved_max -> 212992"
-echo "net.core.rmem_default: $saved_default -> 212992"
-echo 212992 >/proc/sys/net/core/rmem_max
-echo 212992 >/proc/sys/net/core/rmem_default
+. scripts/demo-lib.sh
+demo_start demo "${DEMO_DIR:-demo}"
 
 say "Start one lab host with relayd 1.7.0"
 ./bin/relaylab up --dir "$dir/lab" --hosts 1 --relayd "$dir/relayd-1.7.0" --relay-version 1.7.0
-ssh_flags=(--ssh-config "$dir/lab/ssh_config" --known-hosts "$dir/lab/known_hosts" --identity "$dir/lab/id_ed25519")
 
 socket() {
 	./bin/relaylab exec --dir "$dir/lab" lab-1 -- sh -c \
@@ -52,34 +28,12 @@ socket() {
 say "The relay socket, read from the kernel in the relay's network namespace"
 socket
 
-cat >"$dir/demo.yaml" <<EOF
-# The incident's fix: rmem_max plus a relay that asks for 4 MiB, one window.
-name: demo-rcvbuf
-hosts:
-  - lab-1
-sysctl:
-  net.core.rmem_max: 8388608
-relay:
-  port: 7788
-  so_rcvbuf: 4194304
-  release:
-    version: 1.8.0
-    artifact: ../bin/relayd
-  service:
-    manager: command
-    start: [/opt/relay/bin/relay-service, start]
-    stop: [/opt/relay/bin/relay-service, stop]
-    pid: [/opt/relay/bin/relay-service, pid]
-EOF
+write_fix_spec "$dir/demo.yaml" demo-rcvbuf
 say "The spec ($dir/demo.yaml)"
 cat "$dir/demo.yaml"
 
 say "relayctl plan"
-set +e
-./bin/relayctl plan "$dir/demo.yaml" -out "$dir/demo.plan" "${ssh_flags[@]}"
-code=$?
-set -e
-[ "$code" = 2 ] || { echo "demo: plan exited $code, want 2 (changes)"; exit 1; }
+plan_changes "$dir/demo.yaml" "$dir/demo.plan"
 
 say "The review ($dir/demo.plan.md)"
 cat "$dir/demo.plan.md"

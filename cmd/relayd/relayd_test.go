@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/relayctl/relayctl/relay/server"
+	"github.com/relayctl/relayctl/relay/sockstat"
 )
 
 // The tests here run the real relayd binary, built once with a stamped
@@ -254,33 +255,19 @@ func TestBadConfig(t *testing.T) {
 }
 
 // skmem finds the socket bound to addr in ss -m output and returns its rb
-// and d fields. Minimal on purpose: relay/sockstat has the full parser.
+// and d fields.
 func skmem(t *testing.T, ssOut, addr string) (rb, d uint64) {
 	t.Helper()
-	re := regexp.MustCompile(`skmem:\(([^)]*)\)`)
-	for _, line := range strings.Split(ssOut, "\n") {
-		if !strings.Contains(line, " "+addr+" ") {
-			continue
+	socks, err := sockstat.ParseSS([]byte(ssOut))
+	if err != nil {
+		t.Fatalf("parse ss: %v", err)
+	}
+	ip, port, _ := net.SplitHostPort(addr)
+	pn, _ := strconv.Atoi(port)
+	for _, s := range sockstat.FilterPort(socks, pn) {
+		if s.Local == ip {
+			return s.Rcvbuf, s.Drops
 		}
-		m := re.FindStringSubmatch(line)
-		if m == nil {
-			t.Fatalf("ss line for %s has no skmem: %q", addr, line)
-		}
-		found := 0
-		for _, f := range strings.Split(m[1], ",") {
-			switch {
-			case strings.HasPrefix(f, "rb"):
-				rb, _ = strconv.ParseUint(f[2:], 10, 64)
-				found++
-			case strings.HasPrefix(f, "d"):
-				d, _ = strconv.ParseUint(f[1:], 10, 64)
-				found++
-			}
-		}
-		if found != 2 {
-			t.Fatalf("ss line for %s lacks rb or d: %q", addr, line)
-		}
-		return rb, d
 	}
 	t.Fatalf("ss shows no socket bound to %s:\n%s", addr, ssOut)
 	return 0, 0
@@ -296,7 +283,7 @@ func ss(t *testing.T, prefix []string, port string) string {
 	return string(out)
 }
 
-// procNetUDP returns the drops column of the socket bound to addr
+// procNetUDP returns the drops and rx_queue of the socket bound to addr
 // (ip:port) in /proc/PID/net/udp.
 func procNetUDP(t *testing.T, pid int, addr string) (drops, rxQueue uint64) {
 	t.Helper()
@@ -304,31 +291,18 @@ func procNetUDP(t *testing.T, pid int, addr string) (drops, rxQueue uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	socks, err := sockstat.ParseProcNetUDP(b)
+	if err != nil {
+		t.Fatalf("parse /proc/%d/net/udp: %v", pid, err)
+	}
 	ip, port, _ := net.SplitHostPort(addr)
-	v4 := net.ParseIP(ip).To4()
 	pn, _ := strconv.Atoi(port)
-	// The kernel prints the address as a host-order (little-endian here)
-	// hex word and the port in hex.
-	want := fmt.Sprintf("%02X%02X%02X%02X:%04X", v4[3], v4[2], v4[1], v4[0], pn)
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	header := strings.Fields(lines[0])
-	if header[len(header)-1] != "drops" {
-		t.Fatalf("/proc/%d/net/udp header does not end with drops: %q", pid, lines[0])
-	}
-	for _, line := range lines[1:] {
-		f := strings.Fields(line)
-		if len(f) < 13 || f[1] != want {
-			continue
+	for _, s := range socks {
+		if s.LocalPort == pn && s.LocalAddr == ip {
+			return s.Drops, s.RxQueue
 		}
-		drops, err1 := strconv.ParseUint(f[len(f)-1], 10, 64)
-		_, rxHex, _ := strings.Cut(f[4], ":")
-		rxQueue, err2 := strconv.ParseUint(rxHex, 16, 64)
-		if err1 != nil || err2 != nil {
-			t.Fatalf("parse /proc/%d/net/udp line %q", pid, line)
-		}
-		return drops, rxQueue
 	}
-	t.Fatalf("/proc/%d/net/udp has no socket %s (%s)", pid, addr, want)
+	t.Fatalf("/proc/%d/net/udp has no socket %s", pid, addr)
 	return 0, 0
 }
 
@@ -339,24 +313,11 @@ func rcvbufErrors(t *testing.T, pid int) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(string(b), "\n")
-	for i := 0; i+1 < len(lines); i++ {
-		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
-		if len(names) == 0 || names[0] != "Udp:" || len(values) != len(names) {
-			continue
-		}
-		for j, n := range names {
-			if n == "RcvbufErrors" {
-				v, err := strconv.ParseUint(values[j], 10, 64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return v
-			}
-		}
+	st, err := sockstat.ParseSNMP(b)
+	if err != nil {
+		t.Fatalf("parse /proc/%d/net/snmp: %v", pid, err)
 	}
-	t.Fatalf("/proc/%d/net/snmp has no Udp RcvbufErrors", pid)
-	return 0
+	return st.RcvbufErrors
 }
 
 func portOf(addr string) string {
