@@ -398,6 +398,10 @@ ListenAddress %s
 HostKey %s
 PidFile %s
 AuthorizedKeysFile %s
+# The lab's key is also read by root for any user, so tests can log in as a
+# non-root user (sudo -n) although the lab directory is root's alone.
+AuthorizedKeysCommand /bin/cat %s
+AuthorizedKeysCommandUser root
 UsePAM no
 PermitRootLogin prohibit-password
 StrictModes no
@@ -411,7 +415,7 @@ X11Forwarding no
 MaxStartups 200:30:400
 MaxSessions 64
 Subsystem sftp /usr/lib/openssh/sftp-server
-`, h.Name, h.Addr, filepath.Join(h.dir, "ssh_host_ed25519_key"), filepath.Join(h.dir, "sshd.pid"), filepath.Join(l.Dir, "authorized_keys"))
+`, h.Name, h.Addr, filepath.Join(h.dir, "ssh_host_ed25519_key"), filepath.Join(h.dir, "sshd.pid"), filepath.Join(l.Dir, "authorized_keys"), filepath.Join(l.Dir, "authorized_keys"))
 }
 
 // startSSHD starts the host's sshd in a new mount namespace (and its network
