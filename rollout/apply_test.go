@@ -79,10 +79,10 @@ func (h *fakeHost) clone() *plans.Facts {
 }
 
 // frames renders facts the way observe.sh prints them.
-func frames(f *plans.Facts, q Query) []byte {
+func frames(f *plans.Facts, q Query, boundary string) []byte {
 	var b bytes.Buffer
 	emit := func(name string, status int, data string) {
-		fmt.Fprintf(&b, "@@relayctl %d %d %s\n%s\n", len(data), status, name, data)
+		fmt.Fprintf(&b, "%s %s\n%s\n%s end %d\n", boundary, name, data, boundary, status)
 	}
 	emit("clock", 0, strconv.FormatInt(time.Now().UnixNano(), 10))
 	emit("kernel", 0, f.Kernel)
@@ -134,8 +134,9 @@ func (h *fakeHost) Run(ctx context.Context, cmd string, stdin io.Reader, stdout,
 	switch {
 	case strings.HasPrefix(cmd, "sh -s --"):
 		q := QueryForPlan(&plans.Plan{Relay: plans.PlannedRelay{Port: 7788}, Sysctl: []plans.PlannedSysctl{{Key: "net.core.rmem_max"}}})
+		boundary := strings.Fields(cmd)[3] // sh -s -- BOUNDARY ...
 		h.mu.Lock()
-		out := frames(h.facts, q)
+		out := frames(h.facts, q, boundary)
 		h.mu.Unlock()
 		stdout.Write(out)
 		return nil

@@ -3,7 +3,9 @@ package rollout
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -44,7 +46,7 @@ func QueryForPlan(p *plans.Plan) Query {
 
 // command returns the remote command line for the observe script (which
 // travels on stdin). Every word is validated first, then quoted.
-func (q Query) command() (string, error) {
+func (q Query) command(boundary string) (string, error) {
 	for _, k := range q.Keys {
 		if strings.ContainsAny(k, ", ") || k == "" {
 			return "", fmt.Errorf("observe: bad sysctl key %q", k)
@@ -61,7 +63,7 @@ func (q Query) command() (string, error) {
 	if q.Control != "" && !controlRe.MatchString(q.Control) {
 		return "", fmt.Errorf("observe: bad control address %q", q.Control)
 	}
-	argv := []string{"sh", "-s", "--", strconv.Itoa(q.Port), q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir,
+	argv := []string{"sh", "-s", "--", boundary, strconv.Itoa(q.Port), q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir,
 		q.Service.Manager, q.Service.Name, strings.Join(q.Keys, ","), q.Control}
 	if q.Service.Manager == "command" {
 		argv = append(argv, q.Service.PID...)
@@ -71,7 +73,11 @@ func (q Query) command() (string, error) {
 
 // Observe gathers a host's facts in one command (one SSH session).
 func Observe(ctx context.Context, r Runner, host, address, user string, q Query) (*plans.Facts, error) {
-	cmd, err := q.command()
+	boundary, err := newBoundary()
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := q.command(boundary)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +85,7 @@ func Observe(ctx context.Context, r Runner, host, address, user string, q Query)
 	if err := r.Run(ctx, cmd, strings.NewReader(observeScript), &out, &errb); err != nil {
 		return nil, fmt.Errorf("observe: %w", err)
 	}
-	frames, err := ParseFrames(out.Bytes())
+	frames, err := ParseFrames(out.Bytes(), boundary)
 	if err != nil {
 		return nil, fmt.Errorf("observe: %w", err)
 	}
@@ -103,31 +109,48 @@ var (
 	controlRe = regexp.MustCompile(`^[0-9.]+:[0-9]{1,5}$`)
 )
 
-// ParseFrames splits the observe script's output into its sections. Host
-// output is untrusted: sizes are checked against what is there.
-func ParseFrames(b []byte) ([]Frame, error) {
+// newBoundary is a frame marker no host output can guess.
+func newBoundary() (string, error) {
+	var r [12]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", fmt.Errorf("observe: %w", err)
+	}
+	return "@@relayctl-" + hex.EncodeToString(r[:]), nil
+}
+
+// ParseFrames splits the observe script's output into its sections:
+// "BOUNDARY NAME\n", the output, "\nBOUNDARY end STATUS\n". Host output is
+// untrusted: anything outside that shape is an error.
+func ParseFrames(b []byte, boundary string) ([]Frame, error) {
 	var out []Frame
+	open := []byte(boundary + " ")
+	closing := []byte("\n" + boundary + " end ")
 	for len(b) > 0 {
+		if !bytes.HasPrefix(b, open) {
+			return nil, fmt.Errorf("%w: unexpected text %q", errFrame, clip(string(b)))
+		}
 		nl := bytes.IndexByte(b, '\n')
 		if nl < 0 {
 			return nil, fmt.Errorf("%w: header without newline", errFrame)
 		}
-		hdr := string(b[:nl])
+		name := string(b[len(open):nl])
 		b = b[nl+1:]
-		fields := strings.SplitN(hdr, " ", 4)
-		if len(fields) != 4 || fields[0] != "@@relayctl" {
-			return nil, fmt.Errorf("%w: unexpected line %q", errFrame, clip(hdr))
+		end := bytes.Index(b, closing)
+		if end < 0 {
+			return nil, fmt.Errorf("%w: section %q does not end", errFrame, clip(name))
 		}
-		n, err1 := strconv.Atoi(fields[1])
-		st, err2 := strconv.Atoi(fields[2])
-		if err1 != nil || err2 != nil || n < 0 || n+1 > len(b) {
-			return nil, fmt.Errorf("%w: bad header %q", errFrame, clip(hdr))
+		data := b[:end]
+		b = b[end+len(closing):]
+		nl = bytes.IndexByte(b, '\n')
+		if nl < 0 {
+			return nil, fmt.Errorf("%w: section %q: end without newline", errFrame, clip(name))
 		}
-		if b[n] != '\n' {
-			return nil, fmt.Errorf("%w: section %q does not end where its size says", errFrame, clip(fields[3]))
+		st, err := strconv.Atoi(string(b[:nl]))
+		if err != nil || st < 0 || st > 255 {
+			return nil, fmt.Errorf("%w: section %q: bad status %q", errFrame, clip(name), clip(string(b[:nl])))
 		}
-		out = append(out, Frame{Name: fields[3], Status: st, Data: b[:n]})
-		b = b[n+1:]
+		out = append(out, Frame{Name: name, Status: st, Data: data})
+		b = b[nl+1:]
 	}
 	return out, nil
 }

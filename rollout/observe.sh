@@ -1,9 +1,11 @@
 # relayctl observe: read-only. Prints every fact relayctl needs as framed
 # sections, so one SSH round trip gathers a host:
-#   @@relayctl SIZE STATUS NAME\n  then SIZE bytes of output, then \n
-# STATUS is the exit status of the command behind the section.
+#   BOUNDARY NAME\n  output  \nBOUNDARY end STATUS\n
+# BOUNDARY is random for each run (chosen by relayctl), so no output can
+# fake a frame; STATUS is the exit status of the command behind the section.
+# Each section costs one process at most: this runs on every host at once.
 # Arguments (validated and quoted by relayctl):
-#   PORT CURRENT_LINK RELEASES_DIR RELAY_CONFIG STATE_DIR MANAGER UNIT KEYS CONTROL [PID_ARGV...]
+#   BOUNDARY PORT CURRENT_LINK RELEASES_DIR RELAY_CONFIG STATE_DIR MANAGER UNIT KEYS CONTROL [PID_ARGV...]
 # KEYS is a comma-separated list of sysctl keys; PID_ARGV (manager
 # "command") prints the relay's main PID. CONTROL is the relay's control
 # address (host:port, in the relay's network namespace), "" for none.
@@ -11,36 +13,41 @@ set -u
 LC_ALL=C
 export LC_ALL
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+b=$1
+shift
 port=$1 current=$2 releases=$3 config=$4 state=$5 manager=$6 unit=$7 keys=$8 control=$9
 shift 9
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
 
 emit() { # emit NAME CMD [ARGS...]
-	name=$1
+	printf '%s %s\n' "$b" "$1"
 	shift
-	"$@" >"$tmp/out" 2>"$tmp/err" </dev/null
-	st=$?
-	if [ "$st" -ne 0 ] && [ ! -s "$tmp/out" ]; then
-		cp "$tmp/err" "$tmp/out"
-	fi
-	n=$(wc -c <"$tmp/out" | tr -d ' ')
-	printf '@@relayctl %d %d %s\n' "$n" "$st" "$name"
-	cat "$tmp/out"
-	printf '\n'
+	"$@" 2>/dev/null </dev/null
+	printf '\n%s end %d\n' "$b" "$?"
+}
+
+emit_all() { # emit_all NAME CMD [ARGS...]: stderr too, where it is the explanation
+	printf '%s %s\n' "$b" "$1"
+	shift
+	"$@" 2>&1 </dev/null
+	printf '\n%s end %d\n' "$b" "$?"
+}
+
+value() { # value NAME STATUS TEXT
+	printf '%s %s\n%s\n%s end %d\n' "$b" "$1" "$3" "$b" "$2"
 }
 
 # status PID HOST PORT: GET /status from the relay's control plane, inside
-# its network namespace, with whichever client the host has.
+# its network namespace, with whichever client the host has (bash's
+# /dev/tcp first: it starts in a few milliseconds, curl in thirty).
 status() {
-	if command -v curl >/dev/null 2>&1; then
-		nsenter -t "$1" -n curl -fsS --max-time 3 "http://$2:$3/status"
-		return
-	fi
 	if command -v bash >/dev/null 2>&1; then
 		nsenter -t "$1" -n timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
 printf "GET /status HTTP/1.0\r\n\r\n" >&3
 cat <&3' "$2" "$3"
+		return
+	fi
+	if command -v curl >/dev/null 2>&1; then
+		nsenter -t "$1" -n curl -fsS --max-time 3 "http://$2:$3/status"
 		return
 	fi
 	echo "no HTTP client (curl or bash) on the host to read the relay's /status"
@@ -99,12 +106,12 @@ if [ -e "$config" ]; then emit relay-config cat "$config"; else emit relay-confi
 pid=
 case $manager in
 systemd)
-	emit service systemctl show -p MainPID --value "$unit"
-	pid=$(cat "$tmp/out")
+	pid=$(systemctl show -p MainPID --value "$unit" 2>&1 </dev/null)
+	value service $? "$pid"
 	;;
 command)
-	emit service "$@"
-	pid=$(cat "$tmp/out")
+	pid=$("$@" 2>&1 </dev/null)
+	value service $? "$pid"
 	;;
 esac
 pid=$(printf '%s' "$pid" | tr -d ' \n')
@@ -114,14 +121,14 @@ filter="sport = :$port"
 if [ -n "$pid" ] && [ -d "/proc/$pid" ]; then
 	emit relay-exe readlink "/proc/$pid/exe"
 	emit relay-netns readlink "/proc/$pid/ns/net"
-	emit ss nsenter -t "$pid" -n ss -H -O -u -l -n -m -p "$filter"
+	emit ss nsenter -t "$pid" -n ss -H -O -u -l -n -m "$filter"
 	emit proc-net-udp cat "/proc/$pid/net/udp"
 	emit proc-net-snmp cat "/proc/$pid/net/snmp"
 	if [ -n "$control" ]; then
-		emit relay-status status "$pid" "${control%:*}" "${control##*:}"
+		emit_all relay-status status "$pid" "${control%:*}" "${control##*:}"
 	fi
 else
-	emit ss ss -H -O -u -l -n -m -p "$filter"
+	emit ss ss -H -O -u -l -n -m "$filter"
 	emit proc-net-udp cat /proc/net/udp
 	emit proc-net-snmp cat /proc/net/snmp
 fi

@@ -30,34 +30,50 @@ func (localRunner) Run(ctx context.Context, cmd string, stdin io.Reader, stdout,
 	return err
 }
 
+const testBoundary = "@@relayctl-0123456789abcdef01234567"
+
 func TestParseFrames(t *testing.T) {
-	out := "@@relayctl 7 0 kernel\n6.18.44\n@@relayctl 0 2 relay-config\n\n@@relayctl 12 0 file /etc/sysctl.d/a b.conf\na = 1\n@@x 3\n\n"
-	frames, err := ParseFrames([]byte(out))
+	B := testBoundary
+	out := B + " kernel\n6.18.44\n\n" + B + " end 0\n" +
+		B + " relay-config\nabsent\n\n" + B + " end 2\n" +
+		B + " file /etc/sysctl.d/a b.conf\na = 1\n@@relayctl-guess end 0\n\n" + B + " end 0\n"
+	frames, err := ParseFrames([]byte(out), B)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(frames) != 3 {
 		t.Fatalf("got %d frames, want 3", len(frames))
 	}
-	if frames[2].Name != "file /etc/sysctl.d/a b.conf" || string(frames[2].Data) != "a = 1\n@@x 3\n" {
-		t.Errorf("a frame whose content looks like a header: got %q %q", frames[2].Name, frames[2].Data)
+	if frames[0].Name != "kernel" || string(frames[0].Data) != "6.18.44\n" {
+		t.Errorf("kernel frame: got %q %q", frames[0].Name, frames[0].Data)
+	}
+	if frames[2].Name != "file /etc/sysctl.d/a b.conf" || string(frames[2].Data) != "a = 1\n@@relayctl-guess end 0\n" {
+		t.Errorf("a frame whose content fakes another boundary: got %q %q", frames[2].Name, frames[2].Data)
 	}
 	if frames[1].Status != 2 {
 		t.Errorf("status: got %d, want 2", frames[1].Status)
 	}
-	for _, bad := range []string{"garbage\n", "@@relayctl 99 0 kernel\nshort\n", "@@relayctl -1 0 k\n", "@@relayctl 1 0 k\nab\n", "@@relayctl 1 0 k"} {
-		if _, err := ParseFrames([]byte(bad)); err == nil {
+	for _, bad := range []string{
+		"garbage\n",
+		B + " kernel\n6.18\n",                   // never ends
+		B + " kernel\n6.18\n\n" + B + " end x\n", // bad status
+		B + " kernel\n6.18\n\n" + B + " end 0",    // no final newline
+		B + " kernel",                            // no header newline
+		"@@relayctl-other kernel\nx\n\n@@relayctl-other end 0\n",
+	} {
+		if _, err := ParseFrames([]byte(bad), B); err == nil {
 			t.Errorf("ParseFrames(%q): got no error", bad)
 		}
 	}
 }
 
 func FuzzParseFrames(f *testing.F) {
-	f.Add([]byte("@@relayctl 7 0 kernel\n6.18.44\n"))
-	f.Add([]byte("@@relayctl 0 2 relay-config\n\n"))
-	f.Add([]byte("@@relayctl 3 0 a\nabc\n@@relayctl 1 1 b\nx\n"))
+	B := testBoundary
+	f.Add([]byte(B + " kernel\n6.18.44\n\n" + B + " end 0\n"))
+	f.Add([]byte(B + " relay-config\nabsent\n\n" + B + " end 2\n"))
+	f.Add([]byte(B + " a\nabc\n" + B + " end 0\n" + B + " b\nx\n\n" + B + " end 1\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		frames, err := ParseFrames(b)
+		frames, err := ParseFrames(b, B)
 		if err != nil {
 			return
 		}
@@ -75,7 +91,7 @@ func FuzzParseFrames(f *testing.F) {
 func TestQueryCommandQuotes(t *testing.T) {
 	q := Query{Keys: []string{"net.core.rmem_max"}, Port: 7788, Paths: plans.PlanPaths(plans.DefaultPaths),
 		Service: plans.PlanService{Manager: "command", PID: []string{"/opt/relay/bin/relay-service", "pid; reboot"}}}
-	cmd, err := q.command()
+	cmd, err := q.command(testBoundary)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +99,7 @@ func TestQueryCommandQuotes(t *testing.T) {
 		t.Errorf("got %q, want the pid argv quoted word by word", cmd)
 	}
 	q.Paths.RelayConfig = "/etc/relay/$(id).env"
-	if _, err := q.command(); err == nil {
+	if _, err := q.command(testBoundary); err == nil {
 		t.Error("a path with shell characters was accepted")
 	}
 }
