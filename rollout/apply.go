@@ -515,14 +515,14 @@ func isConnLost(err error) bool {
 
 // verify reads the host back until it matches the plan or time runs out.
 func (hr *hostRun) verify(ctx context.Context, before *plans.Facts) (*plans.Facts, error) {
-	deadline := hr.o.Now().Add(hr.o.VerifyTimeout)
+	deadline := time.Now().Add(hr.o.VerifyTimeout) // a real clock: Now may be a test's fixed one
 	for {
 		after, err := Observe(ctx, hr.r, hr.h.Host, hr.res.Address, "", hr.q)
 		if err != nil {
 			return nil, &connLost{err}
 		}
 		checks := PlannedChecks(hr.p, hr.h, before, after)
-		if allOK(checks) || hr.o.Now().After(deadline) {
+		if allOK(checks) || time.Now().After(deadline) {
 			hr.res.Verify = checks
 			if bad := failed(checks); bad != "" {
 				hr.record(plans.PhaseVerify, "read-back", "", "failed", bad)
@@ -617,14 +617,14 @@ func (hr *hostRun) rollback(ctx context.Context, before *plans.Facts) (string, e
 			hr.res.Restarts++
 		}
 	}
-	deadline := hr.o.Now().Add(hr.o.VerifyTimeout)
+	deadline := time.Now().Add(hr.o.VerifyTimeout) // a real clock: Now may be a test's fixed one
 	for {
 		after, err := Observe(ctx, hr.r, hr.h.Host, hr.res.Address, "", hr.q)
 		if err != nil {
 			return "unknown: the host could not be read back after rollback", &connLost{err}
 		}
 		checks := previousChecks(hr.p, hr.h, before, after)
-		if allOK(checks) || hr.o.Now().After(deadline) {
+		if allOK(checks) || time.Now().After(deadline) {
 			hr.res.After = after
 			hr.res.Verify = append(hr.res.Verify, checks...)
 			if bad := failed(checks); bad != "" {

@@ -393,6 +393,34 @@ func TestApplyDriftTowardPlan(t *testing.T) {
 	}
 }
 
+func TestApplyRefusesOutsideWindow(t *testing.T) {
+	ff, p, hosts := fleet(t, 1)
+	p.Window = &plans.PlanWindow{NotBefore: "2026-12-02T04:00:00Z", NotAfter: "2026-12-02T05:00:00Z"}
+	for _, tt := range []struct {
+		now    string
+		ignore bool
+		want   Outcome
+	}{
+		{"2026-12-02T03:59:59Z", false, Refused},
+		{"2026-12-02T05:00:01Z", false, Refused},
+		{"2026-12-02T03:00:00Z", true, Applied},
+	} {
+		now, _ := time.Parse(time.RFC3339, tt.now)
+		rep, err := Apply(context.Background(), ff, p, ApplyOptions{Artifact: []byte("abc"), VerifyTimeout: 300 * time.Millisecond,
+			Now: func() time.Time { return now }, IgnoreWindow: tt.ignore})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := rep.Hosts[0]
+		if h.Outcome != tt.want {
+			t.Errorf("at %s (ignore %v): got %s (%s), want %s", tt.now, tt.ignore, h.Outcome, h.Reason, tt.want)
+		}
+		if h.Outcome == Refused && (!strings.Contains(h.Reason, "outside the plan's window") || hosts[0].restarts != 0) {
+			t.Errorf("at %s: reason %q, %d restarts; want the window named and no restart", tt.now, h.Reason, hosts[0].restarts)
+		}
+	}
+}
+
 func TestApplyInterruptFinishesWindow(t *testing.T) {
 	ff, p, hosts := fleet(t, 3)
 	hosts[0].inWindow = make(chan struct{})

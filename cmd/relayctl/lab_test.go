@@ -166,10 +166,22 @@ func TestLabPlanReadsRealHost(t *testing.T) {
 	}
 }
 
+// starts counts "relayd started" lines in the relay's log on a host: every
+// start of any release appends one, so it counts restarts exactly.
+func (e *labEnv) starts(h *lab.Host) int {
+	e.t.Helper()
+	out, err := h.Exec(context.Background(), "cat", lab.RelayLog)
+	if err != nil {
+		e.t.Fatalf("%s: read relay log: %v", h.Name, err)
+	}
+	return strings.Count(string(out), `msg="relayd started"`)
+}
+
 func TestLabApplyVerifyAndRerun(t *testing.T) {
 	e := startLab(t, []lab.HostOptions{{}}, nil)
 	h := e.lab.Hosts[0]
 	pidBefore, rbBefore, _ := e.socket(h)
+	startsBefore := e.starts(h)
 	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
@@ -186,6 +198,9 @@ func TestLabApplyVerifyAndRerun(t *testing.T) {
 	}
 	if pidAfter == pidBefore {
 		t.Errorf("relay pid unchanged (%d): no restart happened", pidAfter)
+	}
+	if n := e.starts(h) - startsBefore; n != 1 {
+		t.Errorf("the relay started %d times during apply, want exactly 1", n)
 	}
 	if got := kerneltest.Read(t, "net.core.rmem_max"); got != "8388608" {
 		t.Errorf("rmem_max after apply: got %s, want 8388608", got)
@@ -229,8 +244,8 @@ func TestLabApplyVerifyAndRerun(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "unchanged:") {
 		t.Errorf("second apply: exit %d, want 0 and unchanged\n%s\n%s", code, out, errs)
 	}
-	if pid, _, _ := e.socket(h); pid != pidAfter {
-		t.Errorf("second apply restarted the relay: pid %d → %d", pidAfter, pid)
+	if pid, _, _ := e.socket(h); pid != pidAfter || e.starts(h) != startsBefore+1 {
+		t.Errorf("second apply restarted the relay: pid %d → %d, %d starts in all", pidAfter, pid, e.starts(h)-startsBefore)
 	}
 	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan+"2"); code != 0 {
 		t.Errorf("plan after apply: exit %d, want 0 (nothing to change)\n%s", code, errs)
