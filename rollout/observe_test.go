@@ -55,9 +55,9 @@ func TestParseFrames(t *testing.T) {
 	}
 	for _, bad := range []string{
 		"garbage\n",
-		B + " kernel\n6.18\n",                   // never ends
+		B + " kernel\n6.18\n",                    // never ends
 		B + " kernel\n6.18\n\n" + B + " end x\n", // bad status
-		B + " kernel\n6.18\n\n" + B + " end 0",    // no final newline
+		B + " kernel\n6.18\n\n" + B + " end 0",   // no final newline
 		B + " kernel",                            // no header newline
 		"@@relayctl-other kernel\nx\n\n@@relayctl-other end 0\n",
 	} {
