@@ -19,15 +19,19 @@ type Counters struct {
 	LobbyFull uint64 `json:"lobby_full"`
 }
 
+// sat is a - b, or 0 when a counter went backwards (the relay restarted)
+// instead of a huge unsigned number.
+func sat(a, b uint64) uint64 {
+	if a < b {
+		return 0
+	}
+	return a - b
+}
+
 // Sub returns c - o, field by field; a counter that went backwards (the
 // relay restarted) yields 0 rather than a huge unsigned number.
 func (c Counters) Sub(o Counters) Counters {
-	d := func(a, b uint64) uint64 {
-		if a < b {
-			return 0
-		}
-		return a - b
-	}
+	d := sat
 	return Counters{
 		RxPackets: d(c.RxPackets, o.RxPackets),
 		RxBytes:   d(c.RxBytes, o.RxBytes),

@@ -53,12 +53,7 @@ type KernelReader interface {
 
 // Sub is the delta from o to k; rb is k's.
 func (k KernelSnapshot) Sub(o KernelSnapshot) KernelDelta {
-	d := func(a, b uint64) uint64 {
-		if a < b {
-			return 0
-		}
-		return a - b
-	}
+	d := sat
 	return KernelDelta{
 		SSDrops:      d(k.SSDrops, o.SSDrops),
 		ProcDrops:    d(k.ProcDrops, o.ProcDrops),
