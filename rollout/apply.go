@@ -230,7 +230,12 @@ type hostRun struct {
 	res  *HostResult
 	pr   *progress
 	q    Query
+	user string // the remote user, recorded in the facts
 	lock *hostLock
+}
+
+func (hr *hostRun) observe(ctx context.Context) (*plans.Facts, error) {
+	return Observe(ctx, hr.r, hr.h.Host, hr.res.Address, hr.user, hr.q)
 }
 
 func (hr *hostRun) record(phase, kind, key, status, detail string) {
@@ -257,7 +262,7 @@ func applyHost(ctx context.Context, d Dialer, p *plans.Plan, h *plans.HostPlan, 
 	}
 	defer conn.Close()
 	res.Address = conn.Address()
-	hr := &hostRun{p: p, h: h, o: o, r: &countingRunner{Runner: conn}, res: res, pr: pr, q: QueryForPlan(p)}
+	hr := &hostRun{p: p, h: h, o: o, r: &countingRunner{Runner: conn}, res: res, pr: pr, q: QueryForPlan(p), user: conn.User()}
 	return hr.run(ctx)
 }
 
@@ -273,7 +278,7 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	defer lock.release()
 
 	hr.pr.say(h.Host, "observe")
-	before, err := Observe(ctx, hr.r, h.Host, hr.res.Address, "", hr.q)
+	before, err := hr.observe(ctx)
 	if err != nil {
 		return hr.end(Failed, StateAsWas, "observe: "+err.Error())
 	}
@@ -517,7 +522,7 @@ func isConnLost(err error) bool {
 func (hr *hostRun) verify(ctx context.Context, before *plans.Facts) (*plans.Facts, error) {
 	deadline := time.Now().Add(hr.o.VerifyTimeout) // a real clock: Now may be a test's fixed one
 	for {
-		after, err := Observe(ctx, hr.r, hr.h.Host, hr.res.Address, "", hr.q)
+		after, err := hr.observe(ctx)
 		if err != nil {
 			return nil, &connLost{err}
 		}
@@ -605,7 +610,7 @@ func (hr *hostRun) rollback(ctx context.Context, before *plans.Facts) (string, e
 			return "unknown: the connection was lost during rollback; see the journal on the host", err
 		}
 		// Continue to read back: say exactly what the host looks like.
-		after, oerr := Observe(ctx, hr.r, hr.h.Host, hr.res.Address, "", hr.q)
+		after, oerr := hr.observe(ctx)
 		if oerr != nil {
 			return "unknown: rollback failed and the host could not be read back", err
 		}
@@ -619,7 +624,7 @@ func (hr *hostRun) rollback(ctx context.Context, before *plans.Facts) (string, e
 	}
 	deadline := time.Now().Add(hr.o.VerifyTimeout) // a real clock: Now may be a test's fixed one
 	for {
-		after, err := Observe(ctx, hr.r, hr.h.Host, hr.res.Address, "", hr.q)
+		after, err := hr.observe(ctx)
 		if err != nil {
 			return "unknown: the host could not be read back after rollback", &connLost{err}
 		}

@@ -368,12 +368,16 @@ for run in $(seq 1 "$RUNS"); do
 done
 
 # --- the table --------------------------------------------------------------
-# stat NAME: "median min max n" over the runs that succeeded.
-stat() {
+# succeeded NAME COL: column COL of NAME's runs that succeeded, sorted.
+succeeded() {
 	local f=$RES/$1.tsv failed=$RES/$1.failed
-	awk -F'\t' -v failed="$failed" '
+	awk -F'\t' -v failed="$failed" -v col="$2" '
 		BEGIN { while ((getline l < failed) > 0) { split(l, a, "\t"); bad[a[1]] = 1 } }
-		!($1 in bad) && $4 != "-1" { print $2 }' "$f" | sort -n | awk '
+		!($1 in bad) && $4 != "-1" { print $col }' "$f" | sort -n
+}
+# stat NAME: "median min max n" of the wall times over the runs that succeeded.
+stat() {
+	succeeded "$1" 2 | awk '
 		{ v[NR] = $1 }
 		END {
 			if (NR == 0) { print "- - - 0"; exit }
@@ -381,12 +385,9 @@ stat() {
 			printf "%.2f %.2f %.2f %d\n", m, v[1], v[NR], NR
 		}'
 }
-# peak NAME: the largest max RSS (MiB) over the succeeded runs, and the median.
+# peak NAME: the median and the largest max RSS (MiB) over the succeeded runs.
 peak() {
-	local f=$RES/$1.tsv failed=$RES/$1.failed
-	awk -F'\t' -v failed="$failed" '
-		BEGIN { while ((getline l < failed) > 0) { split(l, a, "\t"); bad[a[1]] = 1 } }
-		!($1 in bad) && $4 != "-1" { print $3 }' "$f" | sort -n | awk '
+	succeeded "$1" 3 | awk '
 		{ v[NR] = $1 }
 		END {
 			if (NR == 0) { print "- -"; exit }

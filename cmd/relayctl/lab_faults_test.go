@@ -46,18 +46,27 @@ type result struct {
 	out, err string
 }
 
+// applyIntoWindow plans, starts an apply in the background and returns
+// once host h is inside its window (its journal shows the restart), with
+// the channel the apply's result arrives on.
+func (e *labEnv) applyIntoWindow(h *lab.Host) <-chan result {
+	e.t.Helper()
+	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+		e.t.Fatalf("plan: exit %d: %s", code, errs)
+	}
+	done := make(chan result, 1)
+	go func() {
+		c, o, er := e.relayctl("apply", e.plan)
+		done <- result{c, o, er}
+	}()
+	waitJournal(e.t, h, "start restart")
+	return done
+}
+
 func TestLabSecondApplyIsRefused(t *testing.T) {
 	e := startLab(t, []lab.HostOptions{{}}, slowStop)
 	h := e.lab.Hosts[0]
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
-		t.Fatalf("plan: exit %d: %s", code, errs)
-	}
-	first := make(chan result, 1)
-	go func() {
-		c, o, er := e.relayctl("apply", e.plan)
-		first <- result{c, o, er}
-	}()
-	waitJournal(t, h, "start restart")
+	first := e.applyIntoWindow(h)
 	code, out, errs := e.relayctl("apply", e.plan)
 	if code != 1 || !strings.Contains(out, "another apply holds the host lock: relayctl") || !strings.Contains(out, "plan lab-rcvbuf") {
 		t.Errorf("second apply: exit %d, want 1 and refused naming the holder\nstdout:\n%s\nstderr:\n%s", code, out, errs)
@@ -71,15 +80,7 @@ func TestLabSecondApplyIsRefused(t *testing.T) {
 func TestLabConnectionKilledInWindow(t *testing.T) {
 	e := startLab(t, []lab.HostOptions{{}}, slowStop)
 	h := e.lab.Hosts[0]
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
-		t.Fatalf("plan: exit %d: %s", code, errs)
-	}
-	first := make(chan result, 1)
-	go func() {
-		c, o, er := e.relayctl("apply", e.plan)
-		first <- result{c, o, er}
-	}()
-	waitJournal(t, h, "start restart")
+	first := e.applyIntoWindow(h)
 	// Kill the SSH connection: the per-connection sshd processes are the
 	// listening sshd's children.
 	if out, err := exec.Command("pkill", "-KILL", "-P", strconv.Itoa(h.SSHDPID)).CombinedOutput(); err != nil {

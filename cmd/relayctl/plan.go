@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -193,7 +194,7 @@ func readFacts(files []string, hosts []string) ([]*plans.Facts, error) {
 			return nil, fmt.Errorf("read facts: %w", err)
 		}
 		var ff plans.FactsFile
-		dec := json.NewDecoder(strings.NewReader(string(data)))
+		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&ff); err != nil {
 			return nil, fmt.Errorf("%s: not a facts file from relayctl facts --json: %w", file, err)
