@@ -2,6 +2,7 @@ package plans
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -131,4 +132,20 @@ func FuzzParseSpec(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The example the README points at must stay a valid spec.
+func TestExampleSpecParses(t *testing.T) {
+	const file = "examples/ashburn-rcvbuf.yaml"
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ParseSpec(file, data)
+	if err != nil {
+		t.Fatalf("the README's example spec: %v", err)
+	}
+	if s.Relay.SORcvbuf != 4194304 || s.Sysctl[0].Key != "net.core.rmem_max" || s.Window == nil {
+		t.Errorf("example spec: got %+v", s)
+	}
 }
