@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/hashicorp/go-version v1.9.0
+	github.com/hiddeco/sshsig v0.2.0
 	github.com/kevinburke/ssh_config v1.6.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rogpeppe/go-internal v1.16.0

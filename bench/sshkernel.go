@@ -74,41 +74,17 @@ func (k *SSHKernel) findPID(ctx context.Context) (int, error) {
 	return 0, fmt.Errorf("find the relay process: no process holds UDP port %d in the SSH login's network namespace (a relay in another namespace needs --relay-pid)", k.Port)
 }
 
-// parseKernel sums the counters of every socket bound to port: a relay
-// may hold more than one (SO_REUSEPORT), and each drops on its own.
+// parseKernel reads the relay socket with sockstat.ReadBack, the same
+// reading relayctl's observe makes, summing the counters of every bound
+// socket on the port: a relay may hold more than one (SO_REUSEPORT), and
+// each drops on its own.
 func parseKernel(ss, udp, snmp []byte, port int) (KernelSnapshot, error) {
-	var k KernelSnapshot
-	socks, err := sockstat.ParseSS(ss)
+	r, err := sockstat.ReadBack(ss, udp, snmp, port)
 	if err != nil {
-		return k, fmt.Errorf("parse ss: %w", err)
+		return KernelSnapshot{}, err
 	}
-	socks = sockstat.FilterPort(socks, port)
-	if len(socks) == 0 {
-		return k, fmt.Errorf("parse ss: no UDP socket on port %d", port)
+	if !r.Found {
+		return KernelSnapshot{}, fmt.Errorf("parse ss: no UDP socket on port %d", port)
 	}
-	for _, s := range socks {
-		k.SSDrops += s.Drops
-	}
-	k.RcvBuf = socks[0].Rcvbuf
-	rows, err := sockstat.ParseProcNetUDP(udp)
-	if err != nil {
-		return k, fmt.Errorf("parse /proc/net/udp: %w", err)
-	}
-	found := false
-	for _, r := range rows {
-		// A connected socket on the same port (a player, say) is not the relay's.
-		if r.LocalPort == port && r.RemotePort == 0 {
-			k.ProcDrops += r.Drops
-			found = true
-		}
-	}
-	if !found {
-		return k, fmt.Errorf("parse /proc/net/udp: no socket bound to port %d", port)
-	}
-	st, err := sockstat.ParseSNMP(snmp)
-	if err != nil {
-		return k, fmt.Errorf("parse /proc/net/snmp: %w", err)
-	}
-	k.RcvbufErrors = st.RcvbufErrors
-	return k, nil
+	return KernelSnapshot{SSDrops: r.Drops, ProcDrops: r.ProcUDPDrops, RcvbufErrors: r.RcvbufErrors, RcvBuf: r.Rcvbuf}, nil
 }

@@ -16,6 +16,10 @@ type Facts struct {
 
 	Sysctls     map[string]SysctlFact `json:"sysctls"`
 	SysctlFiles []ConfFile            `json:"sysctl_files"`
+	// SkippedFiles are sysctl.d entries observe did not read: a name with
+	// characters relayctl does not pass through, or a file over the size
+	// limit. A review says so, since boot precedence may then be wrong.
+	SkippedFiles []string `json:"skipped_files,omitempty"`
 
 	Release RelayRelease `json:"release"`
 	Config  FileFact     `json:"relay_config"`
@@ -40,6 +44,9 @@ type RelayStatusFact struct {
 	SORcvbufRequested int    `json:"so_rcvbuf_requested,omitempty"`
 	SORcvbufEffective int    `json:"so_rcvbuf_effective,omitempty"`
 	RxDrops           uint64 `json:"rx_drops,omitempty"`
+	SocketInode       uint64 `json:"socket_inode,omitempty"`
+	Lobbies           int    `json:"lobbies,omitempty"`
+	Players           int    `json:"players,omitempty"`
 }
 
 // SysctlFact is a runtime value read from /proc/sys.
@@ -57,7 +64,7 @@ type ConfFile struct {
 
 // RelayRelease is what is installed under the releases folder.
 type RelayRelease struct {
-	Current    string   `json:"current"`     // version the current link points at, "" if none
+	Current    string   `json:"current"`     // version the current link points at, "" if none or not a release folder
 	CurrentRaw string   `json:"current_raw"` // the link target as read
 	Installed  []string `json:"installed"`   // versions present under the releases folder
 	RunningExe string   `json:"running_exe"` // /proc/PID/exe of the running relay
@@ -74,6 +81,13 @@ type ServiceFact struct {
 	Running bool   `json:"running"`
 	PID     int    `json:"pid"`
 	Detail  string `json:"detail,omitempty"` // what the manager said when not running
+	// UnitMissing: systemd has no such unit (LoadState not-found).
+	UnitMissing bool `json:"unit_missing,omitempty"`
+	// What systemd says of the unit: its restarts so far (NRestarts), the
+	// id of its current run, and ActiveState.
+	Restarts     int    `json:"restarts,omitempty"`
+	InvocationID string `json:"invocation_id,omitempty"`
+	ActiveState  string `json:"active_state,omitempty"`
 }
 
 // SocketFact is the relay socket read back from the kernel, in the relay
@@ -86,7 +100,8 @@ type SocketFact struct {
 	ProcUDPDrops uint64 `json:"proc_net_udp_drops"`
 	RcvbufErrors uint64 `json:"snmp_rcvbuf_errors"` // Udp RcvbufErrors of the namespace
 	InErrors     uint64 `json:"snmp_in_errors"`
-	OwnNetns     bool   `json:"own_netns"` // the relay runs in a namespace other than the SSH session's
+	OwnNetns     bool   `json:"own_netns"`       // the relay runs in a namespace other than the SSH session's
+	Inode        uint64 `json:"inode,omitempty"` // ss -e ino: the same inode is the same socket
 }
 
 // FactsFile is the document `relayctl facts --json` prints and

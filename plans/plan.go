@@ -16,16 +16,24 @@ import (
 )
 
 // FormatVersion is the layout version of plan files. apply refuses others.
-const FormatVersion = 1
+// Version 2 records the spec itself, keeps no file content that may hold a
+// secret, and finds a command-managed relay through its pid file.
+const FormatVersion = 2
 
 // Plan is the reviewed, one-window change for every host of a spec. Its JSON
 // is byte-for-byte identical for identical inputs.
+//
+// A plan file is input, not authority: anyone who can write it can
+// recompute its checksum. Apply therefore parses the recorded spec again
+// (Validate), and re-derives each host's steps from that spec and the facts
+// it observes, refusing when they differ from the ones recorded here.
 type Plan struct {
 	FormatVersion  int             `json:"format_version"`
 	Checksum       string          `json:"checksum"` // sha256 of this JSON with checksum ""
 	Name           string          `json:"name"`
 	SpecFile       string          `json:"spec_file"`
 	SpecSHA256     string          `json:"spec_sha256"`
+	Spec           string          `json:"spec"` // the spec's text, parsed again by apply and verify
 	AllowDowngrade bool            `json:"allow_downgrade"`
 	Window         *PlanWindow     `json:"window,omitempty"`
 	Sysctl         []PlannedSysctl `json:"sysctl"`
@@ -65,7 +73,7 @@ type PlanService struct {
 	Name    string   `json:"name,omitempty"`
 	Start   []string `json:"start,omitempty"`
 	Stop    []string `json:"stop,omitempty"`
-	PID     []string `json:"pid,omitempty"`
+	PIDFile string   `json:"pid_file,omitempty"`
 }
 
 // PlanPaths are the host-side paths in force for this plan.
@@ -84,6 +92,14 @@ const (
 	ActionBlocked = "blocked"
 )
 
+// Release actions.
+const (
+	ReleaseInstall   = "install"
+	ReleaseUpgrade   = "upgrade"
+	ReleaseDowngrade = "downgrade"
+	ReleaseKeep      = "keep"
+)
+
 // HostPlan is what happens on one host.
 type HostPlan struct {
 	Host        string         `json:"host"`
@@ -100,7 +116,7 @@ type HostPlan struct {
 	Config      FileChange     `json:"relay_config"`
 	Restart     bool           `json:"restart"`
 	Readback    Readback       `json:"readback"`
-	Steps       []Step         `json:"steps"`
+	Steps       []Step         `json:"steps"`    // filled by rollout.Describe: the steps apply will take
 	Previous    PreviousState  `json:"previous"` // what a rollback restores
 }
 
@@ -122,12 +138,19 @@ type SysctlChange struct {
 	Shadowed      bool   `json:"shadowed"` // our drop-in loses at boot
 }
 
-// FileChange is a file relayctl owns on the host.
+// FileChange is a file relayctl owns on the host. Its planned content is
+// never stored in the plan (a relay config may hold secrets): apply
+// derives it again and checks it against SHA256, and the review shows Diff,
+// with secrets masked.
 type FileChange struct {
-	Path    string `json:"path"`
-	Change  bool   `json:"change"`
-	Exists  bool   `json:"exists"`
-	Planned string `json:"planned"`
+	Path          string     `json:"path"`
+	Change        bool       `json:"change"`
+	Exists        bool       `json:"exists"`
+	Remove        bool       `json:"remove,omitempty"`         // the plan removes the file
+	SHA256        string     `json:"sha256,omitempty"`         // of the planned content
+	CurrentSHA256 string     `json:"current_sha256,omitempty"` // of the content found
+	Diff          []DiffLine `json:"diff,omitempty"`           // current → planned, secrets masked
+	Content       string     `json:"-"`                        // the planned content, derived, never stored
 }
 
 // ReleaseChange is the relay release on one host.
@@ -151,13 +174,16 @@ type Readback struct {
 	CurrentDrops uint64 `json:"current_drops"`
 }
 
-// PreviousState is what the host had, for rollback and for the review.
+// PreviousState is what the host had, for the review and for checking a
+// rollback. File contents stay on the host (backed up there by apply).
 type PreviousState struct {
-	Sysctls      []PlannedSysctl `json:"sysctls"`
-	DropIn       FileFact        `json:"drop_in"`
-	CurrentLink  string          `json:"current_link"`
-	RelayConfig  FileFact        `json:"relay_config"`
-	RelayRunning bool            `json:"relay_running"`
+	Sysctls           []PlannedSysctl `json:"sysctls"`
+	DropInExists      bool            `json:"drop_in_exists"`
+	DropInSHA256      string          `json:"drop_in_sha256,omitempty"`
+	CurrentLink       string          `json:"current_link"`
+	RelayConfigExists bool            `json:"relay_config_exists"`
+	RelayConfigSHA256 string          `json:"relay_config_sha256,omitempty"`
+	RelayRunning      bool            `json:"relay_running"`
 }
 
 // Step phases.
@@ -167,8 +193,10 @@ const (
 	PhaseVerify = "verify"
 )
 
-// Step is one line of the window's script: apply executes them by Kind, and
-// the review, the journal and the receipt use Title.
+// Step is one step of a host's apply as the review shows it and the
+// journal and receipt name it. rollout decides the steps (one type per
+// step kind, in rollout/step_*.go) and apply compares the steps it derives
+// with these.
 type Step struct {
 	Phase string `json:"phase"`
 	Kind  string `json:"kind"`
@@ -176,23 +204,6 @@ type Step struct {
 	Value string `json:"value,omitempty"`
 	Title string `json:"title"`
 }
-
-// Step kinds, in the order they run.
-const (
-	StepUploadRelease = "upload-release"
-	StepCheckRelease  = "check-release"
-	StepStageConfig   = "stage-config"
-	StepStageDropIn   = "stage-drop-in"
-	StepSetSysctl     = "set-sysctl"
-	StepPersistDropIn = "persist-drop-in"
-	StepSwitchRelease = "switch-release"
-	StepInstallConfig = "install-config"
-	StepRestart       = "restart"
-	StepVerifyProcess = "verify-process"
-	StepVerifySocket  = "verify-socket"
-	StepVerifySysctl  = "verify-sysctl"
-	StepVerifyStatus  = "verify-relay-status"
-)
 
 // Artifact is the release file as found on the machine running relayctl.
 type Artifact struct {
@@ -203,14 +214,14 @@ type Artifact struct {
 // Input is everything a plan is made from.
 type Input struct {
 	Spec           *Spec
-	SpecSHA256     string
 	Facts          []*Facts // one per spec host, any order
 	Artifact       Artifact
 	AllowDowngrade bool
 }
 
 // Make computes the plan. It fails only when the input is inconsistent
-// (facts missing for a host); problems on a host become its blockers.
+// (facts missing or malformed for a host); problems on a host become its
+// blockers. The steps are rollout's to add (rollout.Describe).
 func Make(in Input) (*Plan, error) {
 	s := in.Spec
 	if in.Artifact.SHA256 == "" {
@@ -220,32 +231,13 @@ func Make(in Input) (*Plan, error) {
 		return nil, &SpecError{File: s.File, Field: "relay.release.sha256",
 			Msg: fmt.Sprintf("the artifact %s has sha256 %s, the spec says %s; rebuild or fix the spec", s.Relay.Release.Artifact, in.Artifact.SHA256, s.Relay.Release.SHA256)}
 	}
-	p := &Plan{
-		FormatVersion:  FormatVersion,
-		Name:           s.Name,
-		SpecFile:       s.File,
-		SpecSHA256:     in.SpecSHA256,
-		AllowDowngrade: in.AllowDowngrade,
-		Relay: PlannedRelay{
-			Port: s.Relay.Port, Control: s.Relay.Control,
-			SORcvbuf: s.Relay.SORcvbuf, SORcvbufForce: s.Relay.SORcvbufForce,
-			Version: s.Relay.Release.Version, Artifact: s.Relay.Release.Artifact,
-			SHA256: in.Artifact.SHA256, Size: in.Artifact.Size,
-			Service: s.Relay.Service.Plan(),
-		},
-		Paths: PlanPaths(s.Paths),
-	}
-	if s.Window != nil {
-		p.Window = &PlanWindow{
-			NotBefore: s.Window.NotBefore.Format("2006-01-02T15:04:05Z07:00"),
-			NotAfter:  s.Window.NotAfter.Format("2006-01-02T15:04:05Z07:00"),
-		}
-	}
-	for _, kv := range sortedSysctl(s.Sysctl) {
-		p.Sysctl = append(p.Sysctl, kv)
-	}
+	p := header(s, in.Artifact, in.AllowDowngrade)
+	p.SpecSHA256 = "sha256:" + sha256Text(string(s.Source))
 	byHost := map[string]*Facts{}
 	for _, f := range in.Facts {
+		if err := ValidateFacts(f); err != nil {
+			return nil, err
+		}
 		byHost[f.Host] = f
 	}
 	for _, h := range s.Hosts {
@@ -257,6 +249,38 @@ func Make(in Input) (*Plan, error) {
 	}
 	return p, nil
 }
+
+// header is everything a plan takes from its spec (and the artifact), with
+// no host: Validate compares a loaded plan's header with the one its
+// recorded spec gives.
+func header(s *Spec, art Artifact, allowDowngrade bool) *Plan {
+	p := &Plan{
+		FormatVersion:  FormatVersion,
+		Name:           s.Name,
+		SpecFile:       s.File,
+		Spec:           string(s.Source),
+		AllowDowngrade: allowDowngrade,
+		Sysctl:         sortedSysctl(s.Sysctl),
+		Relay: PlannedRelay{
+			Port: s.Relay.Port, Control: s.Relay.Control,
+			SORcvbuf: s.Relay.SORcvbuf, SORcvbufForce: s.Relay.SORcvbufForce,
+			Version: s.Relay.Release.Version, Artifact: s.Relay.Release.Artifact,
+			SHA256: art.SHA256, Size: art.Size,
+			Service: s.Relay.Service.Plan(),
+		},
+		Paths: PlanPaths(s.Paths),
+		Hosts: []*HostPlan{},
+	}
+	if s.Window != nil {
+		p.Window = &PlanWindow{
+			NotBefore: s.Window.NotBefore.Format(timeLayout),
+			NotAfter:  s.Window.NotAfter.Format(timeLayout),
+		}
+	}
+	return p
+}
+
+const timeLayout = "2006-01-02T15:04:05Z07:00"
 
 func sortedSysctl(in []SysctlSetting) []PlannedSysctl {
 	out := make([]PlannedSysctl, 0, len(in))
@@ -277,12 +301,17 @@ const (
 var ObservedKeys = []string{keyRmemMax, keyRmemDefault}
 
 // Replan computes, from a plan's own inputs and new facts, what the plan
-// would do to the host now. apply uses it to recognise a host that is
-// already as planned; verify, to list what differs.
-func Replan(p *Plan, f *Facts) *HostPlan { return planHost(p, f) }
+// would do to the host now. apply uses it to re-derive every action instead
+// of trusting the plan file; verify, to list what differs.
+func Replan(p *Plan, f *Facts) (*HostPlan, error) {
+	if err := ValidateFacts(f); err != nil {
+		return nil, err
+	}
+	return planHost(p, f), nil
+}
 
 func planHost(p *Plan, f *Facts) *HostPlan {
-	h := &HostPlan{Host: f.Host, Address: f.Address, Kernel: f.Kernel, Blockers: []string{}, Warnings: []string{}}
+	h := &HostPlan{Host: f.Host, Address: f.Address, Kernel: f.Kernel, Blockers: []string{}, Warnings: []string{}, Steps: []Step{}}
 	h.Facts = Fingerprinted(f, p.ReadKeys())
 	h.Fingerprint = Fingerprint(h.Facts)
 
@@ -290,12 +319,20 @@ func planHost(p *Plan, f *Facts) *HostPlan {
 	planRelease(h, p, f)
 	planConfig(h, p, f)
 	planReadback(h, p, f)
+	planService(h, p, f)
 
+	dropIn := fileFact(f, p.Paths.SysctlFile)
 	h.Previous = PreviousState{
-		DropIn:       fileFact(f, p.Paths.SysctlFile),
-		CurrentLink:  f.Release.CurrentRaw,
-		RelayConfig:  f.Config,
-		RelayRunning: f.Service.Running,
+		DropInExists:      dropIn.Exists,
+		CurrentLink:       f.Release.CurrentRaw,
+		RelayConfigExists: f.Config.Exists,
+		RelayRunning:      f.Service.Running,
+	}
+	if dropIn.Exists {
+		h.Previous.DropInSHA256 = sha256Text(dropIn.Content)
+	}
+	if f.Config.Exists {
+		h.Previous.RelayConfigSHA256 = sha256Text(f.Config.Content)
 	}
 	for _, c := range h.Sysctls {
 		h.Previous.Sysctls = append(h.Previous.Sysctls, PlannedSysctl{Key: c.Key, Value: tune.Normalize(c.Current)})
@@ -303,7 +340,7 @@ func planHost(p *Plan, f *Facts) *HostPlan {
 
 	// A restart is what makes the socket pick up a new buffer: raising
 	// rmem_max does nothing to a socket that already exists.
-	h.Restart = h.Release.Action != "keep" || h.Config.Change ||
+	h.Restart = h.Release.Action != ReleaseKeep || h.Config.Change ||
 		!h.Readback.CurrentFound || h.Readback.Current != uint64(h.Readback.Expected)
 	changes := h.Restart || h.DropIn.Change
 	for _, c := range h.Sysctls {
@@ -316,11 +353,6 @@ func planHost(p *Plan, f *Facts) *HostPlan {
 		h.Action = ActionChange
 	default:
 		h.Action = ActionNone
-	}
-	if h.Action == ActionChange {
-		h.Steps = steps(h, p)
-	} else {
-		h.Steps = []Step{}
 	}
 	return h
 }
@@ -356,91 +388,13 @@ func readKeys(planned []string) []string {
 	return out
 }
 
-// Fingerprinted lists, sorted by name, every observed fact a plan depends
-// on. Counters and PIDs are left out: they move without anything drifting.
-func Fingerprinted(f *Facts, keys []string) []FactEntry {
-	var e []FactEntry
-	add := func(name, value string) { e = append(e, FactEntry{Name: name, Value: value}) }
-	add("kernel", f.Kernel)
-	add("ssh session in initial network namespace", strconv.FormatBool(f.InitialNetns))
-	for _, k := range keys {
-		sf := f.Sysctls[k]
-		v := "(absent)"
-		if sf.Exists {
-			v = tune.Normalize(sf.Value)
-			if !sf.Writable {
-				v += " (read-only)"
-			}
-		}
-		add("sysctl "+k, v)
-	}
-	for _, cf := range f.SysctlFiles {
-		add("file "+cf.Path, "sha256:"+shortHash(cf.Content))
-	}
-	add("release current", orNone(f.Release.CurrentRaw))
-	add("relay running", strconv.FormatBool(f.Service.Running))
-	add("relay executable", orNone(f.Release.RunningExe))
-	if f.Config.Exists {
-		add("relay config", "sha256:"+shortHash(f.Config.Content))
-	} else {
-		add("relay config", "(absent)")
-	}
-	sort.Slice(e, func(i, j int) bool { return e[i].Name < e[j].Name })
-	return e
-}
-
-// Fingerprint hashes the fingerprinted facts.
-func Fingerprint(e []FactEntry) string {
-	h := sha256.New()
-	for _, f := range e {
-		fmt.Fprintf(h, "%s=%s\n", f.Name, f.Value)
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
-}
-
-// Drift is one fact that changed since the plan was made.
-type Drift struct {
-	Name     string `json:"name"`
-	Planned  string `json:"planned"`
-	Observed string `json:"observed"`
-}
-
-// Diff lists the facts that differ between the plan's and a new observation.
-func Diff(planned, observed []FactEntry) []Drift {
-	pm, om := map[string]string{}, map[string]string{}
-	var names []string
-	for _, f := range planned {
-		pm[f.Name] = f.Value
-		names = append(names, f.Name)
-	}
-	for _, f := range observed {
-		om[f.Name] = f.Value
-		if _, ok := pm[f.Name]; !ok {
-			names = append(names, f.Name)
-		}
-	}
-	sort.Strings(names)
-	var d []Drift
-	for _, n := range names {
-		pv, pok := pm[n]
-		ov, ook := om[n]
-		if !pok {
-			pv = "(not present)"
-		}
-		if !ook {
-			ov = "(not present)"
-		}
-		if pv != ov {
-			d = append(d, Drift{Name: n, Planned: pv, Observed: ov})
-		}
-	}
-	return d
-}
-
-func shortHash(s string) string {
+func sha256Text(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
 }
+
+// SHA256 is the hex sha256 of s, as plans record file contents.
+func SHA256(s string) string { return sha256Text(s) }
 
 func orNone(s string) string {
 	if s == "" {
@@ -458,18 +412,27 @@ func fileFact(f *Facts, p string) FileFact {
 	return FileFact{}
 }
 
+// DropInHeader opens the drop-in relayctl writes.
+func DropInHeader(plan string) string {
+	return "Written by relayctl (plan " + plan + "). Changes here are overwritten by the next apply."
+}
+
 func planSysctls(h *HostPlan, p *Plan, f *Facts) {
 	planned := map[string]string{}
 	for _, s := range p.Sysctl {
 		planned[s.Key] = s.Value
 	}
-	h.DropIn = FileChange{Path: p.Paths.SysctlFile}
+	content := ""
 	if len(p.Sysctl) > 0 {
-		h.DropIn.Planned = string(tune.RenderDropIn(planned, "# Written by relayctl (plan "+p.Name+"). Changes here are overwritten by the next apply."))
+		content = string(tune.RenderDropIn(planned, DropInHeader(p.Name)))
 	}
 	cur := fileFact(f, p.Paths.SysctlFile)
-	h.DropIn.Exists = cur.Exists
-	h.DropIn.Change = cur.Content != h.DropIn.Planned && (cur.Exists || h.DropIn.Planned != "")
+	h.DropIn = fileChange(p.Paths.SysctlFile, cur, content, len(p.Sysctl) == 0)
+	for i, l := range h.DropIn.Diff {
+		if k, _, ok := strings.Cut(l.Text, "="); ok {
+			_, h.DropIn.Diff[i].Managed = planned[strings.TrimSpace(k)]
+		}
+	}
 
 	// Which file decides each key at the next boot, with our drop-in as planned.
 	var files []tune.ConfFile
@@ -479,8 +442,8 @@ func planSysctls(h *HostPlan, p *Plan, f *Facts) {
 		}
 		files = append(files, tune.ConfFile{Path: cf.Path, Content: []byte(cf.Content)})
 	}
-	if h.DropIn.Planned != "" {
-		files = append(files, tune.ConfFile{Path: p.Paths.SysctlFile, Content: []byte(h.DropIn.Planned)})
+	if content != "" {
+		files = append(files, tune.ConfFile{Path: p.Paths.SysctlFile, Content: []byte(content)})
 	}
 	decided, _, err := tune.Decide(files)
 	if err != nil {
@@ -490,6 +453,9 @@ func planSysctls(h *HostPlan, p *Plan, f *Facts) {
 		for _, m := range masks {
 			h.Warnings = append(h.Warnings, fmt.Sprintf("%s has the same name as %s, which it masks: none of that file's settings will apply at boot any more", p.Paths.SysctlFile, m))
 		}
+	}
+	for _, n := range f.SkippedFiles {
+		h.Warnings = append(h.Warnings, fmt.Sprintf("a sysctl.d file with an unusual name was not read (%s): which file decides each key at boot may be wrong", n))
 	}
 
 	for _, s := range p.Sysctl {
@@ -532,6 +498,25 @@ func planSysctls(h *HostPlan, p *Plan, f *Facts) {
 	}
 }
 
+// fileChange compares a file found on the host with its planned content;
+// remove means the plan wants no file at all.
+func fileChange(p string, cur FileFact, planned string, remove bool) FileChange {
+	fc := FileChange{Path: p, Exists: cur.Exists, Remove: remove, Content: planned}
+	if cur.Exists {
+		fc.CurrentSHA256 = sha256Text(cur.Content)
+	}
+	if remove {
+		fc.Change = cur.Exists
+	} else {
+		fc.SHA256 = sha256Text(planned)
+		fc.Change = !cur.Exists || cur.Content != planned
+	}
+	if fc.Change {
+		fc.Diff = diffLines(cur.Content, planned)
+	}
+	return fc
+}
+
 func planRelease(h *HostPlan, p *Plan, f *Facts) {
 	r := ReleaseChange{Current: f.Release.Current, Planned: p.Relay.Version}
 	for _, v := range f.Release.Installed {
@@ -542,58 +527,97 @@ func planRelease(h *HostPlan, p *Plan, f *Facts) {
 	want, _ := version.NewVersion(p.Relay.Version) // validated with the spec
 	switch {
 	case f.Release.Current == "":
-		r.Action = "install"
+		r.Action = ReleaseInstall
+		if f.Release.CurrentRaw != "" {
+			h.Warnings = append(h.Warnings, fmt.Sprintf("%s points at %s, which is not a release folder in %s: it will point at %s", p.Paths.Current, f.Release.CurrentRaw, p.Paths.Releases, path.Join(p.Paths.Releases, p.Relay.Version)))
+		}
 	default:
 		have, err := version.NewVersion(f.Release.Current)
 		switch {
 		case err != nil:
-			r.Action = "install"
+			r.Action = ReleaseInstall
 			h.Warnings = append(h.Warnings, fmt.Sprintf("the current release %q (%s) is not a version relayctl can compare; it will be replaced by %s", f.Release.Current, f.Release.CurrentRaw, p.Relay.Version))
 		case want.Equal(have) && have.String() == want.String():
-			r.Action = "keep"
+			r.Action = ReleaseKeep
 		case want.GreaterThan(have):
-			r.Action = "upgrade"
+			r.Action = ReleaseUpgrade
 		case want.LessThan(have):
-			r.Action = "downgrade"
+			r.Action = ReleaseDowngrade
 			if !p.AllowDowngrade {
 				h.Blockers = append(h.Blockers, fmt.Sprintf("release %s is older than the running %s: a downgrade needs plan --allow-downgrade", p.Relay.Version, f.Release.Current))
 			}
 		default: // equal by precedence, spelled differently (1.8 vs 1.8.0)
-			r.Action = "keep"
+			r.Action = ReleaseKeep
 		}
 	}
 	exe := f.Release.RunningExe
-	if f.Service.Running && exe != "" && f.Release.CurrentRaw != "" && path.Dir(exe) != strings.TrimSuffix(resolveLink(p.Paths.Current, f.Release.CurrentRaw), "/") {
+	if f.Service.Running && exe != "" && f.Release.CurrentRaw != "" && path.Dir(exe) != ResolveLink(p.Paths.Current, f.Release.CurrentRaw) {
 		h.Warnings = append(h.Warnings, fmt.Sprintf("the running relay was started from %s, but %s points at %s: a restart was already pending before this plan", exe, p.Paths.Current, f.Release.CurrentRaw))
 	}
 	h.Release = r
 }
 
-// resolveLink turns a symlink target into an absolute folder.
-func resolveLink(link, target string) string {
+// ResolveLink turns a symlink's target into the absolute, clean path it
+// names, as the kernel resolves it from the link's folder.
+func ResolveLink(link, target string) string {
 	if path.IsAbs(target) {
 		return path.Clean(target)
 	}
 	return path.Join(path.Dir(link), target)
 }
 
-func planConfig(h *HostPlan, p *Plan, f *Facts) {
-	c := config.Default()
-	if f.Config.Exists {
-		parsed, err := config.Parse(strings.NewReader(f.Config.Content), p.Paths.RelayConfig)
-		if err != nil {
-			h.Warnings = append(h.Warnings, fmt.Sprintf("the relay config on the host does not parse (%v): it will be replaced, with defaults for what relayctl does not manage", err))
-		} else {
-			c = parsed
-		}
+// ReleaseOf returns the version the current link names when it points at
+// a folder directly in releases, and "" otherwise: a link to
+// /anywhere/1.8.0 is not release 1.8.0.
+func ReleaseOf(paths PlanPaths, target string) string {
+	if target == "" {
+		return ""
 	}
-	// relayctl manages these keys; the rest of the operator's settings stay.
-	c.Listen = "0.0.0.0:" + strconv.Itoa(p.Relay.Port)
-	c.Control = p.Relay.Control
-	c.SORcvbuf = p.Relay.SORcvbuf
-	c.SORcvbufForce = p.Relay.SORcvbufForce
-	planned := string(c.Render())
-	h.Config = FileChange{Path: p.Paths.RelayConfig, Exists: f.Config.Exists, Planned: planned, Change: !f.Config.Exists || f.Config.Content != planned}
+	dir := ResolveLink(paths.Current, target)
+	if path.Dir(dir) != paths.Releases {
+		return ""
+	}
+	return path.Base(dir)
+}
+
+// ManagedConfig are the relay config keys relayctl writes, with the values
+// a plan gives them; every other line of the file is kept as it is.
+func ManagedConfig(r PlannedRelay) []config.Setting {
+	return []config.Setting{
+		{Key: "RELAYD_LISTEN", Value: "0.0.0.0:" + strconv.Itoa(r.Port)},
+		{Key: "RELAYD_CONTROL", Value: r.Control},
+		{Key: "RELAYD_SO_RCVBUF", Value: strconv.Itoa(r.SORcvbuf)},
+		{Key: "RELAYD_SO_RCVBUF_FORCE", Value: strconv.FormatBool(r.SORcvbufForce)},
+	}
+}
+
+func planConfig(h *HostPlan, p *Plan, f *Facts) {
+	managed := ManagedConfig(p.Relay)
+	var planned string
+	if f.Config.Exists {
+		// The operator's lines stay as they are, in their order: the review
+		// then shows only the keys relayctl manages changing.
+		planned = string(config.Edit([]byte(f.Config.Content), managed))
+		if _, err := config.Parse(strings.NewReader(planned), p.Paths.RelayConfig); err != nil {
+			h.Warnings = append(h.Warnings, fmt.Sprintf("relayd would not read the planned relay config (%v): relayctl keeps the lines it does not manage as they are; fix them on the host", err))
+		}
+	} else {
+		c := config.Default()
+		for _, s := range managed {
+			c.Set(s.Key, s.Value)
+		}
+		planned = string(c.Render())
+	}
+	h.Config = fileChange(p.Paths.RelayConfig, f.Config, planned, false)
+	h.Config.Diff = maskDiff(h.Config.Diff, managedKeys(managed))
+}
+
+func managedKeys(s []config.Setting) map[string]bool {
+	m := map[string]bool{}
+	for _, x := range s {
+		m[x.Key] = true
+	}
+	return m
 }
 
 func planReadback(h *HostPlan, p *Plan, f *Facts) {
@@ -624,67 +648,27 @@ func planReadback(h *HostPlan, p *Plan, f *Facts) {
 		}
 	}
 	if !f.Service.Running {
-		h.Warnings = append(h.Warnings, "the relay is not running now, so there is no current read-back to compare; apply will start it in the window")
+		detail := ""
+		if f.Service.Detail != "" {
+			detail = " (" + f.Service.Detail + ")"
+		}
+		h.Warnings = append(h.Warnings, "the relay is not running now"+detail+", so there is no current read-back to compare; apply will start it in the window")
 	} else if !f.Socket.Found {
 		h.Warnings = append(h.Warnings, fmt.Sprintf("the relay is running (pid %d) but no UDP socket is bound to port %d in its network namespace: check relay.port", f.Service.PID, p.Relay.Port))
 	}
 }
 
-func steps(h *HostPlan, p *Plan) []Step {
-	var st []Step
-	add := func(phase, kind, key, value, title string) {
-		st = append(st, Step{Phase: phase, Kind: kind, Key: key, Value: value, Title: title})
+// planService blocks a systemd host whose unit does not exist: systemctl
+// restart would fail in the window.
+func planService(h *HostPlan, p *Plan, f *Facts) {
+	if p.Relay.Service.Manager == "systemd" && f.Service.UnitMissing {
+		h.Blockers = append(h.Blockers, fmt.Sprintf("the systemd unit %s does not exist on this host (systemctl says %q): install relay/dist/relayd.service (see docs/systemd.md) or fix relay.service.name", p.Relay.Service.Name, f.Service.Detail))
 	}
-	rel := path.Join(p.Paths.Releases, p.Relay.Version)
-	if h.Release.Action != "keep" {
-		if h.Release.Installed {
-			add(PhaseStage, StepCheckRelease, "", p.Relay.SHA256, fmt.Sprintf("check the sha256 of the release already in %s", rel))
-		} else {
-			add(PhaseStage, StepUploadRelease, "", p.Relay.SHA256, fmt.Sprintf("upload release %s to %s/relayd and check its sha256", p.Relay.Version, rel))
-		}
-	}
-	if h.Config.Change {
-		add(PhaseStage, StepStageConfig, "", "", fmt.Sprintf("write the relay config beside %s (not yet in place)", p.Paths.RelayConfig))
-	}
-	if h.DropIn.Change {
-		add(PhaseStage, StepStageDropIn, "", "", fmt.Sprintf("write the sysctl drop-in beside %s (not yet in place)", p.Paths.SysctlFile))
-	}
-	for _, c := range h.Sysctls {
-		if c.Change {
-			add(PhaseWindow, StepSetSysctl, c.Key, c.Planned, fmt.Sprintf("set %s = %s in /proc/sys and read it back", c.Key, c.Planned))
-		}
-	}
-	if h.DropIn.Change {
-		add(PhaseWindow, StepPersistDropIn, "", "", fmt.Sprintf("put the drop-in in place as %s (atomic rename)", p.Paths.SysctlFile))
-	}
-	if h.Release.Action != "keep" {
-		add(PhaseWindow, StepSwitchRelease, "", p.Relay.Version, fmt.Sprintf("point %s at %s (atomic rename of a new link)", p.Paths.Current, rel))
-	}
-	if h.Config.Change {
-		add(PhaseWindow, StepInstallConfig, "", "", fmt.Sprintf("put the relay config in place as %s (atomic rename)", p.Paths.RelayConfig))
-	}
-	if h.Restart {
-		add(PhaseWindow, StepRestart, "", "", "restart the relay once: "+restartHow(p.Relay.Service))
-		add(PhaseVerify, StepVerifyProcess, "", p.Relay.Version, fmt.Sprintf("the relay runs with a new PID from release %s", p.Relay.Version))
-	}
-	add(PhaseVerify, StepVerifySocket, "", strconv.Itoa(h.Readback.Expected), fmt.Sprintf("ss in the relay's network namespace reads back rb %d on UDP port %d", h.Readback.Expected, p.Relay.Port))
-	if len(p.Sysctl) > 0 {
-		add(PhaseVerify, StepVerifySysctl, "", "", "the runtime sysctls read back as planned")
-	}
-	add(PhaseVerify, StepVerifyStatus, "", strconv.Itoa(h.Readback.Expected), fmt.Sprintf("the relay's own /status on %s agrees (so_rcvbuf_effective %d)", p.Relay.Control, h.Readback.Expected))
-	return st
 }
 
 // Plan is the service as a plan records it.
 func (s Service) Plan() PlanService {
-	return PlanService{Manager: s.Manager, Name: s.Name, Start: s.Start, Stop: s.Stop, PID: s.PID}
-}
-
-func restartHow(s PlanService) string {
-	if s.Manager == "systemd" {
-		return "systemctl restart " + s.Name
-	}
-	return strings.Join(s.Stop, " ") + ", then " + strings.Join(s.Start, " ")
+	return PlanService{Manager: s.Manager, Name: s.Name, Start: s.Start, Stop: s.Stop, PIDFile: s.PIDFile}
 }
 
 // Changes reports whether any host has something to do.

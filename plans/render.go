@@ -55,6 +55,9 @@ func Load(file string, data []byte) (*Plan, error) {
 	if probe.FormatVersion != FormatVersion {
 		return nil, fmt.Errorf("%s: %w: %d (this relayctl reads %d); make the plan again with this relayctl", file, ErrPlanFormat, probe.FormatVersion, FormatVersion)
 	}
+	if len(data) > MaxPlanSize {
+		return nil, fmt.Errorf("%s: a plan of %d bytes (at most %d)", file, len(data), MaxPlanSize)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var p Plan
@@ -74,14 +77,15 @@ func Load(file string, data []byte) (*Plan, error) {
 
 // Markdown renders the review a person reads in a change request: warnings
 // and blockers first, then per host the sysctl table, the release, the
-// window's steps and the expected read-back.
+// files with their diffs, the expected read-back and the window's steps.
+// Every string that came from a host or a spec is escaped (escape.go).
 func (p *Plan) Markdown(planFile string) []byte {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	w("# relayctl plan: %s\n\n", p.Name)
-	w("- Plan file: `%s` (format %d, checksum `%s`)\n", planFile, p.FormatVersion, p.Checksum)
-	w("- Spec: `%s` (sha256 `%s`)\n", p.SpecFile, short(p.SpecSHA256))
-	w("- Release: %s from `%s` (sha256 `%s`, %d bytes)\n", p.Relay.Version, p.Relay.Artifact, p.Relay.SHA256, p.Relay.Size)
+	w("# relayctl plan: %s\n\n", MDText(p.Name))
+	w("- Plan file: %s (format %d, checksum %s)\n", MDCode(planFile), p.FormatVersion, MDCode(p.Checksum))
+	w("- Spec: %s (sha256 %s)\n", MDCode(p.SpecFile), MDCode(short(p.SpecSHA256)))
+	w("- Release: %s from %s (sha256 %s, %d bytes)\n", MDText(p.Relay.Version), MDCode(p.Relay.Artifact), MDCode(p.Relay.SHA256), p.Relay.Size)
 	force := ""
 	if p.Relay.SORcvbufForce {
 		force = " with SO_RCVBUFFORCE (ignores net.core.rmem_max)"
@@ -91,8 +95,9 @@ func (p *Plan) Markdown(planFile string) []byte {
 	} else {
 		w("- The relay does not call setsockopt(SO_RCVBUF): its socket gets net.core.rmem_default\n")
 	}
+	w("- Service: %s\n", serviceText(p.Relay.Service))
 	if p.Window != nil {
-		w("- Window: %s to %s (apply refuses outside it)\n", p.Window.NotBefore, p.Window.NotAfter)
+		w("- Window: %s to %s (apply refuses outside it)\n", MDText(p.Window.NotBefore), MDText(p.Window.NotAfter))
 	} else {
 		w("- Window: none given (apply may restart at any time)\n")
 	}
@@ -115,12 +120,12 @@ func (p *Plan) Markdown(planFile string) []byte {
 	var notes []string
 	for _, h := range p.Hosts {
 		for _, m := range h.Blockers {
-			notes = append(notes, fmt.Sprintf("- **BLOCKED** %s: %s", h.Host, m))
+			notes = append(notes, fmt.Sprintf("- **BLOCKED** %s: %s", MDText(h.Host), MDText(m)))
 		}
 	}
 	for _, h := range p.Hosts {
 		for _, m := range h.Warnings {
-			notes = append(notes, fmt.Sprintf("- **warning** %s: %s", h.Host, m))
+			notes = append(notes, fmt.Sprintf("- **warning** %s: %s", MDText(h.Host), MDText(m)))
 		}
 	}
 	if len(notes) > 0 {
@@ -128,33 +133,33 @@ func (p *Plan) Markdown(planFile string) []byte {
 	}
 
 	for _, h := range p.Hosts {
-		w("## %s (%s): %s\n\n", h.Host, h.Address, actionText(h.Action))
-		w("Kernel %s · fingerprint `%s`\n\n", h.Kernel, short(h.Fingerprint))
+		w("## %s (%s): %s\n\n", MDText(h.Host), MDText(h.Address), actionText(h.Action))
+		w("Kernel %s · fingerprint %s\n\n", MDCode(h.Kernel), MDCode(short(h.Fingerprint)))
 		if len(h.Sysctls) > 0 {
 			w("| key | current | planned | decided at boot by |\n|---|---|---|---|\n")
 			for _, c := range h.Sysctls {
-				cur := mdCode(c.Current)
+				cur := mdValue(c.Current)
 				if !c.Writable {
 					cur += " (read-only here)"
 				}
-				planned := mdCode(c.Planned)
+				planned := mdValue(c.Planned)
 				if !c.Change {
 					planned += " (no change)"
 				}
 				boot := "nothing (kernel default)"
 				if c.DecidedAtBoot != "" {
-					boot = "`" + c.DecidedAtBoot + "`"
+					boot = MDCode(c.DecidedAtBoot)
 					if c.Shadowed {
-						boot += " **shadows ours** (" + mdCode(c.BootValue) + ")"
+						boot += " **shadows ours** (" + mdValue(c.BootValue) + ")"
 					}
 				}
-				w("| %s | %s | %s | %s |\n", c.Key, cur, planned, boot)
+				w("| %s | %s | %s | %s |\n", MDCell(MDText(c.Key)), MDCell(cur), MDCell(planned), MDCell(boot))
 			}
 			w("\n")
 		}
 		w("- Release: %s\n", releaseText(h.Release))
-		w("- Relay config `%s`: %s\n", h.Config.Path, changeText(h.Config))
-		w("- Sysctl drop-in `%s`: %s\n", h.DropIn.Path, changeText(h.DropIn))
+		w("- Relay config %s: %s\n", MDCode(h.Config.Path), changeText(h.Config))
+		w("- Sysctl drop-in %s: %s\n", MDCode(h.DropIn.Path), changeText(h.DropIn))
 		rb := h.Readback
 		rule := fmt.Sprintf("max(2 × min(%d, rmem_max %d), 2304)", rb.Requested, rb.RmemMax)
 		switch {
@@ -168,6 +173,15 @@ func (p *Plan) Markdown(planFile string) []byte {
 			now = fmt.Sprintf("now rb %d, drops %d", rb.Current, rb.CurrentDrops)
 		}
 		w("- Expected read-back: `ss` on UDP port %d shows **rb %d** = %s; %s\n\n", rb.Port, rb.Expected, rule, now)
+		for _, f := range []struct {
+			name string
+			fc   FileChange
+		}{{"Relay config", h.Config}, {"Sysctl drop-in", h.DropIn}} {
+			if len(f.fc.Diff) > 0 {
+				w("%s %s, current → planned (`*` marks a key relayctl manages; secrets masked):\n\n", f.name, MDCode(f.fc.Path))
+				w("%s", diffBlock(f.fc.Diff))
+			}
+		}
 		if len(h.Steps) > 0 {
 			w("### Steps\n\n")
 			n := 0
@@ -186,7 +200,7 @@ func (p *Plan) Markdown(planFile string) []byte {
 						first = false
 					}
 					n++
-					w("%d. %s\n", n, s.Title)
+					w("%d. %s\n", n, MDText(s.Title))
 				}
 				if !first {
 					w("\n")
@@ -195,6 +209,27 @@ func (p *Plan) Markdown(planFile string) []byte {
 		}
 	}
 	return []byte(b.String())
+}
+
+// diffBlock renders a diff as an indented code block (four spaces, so no
+// line of it can close a fence), one line per changed or kept line.
+func diffBlock(d []DiffLine) string {
+	var b strings.Builder
+	for _, l := range d {
+		mark := " "
+		if l.Managed {
+			mark = "*"
+		}
+		fmt.Fprintf(&b, "    %s%s %s\n", l.Op, mark, Visible(l.Text))
+	}
+	return b.String() + "\n"
+}
+
+func serviceText(s PlanService) string {
+	if s.Manager == "systemd" {
+		return "systemd unit " + MDCode(s.Name) + " (`systemctl restart`)"
+	}
+	return fmt.Sprintf("stopped with %s, started with %s; its PID is read from %s", MDCode(Argv(s.Stop)), MDCode(Argv(s.Start)), MDCode(s.PIDFile))
 }
 
 func actionText(a string) string {
@@ -209,16 +244,18 @@ func actionText(a string) string {
 }
 
 func releaseText(r ReleaseChange) string {
+	cur := MDText(r.Current)
+	planned := MDText(r.Planned)
 	switch r.Action {
-	case "keep":
-		return fmt.Sprintf("%s (no change)", r.Planned)
-	case "install":
+	case ReleaseKeep:
+		return fmt.Sprintf("%s (no change)", planned)
+	case ReleaseInstall:
 		if r.Current != "" {
-			return fmt.Sprintf("%s → %s (install)", r.Current, r.Planned)
+			return fmt.Sprintf("%s → %s (install)", cur, planned)
 		}
-		return fmt.Sprintf("none → %s (install)", r.Planned)
+		return fmt.Sprintf("none → %s (install)", planned)
 	default:
-		return fmt.Sprintf("%s → %s (%s)", r.Current, r.Planned, r.Action)
+		return fmt.Sprintf("%s → %s (%s)", cur, planned, MDText(r.Action))
 	}
 }
 
@@ -226,7 +263,7 @@ func changeText(f FileChange) string {
 	switch {
 	case !f.Change:
 		return "no change"
-	case f.Planned == "":
+	case f.Remove:
 		return "removed"
 	case !f.Exists:
 		return "created"
@@ -235,12 +272,9 @@ func changeText(f FileChange) string {
 	}
 }
 
-func mdCode(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if s == "" {
-		return "(empty)"
-	}
-	return "`" + strings.ReplaceAll(s, "`", "'") + "`"
+// mdValue is a sysctl value in a table: whitespace folded, in a code span.
+func mdValue(s string) string {
+	return MDCode(strings.Join(strings.Fields(s), " "))
 }
 
 func short(s string) string {

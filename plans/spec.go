@@ -5,12 +5,18 @@ package plans
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"path"
 	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-version"
 	"go.yaml.in/yaml/v3"
@@ -22,6 +28,7 @@ import (
 // relay release, and how to restart it. See the README's spec reference.
 type Spec struct {
 	File   string // the file it was read from, for messages
+	Source []byte // the file's bytes: a plan records them, and apply parses them again
 	Name   string
 	Hosts  []string
 	Sysctl []SysctlSetting // in the order written
@@ -55,13 +62,15 @@ type Release struct {
 	Line     int    // of the artifact field, for messages about the file
 }
 
-// Service says how the relay is stopped, started and found.
+// Service says how the relay is stopped, started and found. Only apply runs
+// Start and Stop, after review: plan and verify find the relay by reading
+// PIDFile (or asking systemd), so planning a spec runs nothing it names.
 type Service struct {
 	Manager string   // "systemd" or "command"
 	Name    string   // systemd unit
 	Start   []string // command manager: argv, never a shell line
 	Stop    []string
-	PID     []string // prints the relay's main PID, exit 0 when running
+	PIDFile string // command manager: where the relay's main PID is written
 }
 
 // Window bounds when apply may restart the relay.
@@ -70,14 +79,21 @@ type Window struct {
 	NotAfter  time.Time
 }
 
-// HostPaths are the host conventions of DESIGN.md, each overridable.
+// HostPaths are the host conventions of DESIGN.md, each overridable but
+// the state folder.
 type HostPaths struct {
 	SysctlFile  string
 	Releases    string
 	Current     string
 	RelayConfig string
-	StateDir    string
+	StateDir    string // always StateDir: see there
 }
+
+// StateDir holds relayctl's host lock, the journal of an apply in
+// progress, staged files and receipts. It is the same on every host and in
+// every plan, so two plans for one host always see each other's lock and
+// journal.
+const StateDir = "/var/lib/relayctl"
 
 // DefaultPaths are the host conventions from DESIGN.md.
 var DefaultPaths = HostPaths{
@@ -85,7 +101,7 @@ var DefaultPaths = HostPaths{
 	Releases:    "/opt/relay/releases",
 	Current:     "/opt/relay/current",
 	RelayConfig: "/etc/relay/relayd.env",
-	StateDir:    "/var/lib/relayctl",
+	StateDir:    StateDir,
 }
 
 // Spec defaults, documented in the README.
@@ -115,30 +131,76 @@ func (e *SpecError) Error() string {
 	return b.String()
 }
 
-// ParseSpec reads a spec. file names it in errors. Checks that need the
-// filesystem (the artifact exists) are the caller's: see Spec.ArtifactPath.
+// SpecErrors is every problem found in one spec, sorted by line, so a
+// spec with seven mistakes takes one run to fix, not seven.
+type SpecErrors []*SpecError
+
+func (e SpecErrors) Error() string {
+	lines := make([]string, len(e))
+	for i, x := range e {
+		lines[i] = x.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap lets errors.As find each *SpecError.
+func (e SpecErrors) Unwrap() []error {
+	out := make([]error, len(e))
+	for i, x := range e {
+		out[i] = x
+	}
+	return out
+}
+
+// ParseSpec reads a spec and reports every problem it finds at once, as
+// SpecErrors. file names it in errors. Checks that need the filesystem (the
+// artifact exists) are the caller's: see Spec.ArtifactPath. The same parser
+// checks the spec recorded in a plan, so a plan can hold nothing a spec
+// could not.
 func ParseSpec(file string, data []byte) (*Spec, error) {
 	p := &specParser{file: file}
+	if len(data) > MaxSpecSize {
+		return nil, SpecErrors{{File: file, Msg: fmt.Sprintf("the spec is %d bytes, more than the %d a spec may have", len(data), MaxSpecSize)}}
+	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
-		return nil, p.yamlError(err)
+		if errors.Is(err, io.EOF) {
+			return nil, SpecErrors{{File: file, Msg: "the spec is empty; start from plans/examples/ashburn-rcvbuf.yaml"}}
+		}
+		return nil, SpecErrors{p.yamlError(err)}
 	}
 	if len(doc.Content) == 0 {
-		return nil, &SpecError{File: file, Msg: "the spec is empty; start from plans/examples/ashburn-rcvbuf.yaml"}
+		return nil, SpecErrors{{File: file, Msg: "the spec is empty; start from plans/examples/ashburn-rcvbuf.yaml"}}
 	}
-	s, err := p.spec(doc.Content[0])
-	if err != nil {
-		return nil, err
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		line := 0
+		if err == nil {
+			line = next.Line
+		}
+		p.errs = append(p.errs, &SpecError{File: file, Line: line, Msg: "a second YAML document (after ---): a spec is one document; put each spec in its own file"})
+	}
+	s := p.spec(doc.Content[0])
+	s.Source = data
+	if len(p.errs) > 0 {
+		sort.SliceStable(p.errs, func(i, j int) bool { return p.errs[i].Line < p.errs[j].Line })
+		return nil, SpecErrors(p.errs)
 	}
 	return s, nil
 }
 
-type specParser struct{ file string }
+// MaxSpecSize bounds a spec file: a spec is a page of YAML.
+const MaxSpecSize = 1 << 20
+
+type specParser struct {
+	file string
+	errs []*SpecError
+}
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-func (p *specParser) yamlError(err error) error {
+func (p *specParser) yamlError(err error) *SpecError {
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 		n, _ := strconv.Atoi(m[1])
 		return &SpecError{File: p.file, Line: n, Msg: "not valid YAML: " + m[2]}
@@ -146,39 +208,50 @@ func (p *specParser) yamlError(err error) error {
 	return &SpecError{File: p.file, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
 }
 
-func (p *specParser) errf(n *yaml.Node, field, format string, a ...any) error {
+// fail records a problem and parsing goes on, so every problem is reported.
+func (p *specParser) fail(n *yaml.Node, field, format string, a ...any) {
 	line := 0
 	if n != nil {
 		line = n.Line
 	}
-	return &SpecError{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, a...)}
+	p.errs = append(p.errs, &SpecError{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, a...)})
 }
 
 // fields checks that n is a mapping with only the allowed keys and returns
-// the value nodes by key, plus the key nodes for line numbers.
-func (p *specParser) fields(n *yaml.Node, field string, allowed ...string) (map[string]*yaml.Node, error) {
-	if n.Kind != yaml.MappingNode {
-		return nil, p.errf(n, field, "want a mapping of keys to values")
-	}
+// the value nodes by key. Unknown and repeated keys are recorded and
+// skipped; ok is false when n is not a mapping at all.
+func (p *specParser) fields(n *yaml.Node, field string, allowed ...string) (map[string]*yaml.Node, bool) {
 	out := map[string]*yaml.Node{}
+	if n.Kind != yaml.MappingNode {
+		p.fail(n, field, "want a mapping of keys to values")
+		return out, false
+	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		name := join(field, k.Value)
-		ok := false
-		for _, a := range allowed {
-			if k.Value == a {
-				ok = true
+		if !slices.Contains(allowed, k.Value) {
+			if hint, ok := removedKeys[name]; ok {
+				p.fail(k, name, "%s", hint)
+				continue
 			}
-		}
-		if !ok {
-			return nil, p.errf(k, name, "unknown key; valid keys here: %s", strings.Join(allowed, ", "))
+			p.fail(k, name, "unknown key; valid keys here: %s", strings.Join(allowed, ", "))
+			continue
 		}
 		if _, dup := out[k.Value]; dup {
-			return nil, p.errf(k, name, "given twice")
+			p.fail(k, name, "given twice")
+			continue
 		}
 		out[k.Value] = v
 	}
-	return out, nil
+	return out, true
+}
+
+// removedKeys are keys earlier releases accepted, with what to write now.
+var removedKeys = map[string]string{
+	"relay.service.pid": "no longer read: relayctl does not run a command to find the relay, because plan and verify would run it as root on every host before anyone reviewed it; " +
+		"give pid_file, the file where the service writes the relay's PID, e.g. pid_file: /opt/relay/run/relayd.pid",
+	"host.state_dir": "no longer configurable: the host lock, the journal of an apply in progress, staged files and receipts are always in " + StateDir +
+		", so two plans for one host always see each other; remove the line",
 }
 
 func join(parent, key string) string {
@@ -188,158 +261,269 @@ func join(parent, key string) string {
 	return parent + "." + key
 }
 
-func (p *specParser) str(n *yaml.Node, field string) (string, error) {
+func (p *specParser) str(n *yaml.Node, field string) (string, bool) {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		return "", p.errf(n, field, "want a single value")
+		p.fail(n, field, "want a single value")
+		return "", false
 	}
-	return n.Value, nil
+	return n.Value, true
 }
 
-func (p *specParser) integer(n *yaml.Node, field string, min, max int64, example string) (int, error) {
+func (p *specParser) integer(n *yaml.Node, field string, min, max int64, example string) (int, bool) {
 	if n.Kind != yaml.ScalarNode {
-		return 0, p.errf(n, field, "want a whole number, e.g. %s", example)
+		p.fail(n, field, "want a whole number, e.g. %s", example)
+		return 0, false
 	}
 	v, err := strconv.ParseInt(n.Value, 10, 64)
 	if err != nil || v < min || v > max {
-		return 0, p.errf(n, field, "want a whole number from %d to %d, got %q; e.g. %s", min, max, n.Value, example)
+		p.fail(n, field, "want a whole number from %d to %d, got %q; e.g. %s", min, max, n.Value, example)
+		return 0, false
 	}
-	return int(v), nil
+	return int(v), true
 }
 
-func (p *specParser) boolean(n *yaml.Node, field string) (bool, error) {
+func (p *specParser) boolean(n *yaml.Node, field string) (bool, bool) {
 	if n.Kind == yaml.ScalarNode {
 		switch n.Value {
 		case "true":
-			return true, nil
+			return true, true
 		case "false":
-			return false, nil
+			return false, true
 		}
 	}
-	return false, p.errf(n, field, "want true or false, got %q", n.Value)
+	p.fail(n, field, "want true or false, got %q", n.Value)
+	return false, false
 }
 
-func (p *specParser) argv(n *yaml.Node, field string) ([]string, error) {
+func (p *specParser) argv(n *yaml.Node, field string) []string {
 	if n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
-		return nil, p.errf(n, field, "want a command as a list of words, e.g. [/opt/relay/bin/relay-service, start]; it runs without a shell")
+		p.fail(n, field, "want a command as a list of words, e.g. [/opt/relay/bin/relay-service, start]; it runs without a shell")
+		return nil
+	}
+	if len(n.Content) > MaxArgv {
+		p.fail(n, field, "a command of %d words; at most %d", len(n.Content), MaxArgv)
+		return nil
 	}
 	var out []string
 	for _, w := range n.Content {
-		s, err := p.str(w, field)
-		if err != nil {
-			return nil, err
+		s, ok := p.str(w, field)
+		if !ok {
+			return nil
 		}
-		if strings.ContainsAny(s, "\x00\n") {
-			return nil, p.errf(w, field, "a command word may not contain a newline or NUL")
+		if err := ValidArgWord(s); err != nil {
+			p.fail(w, field, "%v", err)
+			return nil
 		}
 		out = append(out, s)
 	}
-	if !path.IsAbs(out[0]) {
-		return nil, p.errf(n.Content[0], field, "the program must be an absolute path, got %q", out[0])
+	if err := ValidProgram(out[0]); err != nil {
+		p.fail(n.Content[0], field, "%v", err)
+		return nil
 	}
-	return out, nil
+	return out
 }
 
-// hostPath validates a host-side path: absolute, clean, and made only of
-// characters that need no thought in a shell or a config file.
-func (p *specParser) hostPath(n *yaml.Node, field string) (string, error) {
-	s, err := p.str(n, field)
-	if err != nil {
-		return "", err
+// MaxArgv bounds a service command's words.
+const MaxArgv = 32
+
+// ValidArgWord checks one word of a service command: it travels to the host
+// as one line of data, so it may not hold a newline, tab or NUL.
+func ValidArgWord(s string) error {
+	if len(s) > 1024 {
+		return fmt.Errorf("a command word of %d bytes; at most 1024", len(s))
 	}
-	if err := ValidHostPath(s); err != nil {
-		return "", p.errf(n, field, "%v", err)
+	if strings.ContainsAny(s, "\x00\n\r\t") || !utf8.ValidString(s) {
+		return fmt.Errorf("a command word may not contain a newline, tab or NUL, got %q", s)
 	}
-	return s, nil
+	return nil
+}
+
+// ValidProgram checks the program of a service command: a clean absolute
+// path of plain characters.
+func ValidProgram(s string) error {
+	if !safePath.MatchString(s) || path.Clean(s) != s || s == "/" {
+		return fmt.Errorf("the program must be a clean absolute path of letters, digits and ._/+-, got %q", s)
+	}
+	return nil
+}
+
+// hostPath validates a host-side path for one field (see ValidPathFor).
+func (p *specParser) hostPath(n *yaml.Node, field string) (string, bool) {
+	s, ok := p.str(n, field)
+	if !ok {
+		return "", false
+	}
+	if err := ValidPathFor(field, s); err != nil {
+		p.fail(n, field, "%v", err)
+		return "", false
+	}
+	return s, true
 }
 
 var safePath = regexp.MustCompile(`^/[A-Za-z0-9._/+-]*$`)
 
 // ValidHostPath reports whether s is an acceptable absolute path on a host.
 func ValidHostPath(s string) error {
-	if !safePath.MatchString(s) || path.Clean(s) != s || s == "/" {
+	if len(s) > 256 || !safePath.MatchString(s) || path.Clean(s) != s || s == "/" {
 		return fmt.Errorf("want a clean absolute path of letters, digits and ._/+- (no .., no trailing /), got %q", s)
 	}
 	return nil
 }
 
-var hostRe = regexp.MustCompile(`^([A-Za-z0-9._-]+@)?([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$`)
+// writableRoots are the top folders relayctl may write below: what an
+// operator would choose for a service's files. Everything else (/tmp, /home,
+// /root, /usr, /boot) is refused.
+var writableRoots = []string{"/opt/", "/srv/", "/usr/local/", "/var/lib/", "/etc/"}
 
-func (p *specParser) spec(root *yaml.Node) (*Spec, error) {
-	f, err := p.fields(root, "", "name", "hosts", "sysctl", "relay", "window", "host")
-	if err != nil {
-		return nil, err
+// ValidPathFor checks a host path that relayctl writes as root, for the spec
+// field that sets it. Besides ValidHostPath: the sysctl drop-in is a .conf
+// directly in /etc/sysctl.d or /run/sysctl.d; the other paths are below one
+// of the writable roots, in a folder of the relay's own (a path segment
+// naming "relay"), so a slip or a hostile spec cannot point relayctl at
+// another program's files (/etc/passwd, ~/.ssh/authorized_keys, sshd_config).
+func ValidPathFor(field, s string) error {
+	if err := ValidHostPath(s); err != nil {
+		return err
 	}
-	s := &Spec{File: p.file, Paths: DefaultPaths}
-	// Problems with what is written come first: they are more specific
-	// than a missing section, which is checked last.
-	if n := f["name"]; n != nil {
-		if s.Name, err = p.str(n, "name"); err != nil {
-			return nil, err
+	if field == "host.sysctl_file" {
+		if !strings.HasSuffix(s, ".conf") || !inSysctlDir(s) {
+			return fmt.Errorf("want a .conf file directly in /etc/sysctl.d or /run/sysctl.d, got %q", s)
 		}
-		if !regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`).MatchString(s.Name) {
-			return nil, p.errf(n, "name", "want letters, digits and ._- (at most 64), got %q", s.Name)
+		return nil
+	}
+	root := ""
+	for _, r := range writableRoots {
+		if strings.HasPrefix(s, r) {
+			root = r
+		}
+	}
+	if root == "" {
+		return fmt.Errorf("want a path below %s, got %q", strings.Join(writableRoots, ", "), s)
+	}
+	// The segments below the root that name the relay's own folder; for a
+	// file, only its folders count.
+	rest := strings.Split(strings.TrimPrefix(s, root), "/")
+	if field == "host.relay_config" {
+		rest = rest[:len(rest)-1]
+	}
+	for _, seg := range rest {
+		if strings.Contains(strings.ToLower(seg), "relay") {
+			return nil
+		}
+	}
+	what := "a folder"
+	if field == "host.relay_config" {
+		what = "a file in a folder"
+	}
+	return fmt.Errorf("want %s of the relay's own, with \"relay\" in a folder name below %s (e.g. %s), got %q", what, strings.TrimSuffix(root, "/"), defaultFor(field), s)
+}
+
+func defaultFor(field string) string {
+	switch field {
+	case "host.releases_dir":
+		return DefaultPaths.Releases
+	case "host.current_link":
+		return DefaultPaths.Current
+	case "host.relay_config":
+		return DefaultPaths.RelayConfig
+	case "relay.service.pid_file":
+		return "/opt/relay/run/relayd.pid"
+	}
+	return "/opt/relay"
+}
+
+var (
+	hostRe    = regexp.MustCompile(`^([A-Za-z0-9._-]+@)?([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$`)
+	nameRe    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	controlRe = regexp.MustCompile(`^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}:[0-9]{1,5}$`)
+	versionRe = regexp.MustCompile(`^[0-9A-Za-z.+-]{1,64}$`)
+	sha256Re  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// ValidHost checks a host as a spec names it.
+func ValidHost(h string) error {
+	if len(h) > 255 || !hostRe.MatchString(h) || strings.HasPrefix(h, "-") {
+		return fmt.Errorf("want an ssh_config alias or [user@]host[:port], got %q", h)
+	}
+	return nil
+}
+
+// MaxHosts bounds the hosts of one spec.
+const MaxHosts = 10000
+
+func (p *specParser) spec(root *yaml.Node) *Spec {
+	s := &Spec{File: p.file, Paths: DefaultPaths}
+	f, ok := p.fields(root, "", "name", "hosts", "sysctl", "relay", "window", "host")
+	if !ok {
+		return s
+	}
+	if n := f["name"]; n != nil {
+		if v, ok := p.str(n, "name"); ok {
+			if nameRe.MatchString(v) {
+				s.Name = v
+			} else {
+				p.fail(n, "name", "want letters, digits and ._- (at most 64, starting with a letter or digit), got %q", v)
+			}
 		}
 	}
 	if n := f["hosts"]; n != nil {
-		if s.Hosts, err = p.hosts(n); err != nil {
-			return nil, err
-		}
+		s.Hosts = p.hosts(n)
 	}
 	if n := f["sysctl"]; n != nil {
-		if s.Sysctl, err = p.sysctl(n); err != nil {
-			return nil, err
-		}
+		s.Sysctl = p.sysctl(n)
 	}
 	if n := f["relay"]; n != nil {
-		if s.Relay, err = p.relay(n); err != nil {
-			return nil, err
-		}
+		s.Relay = p.relay(n)
 	}
 	if n := f["window"]; n != nil {
-		if s.Window, err = p.window(n); err != nil {
-			return nil, err
-		}
+		s.Window = p.window(n)
 	}
 	if n := f["host"]; n != nil {
-		if err := p.paths(n, &s.Paths); err != nil {
-			return nil, err
-		}
+		p.paths(n, &s.Paths)
 	}
 	for _, req := range []string{"name", "hosts", "relay"} {
 		if f[req] == nil {
-			return nil, p.errf(root, req, "missing; every spec needs name, hosts and relay")
+			p.fail(root, req, "missing; every spec needs name, hosts and relay")
 		}
 	}
-	return s, nil
+	return s
 }
 
-func (p *specParser) hosts(hosts *yaml.Node) ([]string, error) {
+func (p *specParser) hosts(hosts *yaml.Node) []string {
 	var out []string
 	if hosts.Kind != yaml.SequenceNode || len(hosts.Content) == 0 {
-		return nil, p.errf(hosts, "hosts", "want a list of hosts, each an ssh_config alias or [user@]host[:port]")
+		p.fail(hosts, "hosts", "want a list of hosts, each an ssh_config alias or [user@]host[:port]")
+		return nil
+	}
+	if len(hosts.Content) > MaxHosts {
+		p.fail(hosts, "hosts", "%d hosts; a spec may have at most %d", len(hosts.Content), MaxHosts)
+		return nil
 	}
 	seen := map[string]bool{}
 	for i, h := range hosts.Content {
 		field := fmt.Sprintf("hosts[%d]", i)
-		v, err := p.str(h, field)
-		if err != nil {
-			return nil, err
+		v, ok := p.str(h, field)
+		if !ok {
+			continue
 		}
-		if !hostRe.MatchString(v) {
-			return nil, p.errf(h, field, "want an ssh_config alias or [user@]host[:port], got %q", v)
+		if err := ValidHost(v); err != nil {
+			p.fail(h, field, "%v", err)
+			continue
 		}
 		if seen[v] {
-			return nil, p.errf(h, field, "%s is listed twice", v)
+			p.fail(h, field, "%s is listed twice", v)
+			continue
 		}
 		seen[v] = true
 		out = append(out, v)
 	}
-	return out, nil
+	return out
 }
 
-func (p *specParser) sysctl(n *yaml.Node) ([]SysctlSetting, error) {
+func (p *specParser) sysctl(n *yaml.Node) []SysctlSetting {
 	if n.Kind != yaml.MappingNode {
-		return nil, p.errf(n, "sysctl", "want a mapping of sysctl keys to values, e.g. net.core.rmem_max: 8388608")
+		p.fail(n, "sysctl", "want a mapping of sysctl keys to values, e.g. net.core.rmem_max: 8388608")
+		return nil
 	}
 	var out []SysctlSetting
 	seen := map[string]bool{}
@@ -347,208 +531,271 @@ func (p *specParser) sysctl(n *yaml.Node) ([]SysctlSetting, error) {
 		k, v := n.Content[i], n.Content[i+1]
 		field := "sysctl." + k.Value
 		if err := tune.ValidKey(k.Value); err != nil {
-			return nil, p.errf(k, field, "%v", err)
+			p.fail(k, field, "%v", err)
+			continue
 		}
 		if seen[k.Value] {
-			return nil, p.errf(k, field, "given twice")
+			p.fail(k, field, "given twice")
+			continue
 		}
 		seen[k.Value] = true
-		val, err := p.str(v, field)
-		if err != nil {
-			return nil, err
+		val, ok := p.str(v, field)
+		if !ok {
+			continue
 		}
 		if err := tune.ValidateValue(k.Value, val); err != nil {
-			return nil, p.errf(v, field, "%v", err)
+			p.fail(v, field, "%v", err)
+			continue
 		}
 		out = append(out, SysctlSetting{Key: k.Value, Value: tune.Normalize(val), Line: k.Line})
 	}
-	return out, nil
+	return out
 }
 
-func (p *specParser) relay(n *yaml.Node) (RelaySpec, error) {
+func (p *specParser) relay(n *yaml.Node) RelaySpec {
 	r := RelaySpec{Port: DefaultPort, Control: DefaultControl}
-	f, err := p.fields(n, "relay", "port", "control", "so_rcvbuf", "so_rcvbuf_force", "release", "service")
-	if err != nil {
-		return r, err
+	f, ok := p.fields(n, "relay", "port", "control", "so_rcvbuf", "so_rcvbuf_force", "release", "service")
+	if !ok {
+		return r
 	}
 	if v := f["port"]; v != nil {
-		if r.Port, err = p.integer(v, "relay.port", 1, 65535, "7788"); err != nil {
-			return r, err
-		}
+		r.Port, _ = p.integer(v, "relay.port", 1, 65535, "7788")
 	}
 	if v := f["control"]; v != nil {
-		if r.Control, err = p.str(v, "relay.control"); err != nil {
-			return r, err
-		}
-		if !regexp.MustCompile(`^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}:[0-9]{1,5}$`).MatchString(r.Control) {
-			return r, p.errf(v, "relay.control", "want a loopback address and port such as 127.0.0.1:7789, got %q", r.Control)
+		if c, ok := p.str(v, "relay.control"); ok {
+			if err := ValidControl(c); err != nil {
+				p.fail(v, "relay.control", "%v", err)
+			} else {
+				r.Control = c
+			}
 		}
 	}
 	if v := f["so_rcvbuf"]; v != nil {
 		// The kernel takes an int; half of INT_MAX keeps the doubled value in range.
-		if r.SORcvbuf, err = p.integer(v, "relay.so_rcvbuf", 0, 1<<30, "4194304"); err != nil {
-			return r, err
-		}
+		r.SORcvbuf, _ = p.integer(v, "relay.so_rcvbuf", 0, 1<<30, "4194304")
 	}
 	if v := f["so_rcvbuf_force"]; v != nil {
-		if r.SORcvbufForce, err = p.boolean(v, "relay.so_rcvbuf_force"); err != nil {
-			return r, err
-		}
+		r.SORcvbufForce, _ = p.boolean(v, "relay.so_rcvbuf_force")
 	}
 	if f["release"] == nil {
-		return r, p.errf(n, "relay.release", "missing; give version and artifact")
-	}
-	if r.Release, err = p.release(f["release"]); err != nil {
-		return r, err
+		p.fail(n, "relay.release", "missing; give version and artifact")
+	} else {
+		r.Release = p.release(f["release"])
 	}
 	if f["service"] == nil {
-		return r, p.errf(n, "relay.service", "missing; give manager (systemd or command) and how to reach the relay")
+		p.fail(n, "relay.service", "missing; give manager (systemd or command) and how to reach the relay")
+	} else {
+		r.Service = p.service(f["service"])
 	}
-	if r.Service, err = p.service(f["service"]); err != nil {
-		return r, err
-	}
-	return r, nil
+	return r
 }
 
-var sha256Re = regexp.MustCompile(`^[0-9a-f]{64}$`)
+// ValidControl checks the relay's control address: loopback, in the relay's
+// network namespace.
+func ValidControl(c string) error {
+	host, port, ok := strings.Cut(c, ":")
+	n, err := strconv.Atoi(port)
+	if !ok || !controlRe.MatchString(c) || err != nil || n < 1 || n > 65535 || net.ParseIP(host) == nil {
+		return fmt.Errorf("want a loopback address and port such as 127.0.0.1:7789, got %q", c)
+	}
+	return nil
+}
 
-func (p *specParser) release(n *yaml.Node) (Release, error) {
+// ValidVersion checks a release version: go-version parses it, and it is a
+// plain folder name.
+func ValidVersion(v string) error {
+	if _, err := version.NewVersion(v); err != nil || !versionRe.MatchString(v) || strings.Trim(v, ".") == "" || strings.HasPrefix(v, "-") {
+		return fmt.Errorf("%q is not a version (want e.g. 1.8.0 or 1.8.0-rc.1)", v)
+	}
+	return nil
+}
+
+func (p *specParser) release(n *yaml.Node) Release {
 	var r Release
-	f, err := p.fields(n, "relay.release", "version", "artifact", "sha256")
-	if err != nil {
-		return r, err
+	f, ok := p.fields(n, "relay.release", "version", "artifact", "sha256")
+	if !ok {
+		return r
 	}
 	if f["version"] == nil || f["artifact"] == nil {
-		return r, p.errf(n, "relay.release", "needs both version and artifact")
+		p.fail(n, "relay.release", "needs both version and artifact")
 	}
-	if r.Version, err = p.str(f["version"], "relay.release.version"); err != nil {
-		return r, err
+	if v := f["version"]; v != nil {
+		if s, ok := p.str(v, "relay.release.version"); ok {
+			if err := ValidVersion(s); err != nil {
+				p.fail(v, "relay.release.version", "%v", err)
+			} else {
+				r.Version = s
+			}
+		}
 	}
-	if _, err := version.NewVersion(r.Version); err != nil || !regexp.MustCompile(`^[0-9A-Za-z.+-]+$`).MatchString(r.Version) {
-		return r, p.errf(f["version"], "relay.release.version", "%q is not a version (want e.g. 1.8.0 or 1.8.0-rc.1)", r.Version)
+	if v := f["artifact"]; v != nil {
+		if s, ok := p.str(v, "relay.release.artifact"); ok {
+			if strings.ContainsAny(s, "\x00\n\r") || len(s) > 4096 {
+				p.fail(v, "relay.release.artifact", "want a file path, got %q", s)
+			} else {
+				r.Artifact = s
+			}
+		}
+		r.Line = v.Line
 	}
-	if r.Artifact, err = p.str(f["artifact"], "relay.release.artifact"); err != nil {
-		return r, err
-	}
-	r.Line = f["artifact"].Line
 	if v := f["sha256"]; v != nil {
-		if r.SHA256, err = p.str(v, "relay.release.sha256"); err != nil {
-			return r, err
-		}
-		if !sha256Re.MatchString(r.SHA256) {
-			return r, p.errf(v, "relay.release.sha256", "want 64 lower-case hex digits (sha256sum's output), got %q", r.SHA256)
+		if s, ok := p.str(v, "relay.release.sha256"); ok {
+			if !sha256Re.MatchString(s) {
+				p.fail(v, "relay.release.sha256", "want 64 lower-case hex digits (sha256sum's output), got %q", s)
+			} else {
+				r.SHA256 = s
+			}
 		}
 	}
-	return r, nil
+	return r
 }
 
-var unitRe = regexp.MustCompile(`^[A-Za-z0-9@._:-]+$`)
+var unitRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9@._:-]{0,120}$`)
 
-func (p *specParser) service(n *yaml.Node) (Service, error) {
+// ValidUnit checks a systemd unit name. It reaches systemctl as an
+// argument, so it may not start with '-' (it would be read as an option);
+// only service units are restarted.
+func ValidUnit(u string) error {
+	if !unitRe.MatchString(u) {
+		return fmt.Errorf("want a unit name of letters, digits and @._:- starting with a letter or digit, got %q", u)
+	}
+	if i := strings.LastIndexByte(u, '.'); i >= 0 && strings.Count(u, ".") > 0 {
+		if suffix := u[i+1:]; slices.Contains([]string{"socket", "target", "timer", "mount", "path", "slice", "scope", "device", "swap", "automount"}, suffix) {
+			return fmt.Errorf("want a service unit (relay or relay.service), got a .%s unit %q", suffix, u)
+		}
+	}
+	return nil
+}
+
+func (p *specParser) service(n *yaml.Node) Service {
 	var s Service
-	f, err := p.fields(n, "relay.service", "manager", "name", "start", "stop", "pid")
-	if err != nil {
-		return s, err
+	f, ok := p.fields(n, "relay.service", "manager", "name", "start", "stop", "pid_file")
+	if !ok {
+		return s
 	}
 	if f["manager"] == nil {
-		return s, p.errf(n, "relay.service.manager", "missing; want systemd or command")
+		p.fail(n, "relay.service.manager", "missing; want systemd or command")
+		return s
 	}
-	if s.Manager, err = p.str(f["manager"], "relay.service.manager"); err != nil {
-		return s, err
+	if v, ok := p.str(f["manager"], "relay.service.manager"); ok {
+		s.Manager = v
 	}
 	switch s.Manager {
 	case "systemd":
 		if f["name"] == nil {
-			return s, p.errf(n, "relay.service.name", "missing; the systemd unit to restart, e.g. relay")
+			p.fail(n, "relay.service.name", "missing; the systemd unit to restart, e.g. relayd")
 		}
-		for _, k := range []string{"start", "stop", "pid"} {
+		for _, k := range []string{"start", "stop", "pid_file"} {
 			if f[k] != nil {
-				return s, p.errf(f[k], "relay.service."+k, "only for manager: command; systemd units are driven with systemctl")
+				p.fail(f[k], "relay.service."+k, "only for manager: command; systemd units are driven with systemctl")
 			}
 		}
-		if s.Name, err = p.str(f["name"], "relay.service.name"); err != nil {
-			return s, err
-		}
-		if !unitRe.MatchString(s.Name) {
-			return s, p.errf(f["name"], "relay.service.name", "want a unit name of letters, digits and @._:-, got %q", s.Name)
+		if v := f["name"]; v != nil {
+			if u, ok := p.str(v, "relay.service.name"); ok {
+				if err := ValidUnit(u); err != nil {
+					p.fail(v, "relay.service.name", "%v", err)
+				} else {
+					s.Name = u
+				}
+			}
 		}
 	case "command":
 		if f["name"] != nil {
-			return s, p.errf(f["name"], "relay.service.name", "only for manager: systemd")
+			p.fail(f["name"], "relay.service.name", "only for manager: systemd")
 		}
-		for _, k := range []string{"start", "stop", "pid"} {
+		for _, k := range []string{"start", "stop", "pid_file"} {
 			if f[k] == nil {
-				return s, p.errf(n, "relay.service."+k, "missing; manager: command needs start, stop and pid commands")
+				p.fail(n, "relay.service."+k, "missing; manager: command needs start and stop commands and a pid_file")
 			}
 		}
-		if s.Start, err = p.argv(f["start"], "relay.service.start"); err != nil {
-			return s, err
+		if v := f["start"]; v != nil {
+			s.Start = p.argv(v, "relay.service.start")
 		}
-		if s.Stop, err = p.argv(f["stop"], "relay.service.stop"); err != nil {
-			return s, err
+		if v := f["stop"]; v != nil {
+			s.Stop = p.argv(v, "relay.service.stop")
 		}
-		if s.PID, err = p.argv(f["pid"], "relay.service.pid"); err != nil {
-			return s, err
+		if v := f["pid_file"]; v != nil {
+			s.PIDFile, _ = p.hostPath(v, "relay.service.pid_file")
 		}
+	case "":
 	default:
-		return s, p.errf(f["manager"], "relay.service.manager", "want systemd or command, got %q", s.Manager)
+		p.fail(f["manager"], "relay.service.manager", "want systemd or command, got %q", s.Manager)
 	}
-	return s, nil
+	return s
 }
 
-func (p *specParser) window(n *yaml.Node) (*Window, error) {
-	f, err := p.fields(n, "window", "not_before", "not_after")
-	if err != nil {
-		return nil, err
+func (p *specParser) window(n *yaml.Node) *Window {
+	f, ok := p.fields(n, "window", "not_before", "not_after")
+	if !ok {
+		return nil
 	}
 	if f["not_before"] == nil || f["not_after"] == nil {
-		return nil, p.errf(n, "window", "needs both not_before and not_after (RFC 3339, e.g. 2026-12-02T04:00:00Z)")
+		p.fail(n, "window", "needs both not_before and not_after (RFC 3339, e.g. 2026-12-02T04:00:00Z)")
+		return nil
 	}
 	var w Window
+	good := true
 	for _, k := range []string{"not_before", "not_after"} {
-		v, err := p.str(f[k], "window."+k)
-		if err != nil {
-			return nil, err
+		v, ok := p.str(f[k], "window."+k)
+		if !ok {
+			good = false
+			continue
 		}
-		t, err := time.Parse(time.RFC3339, v)
+		t, err := ParseWindowTime(v)
 		if err != nil {
-			return nil, p.errf(f[k], "window."+k, "want an RFC 3339 time such as 2026-12-02T04:00:00Z, got %q", v)
+			p.fail(f[k], "window."+k, "%v", err)
+			good = false
+			continue
 		}
 		if k == "not_before" {
-			w.NotBefore = t.UTC()
+			w.NotBefore = t
 		} else {
-			w.NotAfter = t.UTC()
+			w.NotAfter = t
 		}
 	}
-	if !w.NotAfter.After(w.NotBefore) {
-		return nil, p.errf(f["not_after"], "window.not_after", "the window ends (%s) before it starts (%s)", w.NotAfter.Format(time.RFC3339), w.NotBefore.Format(time.RFC3339))
+	if !good {
+		return nil
 	}
-	return &w, nil
+	if !w.NotAfter.After(w.NotBefore) {
+		p.fail(f["not_after"], "window.not_after", "the window ends (%s) before it starts (%s)", w.NotAfter.Format(time.RFC3339), w.NotBefore.Format(time.RFC3339))
+		return nil
+	}
+	return &w
 }
 
-func (p *specParser) paths(n *yaml.Node, hp *HostPaths) error {
-	f, err := p.fields(n, "host", "sysctl_file", "releases_dir", "current_link", "relay_config", "state_dir")
-	if err != nil {
-		return err
+// ParseWindowTime reads one end of a window: RFC 3339, kept in UTC.
+func ParseWindowTime(v string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil || t.Year() < 2000 || t.Year() > 9999 {
+		return time.Time{}, fmt.Errorf("want an RFC 3339 time such as 2026-12-02T04:00:00Z, got %q", v)
 	}
-	set := map[string]*string{
-		"sysctl_file":  &hp.SysctlFile,
-		"releases_dir": &hp.Releases,
-		"current_link": &hp.Current,
-		"relay_config": &hp.RelayConfig,
-		"state_dir":    &hp.StateDir,
+	return t.UTC(), nil
+}
+
+func (p *specParser) paths(n *yaml.Node, hp *HostPaths) {
+	f, ok := p.fields(n, "host", "sysctl_file", "releases_dir", "current_link", "relay_config")
+	if !ok {
+		return
 	}
-	for k, dst := range set {
-		if v := f[k]; v != nil {
-			if *dst, err = p.hostPath(v, "host."+k); err != nil {
-				return err
+	set := []struct {
+		key string
+		dst *string
+	}{
+		{"sysctl_file", &hp.SysctlFile},
+		{"releases_dir", &hp.Releases},
+		{"current_link", &hp.Current},
+		{"relay_config", &hp.RelayConfig},
+	}
+	for _, x := range set {
+		if v := f[x.key]; v != nil {
+			if s, ok := p.hostPath(v, "host."+x.key); ok {
+				*x.dst = s
 			}
 		}
 	}
-	if !strings.HasSuffix(hp.SysctlFile, ".conf") || !inSysctlDir(hp.SysctlFile) {
-		return p.errf(f["sysctl_file"], "host.sysctl_file", "want a .conf file directly in /etc/sysctl.d or /run/sysctl.d, got %q", hp.SysctlFile)
+	if path.Dir(hp.Current) == hp.Releases || strings.HasPrefix(hp.Current+"/", hp.Releases+"/") {
+		p.fail(f["current_link"], "host.current_link", "%s is inside releases_dir %s; put the link beside it, e.g. %s", hp.Current, hp.Releases, DefaultPaths.Current)
 	}
-	return nil
 }
 
 func inSysctlDir(p string) bool {

@@ -22,7 +22,7 @@ relay:
     artifact: ../bin/relayd
   service:
     manager: systemd
-    name: relay
+    name: relayd
 window:
   not_before: 2026-12-02T04:00:00Z
   not_after: 2026-12-02T05:00:00Z
@@ -72,6 +72,7 @@ func TestParseSpecErrors(t *testing.T) {
 		{"port out of range", [2]string{"port: 7788", "port: 70000"}, "bad.yaml:9: relay.port: want a whole number from 1 to 65535"},
 		{"so_rcvbuf words", [2]string{"so_rcvbuf: 4194304", "so_rcvbuf: 4MiB"}, "bad.yaml:10: relay.so_rcvbuf:"},
 		{"manager", [2]string{"manager: systemd", "manager: upstart"}, `bad.yaml:15: relay.service.manager: want systemd or command, got "upstart"`},
+		{"unit option", [2]string{"name: relayd", "name: -Hroot@evil.example"}, `bad.yaml:16: relay.service.name: want a unit name`},
 		{"host path", [2]string{"sysctl_file: /etc/sysctl.d/90-relayctl.conf", "sysctl_file: /etc/sysctl.d/../x.conf"}, "bad.yaml:21: host.sysctl_file: want a clean absolute path"},
 		{"sysctl file elsewhere", [2]string{"sysctl_file: /etc/sysctl.d/90-relayctl.conf", "sysctl_file: /tmp/x.conf"}, "bad.yaml:21: host.sysctl_file: want a .conf file directly in /etc/sysctl.d"},
 		{"duplicate host", [2]string{"  - root@10.0.0.5:2222", "  - relay-ash-1"}, "bad.yaml:4: hosts[1]: relay-ash-1 is listed twice"},
@@ -101,24 +102,126 @@ func TestParseSpecErrors(t *testing.T) {
 }
 
 func TestParseSpecCommandService(t *testing.T) {
-	src := strings.Replace(goodSpec, "    manager: systemd\n    name: relay\n",
-		"    manager: command\n    start: [/opt/relay/bin/relay-service, start]\n    stop: [/opt/relay/bin/relay-service, stop]\n    pid: [/opt/relay/bin/relay-service, pid]\n", 1)
+	src := strings.Replace(goodSpec, "    manager: systemd\n    name: relayd\n",
+		"    manager: command\n    start: [/opt/relay/bin/relay-service, start]\n    stop: [/opt/relay/bin/relay-service, stop]\n    pid_file: /opt/relay/run/relayd.pid\n", 1)
 	s, err := ParseSpec("cmd.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(s.Relay.Service.PID, " "); got != "/opt/relay/bin/relay-service pid" {
-		t.Errorf("pid command: got %q", got)
+	if got := s.Relay.Service.PIDFile; got != "/opt/relay/run/relayd.pid" {
+		t.Errorf("pid file: got %q", got)
 	}
-	bad := strings.Replace(src, "pid: [/opt/relay/bin/relay-service, pid]", "pid: relay-service pid", 1)
-	if _, err := ParseSpec("cmd.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), "relay.service.pid: want a command as a list of words") {
+	bad := strings.Replace(src, "start: [/opt/relay/bin/relay-service, start]", "start: relay-service start", 1)
+	if _, err := ParseSpec("cmd.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), "relay.service.start: want a command as a list of words") {
 		t.Errorf("string command: got %v", err)
+	}
+	// The old pid command is refused with what to write instead: plan would
+	// run it as root on every host before anyone reviewed it.
+	old := strings.Replace(src, "pid_file: /opt/relay/run/relayd.pid", "pid: [/bin/sh, -c, reboot]", 1)
+	if _, err := ParseSpec("cmd.yaml", []byte(old)); err == nil || !strings.Contains(err.Error(), "cmd.yaml:18: relay.service.pid: no longer read") || !strings.Contains(err.Error(), "pid_file") {
+		t.Errorf("pid argv: got %v", err)
+	}
+}
+
+// A spec with many mistakes reports every one in one run, sorted by line,
+// each with its file, line and field.
+func TestParseSpecReportsEveryError(t *testing.T) {
+	src := `name: "bad name!"
+hosts: [relay-ash-1, relay-ash-1, "-oProxyCommand=x"]
+sysctl:
+  net.core.rmem_max: 8M
+  ../etc: 1
+relay:
+  port: 70000
+  so_rcvbuf: -5
+  release: {version: "..", artifact: relayd}
+  service: {manager: systemd, name: -Hroot@evil.example}
+window: {not_before: garbage, not_after: 2026-12-02T05:00:00Z}
+host:
+  relay_config: /root/.ssh/authorized_keys
+  state_dir: /tmp/x
+`
+	_, err := ParseSpec("many.yaml", []byte(src))
+	var se SpecErrors
+	if !errors.As(err, &se) {
+		t.Fatalf("got %v (%T), want SpecErrors", err, err)
+	}
+	want := []string{
+		`many.yaml:1: name: want letters`,
+		`many.yaml:2: hosts[1]: relay-ash-1 is listed twice`,
+		`many.yaml:2: hosts[2]: want an ssh_config alias`,
+		`many.yaml:4: sysctl.net.core.rmem_max:`,
+		`many.yaml:5: sysctl.../etc:`,
+		`many.yaml:7: relay.port: want a whole number from 1 to 65535`,
+		`many.yaml:8: relay.so_rcvbuf: want a whole number from 0 to 1073741824, got "-5"`,
+		`many.yaml:9: relay.release.version: ".." is not a version`,
+		`many.yaml:10: relay.service.name: want a unit name`,
+		`many.yaml:11: window.not_before: want an RFC 3339 time`,
+		`many.yaml:13: host.relay_config: want a path below`,
+		`many.yaml:14: host.state_dir: no longer configurable`,
+	}
+	if len(se) != len(want) {
+		t.Errorf("got %d errors, want %d:\n%v", len(se), len(want), err)
+	}
+	for i, w := range want {
+		if i < len(se) && !strings.HasPrefix(se[i].Error(), w) {
+			t.Errorf("error %d: got %q, want it to start with %q", i, se[i].Error(), w)
+		}
+	}
+}
+
+func TestParseSpecHostilePaths(t *testing.T) {
+	tests := []struct{ field, value, want string }{
+		{"relay_config", "/root/.ssh/authorized_keys", "want a path below"},
+		{"relay_config", "/etc/passwd", "want a file in a folder of the relay's own"},
+		{"relay_config", "/etc/ssh/sshd_config", "want a file in a folder of the relay's own"},
+		{"relay_config", "/etc/relay/relayd.env", ""},
+		{"releases_dir", "/tmp/relay", "want a path below"},
+		{"releases_dir", "/usr/local/bin", "of the relay's own"},
+		{"releases_dir", "/srv/relayd/releases", ""},
+		{"current_link", "/opt/relay/releases/current", "inside releases_dir"},
+		{"sysctl_file", "/etc/passwd", "want a .conf file directly in /etc/sysctl.d"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.field+" "+tt.value, func(t *testing.T) {
+			src := strings.Replace(goodSpec, "host:\n", "host:\n  "+tt.field+": "+tt.value+"\n", 1)
+			if tt.field == "sysctl_file" {
+				src = strings.Replace(goodSpec, "sysctl_file: /etc/sysctl.d/90-relayctl.conf", "sysctl_file: "+tt.value, 1)
+			}
+			_, err := ParseSpec("p.yaml", []byte(src))
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("got %v, want it accepted", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseSpecRefusesSecondDocument(t *testing.T) {
+	_, err := ParseSpec("two.yaml", []byte(goodSpec+"---\nname: other\n"))
+	if err == nil || !strings.Contains(err.Error(), "two.yaml:22: a second YAML document") {
+		t.Errorf("got %v, want the second document refused with its line", err)
+	}
+}
+
+func TestValidUnit(t *testing.T) {
+	for _, u := range []string{"relayd", "relayd.service", "relay@7788.service", "relay-ash_1"} {
+		if err := ValidUnit(u); err != nil {
+			t.Errorf("%q: got %v, want valid", u, err)
+		}
+	}
+	for _, u := range []string{"-Hroot@evil.example", "--host=evil", "", ".hidden", "relay.socket", "relay d", "relay;id"} {
+		if err := ValidUnit(u); err == nil {
+			t.Errorf("%q: got valid, want refused", u)
+		}
 	}
 }
 
 func FuzzParseSpec(f *testing.F) {
 	f.Add([]byte(goodSpec))
-	f.Add([]byte("name: x\nhosts: [a]\nrelay: {release: {version: 1, artifact: a}, service: {manager: command, start: [/a], stop: [/b], pid: [/c]}}\n"))
+	f.Add([]byte("name: x\nhosts: [a]\nrelay: {release: {version: 1, artifact: a}, service: {manager: command, start: [/a], stop: [/b], pid_file: /opt/relay/run/r.pid}}\n"))
 	f.Add([]byte("- a\n- b\n"))
 	f.Add([]byte("name: &a x\nhosts: *a\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -1,15 +1,10 @@
 package rollout
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"io"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,9 +12,6 @@ import (
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/tune"
 )
-
-//go:embed apply.sh
-var applyScript string
 
 // Outcome is how one host ended. Each is distinct on purpose: Ansible lumps
 // unreachable and failed together (ansible#3845), and an operator needs to
@@ -32,7 +24,7 @@ const (
 	Unchanged   Outcome = "unchanged"   // already as planned: no restart
 	RolledBack  Outcome = "rolled back" // the window failed; the old state is back and verified
 	Failed      Outcome = "failed"      // see State for where the host is
-	Refused     Outcome = "refused"     // nothing changed: stale plan, lock, journal, window, blocked
+	Refused     Outcome = "refused"     // nothing changed: stale or edited plan, lock, journal, window, blocked, unsafe folders
 	Unreachable Outcome = "unreachable" // no connection
 	NotStarted  Outcome = "not started" // an earlier failure or an interrupt stopped the fleet first
 )
@@ -65,6 +57,7 @@ type StepRecord struct {
 	Phase  string `json:"phase"`
 	Kind   string `json:"kind"`
 	Key    string `json:"key,omitempty"`
+	Title  string `json:"title,omitempty"`
 	Status string `json:"status"` // done, failed
 	Detail string `json:"detail,omitempty"`
 	Millis int64  `json:"ms"` // since the host's apply started
@@ -87,15 +80,8 @@ type HostResult struct {
 	Restarts     int           `json:"restarts"`
 	RoundTrips   int           `json:"round_trips"`
 	Verify       []Check       `json:"verify,omitempty"`
+	UnitLog      string        `json:"unit_log,omitempty"` // systemd's journal of a failed start
 	started      time.Time
-}
-
-// Check is one read-back comparison.
-type Check struct {
-	What string `json:"what"`
-	Want string `json:"want"`
-	Got  string `json:"got"`
-	OK   bool   `json:"ok"`
 }
 
 // Report is the whole apply.
@@ -117,12 +103,45 @@ func (r *Report) Succeeded() bool {
 	return true
 }
 
+// CheckPlan is everything apply and verify check in a plan file before
+// anything connects: the plan against its recorded spec (plans.Validate),
+// and each host's recorded steps against the ones its own recorded
+// decisions give. A plan edited after it was made, checksum recomputed or
+// not, fails here or, for what needs the host, when apply derives the
+// host's plan again from what it observes.
+func CheckPlan(p *plans.Plan) error {
+	if err := plans.Validate(p); err != nil {
+		return err
+	}
+	for _, h := range p.Hosts {
+		if d := stepDiff(h.Steps, describeHost(p, h)); d != "" {
+			return fmt.Errorf("%w: host %s: %s; make and review the plan again", plans.ErrPlanEdited, h.Host, d)
+		}
+	}
+	return nil
+}
+
+// stepDiff names the first difference between two step lists.
+func stepDiff(stored, derived []plans.Step) string {
+	for i := 0; i < max(len(stored), len(derived)); i++ {
+		switch {
+		case i >= len(derived):
+			return fmt.Sprintf("step %d (%s) is not one this plan takes", i+1, plans.Visible(stored[i].Title))
+		case i >= len(stored):
+			return fmt.Sprintf("step %d (%s) is missing", i+1, derived[i].Title)
+		case stored[i] != derived[i]:
+			return fmt.Sprintf("step %d is %q, the plan's decisions give %q", i+1, plans.Visible(stored[i].Title), derived[i].Title)
+		}
+	}
+	return ""
+}
+
 // Apply applies a plan: the first host alone as a canary, then the rest,
 // parallel at a time. The first failure, or ctx being cancelled (SIGINT),
 // stops new hosts from starting; a host inside its window finishes it or
 // rolls back whatever happens to ctx.
-func Apply(ctx context.Context, d Dialer, p *plans.Plan, o ApplyOptions) (*Report, error) {
-	if err := ValidatePlan(p); err != nil {
+func Apply(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*Report, error) {
+	if err := CheckPlan(p); err != nil {
 		return nil, err
 	}
 	if o.Now == nil {
@@ -202,7 +221,7 @@ type progress struct {
 func (p *progress) say(host, format string, a ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fmt.Fprintf(p.w, "%s: %s\n", host, fmt.Sprintf(format, a...))
+	fmt.Fprintf(p.w, "%s: %s\n", plans.Visible(host), plans.Visible(fmt.Sprintf(format, a...)))
 }
 
 // countingRunner counts round trips.
@@ -224,34 +243,37 @@ func (c *countingRunner) count() int { c.mu.Lock(); defer c.mu.Unlock(); return 
 // hostRun is one host's apply in progress.
 type hostRun struct {
 	p    *plans.Plan
-	h    *plans.HostPlan
+	h    *plans.HostPlan // the plan derived from the host as observed: what runs
 	o    ApplyOptions
-	r    *countingRunner
+	host Host
 	res  *HostResult
 	pr   *progress
 	q    Query
-	user string // the remote user, recorded in the facts
-	lock *hostLock
 }
 
 func (hr *hostRun) observe(ctx context.Context) (*plans.Facts, error) {
-	return Observe(ctx, hr.r, hr.h.Host, hr.res.Address, hr.user, hr.q)
+	f, err := hr.host.Observe(ctx, hr.q)
+	if err != nil {
+		return nil, err
+	}
+	f.Host, f.Address, f.User = hr.h.Host, hr.host.Address(), hr.host.User()
+	return f, nil
 }
 
-func (hr *hostRun) record(phase, kind, key, status, detail string) {
-	hr.res.Steps = append(hr.res.Steps, StepRecord{Phase: phase, Kind: kind, Key: key, Status: status, Detail: detail,
+func (hr *hostRun) record(phase string, s plans.Step, status, detail string) {
+	hr.res.Steps = append(hr.res.Steps, StepRecord{Phase: phase, Kind: s.Kind, Key: s.Key, Title: s.Title, Status: status, Detail: detail,
 		Millis: hr.o.Now().Sub(hr.res.started).Milliseconds()})
 }
 
 func (hr *hostRun) end(out Outcome, state, reason string) *HostResult {
 	hr.res.Outcome, hr.res.State, hr.res.Reason = out, state, reason
-	hr.res.RoundTrips = hr.r.count()
+	hr.res.RoundTrips = hr.host.RoundTrips()
 	return hr.res
 }
 
-func applyHost(ctx context.Context, d Dialer, p *plans.Plan, h *plans.HostPlan, o ApplyOptions, pr *progress) *HostResult {
+func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPlan, o ApplyOptions, pr *progress) *HostResult {
 	res := &HostResult{Host: h.Host, Address: h.Address, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}, started: o.Now()}
-	conn, err := d.Dial(ctx, h.Host)
+	host, err := d.DialHost(ctx, h.Host)
 	if err != nil {
 		res.Outcome, res.Reason = Unreachable, err.Error()
 		if IsRefusal(err) {
@@ -260,24 +282,25 @@ func applyHost(ctx context.Context, d Dialer, p *plans.Plan, h *plans.HostPlan, 
 		pr.say(h.Host, "%s: %v", res.Outcome, err)
 		return res
 	}
-	defer conn.Close()
-	res.Address = conn.Address()
-	hr := &hostRun{p: p, h: h, o: o, r: &countingRunner{Runner: conn}, res: res, pr: pr, q: QueryForPlan(p), user: conn.User()}
+	defer host.Close()
+	res.Address = host.Address()
+	hr := &hostRun{p: p, h: h, o: o, host: host, res: res, pr: pr, q: QueryForPlan(p)}
 	return hr.run(ctx)
 }
 
 func (hr *hostRun) run(ctx context.Context) *HostResult {
-	p, h := hr.p, hr.h
+	p, stored := hr.p, hr.h
 	// The lock first: while another apply runs, the host's journal and the
 	// drift it causes are that run's business, not evidence of a dead run.
-	lock, err := takeLock(ctx, hr.r, p.Paths.StateDir, hr.o.Owner, hr.o.BreakLock)
-	if err != nil {
+	if err := hr.host.Lock(ctx, hr.o.Owner, hr.o.BreakLock); err != nil {
+		if isConnLost(err) {
+			return hr.end(Unreachable, StateAsWas, err.Error())
+		}
 		return hr.end(Refused, StateAsWas, err.Error())
 	}
-	hr.lock = lock
-	defer lock.release()
+	defer hr.host.Unlock()
 
-	hr.pr.say(h.Host, "observe")
+	hr.pr.say(stored.Host, "observe")
 	before, err := hr.observe(ctx)
 	if err != nil {
 		return hr.end(Failed, StateAsWas, "observe: "+err.Error())
@@ -291,56 +314,66 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 		if windowStarted(before.Journal) && !hr.o.ClearJournal {
 			hr.res.Journal = before.Journal
 			return hr.end(Refused, "unknown: an earlier apply stopped inside its window",
-				"an earlier apply did not finish; its journal on the host ("+p.Paths.StateDir+"/journal) ends with: "+lastLine(before.Journal)+
+				"an earlier apply did not finish; its journal on the host ("+p.Paths.StateDir+"/journal) ends with: "+plans.Visible(lastLine(before.Journal))+
 					"; check the host (relayctl verify PLAN), then apply with --clear-journal")
 		}
 		if !windowStarted(before.Journal) {
-			hr.pr.say(h.Host, "an earlier apply stopped before its window (nothing in force changed); its journal is archived")
+			hr.pr.say(stored.Host, "an earlier apply stopped before its window (nothing in force changed); its journal is archived")
 		}
-		if _, err := hr.stream(ctx, "clear", hr.helper("clear", p.Paths.StateDir), nil); err != nil {
+		if err := hr.host.Run(ctx, []Op{op("clear")}, nil); err != nil {
 			return hr.end(Failed, StateAsWas, "archive the earlier journal: "+err.Error())
 		}
 	}
-	if len(h.Blockers) > 0 {
-		return hr.end(Refused, StateAsWas, "blocked in the plan: "+strings.Join(h.Blockers, "; "))
+	if len(stored.Blockers) > 0 {
+		return hr.end(Refused, StateAsWas, "blocked in the plan: "+strings.Join(stored.Blockers, "; "))
 	}
 	if p.Window != nil && !hr.o.IgnoreWindow {
-		nb, _ := time.Parse(time.RFC3339, p.Window.NotBefore)
-		na, _ := time.Parse(time.RFC3339, p.Window.NotAfter)
+		nb, _ := plans.ParseWindowTime(p.Window.NotBefore) // checked by plans.Validate
+		na, _ := plans.ParseWindowTime(p.Window.NotAfter)
 		if now := hr.o.Now(); now.Before(nb) || now.After(na) {
 			return hr.end(Refused, StateAsWas, fmt.Sprintf("outside the plan's window %s to %s (now %s); wait for it or use --ignore-window", p.Window.NotBefore, p.Window.NotAfter, now.UTC().Format(time.RFC3339)))
 		}
 	}
-	observed := plans.Fingerprinted(before, p.ReadKeys())
-	if fp := plans.Fingerprint(observed); fp != h.Fingerprint {
-		now := plans.Replan(p, before)
-		if now.Action == plans.ActionNone {
+
+	// What runs is derived again, from the recorded spec and the host as it
+	// is now, by the code that made the plan; the plan file only has to
+	// agree with it.
+	derived, err := plans.Replan(p, before)
+	if err != nil {
+		return hr.end(Refused, StateAsWas, err.Error())
+	}
+	derived.Steps = describeHost(p, derived)
+	if derived.Fingerprint == stored.Fingerprint {
+		if d := plans.ActionDiff(stored, derived); len(d) > 0 {
+			return hr.end(Refused, StateAsWas, "the plan's actions for this host are not what its spec and the host give (it was edited, or made by another relayctl): "+strings.Join(d, "; ")+"; make and review the plan again")
+		}
+	} else {
+		if derived.Action == plans.ActionNone {
 			hr.res.After = before
 			return hr.end(Unchanged, StateAsPlanned, "already as planned")
 		}
-		drift := plans.Diff(h.Facts, observed)
-		if !towardPlan(p, drift) {
+		drift := plans.Diff(stored.Facts, derived.Facts)
+		if !towardPlan(p, drift) || !subsequence(derived.Steps, stored.Steps) {
 			hr.res.Drift = drift
 			return hr.end(Refused, StateAsWas, fmt.Sprintf("the plan is stale: %d fact(s) changed since it was made (%s); make a new plan", len(drift), driftText(drift)))
 		}
 		// Only planned sysctls moved, and to their planned values (a global
 		// key set through another host of the same machine): the rest of the
 		// plan stands, without those steps.
-		hr.pr.say(h.Host, "already at the planned value: %s", driftText(drift))
-		h = now
-		hr.h = now
+		hr.pr.say(stored.Host, "already at the planned value: %s", driftText(drift))
 	}
-	if h.Action == plans.ActionNone {
+	hr.h = derived
+	if derived.Action == plans.ActionNone {
 		hr.res.After = before
 		return hr.end(Unchanged, StateAsPlanned, "nothing to change")
 	}
-
-	script, err := buildScript(p, h, hr.o.Artifact)
-	if err != nil {
-		return hr.end(Refused, StateAsWas, err.Error())
+	if derived.Config.Change && derived.Config.SHA256 != stored.Config.SHA256 {
+		return hr.end(Refused, StateAsWas, "the relay config derived now does not hash to the reviewed one; make a new plan")
 	}
-	if err := hr.stage(ctx, script); err != nil {
-		return hr.end(Failed, StateAsWas, "stage: "+err.Error()+" (nothing in force changed)")
+
+	st := steps(p, derived, stepInput{artifact: hr.o.Artifact}, false)
+	if err := hr.stage(ctx, st); err != nil {
+		return hr.end(Failed, StateAsWas, err.Error()+" (nothing in force changed)")
 	}
 	if ctx.Err() != nil {
 		return hr.end(NotStarted, StateAsWas, "interrupted after staging, before its window (nothing in force changed)")
@@ -349,12 +382,7 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	// From here on the host is in its window: it finishes or rolls back,
 	// whatever happens to ctx (an interrupt stops other hosts, not this one).
 	wctx := context.WithoutCancel(ctx)
-	stopClock, werr := hr.runList(wctx, plans.PhaseWindow, listWindow)
-	for _, s := range hr.res.Steps {
-		if s.Kind == "restart" && s.Status == "done" {
-			hr.res.Restarts++
-		}
-	}
+	started, stopClock, werr := hr.window(wctx, st)
 	var after *plans.Facts
 	if werr == nil {
 		after, werr = hr.verify(wctx, before)
@@ -371,13 +399,29 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 		return hr.end(Failed, "unknown: the connection was lost inside the window; the journal on the host says where it stopped",
 			"window: "+werr.Error())
 	}
-	hr.pr.say(h.Host, "window failed: %v; rolling back", werr)
-	state, rerr := hr.rollback(wctx, before)
+	hr.unitLog(wctx, stopClock)
+	hr.pr.say(stored.Host, "window failed: %v; rolling back", werr)
+	state, rerr := hr.rollback(wctx, st[:started], before)
 	if rerr != nil {
 		return hr.end(Failed, state, "window: "+werr.Error()+"; rollback: "+rerr.Error())
 	}
 	hr.commit(wctx, RolledBack)
 	return hr.end(RolledBack, StateAsWas, werr.Error())
+}
+
+// subsequence reports whether every step of a is in b, in order.
+func subsequence(a, b []plans.Step) bool {
+	j := 0
+	for _, s := range a {
+		for j < len(b) && b[j] != s {
+			j++
+		}
+		if j == len(b) {
+			return false
+		}
+		j++
+	}
+	return true
 }
 
 // towardPlan reports whether every drifted fact is a planned sysctl that
@@ -409,12 +453,14 @@ func driftText(d []plans.Drift) string {
 	for _, x := range d {
 		parts = append(parts, fmt.Sprintf("%s: planned %s, now %s", x.Name, x.Planned, x.Observed))
 	}
-	return strings.Join(parts, "; ")
+	return plans.Visible(strings.Join(parts, "; "))
 }
 
+// windowStarted reports whether an unfinished run's journal shows it began
+// its window (or a rollback): then something in force may have changed.
 func windowStarted(journal string) bool {
 	for _, l := range strings.Split(journal, "\n") {
-		if f := strings.Fields(l); len(f) >= 3 && f[1] == "start" && (f[2] == listWindow || f[2] == listRollback) {
+		if f := strings.Fields(l); len(f) >= 3 && f[1] == "start" && (f[2] == plans.PhaseWindow || f[2] == "rollback") {
 			return true
 		}
 	}
@@ -426,87 +472,99 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-func (hr *hostRun) helper(args ...string) string {
-	return Command(append([]string{"sh", "-c", applyScript, "relayctl"}, args...)...)
+// runSteps runs the given phase's primitives of each step in order,
+// journalled and recorded under the step's title. It returns how many
+// steps started and the host clock a restart reported.
+func (hr *hostRun) runSteps(ctx context.Context, phase string, st []step, ops func(step) []Op) (started int, clock int64, err error) {
+	for i, s := range st {
+		list := ops(s)
+		if len(list) == 0 {
+			continue
+		}
+		d := s.describe()
+		started = i + 1
+		hr.pr.say(hr.h.Host, "[%s] %s", phase, d.Title)
+		// The journal says where a run that dies stopped: each step's
+		// start and end, by kind and title.
+		list = append([]Op{op("step", "start "+d.Kind+": "+d.Title)}, list...)
+		list = append(list, op("step", "done "+d.Kind+": "+d.Title))
+		err := hr.host.Run(ctx, list, func(j int, r Result) error {
+			if list[j].Kind == "restart" {
+				fmt.Sscan(r.Value, &clock)
+			}
+			return list[j].Check(r)
+		})
+		if err != nil {
+			hr.record(phase, d, "failed", err.Error())
+			if isConnLost(err) {
+				return started, clock, err
+			}
+			return started, clock, fmt.Errorf("%s: %s: %w", phase, stepName(d), err)
+		}
+		hr.record(phase, d, "done", "")
+	}
+	return started, clock, nil
 }
 
-func (hr *hostRun) stage(ctx context.Context, s *hostScript) error {
-	// Headers and files stream from the one copy of each in memory: a
-	// release is megabytes, and many hosts stage at once.
-	var parts []io.Reader
-	names := make([]string, 0, len(s.files))
-	for n := range s.files {
-		if n != stagedManifest {
-			names = append(names, n)
+// stepName is a step's title up to its details: "place release", "set sysctl".
+func stepName(d plans.Step) string {
+	if i := strings.IndexAny(d.Title, ":"); i > 0 {
+		return d.Title[:i]
+	}
+	return d.Title
+}
+
+// stage runs before the window: begin the journal, then every step's
+// preparation and the stage steps themselves. Nothing in force changes.
+func (hr *hostRun) stage(ctx context.Context, st []step) error {
+	if err := hr.host.Run(ctx, []Op{op("begin", hr.p.Name, hr.p.Checksum)}, nil); err != nil {
+		return fmt.Errorf("stage: begin: %w", err)
+	}
+	_, _, err := hr.runSteps(ctx, plans.PhaseStage, st, func(s step) []Op {
+		ops := s.prepare()
+		if s.describe().Phase == plans.PhaseStage {
+			ops = append(ops, s.do()...)
 		}
-	}
-	sort.Strings(names)
-	names = append(names, stagedManifest) // last, so every file it names is there
-	for _, n := range names {
-		parts = append(parts, strings.NewReader(fmt.Sprintf("FILE %s %d\n", n, len(s.files[n]))), bytes.NewReader(s.files[n]))
-	}
-	parts = append(parts, strings.NewReader("END\n"))
-	_, err := hr.stream(ctx, plans.PhaseStage, hr.helper("stage", hr.p.Paths.StateDir), io.MultiReader(parts...))
+		return ops
+	})
 	return err
 }
 
-// runList runs a staged step list and returns the host clock at the moment
-// the relay was stopped.
-func (hr *hostRun) runList(ctx context.Context, phase, list string) (int64, error) {
-	return hr.stream(ctx, phase, hr.helper("run", hr.p.Paths.StateDir, list), nil)
-}
-
-// stream runs apply.sh and turns its progress lines into step records.
-func (hr *hostRun) stream(ctx context.Context, phase, cmd string, stdin io.Reader) (int64, error) {
-	pr, pw := io.Pipe()
-	var stderr bytes.Buffer
-	done := make(chan error, 1)
-	go func() {
-		err := hr.r.Run(ctx, cmd, stdin, pw, &stderr)
-		pw.CloseWithError(err)
-		done <- err
-	}()
-	var clock int64
-	var failMsg string
-	sc := bufio.NewScanner(pr)
-	for sc.Scan() {
-		f := strings.SplitN(sc.Text(), " ", 3)
-		switch f[0] {
-		case "STEP":
-			key := ""
-			if len(f) > 2 {
-				key = f[2]
-			}
-			hr.pr.say(hr.h.Host, "[%s] %s %s", phase, f[1], key)
-		case "DONE":
-			hr.record(phase, f[1], "", "done", "")
-		case "FAIL":
-			if len(f) > 2 {
-				failMsg = f[2]
-			}
-			hr.record(phase, f[1], "", "failed", failMsg)
-		case "CLOCK":
-			if len(f) > 1 {
-				clock, _ = strconv.ParseInt(f[1], 10, 64)
-			}
+// window runs the window steps in order.
+func (hr *hostRun) window(ctx context.Context, st []step) (int, int64, error) {
+	if err := hr.host.Run(ctx, []Op{op("step", "start window")}, nil); err != nil {
+		return 0, 0, &connLost{err}
+	}
+	started, clock, err := hr.runSteps(ctx, plans.PhaseWindow, st, func(s step) []Op {
+		if s.describe().Phase != plans.PhaseWindow {
+			return nil
+		}
+		return s.do()
+	})
+	for _, r := range hr.res.Steps {
+		if r.Kind == KindRestart && r.Phase == plans.PhaseWindow && r.Status == "done" {
+			hr.res.Restarts++
 		}
 	}
-	io.Copy(io.Discard, pr)
-	err := <-done
-	if failMsg != "" {
-		return clock, errors.New(failMsg)
-	}
-	if err != nil {
-		var ee *ExitError
-		if errors.As(err, &ee) {
-			return clock, fmt.Errorf("%s: %s", phase, strings.TrimSpace(stderr.String()+" "+ee.Error()))
-		}
-		return clock, &connLost{err}
-	}
-	return clock, nil
+	return started, clock, err
 }
 
-// connLost is a transport failure (not a remote exit status): inside the
+// unitLog keeps systemd's own account of a failed start in the receipt.
+func (hr *hostRun) unitLog(ctx context.Context, since int64) {
+	svc := hr.p.Relay.Service
+	if svc.Manager != "systemd" {
+		return
+	}
+	if since == 0 {
+		since = hr.res.started.UnixNano()
+	}
+	hr.host.Run(ctx, []Op{op("unit-log", svc.Name, fmt.Sprint(since))}, func(_ int, r Result) error {
+		hr.res.UnitLog = r.Value
+		return nil
+	})
+}
+
+// connLost is a transport failure (not a refusal by the host): inside the
 // window it means nobody knows how far the host got but its journal.
 type connLost struct{ err error }
 
@@ -521,6 +579,7 @@ func isConnLost(err error) bool {
 // verify reads the host back until it matches the plan or time runs out.
 func (hr *hostRun) verify(ctx context.Context, before *plans.Facts) (*plans.Facts, error) {
 	deadline := time.Now().Add(hr.o.VerifyTimeout) // a real clock: Now may be a test's fixed one
+	d := plans.Step{Phase: plans.PhaseVerify, Kind: KindReadBack, Title: "read back"}
 	for {
 		after, err := hr.observe(ctx)
 		if err != nil {
@@ -530,64 +589,14 @@ func (hr *hostRun) verify(ctx context.Context, before *plans.Facts) (*plans.Fact
 		if allOK(checks) || time.Now().After(deadline) {
 			hr.res.Verify = checks
 			if bad := failed(checks); bad != "" {
-				hr.record(plans.PhaseVerify, "read-back", "", "failed", bad)
+				hr.record(plans.PhaseVerify, d, "failed", bad)
 				return after, errors.New("read-back: " + bad)
 			}
-			hr.record(plans.PhaseVerify, "read-back", "", "done", "")
+			hr.record(plans.PhaseVerify, d, "done", "")
 			return after, nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// PlannedChecks compares a host read back after the window with the plan.
-func PlannedChecks(p *plans.Plan, h *plans.HostPlan, before, after *plans.Facts) []Check {
-	var c []Check
-	add := func(what, want, got string) { c = append(c, Check{What: what, Want: want, Got: got, OK: want == got}) }
-	add("relay running", "true", strconv.FormatBool(after.Service.Running))
-	if h.Restart && before != nil && before.Service.Running {
-		got := "same pid " + strconv.Itoa(after.Service.PID)
-		if after.Service.PID != before.Service.PID {
-			got = "new pid"
-		}
-		add("relay restarted", "new pid", got)
-	}
-	add("release "+p.Paths.Current, p.Relay.Version, after.Release.Current)
-	for _, s := range p.Sysctl {
-		add("sysctl "+s.Key, s.Value, tune.Normalize(after.Sysctls[s.Key].Value))
-	}
-	add("relay config "+h.Config.Path, "as planned", sameText(after.Config.Exists, after.Config.Content, h.Config.Planned))
-	if len(p.Sysctl) > 0 || h.DropIn.Exists {
-		dropIn := plans.FileFact{}
-		for _, cf := range after.SysctlFiles {
-			if cf.Path == h.DropIn.Path {
-				dropIn = plans.FileFact{Exists: true, Content: cf.Content}
-			}
-		}
-		add("sysctl drop-in "+h.DropIn.Path, "as planned", sameText(dropIn.Exists, dropIn.Content, h.DropIn.Planned))
-	}
-	rb := "no socket"
-	if after.Socket.Found {
-		rb = strconv.FormatUint(after.Socket.Rcvbuf, 10)
-	}
-	add(fmt.Sprintf("ss rb on udp/%d", p.Relay.Port), strconv.Itoa(h.Readback.Expected), rb)
-	if st := after.RelayStatus; st != nil && st.Read {
-		add("relay /status so_rcvbuf_effective", strconv.Itoa(h.Readback.Expected), strconv.Itoa(st.SORcvbufEffective))
-		add("relay /status version", p.Relay.Version, st.Version)
-	}
-	return c
-}
-
-func sameText(exists bool, got, want string) string {
-	switch {
-	case !exists && want == "":
-		return "as planned"
-	case !exists:
-		return "absent"
-	case got == want:
-		return "as planned"
-	}
-	return "differs"
 }
 
 func allOK(c []Check) bool { return failed(c) == "" }
@@ -599,13 +608,35 @@ func failed(c []Check) string {
 			bad = append(bad, fmt.Sprintf("%s: got %s, want %s", x.What, x.Got, x.Want))
 		}
 	}
-	return strings.Join(bad, "; ")
+	return plans.Visible(strings.Join(bad, "; "))
 }
 
-// rollback restores the previous state and verifies it. It returns the
-// host's state in words when that is not "as it was".
-func (hr *hostRun) rollback(ctx context.Context, before *plans.Facts) (string, error) {
-	if _, err := hr.runList(ctx, "rollback", listRollback); err != nil {
+// rollback undoes the window steps that started, last first, with the
+// relay restarted (or stopped) once after everything else is back, and
+// verifies the old state. It returns the host's state in words when that
+// is not "as it was".
+func (hr *hostRun) rollback(ctx context.Context, ran []step, before *plans.Facts) (string, error) {
+	var ops, last []Op
+	var undone []step
+	for i := len(ran) - 1; i >= 0; i-- {
+		s := ran[i]
+		if s.describe().Phase != plans.PhaseWindow {
+			continue
+		}
+		undone = append(undone, s)
+		if _, ok := s.(restart); ok {
+			last = s.undo()
+			continue
+		}
+		ops = append(ops, s.undo()...)
+	}
+	ops = append(ops, last...)
+	ops = append([]Op{op("step", "start rollback")}, ops...)
+	d := plans.Step{Phase: "rollback", Kind: "rollback", Title: "roll back the window"}
+	err := hr.host.Run(ctx, ops, nil)
+	c := &checkCtx{p: hr.p, h: hr.h, before: before}
+	if err != nil {
+		hr.record("rollback", d, "failed", err.Error())
 		if isConnLost(err) {
 			return "unknown: the connection was lost during rollback; see the journal on the host", err
 		}
@@ -615,12 +646,12 @@ func (hr *hostRun) rollback(ctx context.Context, before *plans.Facts) (string, e
 			return "unknown: rollback failed and the host could not be read back", err
 		}
 		hr.res.After = after
-		return "in between: " + failed(previousChecks(hr.p, hr.h, before, after)), err
+		c.after = after
+		return "in between: " + failed(restoredChecks(undone, c)), err
 	}
-	for _, s := range hr.res.Steps {
-		if s.Phase == "rollback" && s.Kind == "restart" && s.Status == "done" {
-			hr.res.Restarts++
-		}
+	hr.record("rollback", d, "done", "")
+	if len(last) > 0 {
+		hr.res.Restarts++
 	}
 	deadline := time.Now().Add(hr.o.VerifyTimeout) // a real clock: Now may be a test's fixed one
 	for {
@@ -628,7 +659,8 @@ func (hr *hostRun) rollback(ctx context.Context, before *plans.Facts) (string, e
 		if err != nil {
 			return "unknown: the host could not be read back after rollback", &connLost{err}
 		}
-		checks := previousChecks(hr.p, hr.h, before, after)
+		c.after = after
+		checks := restoredChecks(undone, c)
 		if allOK(checks) || time.Now().After(deadline) {
 			hr.res.After = after
 			hr.res.Verify = append(hr.res.Verify, checks...)
@@ -641,34 +673,36 @@ func (hr *hostRun) rollback(ctx context.Context, before *plans.Facts) (string, e
 	}
 }
 
-// previousChecks compares a host after rollback with what it was.
-func previousChecks(p *plans.Plan, h *plans.HostPlan, before, after *plans.Facts) []Check {
-	var c []Check
-	add := func(what, want, got string) {
-		c = append(c, Check{What: "rollback: " + what, Want: want, Got: got, OK: want == got})
+// restoredChecks are the rollback's read-back: each undone step's own, and
+// the relay socket as it was.
+func restoredChecks(undone []step, c *checkCtx) []Check {
+	var out []Check
+	for _, s := range undone {
+		for _, x := range s.restored(c) {
+			x.What = "rollback: " + x.What
+			out = append(out, x)
+		}
 	}
-	add("relay running", strconv.FormatBool(before.Service.Running), strconv.FormatBool(after.Service.Running))
-	add("release link", before.Release.CurrentRaw, after.Release.CurrentRaw)
-	for _, s := range p.Sysctl {
-		add("sysctl "+s.Key, tune.Normalize(before.Sysctls[s.Key].Value), tune.Normalize(after.Sysctls[s.Key].Value))
+	for _, x := range (readBack{port: c.p.Relay.Port}).restored(c) {
+		x.What = "rollback: " + x.What
+		out = append(out, x)
 	}
-	if before.Socket.Found {
-		add(fmt.Sprintf("ss rb on udp/%d", p.Relay.Port), strconv.FormatUint(before.Socket.Rcvbuf, 10), strconv.FormatUint(after.Socket.Rcvbuf, 10))
-	}
-	return c
+	return out
 }
 
 // commit files the journal and the host's receipt on the host.
 func (hr *hostRun) commit(ctx context.Context, out Outcome) {
 	hr.res.Outcome = out
-	hr.res.RoundTrips = hr.r.count() + 1
+	hr.res.RoundTrips = hr.host.RoundTrips()
 	body, err := receiptJSON(hr.p, hr.res)
 	if err != nil {
 		hr.pr.say(hr.h.Host, "receipt: %v", err)
 		return
 	}
 	name := receiptName(hr.p, hr.o.Now())
-	if _, err := hr.stream(ctx, "commit", hr.helper("commit", hr.p.Paths.StateDir, name, strings.ReplaceAll(string(out), " ", "-")), bytes.NewReader(body)); err != nil {
+	o := op("commit", name, strings.ReplaceAll(string(out), " ", "-"), fmt.Sprint(len(body)))
+	o.Data = body
+	if err := hr.host.Run(ctx, []Op{o}, nil); err != nil {
 		hr.pr.say(hr.h.Host, "could not file the receipt on the host: %v", err)
 	}
 }
@@ -680,3 +714,6 @@ func receiptName(p *plans.Plan, now time.Time) string {
 	}
 	return now.UTC().Format("20060102T150405Z") + "-" + p.Name + "-" + sum
 }
+
+// ConnLost marks a transport failure, for fakes of Host.
+func ConnLost(err error) error { return &connLost{err} }

@@ -9,18 +9,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
-	"regexp"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/relay/sockstat"
+	"github.com/relayctl/relayctl/tune"
 )
 
 //go:embed observe.sh
 var observeScript string
+
+// MaxObserveOutput bounds what one observe may print: every file in it is
+// bounded on the host already, this is the last line of defence.
+const MaxObserveOutput = 16 << 20
 
 // Query says what to observe on a host: which sysctls, where the relay
 // lives and how to find its process. Everything in it is validated before
@@ -44,30 +48,52 @@ func QueryForPlan(p *plans.Plan) Query {
 	return Query{Keys: p.ReadKeys(), Port: p.Relay.Port, Control: p.Relay.Control, Paths: p.Paths, Service: p.Relay.Service}
 }
 
-// command returns the remote command line for the observe script (which
-// travels on stdin). Every word is validated first, then quoted.
-func (q Query) command(boundary string) (string, error) {
+// Validate checks every word of the query before it goes on a command line.
+func (q Query) Validate() error {
 	for _, k := range q.Keys {
-		if strings.ContainsAny(k, ", ") || k == "" {
-			return "", fmt.Errorf("observe: bad sysctl key %q", k)
+		if err := tune.ValidKey(k); err != nil {
+			return fmt.Errorf("observe: %w", err)
 		}
 	}
 	for _, p := range []string{q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir} {
 		if err := plans.ValidHostPath(p); err != nil {
-			return "", fmt.Errorf("observe: %w", err)
+			return fmt.Errorf("observe: %w", err)
 		}
 	}
 	if q.Port < 1 || q.Port > 65535 {
-		return "", fmt.Errorf("observe: bad port %d", q.Port)
+		return fmt.Errorf("observe: bad port %d", q.Port)
 	}
-	if q.Control != "" && !controlRe.MatchString(q.Control) {
-		return "", fmt.Errorf("observe: bad control address %q", q.Control)
+	if q.Control != "" {
+		if err := plans.ValidControl(q.Control); err != nil {
+			return fmt.Errorf("observe: %w", err)
+		}
 	}
-	argv := []string{"sh", "-s", "--", boundary, strconv.Itoa(q.Port), q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir,
-		q.Service.Manager, q.Service.Name, strings.Join(q.Keys, ","), q.Control}
-	if q.Service.Manager == "command" {
-		argv = append(argv, q.Service.PID...)
+	switch q.Service.Manager {
+	case "systemd":
+		if err := plans.ValidUnit(q.Service.Name); err != nil {
+			return fmt.Errorf("observe: %w", err)
+		}
+	case "command":
+		if err := plans.ValidHostPath(q.Service.PIDFile); err != nil {
+			return fmt.Errorf("observe: pid file: %w", err)
+		}
+	case "none":
+	default:
+		return fmt.Errorf("observe: service manager %q", q.Service.Manager)
 	}
+	return nil
+}
+
+// command returns the remote command line: the script itself and the
+// query's words, all quoted. The frame boundary is not among them: it
+// travels on stdin.
+func (q Query) command() (string, error) {
+	if err := q.Validate(); err != nil {
+		return "", err
+	}
+	argv := []string{"sh", "-c", observeScript, "relayctl-observe", strconv.Itoa(q.Port), q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir,
+		q.Service.Manager, q.Service.Name, q.Service.PIDFile, strings.Join(q.Keys, ","), q.Control, strconv.Itoa(plans.MaxHostFile)}
+	argv = append(argv, tune.SysctlDirs...)
 	return Command(argv...), nil
 }
 
@@ -77,13 +103,17 @@ func Observe(ctx context.Context, r Runner, host, address, user string, q Query)
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := q.command(boundary)
+	cmd, err := q.command()
 	if err != nil {
 		return nil, err
 	}
-	var out, errb bytes.Buffer
-	if err := r.Run(ctx, cmd, strings.NewReader(observeScript), &out, &errb); err != nil {
+	out := &limitedBuffer{max: MaxObserveOutput}
+	var errb bytes.Buffer
+	if err := r.Run(ctx, cmd, strings.NewReader(boundary+"\n"), out, &errb); err != nil {
 		return nil, fmt.Errorf("observe: %w", err)
+	}
+	if out.over {
+		return nil, fmt.Errorf("observe: the host printed more than %d bytes", MaxObserveOutput)
 	}
 	frames, err := ParseFrames(out.Bytes(), boundary)
 	if err != nil {
@@ -94,7 +124,28 @@ func Observe(ctx context.Context, r Runner, host, address, user string, q Query)
 		return nil, fmt.Errorf("observe: %w", err)
 	}
 	f.Host, f.Address, f.User = host, address, user
+	if err := plans.ValidateFacts(f); err != nil {
+		return nil, fmt.Errorf("observe: %w", err)
+	}
 	return f, nil
+}
+
+// limitedBuffer keeps at most max bytes and notes that more came.
+type limitedBuffer struct {
+	bytes.Buffer
+	max  int
+	over bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.Len(); len(p) > room {
+		b.over = true
+		if room > 0 {
+			b.Buffer.Write(p[:room])
+		}
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
 }
 
 // Frame is one section of the observe script's output.
@@ -104,14 +155,15 @@ type Frame struct {
 	Data   []byte
 }
 
-var (
-	errFrame  = errors.New("malformed observe output")
-	controlRe = regexp.MustCompile(`^[0-9.]+:[0-9]{1,5}$`)
-)
+var errFrame = errors.New("malformed observe output")
+
+// ErrForgedFrame is host output that carries the frame marker, or a frame
+// seen twice: something on the host tried to write facts of its own.
+var ErrForgedFrame = errors.New("forged observe output")
 
 // newBoundary is a frame marker no host output can guess.
 func newBoundary() (string, error) {
-	var r [12]byte
+	var r [16]byte
 	if _, err := rand.Read(r[:]); err != nil {
 		return "", fmt.Errorf("observe: %w", err)
 	}
@@ -120,9 +172,12 @@ func newBoundary() (string, error) {
 
 // ParseFrames splits the observe script's output into its sections:
 // "BOUNDARY NAME\n", the output, "\nBOUNDARY end STATUS\n". Host output is
-// untrusted: anything outside that shape is an error.
+// untrusted: anything outside that shape is an error, and so are a frame
+// name seen twice and a section whose output holds the boundary (which
+// only a host that learnt the secret could print).
 func ParseFrames(b []byte, boundary string) ([]Frame, error) {
 	var out []Frame
+	seen := map[string]bool{}
 	open := []byte(boundary + " ")
 	closing := []byte("\n" + boundary + " end ")
 	for len(b) > 0 {
@@ -149,15 +204,24 @@ func ParseFrames(b []byte, boundary string) ([]Frame, error) {
 		if err != nil || st < 0 || st > 255 {
 			return nil, fmt.Errorf("%w: section %q: bad status %q", errFrame, clip(name), clip(string(b[:nl])))
 		}
+		if bytes.Contains(data, []byte(boundary)) {
+			return nil, fmt.Errorf("%w: section %q holds the frame marker", ErrForgedFrame, clip(name))
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("%w: section %q appears twice", ErrForgedFrame, clip(name))
+		}
+		seen[name] = true
 		out = append(out, Frame{Name: name, Status: st, Data: data})
 		b = b[nl+1:]
 	}
 	return out, nil
 }
 
-func clip(s string) string {
-	if len(s) > 60 {
-		return s[:60] + "…"
+func clip(s string) string { return clipTo(s, 60) }
+
+func clipTo(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
 	}
 	return s
 }
@@ -202,16 +266,32 @@ func FactsFromFrames(frames []Frame, q Query) (*plans.Facts, error) {
 	}
 	for _, fr := range frames {
 		if p, ok := strings.CutPrefix(fr.Name, "file "); ok && fr.Status == 0 {
+			if len(fr.Data) > plans.MaxHostFile {
+				f.SkippedFiles = append(f.SkippedFiles, fmt.Sprintf("%s is larger than %d bytes", p, plans.MaxHostFile))
+				continue
+			}
+			if plans.ValidHostPath(p) != nil {
+				f.SkippedFiles = append(f.SkippedFiles, "a file name with unusual characters")
+				continue
+			}
 			f.SysctlFiles = append(f.SysctlFiles, plans.ConfFile{Path: p, Content: string(fr.Data)})
+		}
+		if d, ok := strings.CutPrefix(fr.Name, "skipped "); ok {
+			f.SkippedFiles = append(f.SkippedFiles, "in "+d+": "+strings.TrimSpace(string(fr.Data)))
 		}
 	}
 	if raw, ok := text("current-link"); ok {
 		f.Release.CurrentRaw = raw
-		f.Release.Current = path.Base(raw)
+		f.Release.Current = plans.ReleaseOf(q.Paths, raw)
+		if plans.ValidVersion(f.Release.Current) != nil {
+			f.Release.Current = ""
+		}
 	}
 	if list, ok := text("releases"); ok {
 		for _, v := range strings.Fields(list) {
-			f.Release.Installed = append(f.Release.Installed, v)
+			if plans.ValidVersion(v) == nil {
+				f.Release.Installed = append(f.Release.Installed, v)
+			}
 		}
 		sort.Strings(f.Release.Installed)
 	}
@@ -219,20 +299,15 @@ func FactsFromFrames(frames []Frame, q Query) (*plans.Facts, error) {
 		f.Journal = string(fr.Data)
 	}
 	if fr, ok := by["lock-owner"]; ok && fr.Status == 0 {
-		f.LockOwner = strings.TrimSpace(string(fr.Data))
+		f.LockOwner = plans.Visible(strings.TrimSpace(string(fr.Data)))
 	}
 	if fr, ok := by["relay-config"]; ok && fr.Status == 0 {
+		if len(fr.Data) > plans.MaxHostFile {
+			return nil, fmt.Errorf("the relay config %s is larger than %d bytes", q.Paths.RelayConfig, plans.MaxHostFile)
+		}
 		f.Config = plans.FileFact{Exists: true, Content: string(fr.Data)}
 	}
-	if fr, ok := by["service"]; ok {
-		s := strings.TrimSpace(string(fr.Data))
-		pid, err := strconv.Atoi(s)
-		if fr.Status == 0 && err == nil && pid > 0 {
-			f.Service = plans.ServiceFact{Running: true, PID: pid}
-		} else {
-			f.Service = plans.ServiceFact{Detail: clip(s)}
-		}
-	}
+	f.Service = serviceFact(by)
 	if f.Service.Running {
 		f.Release.RunningExe, _ = text("relay-exe")
 		if ns, ok := text("relay-netns"); ok {
@@ -243,45 +318,75 @@ func FactsFromFrames(frames []Frame, q Query) (*plans.Facts, error) {
 		f.RelayStatus = parseStatus(fr)
 	}
 	f.Socket.Port = q.Port
+	var ss, udp, snmp []byte
 	if fr, ok := by["ss"]; ok && fr.Status == 0 {
-		socks, err := sockstat.ParseSS(fr.Data)
-		if err != nil {
-			return nil, fmt.Errorf("read ss output: %w", err)
-		}
-		if s := sockstat.FilterPort(socks, q.Port); len(s) > 0 {
-			f.Socket.Found = true
-			f.Socket.Rcvbuf = s[0].Rcvbuf
-			f.Socket.Drops = s[0].Drops
-		}
+		ss = fr.Data
 	}
 	if fr, ok := by["proc-net-udp"]; ok && fr.Status == 0 {
-		socks, err := sockstat.ParseProcNetUDP(fr.Data)
-		if err != nil {
-			return nil, fmt.Errorf("read /proc/net/udp: %w", err)
-		}
-		for _, s := range socks {
-			if s.LocalPort == q.Port {
-				f.Socket.ProcUDPDrops = s.Drops
-			}
-		}
+		udp = fr.Data
 	}
 	if fr, ok := by["proc-net-snmp"]; ok && fr.Status == 0 {
-		st, err := sockstat.ParseSNMP(fr.Data)
-		if err != nil {
-			return nil, fmt.Errorf("read /proc/net/snmp: %w", err)
-		}
-		f.Socket.RcvbufErrors = st.RcvbufErrors
-		f.Socket.InErrors = st.InErrors
+		snmp = fr.Data
 	}
+	r, err := sockstat.ReadBack(ss, udp, snmp, q.Port)
+	if err != nil {
+		return nil, err
+	}
+	f.Socket.Found, f.Socket.Rcvbuf, f.Socket.Drops, f.Socket.Inode = r.Found, r.Rcvbuf, r.Drops, r.Inode
+	f.Socket.ProcUDPDrops, f.Socket.RcvbufErrors, f.Socket.InErrors = r.ProcUDPDrops, r.RcvbufErrors, r.InErrors
 	return f, nil
 }
 
+// serviceFact reads what systemd or the pid file said about the relay.
+func serviceFact(by map[string]Frame) plans.ServiceFact {
+	var s plans.ServiceFact
+	if fr, ok := by["systemd"]; ok {
+		props := map[string]string{}
+		for _, l := range strings.Split(string(fr.Data), "\n") {
+			if k, v, ok := strings.Cut(l, "="); ok {
+				props[k] = v
+			}
+		}
+		s.Restarts, _ = strconv.Atoi(props["NRestarts"])
+		s.InvocationID = props["InvocationID"]
+		s.ActiveState = props["ActiveState"]
+		if props["LoadState"] == "not-found" {
+			s.UnitMissing = true
+			s.Detail = "unit not found"
+		} else if fr.Status != 0 {
+			s.Detail = clip(strings.TrimSpace(string(fr.Data)))
+		} else {
+			s.Detail = props["ActiveState"] + "/" + props["SubState"]
+		}
+	}
+	if fr, ok := by["pidfile-untrusted"]; ok {
+		s.Detail = clipTo(strings.TrimSpace(string(fr.Data)), 300)
+	}
+	if fr, ok := by["untrusted-pid"]; ok {
+		pid, exe, _ := strings.Cut(strings.TrimSpace(string(fr.Data)), " ")
+		s.Detail = "pid " + clipTo(pid, 20) + " runs " + clipTo(exe, 200) + ", which is not a release: not read back"
+	}
+	if fr, ok := by["service"]; ok {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(fr.Data))); err == nil && pid > 0 {
+			s.Running, s.PID = true, pid
+			if s.ActiveState == "" || s.ActiveState == "active" || s.ActiveState == "reloading" {
+				s.Detail = ""
+			}
+		} else if s.Detail == "" {
+			s.Detail = "not running"
+		}
+	}
+	s.Detail = plans.Visible(s.Detail)
+	return s
+}
+
 // parseStatus reads the relay's /status answer (with HTTP headers when it
-// came through bash's /dev/tcp).
+// came through bash's /dev/tcp). The relay writes it: it is bounded on the
+// host and decoded strictly into the few fields relayctl reads.
 func parseStatus(fr Frame) *plans.RelayStatusFact {
 	data := fr.Data
 	if fr.Status != 0 {
-		return &plans.RelayStatusFact{Error: clip(strings.TrimSpace(string(data)))}
+		return &plans.RelayStatusFact{Error: plans.Visible(clip(strings.TrimSpace(string(data))))}
 	}
 	if bytes.HasPrefix(data, []byte("HTTP/")) {
 		head, body, ok := bytes.Cut(data, []byte("\r\n\r\n"))
@@ -289,21 +394,32 @@ func parseStatus(fr Frame) *plans.RelayStatusFact {
 			return &plans.RelayStatusFact{Error: "truncated HTTP answer"}
 		}
 		if line, _, _ := bytes.Cut(head, []byte("\r\n")); !bytes.Contains(line, []byte(" 200 ")) {
-			return &plans.RelayStatusFact{Error: clip(string(line))}
+			return &plans.RelayStatusFact{Error: plans.Visible(clip(string(line)))}
 		}
 		data = body
 	}
 	var st struct {
-		Version   string `json:"version"`
-		PID       int    `json:"pid"`
-		Requested int    `json:"so_rcvbuf_requested"`
-		Effective int    `json:"so_rcvbuf_effective"`
-		Counters  struct {
+		Version     string `json:"version"`
+		PID         int    `json:"pid"`
+		Requested   int    `json:"so_rcvbuf_requested"`
+		Effective   int    `json:"so_rcvbuf_effective"`
+		SocketInode uint64 `json:"socket_inode"`
+		Lobbies     int    `json:"lobbies"`
+		Players     int    `json:"players"`
+		Counters    struct {
 			RxDrops uint64 `json:"rx_drops"`
 		} `json:"counters"`
 	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		return &plans.RelayStatusFact{Error: "status is not JSON: " + clip(err.Error())}
+	dec := json.NewDecoder(io.LimitReader(bytes.NewReader(data), 1<<16))
+	if err := dec.Decode(&st); err != nil {
+		return &plans.RelayStatusFact{Error: "status is not JSON: " + plans.Visible(clip(err.Error()))}
 	}
-	return &plans.RelayStatusFact{Read: true, Version: st.Version, PID: st.PID, SORcvbufRequested: st.Requested, SORcvbufEffective: st.Effective, RxDrops: st.Counters.RxDrops}
+	if len(st.Version) > 64 || plans.ValidVersion(st.Version) != nil && st.Version != "devel" {
+		return &plans.RelayStatusFact{Error: "status has no valid version: " + plans.Visible(clip(st.Version))}
+	}
+	if st.PID < 0 || st.Requested < 0 || st.Effective < 0 || st.Lobbies < 0 || st.Players < 0 {
+		return &plans.RelayStatusFact{Error: "status has negative numbers"}
+	}
+	return &plans.RelayStatusFact{Read: true, Version: st.Version, PID: st.PID, SORcvbufRequested: st.Requested, SORcvbufEffective: st.Effective,
+		RxDrops: st.Counters.RxDrops, SocketInode: st.SocketInode, Lobbies: st.Lobbies, Players: st.Players}
 }

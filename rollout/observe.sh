@@ -1,22 +1,30 @@
 # relayctl observe: read-only. Prints every fact relayctl needs as framed
 # sections, so one SSH round trip gathers a host:
 #   BOUNDARY NAME\n  output  \nBOUNDARY end STATUS\n
-# BOUNDARY is random for each run (chosen by relayctl), so no output can
-# fake a frame; STATUS is the exit status of the command behind the section.
+# BOUNDARY is random for each run and arrives as the first line of stdin,
+# never on the command line (any local user can read /proc/PID/cmdline), so
+# nothing on the host can print a frame of its own; relayctl also refuses a
+# frame name seen twice and output holding the boundary. STATUS is the exit
+# status of the command behind the section. Content read from files is
+# bounded (head -c), so a huge file cannot flood relayctl.
 # Each section costs one process at most: this runs on every host at once.
 # Arguments (validated and quoted by relayctl):
-#   BOUNDARY PORT CURRENT_LINK RELEASES_DIR RELAY_CONFIG STATE_DIR MANAGER UNIT KEYS CONTROL [PID_ARGV...]
-# KEYS is a comma-separated list of sysctl keys; PID_ARGV (manager
-# "command") prints the relay's main PID. CONTROL is the relay's control
-# address (host:port, in the relay's network namespace), "" for none.
+#   PORT CURRENT_LINK RELEASES_DIR RELAY_CONFIG STATE_DIR MANAGER UNIT PID_FILE KEYS CONTROL MAXFILE SYSCTL_DIR...
+# KEYS is a comma-separated list of sysctl keys. MANAGER is systemd,
+# command or none. CONTROL is the relay's control address (host:port, in
+# the relay's network namespace), "" for none. MAXFILE bounds each file read.
+# Nothing here runs a command named by a spec: the relay is found through
+# systemd or a pid file, and trusted only if its executable is a release.
 set -u
 LC_ALL=C
 export LC_ALL
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-b=$1
-shift
-port=$1 current=$2 releases=$3 config=$4 state=$5 manager=$6 unit=$7 keys=$8 control=$9
+IFS= read -r b || exit 3
+case $b in @@relayctl-*) ;; *) exit 3 ;; esac
+port=$1 current=$2 releases=$3 config=$4 state=$5 manager=$6 unit=$7 pidfile=$8 keys=$9
 shift 9
+control=$1 maxfile=$2
+shift 2
 
 emit() { # emit NAME CMD [ARGS...]
 	printf '%s %s\n' "$b" "$1"
@@ -36,18 +44,23 @@ value() { # value NAME STATUS TEXT
 	printf '%s %s\n%s\n%s end %d\n' "$b" "$1" "$3" "$b" "$2"
 }
 
+# file_of PATH: a regular file's first MAXFILE+1 bytes (one more tells
+# relayctl it was cut).
+file_of() { [ -f "$1" ] && head -c "$((maxfile + 1))" -- "$1"; }
+
 # status PID HOST PORT: GET /status from the relay's control plane, inside
 # its network namespace, with whichever client the host has (bash's
-# /dev/tcp first: it starts in a few milliseconds, curl in thirty).
+# /dev/tcp first: it starts in a few milliseconds, curl in thirty). The
+# answer is the relay's to write: bounded, and framed like any output.
 status() {
 	if command -v bash >/dev/null 2>&1; then
 		nsenter -t "$1" -n timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
 printf "GET /status HTTP/1.0\r\n\r\n" >&3
-cat <&3' "$2" "$3"
+head -c 65536 <&3' "$2" "$3"
 		return
 	fi
 	if command -v curl >/dev/null 2>&1; then
-		nsenter -t "$1" -n curl -fsS --max-time 3 "http://$2:$3/status"
+		nsenter -t "$1" -n curl -fsS --max-time 3 --max-filesize 65536 "http://$2:$3/status"
 		return
 	fi
 	echo "no HTTP client (curl or bash) on the host to read the relay's /status"
@@ -59,7 +72,7 @@ absent() { echo "absent"; return 2; }
 
 emit clock date +%s%N
 emit kernel uname -r
-emit hostname cat /proc/sys/kernel/hostname
+emit hostname head -c 256 /proc/sys/kernel/hostname
 emit uid id -u
 emit netns-self readlink /proc/self/ns/net
 # Global net.core values are mode 0444 in any network namespace but the
@@ -73,7 +86,7 @@ for key in $keys; do
 	IFS=$old_ifs
 	f=/proc/sys/$(printf '%s' "$key" | tr . /)
 	if [ -e "$f" ]; then
-		emit "sysctl $key" cat "$f"
+		emit "sysctl $key" head -c 4096 "$f"
 		emit "sysctl-writable $key" writable "$f"
 	else
 		emit "sysctl $key" absent
@@ -81,54 +94,82 @@ for key in $keys; do
 done
 IFS=$old_ifs
 
-# sysctl.d, in the order of DESIGN.md; a folder that is another's alias
-# (/lib -> /usr/lib on merged-usr systems) is read once, under its first name.
+# sysctl.d, in the order relayctl gives (tune.SysctlDirs); a folder that is
+# another's alias (/lib -> /usr/lib on merged-usr systems) is read once,
+# under its first name. A name with characters relayctl does not pass
+# through is reported, not read.
 seen=
-for d in /etc/sysctl.d /run/sysctl.d /usr/local/lib/sysctl.d /usr/lib/sysctl.d /lib/sysctl.d; do
+for d in "$@"; do
 	[ -d "$d" ] || continue
 	real=$(cd "$d" && pwd -P)
 	case " $seen " in *" $real "*) continue ;; esac
 	seen="$seen $real"
 	for f in "$d"/*.conf; do
 		[ -f "$f" ] || continue
-		emit "file $f" cat "$f"
+		case ${f##*/} in
+		*[!A-Za-z0-9._+@:-]*) value "skipped $d" 0 "a file name with unusual characters" ;;
+		*) emit "file $f" file_of "$f" ;;
+		esac
 	done
 done
-[ -f /etc/sysctl.conf ] && emit "file /etc/sysctl.conf" cat /etc/sysctl.conf
+[ -f /etc/sysctl.conf ] && emit "file /etc/sysctl.conf" file_of /etc/sysctl.conf
 
 if [ -L "$current" ]; then emit current-link readlink "$current"; else emit current-link absent; fi
 if [ -d "$releases" ]; then emit releases ls -1 "$releases"; else emit releases absent; fi
-if [ -e "$config" ]; then emit relay-config cat "$config"; else emit relay-config absent; fi
+if [ -e "$config" ]; then emit relay-config file_of "$config"; else emit relay-config absent; fi
 # An apply that did not finish leaves its journal and lock owner behind.
-[ -f "$state/journal" ] && emit journal cat "$state/journal"
-[ -s "$state/lock.owner" ] && emit lock-owner cat "$state/lock.owner"
+[ -f "$state/journal" ] && emit journal tail -c 1048576 "$state/journal"
+[ -s "$state/lock.owner" ] && emit lock-owner head -c 4096 "$state/lock.owner"
 
 pid=
 case $manager in
 systemd)
-	pid=$(systemctl show -p MainPID --value "$unit" 2>&1 </dev/null)
-	value service $? "$pid"
+	emit_all systemd systemctl show --property=MainPID,LoadState,ActiveState,SubState,NRestarts,InvocationID -- "$unit"
+	pid=$(systemctl show --property=MainPID --value -- "$unit" 2>/dev/null </dev/null)
 	;;
 command)
-	pid=$("$@" 2>&1 </dev/null)
-	value service $? "$pid"
+	# The pid file is trusted only if nobody but root can write it.
+	if [ -f "$pidfile" ] && [ ! -L "$pidfile" ]; then
+		own=$(stat -c '%u %a' -- "$pidfile")
+		case $own in
+		"0 "[0-7][0145][0145] | "0 "[0145][0145]) pid=$(head -c 32 -- "$pidfile") ;;
+		*) value pidfile-untrusted 0 "$pidfile is owned by uid ${own% *} with mode ${own#* }: only root may write it" ;;
+		esac
+	fi
 	;;
 esac
 pid=$(printf '%s' "$pid" | tr -d ' \n')
 case $pid in '' | 0 | *[!0-9]*) pid= ;; esac
 
-filter="sport = :$port"
+# The process is the relay only if it runs a release: a pid file or unit
+# pointing elsewhere (pid 1, a copy in another namespace) is not read back.
+exe=
 if [ -n "$pid" ] && [ -d "/proc/$pid" ]; then
-	emit relay-exe readlink "/proc/$pid/exe"
+	exe=$(readlink "/proc/$pid/exe" 2>/dev/null)
+	case $exe in
+	"$releases"/*) ;;
+	*)
+		value untrusted-pid 0 "$pid $exe"
+		pid=
+		;;
+	esac
+else
+	pid=
+fi
+value service 0 "$pid"
+
+filter="sport = :$port"
+if [ -n "$pid" ]; then
+	value relay-exe 0 "$exe"
 	emit relay-netns readlink "/proc/$pid/ns/net"
-	emit ss nsenter -t "$pid" -n ss -H -O -u -l -n -m "$filter"
+	emit ss nsenter -t "$pid" -n ss -H -O -u -a -n -m -e "$filter"
 	emit proc-net-udp cat "/proc/$pid/net/udp"
 	emit proc-net-snmp cat "/proc/$pid/net/snmp"
 	if [ -n "$control" ]; then
 		emit_all relay-status status "$pid" "${control%:*}" "${control##*:}"
 	fi
 else
-	emit ss ss -H -O -u -l -n -m "$filter"
+	emit ss ss -H -O -u -a -n -m -e "$filter"
 	emit proc-net-udp cat /proc/net/udp
 	emit proc-net-snmp cat /proc/net/snmp
 fi

@@ -51,7 +51,7 @@ relay:
     manager: command
     start: [/opt/relay/bin/relay-service, start]
     stop: [/opt/relay/bin/relay-service, stop]
-    pid: [/opt/relay/bin/relay-service, pid]
+    pid_file: /opt/relay/run/relayd.pid
 SPEC
 }
 

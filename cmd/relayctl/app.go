@@ -18,6 +18,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/relayctl/relayctl/plans"
 )
 
 // Version is stamped at build time with -ldflags "-X main.Version=…".
@@ -98,7 +100,17 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 func printError(w io.Writer, err error) {
-	fmt.Fprintf(w, "relayctl: error: %v\n", err)
+	// Every problem of a spec on its own line, each a relayctl: error.
+	var se plans.SpecErrors
+	if errors.As(err, &se) && len(se) > 1 {
+		for _, e := range se {
+			fmt.Fprintf(w, "relayctl: error: %s\n", plans.Visible(e.Error()))
+		}
+	} else {
+		for _, l := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(w, "relayctl: error: %s\n", plans.Visible(l))
+		}
+	}
 	var h *hintError
 	if errors.As(err, &h) && h.hint != "" {
 		fmt.Fprintf(w, "relayctl: hint: %s\n", h.hint)

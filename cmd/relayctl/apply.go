@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/plans/approval"
 	"github.com/relayctl/relayctl/rollout"
 )
 
@@ -38,11 +39,22 @@ The first host is a canary: the rest start only when it verifies, then
 each host under the state dir and written beside the plan as
 PLAN.receipt.json and PLAN.receipt.md.
 
+Before anything connects, the plan is checked against the spec it records
+(a value the spec parser refuses is refused here too), and against its
+approval: with --require-approval, PLAN.sig must be an SSH signature of
+exactly these plan bytes (relayctl approve, or ssh-keygen -Y sign -n
+relayctl-plan) by a key in the allowed_signers file; with --checksum, the
+plan must be the one whose checksum the review showed. Then apply derives
+each host's steps again from the recorded spec and what it observes, and
+refuses a host where they differ from the plan's.
+
 Exit status: 0 every host applied or already as planned, 1 otherwise.
 
 Examples:
    relayctl apply ashburn.plan
    relayctl apply ashburn.plan --parallel 5
+   relayctl apply ashburn.plan --require-approval ~/.config/relayctl/allowed_signers
+   relayctl apply ashburn.plan --checksum sha256:4f1c...   # pinned from ashburn.plan.md
    relayctl apply ashburn.plan --ignore-window     # an emergency outside the window`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "artifact", Usage: "the release `FILE` (default: the spec's artifact, relative to the spec as recorded in the plan); its sha256 must match the plan"},
@@ -50,6 +62,9 @@ Examples:
 			&cli.BoolFlag{Name: "break-lock", Usage: "take a host lock that a dead run left behind (after checking the host)"},
 			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal (and lock) of a run that stopped in its window, after checking the host, and apply"},
 			&cli.DurationFlag{Name: "verify-timeout", Value: 15 * time.Second, Usage: "how long to wait for the restarted relay to read back as planned"},
+			&cli.StringFlag{Name: "require-approval", EnvVars: []string{"RELAYCTL_REQUIRE_APPROVAL"}, Usage: "refuse the plan unless PLAN.sig is a signature of it by a key in this allowed_signers `FILE`"},
+			&cli.StringFlag{Name: "signature", Usage: "the plan's signature `FILE` (default PLAN.sig)"},
+			&cli.StringFlag{Name: "checksum", Usage: "refuse the plan unless its checksum is this `sha256:...` (copied from the review)"},
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runApply(c, e) },
 	}
@@ -60,8 +75,11 @@ func runApply(c *cli.Context, e *env) error {
 		return withHint(errors.New("apply needs exactly one PLAN"), "relayctl apply ashburn.plan")
 	}
 	file := c.Args().First()
-	p, err := loadPlan(file)
+	p, raw, err := loadPlan(file)
 	if err != nil {
+		return err
+	}
+	if err := checkApproval(c, e, file, p, raw); err != nil {
 		return err
 	}
 	artifact, err := planArtifact(c.String("artifact"), p)
@@ -70,7 +88,7 @@ func runApply(c *cli.Context, e *env) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rep, err := rollout.Apply(ctx, sshDialer{sshOptions(c)}, p, rollout.ApplyOptions{
+	rep, err := rollout.Apply(ctx, sshHosts(c), p, rollout.ApplyOptions{
 		Parallel:      c.Int("parallel"),
 		Artifact:      artifact,
 		IgnoreWindow:  c.Bool("ignore-window"),
@@ -87,16 +105,16 @@ func runApply(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(file+".receipt.json", body); err != nil {
+	if err := writeFileAtomic(file+".receipt.json", body, 0o600); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(file+".receipt.md", rollout.ReceiptMarkdown(p, rep)); err != nil {
+	if err := writeFileAtomic(file+".receipt.md", rollout.ReceiptMarkdown(p, rep), 0o600); err != nil {
 		return err
 	}
 	fmt.Fprint(e.stdout, rollout.Recap(rep))
 	for _, h := range rep.Hosts {
 		if h.Outcome != rollout.Applied && h.Outcome != rollout.Unchanged && h.Outcome != rollout.NotStarted {
-			fmt.Fprintf(e.stdout, "%s: %s (%s): %s\n", h.Host, h.Outcome, h.State, h.Reason)
+			fmt.Fprintf(e.stdout, "%s: %s (%s): %s\n", plans.Visible(h.Host), h.Outcome, plans.Visible(h.State), plans.Visible(h.Reason))
 		}
 	}
 	fmt.Fprintf(e.stderr, "relayctl: receipt in %s.receipt.json and %s.receipt.md\n", file, file)
@@ -106,12 +124,54 @@ func runApply(c *cli.Context, e *env) error {
 	return nil
 }
 
-func loadPlan(file string) (*plans.Plan, error) {
-	data, err := os.ReadFile(file)
+// loadPlan reads a plan file and checks it against the spec it records
+// before anything connects (rollout.CheckPlan). It returns the plan's
+// bytes too, which an approval signs.
+func loadPlan(file string) (*plans.Plan, []byte, error) {
+	data, err := readRegular(file, plans.MaxPlanSize)
 	if err != nil {
-		return nil, fmt.Errorf("read plan: %w", err)
+		return nil, nil, fmt.Errorf("read plan: %w", err)
 	}
-	return plans.Load(file, data)
+	p, err := plans.Load(file, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := rollout.CheckPlan(p); err != nil {
+		return nil, nil, withHint(fmt.Errorf("%s: %w", file, err), "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
+	}
+	return p, data, nil
+}
+
+// checkApproval enforces --checksum and --require-approval.
+func checkApproval(c *cli.Context, e *env, file string, p *plans.Plan, raw []byte) error {
+	if want := c.String("checksum"); want != "" && want != p.Checksum {
+		return fmt.Errorf("%s has checksum %s, not the %s you gave: it is not the plan that was reviewed", file, p.Checksum, want)
+	}
+	signers := c.String("require-approval")
+	if signers == "" {
+		return nil
+	}
+	allowed, err := readRegular(signers, 1<<20)
+	if err != nil {
+		return fmt.Errorf("read allowed signers: %w", err)
+	}
+	sigFile := c.String("signature")
+	if sigFile == "" {
+		sigFile = file + ".sig"
+	}
+	sig, err := readRegular(sigFile, 1<<20)
+	if errors.Is(err, os.ErrNotExist) {
+		return withHint(fmt.Errorf("%w: no %s", approval.ErrNoSignature, sigFile), "a reviewer approves it with relayctl approve "+file)
+	}
+	if err != nil {
+		return fmt.Errorf("read signature: %w", err)
+	}
+	who, err := approval.Verify(raw, sig, allowed, signers, time.Now())
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	fmt.Fprintf(e.stderr, "relayctl: %s approved by %s\n", file, plans.Visible(who.String()))
+	return nil
 }
 
 // planArtifact reads the release file and checks it is the one reviewed.
@@ -123,7 +183,7 @@ func planArtifact(override string, p *plans.Plan) ([]byte, error) {
 			path = filepath.Join(filepath.Dir(p.SpecFile), path)
 		}
 	}
-	data, err := os.ReadFile(path)
+	data, err := readRegular(path, plans.MaxArtifactSize)
 	if err != nil {
 		return nil, withHint(fmt.Errorf("read release artifact: %w", err), "give its path with --artifact FILE")
 	}

@@ -8,6 +8,7 @@ func commands(e *env) []*cli.Command {
 		planCommand(e),
 		factsCommand(e),
 		applyCommand(e),
+		approveCommand(e),
 		verifyCommand(e),
 		benchCommand(e),
 	}

@@ -28,19 +28,22 @@ namespace. --json output is what plan --facts reads, for a review pipeline
 without SSH access to the fleet.
 
 With --spec, hosts default to the spec's and everything else (keys, port,
-paths, service) comes from it; without, --port, --key and --pid-command say
-what to look at.
+paths, service) comes from it; without, --port, --key, --pid-file and
+--systemd-unit say what to look at. Nothing named on the command line or
+in the spec runs on the host: the relay is found through systemd or its pid
+file, and read back only if it runs a release.
 
 Examples:
    relayctl facts relay-ash-1
    relayctl facts --spec plans/examples/ashburn-rcvbuf.yaml --json > facts.json
-   relayctl facts --port 7788 --pid-command "/opt/relay/bin/relay-service pid" lab-1`,
+   relayctl facts --port 7788 --pid-file /opt/relay/run/relayd.pid lab-1
+   relayctl facts --systemd-unit relayd relay-ash-1`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "spec", Usage: "take hosts, keys, port, paths and service from `SPEC`"},
 			&cli.BoolFlag{Name: "json", Usage: "print the facts document plan --facts reads"},
 			&cli.IntFlag{Name: "port", Value: plans.DefaultPort, Usage: "the relay's UDP `PORT` (without --spec)"},
 			&cli.StringSliceFlag{Name: "key", Usage: "a sysctl `KEY` to read as well (without --spec; repeatable)"},
-			&cli.StringFlag{Name: "pid-command", Usage: "a command (words split on spaces, no shell) printing the relay's PID (without --spec)"},
+			&cli.StringFlag{Name: "pid-file", Usage: "the `FILE` holding the relay's PID, a command-managed relay (without --spec)"},
 			&cli.StringFlag{Name: "systemd-unit", Usage: "the relay's systemd `UNIT`, to find its PID (without --spec)"},
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runFacts(c, e) },
@@ -51,7 +54,7 @@ func runFacts(c *cli.Context, e *env) error {
 	hosts := c.Args().Slice()
 	var q rollout.Query
 	if file := c.String("spec"); file != "" {
-		s, _, err := readSpec(file)
+		s, err := readSpec(file)
 		if err != nil {
 			return err
 		}
@@ -68,7 +71,12 @@ func runFacts(c *cli.Context, e *env) error {
 	if len(hosts) == 0 {
 		return withHint(errors.New("facts needs a HOST or --spec"), "relayctl facts relay-ash-1")
 	}
-	facts, errs := rollout.ObserveAll(c.Context, sshDialer{sshOptions(c)}, hosts, q, c.Int("parallel"))
+	for _, h := range hosts {
+		if err := plans.ValidHost(h); err != nil {
+			return fmt.Errorf("host: %w", err)
+		}
+	}
+	facts, errs := rollout.ObserveAll(c.Context, sshDialer(c), hosts, q, c.Int("parallel"))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -98,24 +106,26 @@ func adHocQuery(c *cli.Context) (rollout.Query, error) {
 	sort.Strings(keys)
 	q.Keys = keys
 	switch {
-	case c.String("pid-command") != "" && c.String("systemd-unit") != "":
-		return q, errors.New("give --pid-command or --systemd-unit, not both")
-	case c.String("pid-command") != "":
-		argv := strings.Fields(c.String("pid-command"))
-		if !strings.HasPrefix(argv[0], "/") {
-			return q, fmt.Errorf("--pid-command: the program must be an absolute path, got %q", argv[0])
+	case c.String("pid-file") != "" && c.String("systemd-unit") != "":
+		return q, errors.New("give --pid-file or --systemd-unit, not both")
+	case c.String("pid-file") != "":
+		if err := plans.ValidHostPath(c.String("pid-file")); err != nil {
+			return q, fmt.Errorf("--pid-file: %w", err)
 		}
-		q.Service = plans.PlanService{Manager: "command", PID: argv}
+		q.Service = plans.PlanService{Manager: "command", PIDFile: c.String("pid-file")}
 	case c.String("systemd-unit") != "":
+		if err := plans.ValidUnit(c.String("systemd-unit")); err != nil {
+			return q, fmt.Errorf("--systemd-unit: %w", err)
+		}
 		q.Service = plans.PlanService{Manager: "systemd", Name: c.String("systemd-unit")}
 	default:
 		q.Service = plans.PlanService{Manager: "none"}
 	}
-	return q, nil
+	return q, q.Validate()
 }
 
 func printFacts(w io.Writer, f *plans.Facts) {
-	fmt.Fprintf(w, "%s (%s as %s): %s, kernel %s", f.Host, f.Address, f.User, f.Hostname, f.Kernel)
+	fmt.Fprintf(w, "%s (%s as %s): %s, kernel %s", plans.Visible(f.Host), plans.Visible(f.Address), plans.Visible(f.User), plans.Visible(f.Hostname), plans.Visible(f.Kernel))
 	if !f.InitialNetns {
 		fmt.Fprint(w, ", SSH session in a child network namespace")
 	}
@@ -140,16 +150,16 @@ func printFacts(w io.Writer, f *plans.Facts) {
 	for _, cf := range f.SysctlFiles {
 		files = append(files, cf.Path)
 	}
-	fmt.Fprintf(w, "  sysctl files: %s\n", strings.Join(files, " "))
+	fmt.Fprintf(w, "  sysctl files: %s\n", plans.Visible(strings.Join(files, " ")))
 	cur := f.Release.Current
 	if cur == "" {
 		cur = "(none)"
 	}
-	fmt.Fprintf(w, "  release: current %s; installed %s\n", cur, strings.Join(f.Release.Installed, " "))
+	fmt.Fprintf(w, "  release: current %s (link %s); installed %s\n", plans.Visible(cur), plans.Visible(f.Release.CurrentRaw), plans.Visible(strings.Join(f.Release.Installed, " ")))
 	if f.Service.Running {
-		fmt.Fprintf(w, "  relay: running, pid %d, %s\n", f.Service.PID, f.Release.RunningExe)
+		fmt.Fprintf(w, "  relay: running, pid %d, %s\n", f.Service.PID, plans.Visible(f.Release.RunningExe))
 	} else {
-		fmt.Fprintf(w, "  relay: not running %s\n", f.Service.Detail)
+		fmt.Fprintf(w, "  relay: not running: %s\n", plans.Visible(f.Service.Detail))
 	}
 	if f.Socket.Found {
 		ns := ""

@@ -92,10 +92,10 @@ func TestLabConnectionKilledInWindow(t *testing.T) {
 	}
 	// The orphaned window goes on until it next writes to the dead
 	// connection; wait until it is done with the relay before looking.
-	waitJournal(t, h, "done restart")
+	waitJournal(t, h, "ok restart command")
 
 	code, out, errs := e.relayctl("apply", e.plan)
-	if code != 1 || !strings.Contains(out, "a dead apply left the host lock behind") || !strings.Contains(out, "done restart command") {
+	if code != 1 || !strings.Contains(out, "a dead apply left the host lock behind") || !strings.Contains(out, "ok restart command") {
 		t.Errorf("next apply: exit %d, want 1, refused with the journal's last step\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
 	// After checking the host, the operator clears the journal; the host is

@@ -53,7 +53,7 @@ func TestLabPlanAsNonRootThroughSudo(t *testing.T) {
 	if code != 2 {
 		t.Fatalf("plan through sudo: exit %d, want 2\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
-	p, err := loadPlan(e.plan)
+	p, _, err := loadPlan(e.plan)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,8 +68,8 @@ relay:
     manager: command
     start: [%s, start]
     stop: [%s, stop]
-    pid: [%s, pid]
-`, strings.Join(names, "\n"), lab.BuildRelayd(t, "1.8.0"), lab.ServiceScript, lab.ServiceScript, lab.ServiceScript)
+    pid_file: %s
+`, strings.Join(names, "\n"), lab.BuildRelayd(t, "1.8.0"), lab.ServiceScript, lab.ServiceScript, lab.RelayPIDFile)
 	if specEdit != nil {
 		spec = specEdit(spec)
 	}
@@ -120,7 +120,7 @@ func TestLabPlanReadsRealHost(t *testing.T) {
 	if code != 2 {
 		t.Fatalf("plan: exit %d, want 2 (changes)\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
-	p, err := loadPlan(e.plan)
+	p, _, err := loadPlan(e.plan)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestLabPlanReadsRealHost(t *testing.T) {
 	if code, _, errs := e.relayctl("plan", e.spec, "--facts", ffile, "-out", offline); code != 2 {
 		t.Fatalf("offline plan: exit %d: %s", code, errs)
 	}
-	po, _ := loadPlan(offline)
+	po, _, _ := loadPlan(offline)
 	if po.Hosts[0].Fingerprint != hp.Fingerprint {
 		t.Errorf("offline plan fingerprint %s, SSH plan %s: the same host state must give the same fingerprint", po.Hosts[0].Fingerprint, hp.Fingerprint)
 	}

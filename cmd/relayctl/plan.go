@@ -49,7 +49,7 @@ func runPlan(c *cli.Context, e *env) error {
 	if c.NArg() != 1 {
 		return withHint(errors.New("plan needs exactly one SPEC"), "relayctl plan plans/examples/ashburn-rcvbuf.yaml -out ashburn.plan")
 	}
-	spec, specSum, err := readSpec(c.Args().First())
+	spec, err := readSpec(c.Args().First())
 	if err != nil {
 		return err
 	}
@@ -61,10 +61,11 @@ func runPlan(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, SpecSHA256: specSum, Facts: facts, Artifact: art, AllowDowngrade: c.Bool("allow-downgrade")})
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: art, AllowDowngrade: c.Bool("allow-downgrade")})
 	if err != nil {
 		return err
 	}
+	rollout.Describe(p)
 	body, err := p.JSON()
 	if err != nil {
 		return err
@@ -73,10 +74,10 @@ func runPlan(c *cli.Context, e *env) error {
 	if out == "" {
 		e.stdout.Write(p.Markdown("(not saved: use -out PLAN)"))
 	} else {
-		if err := writeFileAtomic(out, body); err != nil {
+		if err := writeFileAtomic(out, body, 0o600); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(out+".md", p.Markdown(filepath.Base(out))); err != nil {
+		if err := writeFileAtomic(out+".md", p.Markdown(filepath.Base(out)), 0o644); err != nil {
 			return err
 		}
 		printPlanSummary(e.stdout, p)
@@ -118,12 +119,12 @@ func printPlanSummary(w io.Writer, p *plans.Plan) {
 		} else {
 			parts = append(parts, fmt.Sprintf("rb → %d", h.Readback.Expected))
 		}
-		fmt.Fprintf(w, "%-20s %-9s %s\n", h.Host, actionWord(h.Action), strings.Join(parts, "; "))
+		fmt.Fprintf(w, "%-20s %-9s %s\n", plans.Visible(h.Host), actionWord(h.Action), plans.Visible(strings.Join(parts, "; ")))
 		for _, b := range h.Blockers {
-			fmt.Fprintf(w, "%-20s   blocked: %s\n", "", b)
+			fmt.Fprintf(w, "%-20s   blocked: %s\n", "", plans.Visible(b))
 		}
 		for _, m := range h.Warnings {
-			fmt.Fprintf(w, "%-20s   warning: %s\n", "", m)
+			fmt.Fprintf(w, "%-20s   warning: %s\n", "", plans.Visible(m))
 		}
 	}
 }
@@ -135,17 +136,12 @@ func actionWord(a string) string {
 	return a
 }
 
-func readSpec(file string) (*plans.Spec, string, error) {
-	data, err := os.ReadFile(file)
+func readSpec(file string) (*plans.Spec, error) {
+	data, err := readRegular(file, plans.MaxSpecSize)
 	if err != nil {
-		return nil, "", fmt.Errorf("read spec: %w", err)
+		return nil, fmt.Errorf("read spec: %w", err)
 	}
-	s, err := plans.ParseSpec(file, data)
-	if err != nil {
-		return nil, "", err
-	}
-	sum := sha256.Sum256(data)
-	return s, "sha256:" + hex.EncodeToString(sum[:]), nil
+	return plans.ParseSpec(file, data)
 }
 
 // readArtifact finds the release file relative to the spec and hashes it.
@@ -154,22 +150,16 @@ func readArtifact(s *plans.Spec) (plans.Artifact, error) {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(filepath.Dir(s.File), p)
 	}
-	f, err := os.Open(p)
+	data, err := readRegular(p, plans.MaxArtifactSize)
 	if err != nil {
-		return plans.Artifact{}, &plans.SpecError{File: s.File, Line: s.Relay.Release.Line, Field: "relay.release.artifact",
-			Msg: fmt.Sprintf("cannot read %s (%v); the path is relative to the spec's folder (build it with make build)", p, errors.Unwrap(err))}
+		msg := err.Error()
+		if errors.Is(err, os.ErrNotExist) {
+			msg = fmt.Sprintf("cannot read %s (%v); the path is relative to the spec's folder (build it with make build)", p, errors.Unwrap(err))
+		}
+		return plans.Artifact{}, &plans.SpecError{File: s.File, Line: s.Relay.Release.Line, Field: "relay.release.artifact", Msg: msg}
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		return plans.Artifact{}, &plans.SpecError{File: s.File, Line: s.Relay.Release.Line, Field: "relay.release.artifact", Msg: fmt.Sprintf("%s is not a regular file", p)}
-	}
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return plans.Artifact{}, fmt.Errorf("read artifact %s: %w", p, err)
-	}
-	return plans.Artifact{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}, nil
+	sum := sha256.Sum256(data)
+	return plans.Artifact{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}, nil
 }
 
 // gather returns one Facts per spec host, from --facts files or over SSH.
@@ -179,7 +169,7 @@ func gather(c *cli.Context, e *env, s *plans.Spec) ([]*plans.Facts, error) {
 	}
 	q := rollout.QueryFor(s)
 	fmt.Fprintf(e.stderr, "relayctl: observing %d host(s)\n", len(s.Hosts))
-	facts, errs := rollout.ObserveAll(c.Context, sshDialer{sshOptions(c)}, s.Hosts, q, c.Int("parallel"))
+	facts, errs := rollout.ObserveAll(c.Context, sshDialer(c), s.Hosts, q, c.Int("parallel"))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -189,7 +179,7 @@ func gather(c *cli.Context, e *env, s *plans.Spec) ([]*plans.Facts, error) {
 func readFacts(files []string, hosts []string) ([]*plans.Facts, error) {
 	by := map[string]*plans.Facts{}
 	for _, file := range files {
-		data, err := os.ReadFile(file)
+		data, err := readRegular(file, plans.MaxFactsSize)
 		if err != nil {
 			return nil, fmt.Errorf("read facts: %w", err)
 		}
@@ -209,6 +199,9 @@ func readFacts(files []string, hosts []string) ([]*plans.Facts, error) {
 			if f.Sysctls == nil {
 				f.Sysctls = map[string]plans.SysctlFact{}
 			}
+			if err := plans.ValidateFacts(f); err != nil {
+				return nil, fmt.Errorf("%s: %w", file, err)
+			}
 			by[f.Host] = f
 		}
 	}
@@ -221,31 +214,4 @@ func readFacts(files []string, hosts []string) ([]*plans.Facts, error) {
 		out = append(out, f)
 	}
 	return out, nil
-}
-
-// writeFileAtomic writes through a temporary file and a rename, so a reader
-// never sees half a plan.
-func writeFileAtomic(name string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	return nil
 }

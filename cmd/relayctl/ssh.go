@@ -1,12 +1,11 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout"
 	"github.com/relayctl/relayctl/rollout/sshrun"
 )
@@ -14,8 +13,8 @@ import (
 // sshFlags are shared by every command that talks to hosts.
 func sshFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "known-hosts", Usage: "known_hosts `FILE` to check host keys against (default ~/.ssh/known_hosts)"},
-		&cli.BoolFlag{Name: "accept-new-host-keys", Usage: "trust hosts not yet in known_hosts and record their keys (a changed key is still refused)"},
+		&cli.StringFlag{Name: "known-hosts", Usage: "known_hosts `FILE` to check host keys against and record accepted ones in (default ~/.ssh/known_hosts); /etc/ssh/ssh_known_hosts is read too"},
+		&cli.BoolFlag{Name: "accept-new-host-keys", Usage: "trust hosts not in any known_hosts file and record their keys (a changed key, or a plain key where a @cert-authority line applies, is still refused)"},
 		&cli.StringSliceFlag{Name: "identity", Aliases: []string{"i"}, Usage: "private key `FILE` (repeatable); ssh-agent is used too when SSH_AUTH_SOCK is set"},
 		&cli.StringFlag{Name: "ssh-config", Usage: "ssh_config `FILE` for host aliases (default ~/.ssh/config)"},
 		&cli.DurationFlag{Name: "connect-timeout", Value: 10 * time.Second, Usage: "give up connecting to a host after this long"},
@@ -35,24 +34,8 @@ func sshOptions(c *cli.Context) sshrun.Options {
 	}
 }
 
-// sshDialer opens hosts with the transport.
-type sshDialer struct{ opts sshrun.Options }
+func sshDialer(c *cli.Context) rollout.Dialer { return sshrun.Dialer{Options: sshOptions(c)} }
 
-func (d sshDialer) Dial(ctx context.Context, host string) (rollout.Conn, error) {
-	c, err := sshrun.Dial(ctx, host, d.opts)
-	switch {
-	case errors.Is(err, sshrun.ErrHostKeyChanged), errors.Is(err, sshrun.ErrUnknownHost),
-		errors.Is(err, sshrun.ErrHostKeyRevoked), errors.Is(err, sshrun.ErrAuth), errors.Is(err, sshrun.ErrSudoPassword):
-		return nil, rollout.Refusal(err)
-	case err != nil:
-		return nil, err
-	}
-	return sshConn{c}, nil
+func sshHosts(c *cli.Context) rollout.HostDialer {
+	return rollout.ShellHosts(sshDialer(c), plans.StateDir)
 }
-
-type sshConn struct{ *sshrun.Client }
-
-func (c sshConn) Address() string { return c.Target().Addr() }
-func (c sshConn) User() string    { return c.Target().User }
-
-var _ rollout.Dialer = sshDialer{}

@@ -17,10 +17,12 @@ func verifyCommand(e *env) *cli.Command {
 		Name:      "verify",
 		Usage:     "read back each host and compare it with what a plan (or a spec) promises",
 		ArgsUsage: "PLAN|SPEC",
-		Description: `Read-back only, nothing changes: the runtime sysctls from /proc/sys, the
-relay socket's rb from ss in the relay's network namespace, the relay's own
-/status, its release, config and the sysctl drop-in, against what the plan
-promised (for a SPEC: what a plan made now would promise).
+		Description: `Read-back only: the runtime sysctls from /proc/sys, the relay socket's rb
+from ss in the relay's network namespace, the relay's own /status, its
+release, config and the sysctl drop-in, against what the plan promised (for
+a SPEC: what a plan made now would promise). Nothing changes and nothing the
+plan names runs: the plan is checked against its recorded spec first, as
+apply does, and the relay is found through systemd or its pid file.
 
 Exit status: 0 every host matches, 3 some host differs (a table says what),
 1 error.
@@ -43,13 +45,13 @@ func runVerify(c *cli.Context, e *env) error {
 	var err error
 	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
 		p, facts, err = planFromSpec(c, e, arg)
-	} else if p, err = loadPlan(arg); err == nil {
+	} else if p, _, err = loadPlan(arg); err == nil {
 		hosts := make([]string, len(p.Hosts))
 		for i, h := range p.Hosts {
 			hosts[i] = h.Host
 		}
 		var errs []error
-		facts, errs = rollout.ObserveAll(c.Context, sshDialer{sshOptions(c)}, hosts, rollout.QueryForPlan(p), c.Int("parallel"))
+		facts, errs = rollout.ObserveAll(c.Context, sshDialer(c), hosts, rollout.QueryForPlan(p), c.Int("parallel"))
 		err = errors.Join(errs...)
 	}
 	if err != nil {
@@ -64,13 +66,13 @@ func runVerify(c *cli.Context, e *env) error {
 		for _, ch := range checks {
 			if !ch.OK {
 				bad = true
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", h.Host, ch.What, ch.Want, ch.Got)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", plans.Visible(h.Host), plans.Visible(ch.What), plans.Visible(ch.Want), plans.Visible(ch.Got))
 			}
 		}
 		if bad {
 			differ++
 		} else {
-			fmt.Fprintf(tw, "%s\tall %d checks\tas planned\tas planned\t\n", h.Host, len(checks))
+			fmt.Fprintf(tw, "%s\tall %d checks\tas planned\tas planned\t\n", plans.Visible(h.Host), len(checks))
 		}
 	}
 	tw.Flush()
@@ -82,7 +84,7 @@ func runVerify(c *cli.Context, e *env) error {
 
 // planFromSpec makes a plan in memory from a spec and live facts.
 func planFromSpec(c *cli.Context, e *env, file string) (*plans.Plan, []*plans.Facts, error) {
-	spec, sum, err := readSpec(file)
+	spec, err := readSpec(file)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -94,6 +96,9 @@ func planFromSpec(c *cli.Context, e *env, file string) (*plans.Plan, []*plans.Fa
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, SpecSHA256: sum, Facts: facts, Artifact: art, AllowDowngrade: true})
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: art, AllowDowngrade: true})
+	if err == nil {
+		rollout.Describe(p)
+	}
 	return p, facts, err
 }

@@ -44,7 +44,10 @@ var (
 
 // Options configures Dial and Resolve. The zero value is usable.
 type Options struct {
-	KnownHosts        string        // "" = ~/.ssh/known_hosts
+	KnownHosts string // "" = ~/.ssh/known_hosts
+	// GlobalKnownHosts are read too (never written); nil means OpenSSH's
+	// /etc/ssh/ssh_known_hosts and /etc/ssh/ssh_known_hosts2.
+	GlobalKnownHosts  []string
 	AcceptNewHostKeys bool          // trust and record hosts not in KnownHosts; never a changed key
 	Identities        []string      // identity files to offer first; each must exist and parse
 	SSHConfig         string        // "" = ~/.ssh/config (missing is fine); an explicit path must exist
@@ -75,6 +78,9 @@ func (o Options) withDefaults() (Options, error) {
 			return o, fmt.Errorf("find known_hosts: %w", err)
 		}
 		o.KnownHosts = filepath.Join(home, ".ssh", "known_hosts")
+	}
+	if o.GlobalKnownHosts == nil {
+		o.GlobalKnownHosts = []string{"/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"}
 	}
 	kh, err := expandHome(o.KnownHosts)
 	if err != nil {
@@ -183,7 +189,7 @@ func (d *dialer) hop(ctx context.Context, t Target, jump *ssh.Client) (*ssh.Clie
 }
 
 func (d *dialer) handshake(ctx, cctx context.Context, t Target, conn net.Conn) (*ssh.Client, error) {
-	hk, err := newHostKeys(t, d.o.KnownHosts, d.o.AcceptNewHostKeys, d.o.Logf)
+	hk, err := newHostKeys(t, d.o.KnownHosts, d.o.GlobalKnownHosts, d.o.AcceptNewHostKeys, d.o.Logf)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("%s: %w", t, err)

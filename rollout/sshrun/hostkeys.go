@@ -22,26 +22,30 @@ import (
 // versions and names no host.
 type hostKeys struct {
 	target    Target
-	file      string
+	file      string   // the user's known_hosts: read, and where accepted keys go
+	files     []string // every known_hosts file read: the user's and the global ones
 	acceptNew bool
 	logf      func(string, ...any)
 	db        ssh.HostKeyCallback
 	refusal   error
 }
 
-func newHostKeys(t Target, file string, acceptNew bool, logf func(string, ...any)) (*hostKeys, error) {
-	var db ssh.HostKeyCallback
-	var err error
-	if _, statErr := os.Stat(file); errors.Is(statErr, fs.ErrNotExist) {
-		// No file yet: every host is unknown, which accept-new may record.
-		db, err = knownhosts.New()
-	} else {
-		db, err = knownhosts.New(file)
+// newHostKeys reads the user's known_hosts and the global ones (as OpenSSH
+// does: a host pinned in /etc/ssh/ssh_known_hosts is known, not new).
+// Missing files are skipped.
+func newHostKeys(t Target, file string, global []string, acceptNew bool, logf func(string, ...any)) (*hostKeys, error) {
+	var files []string
+	for _, f := range append([]string{file}, global...) {
+		if _, err := os.Stat(f); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		files = append(files, f)
 	}
+	db, err := knownhosts.New(files...)
 	if err != nil {
 		return nil, fmt.Errorf("read known hosts: %w", err)
 	}
-	return &hostKeys{target: t, file: file, acceptNew: acceptNew, logf: logf, db: db}, nil
+	return &hostKeys{target: t, file: file, files: files, acceptNew: acceptNew, logf: logf, db: db}, nil
 }
 
 // probeKey is a key no host has, offered to the database to learn which keys
@@ -88,6 +92,16 @@ func (h *hostKeys) check(hostname string, remote net.Addr, key ssh.PublicKey) er
 	var ke *knownhosts.KeyError
 	var re *knownhosts.RevokedError
 	file := tildePath(h.file)
+	if errors.As(err, &ke) && len(ke.Want) == 0 {
+		// A certificate authority vouches for this host: a plain key (or a
+		// certificate it did not sign) is a host we cannot trust, never a
+		// new one to record.
+		if caFile, caLine, ok := certAuthorityFor(h.files, h.target.Addr()); ok {
+			h.refusal = fmt.Errorf("%s: %w: %s:%d trusts a certificate authority for this host, but it offered %s %s, which that authority did not sign; check the host, its key may have been replaced",
+				h.target, ErrHostKeyChanged, tildePath(caFile), caLine, key.Type(), fingerprint(key))
+			return h.refusal
+		}
+	}
 	switch {
 	case errors.As(err, &ke) && len(ke.Want) == 0 && h.acceptNew:
 		line := knownhosts.Line([]string{h.target.Addr()}, key)

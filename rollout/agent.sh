@@ -1,0 +1,371 @@
+# relayctl agent: runs on a host for the length of one apply, as
+#   sh -c AGENT relayctl-agent STATE_DIR
+# and interprets a handful of primitives that relayctl sends on stdin, one a
+# line, fields separated by tabs. It is a constant of relayctl: everything
+# from a plan reaches it as data, validated first, never as code. It answers
+# each primitive with one line on stdout:
+#   OK | VAL <text> | ERR <text> | DATA <n> followed by n bytes
+# where <text> is one line, cleaned of control characters.
+#
+# The first line must be "lock<TAB>OWNER<TAB>MODE": the agent checks that
+# STATE_DIR and every folder above it belong to root and nobody else can
+# write them, then takes the host lock (flock on STATE_DIR/lock) and holds
+# it until it exits, which it does on "unlock" or when relayctl goes away
+# (stdin closes). It answers LOCKED, BUSY <owner>, STALE <owner>
+# [JOURNAL <last line>] or UNSAFE <reason>.
+#
+# Primitives (PATH values are absolute and clean; NAME is a staged file):
+#   begin PLAN CHECKSUM      start a run: a fresh stage folder, the journal opened
+#   step TEXT                note a step's title in the journal
+#   recv NAME SIZE           SIZE bytes follow; kept as STATE/stage/NAME
+#   dir PATH                 PATH is (made) a folder that only root can change
+#   file-ok PATH             PATH is absent or a regular file, not a symlink
+#   link-ok PATH             PATH is absent or a symlink
+#   exec-ok PATH             PATH is a regular executable only root can change
+#   put NAME PATH MODE       write STATE/stage/NAME as PATH: fresh temp file, rename
+#   rename FROM TO           atomic rename in one folder
+#   remove PATH              unlink PATH (never what it points at)
+#   link PATH TARGET         PATH becomes a symlink to TARGET: new link, rename
+#   place-release DIR NAME SHA256   DIR/relayd from NAME, sha256 checked on the host
+#   check-release DIR SHA256 DIR/relayd has that sha256
+#   backup PATH NAME         keep PATH's content (or its absence) for restore
+#   restore PATH NAME        put back what backup kept
+#   backup-link PATH NAME / restore-link PATH NAME   the same for a symlink
+#   sysctl KEY VALUE         write /proc/sys/KEY; VAL is what it reads back
+#   restart systemd UNIT     VAL is the host clock (ns) when the relay stopped
+#   restart command NSTOP NSTART   NSTOP then NSTART lines follow: the stop and start argv
+#   stop systemd UNIT / stop command NSTOP   stop the relay
+#   unit-log UNIT SINCE_NS   DATA: the unit's journal lines since then
+#   clock                    VAL: the host clock (ns)
+#   clear                    archive an unfinished run's journal and stage
+#   commit NAME OUTCOME SIZE SIZE bytes of receipt follow; the journal is filed beside it
+#   unlock                   remove the owner file and exit
+set -u
+LC_ALL=C
+export LC_ALL
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+umask 022
+state=$1
+journal=$state/journal
+stage=$state/stage
+tab=$(printf '\t')
+
+# clean TEXT: one line of at most 2000 bytes without control characters.
+clean() { printf '%s' "$*" | tr '\n\t\r' '   ' | tr -d '\000-\037\177' | head -c 2000; }
+ok() {
+	[ -n "${done_op_after:-}" ] && done_op
+	printf 'OK\n'
+}
+val() {
+	[ -n "${done_op_after:-}" ] && done_op
+	printf 'VAL %s\n' "$(clean "$*")"
+}
+err() {
+	msg=$(clean "$*")
+	[ -d "$state" ] && [ -n "${locked:-}" ] && printf '%s fail %s\n' "$(now)" "$msg" >>"$journal"
+	printf 'ERR %s\n' "$msg"
+}
+now() { date -u +%Y-%m-%dT%H:%M:%S.%NZ; }
+jlog() { printf '%s %s\n' "$(now)" "$(clean "$*")" >>"$journal"; }
+
+# owned_by_root_only PATH: PATH (not followed) belongs to root and, unless
+# it is a symlink, neither its group nor others may write it.
+owned_by_root_only() {
+	st=$(stat -c '%u %a %F' -- "$1" 2>/dev/null) || return 1
+	set -- $st
+	[ "$1" = 0 ] || return 1
+	case $3 in symbolic) return 0 ;; esac
+	m=$2
+	while [ ${#m} -lt 3 ]; do m=0$m; done
+	case $m in *[2367][0-7] | *[2367]) return 1 ;; esac
+	return 0
+}
+
+# safe_dir PATH: every folder from / down to PATH, as written and as
+# resolved, belongs to root and only root can write it, so nobody else can
+# plant a symlink or swap a file between our check and our write. Missing
+# folders are made (0755). Prints the reason when it fails.
+safe_dir() {
+	p=
+	rest=${1#/}
+	owned_by_root_only / || { echo "/ is writable by others"; return 1; }
+	while [ -n "$rest" ]; do
+		seg=${rest%%/*}
+		case $rest in */*) rest=${rest#*/} ;; *) rest= ;; esac
+		p=$p/$seg
+		if [ ! -e "$p" ] && [ ! -L "$p" ]; then
+			mkdir -m 0755 -- "$p" 2>&1 || return 1
+		fi
+		owned_by_root_only "$p" || { echo "$p is not owned by root or is writable by its group or others"; return 1; }
+	done
+	real=$(readlink -f -- "$1") || { echo "cannot resolve $1"; return 1; }
+	[ -d "$real" ] || { echo "$1 is not a folder"; return 1; }
+	p=
+	rest=${real#/}
+	while [ -n "$rest" ]; do
+		seg=${rest%%/*}
+		case $rest in */*) rest=${rest#*/} ;; *) rest= ;; esac
+		p=$p/$seg
+		owned_by_root_only "$p" || { echo "$p (through a symlink in $1) is not owned by root or is writable by its group or others"; return 1; }
+	done
+	return 0
+}
+
+# fresh_temp DIR: a new, empty, exclusively created file in DIR.
+fresh_temp() { mktemp -- "$1/.relayctl.XXXXXXXX"; }
+
+# put FROM PATH MODE: write FROM's content as PATH through a fresh temp
+# file in PATH's folder and a rename, which replaces PATH itself (a symlink
+# there is replaced, never followed).
+put() {
+	d=$(dirname -- "$2")
+	why=$(safe_dir "$d") || { echo "$why"; return 1; }
+	t=$(fresh_temp "$d") || return 1
+	if cat -- "$1" >"$t" && chmod "$3" -- "$t" && mv -fT -- "$t" "$2"; then return 0; fi
+	rm -f -- "$t"
+	return 1
+}
+
+# run_argv N: read N lines, each a word, and run them as one command with
+# no shell in between: no eval, no word splitting, no globbing.
+read_argv() {
+	n=$1
+	set --
+	while [ "$n" -gt 0 ]; do
+		IFS= read -r w || return 1
+		set -- "$@" "$w"
+		n=$((n - 1))
+	done
+	argv_count=$#
+	argv_list=
+	for w in "$@"; do argv_list="$argv_list$w$tab"; done
+}
+run_list() { # run_list: the words of argv_list (tab-separated) as a command
+	IFS=$tab
+	set -f
+	# shellcheck disable=SC2086 # splitting at tabs is the point: words were sent one a line
+	set -- $argv_list
+	set +f
+	IFS=' 	
+'
+	# fd 9 holds the host lock: a relay started here must not inherit it.
+	"$@" 9>&-
+}
+
+IFS= read -r first || exit 0
+IFS=$tab read -r cmd owner mode <<EOF
+$first
+EOF
+[ "$cmd" = lock ] || { printf 'ERR the first request must be lock\n'; exit 2; }
+why=$(safe_dir "$state") || { printf 'UNSAFE %s\n' "$(clean "$why")"; exit 77; }
+exec 9>>"$state/lock" || { printf 'UNSAFE cannot open %s/lock\n' "$state"; exit 77; }
+if ! flock -n 9; then
+	printf 'BUSY %s\n' "$(clean "$(head -c 2000 "$state/lock.owner" 2>/dev/null)")"
+	exit 75
+fi
+# The lock is free, but a run that died keeps its owner file: report it.
+if [ -s "$state/lock.owner" ] && [ "$mode" != break ]; then
+	line="STALE $(clean "$(head -c 2000 "$state/lock.owner")")"
+	[ -s "$journal" ] && line="$line${tab}JOURNAL $(clean "$(tail -n 1 "$journal")")"
+	printf '%s\n' "$line"
+	exit 76
+fi
+printf '%s\n' "$owner" >"$state/lock.owner"
+locked=1
+printf 'LOCKED\n'
+
+# done_op: the journal notes each change made, even when relayctl has
+# gone away meanwhile (a lost connection): the next run reads where it
+# stopped. Values here were validated by relayctl: no control characters.
+done_op() { printf '%s ok %s %s\n' "$(now)" "$op" "$a" >>"$journal"; }
+
+while IFS= read -r line; do
+	IFS=$tab read -r op a b c d <<EOF
+$line
+EOF
+	case $op in
+	put | rename | remove | link | place-release | restore | restore-link | sysctl | restart | stop) done_op_after=1 ;;
+	*) done_op_after= ;;
+	esac
+	case $op in
+	begin)
+		rm -rf -- "$stage" && mkdir -m 0700 -- "$stage" || { err "cannot create $stage"; continue; }
+		mkdir -p -m 0755 -- "$state/receipts"
+		jlog "begin plan=$a checksum=$b"
+		ok
+		;;
+	step)
+		jlog "$a"
+		ok
+		;;
+	recv)
+		case $a in *[!A-Za-z0-9._-]* | '') err "bad staged name"; continue ;; esac
+		head -c "$b" >"$stage/$a" || { err "receive $a"; continue; }
+		got=$(wc -c <"$stage/$a" | tr -d ' ')
+		[ "$got" = "$b" ] || { err "received $got of $b bytes of $a"; continue; }
+		ok
+		;;
+	dir)
+		if why=$(safe_dir "$a"); then ok; else err "$why"; fi
+		;;
+	file-ok)
+		if [ -L "$a" ]; then
+			err "$a is a symlink; relayctl writes no file through or over a symlink: make it a regular file"
+		elif [ -e "$a" ] && [ ! -f "$a" ]; then
+			err "$a is not a regular file"
+		else ok; fi
+		;;
+	link-ok)
+		if [ -e "$a" ] && [ ! -L "$a" ]; then err "$a exists and is not a symlink"; else ok; fi
+		;;
+	exec-ok)
+		# Whoever can change the program (or what its symlink points at)
+		# would run as root: it and every folder above it must be root's.
+		real=$(readlink -f -- "$a")
+		if [ -z "$real" ] || [ ! -f "$real" ] || [ ! -x "$real" ]; then
+			err "$a is not an executable file"
+		elif ! owned_by_root_only "$real"; then
+			err "$real is not owned by root or is writable by its group or others: whoever can change it would run as root"
+		elif ! why=$(safe_dir "$(dirname -- "$a")"); then
+			err "$why"
+		elif why=$(safe_dir "$(dirname -- "$real")"); then ok; else err "$why"; fi
+		;;
+	put)
+		if out=$(put "$stage/$a" "$b" "$c" 2>&1); then ok; else err "write $b: $out"; fi
+		;;
+	rename)
+		if out=$(mv -fT -- "$a" "$b" 2>&1); then ok; else err "rename $a to $b: $out"; fi
+		;;
+	remove)
+		if out=$(rm -f -- "$a" 2>&1); then ok; else err "remove $a: $out"; fi
+		;;
+	link)
+		t=$a.relayctl-link
+		if out=$(rm -f -- "$t" 2>&1 && ln -s -- "$b" "$t" 2>&1 && mv -fT -- "$t" "$a" 2>&1); then ok; else err "point $a at $b: $out"; fi
+		;;
+	place-release)
+		new=$a.relayctl-new
+		if ! why=$(safe_dir "$(dirname -- "$a")"); then err "$why"; continue; fi
+		if ! out=$(rm -rf -- "$new" 2>&1 && mkdir -m 0755 -- "$new" 2>&1 && cp -- "$stage/$b" "$new/relayd" 2>&1 && chmod 0755 -- "$new/relayd" 2>&1); then
+			rm -rf -- "$new"
+			err "$out"
+			continue
+		fi
+		sum=$(sha256sum -- "$new/relayd" | cut -d' ' -f1)
+		if [ "$sum" != "$c" ]; then
+			rm -rf -- "$new"
+			err "the release on the host has sha256 $sum, want $c"
+			continue
+		fi
+		if out=$(rm -rf -- "$a" 2>&1 && mv -T -- "$new" "$a" 2>&1); then ok; else err "install release folder $a: $out"; fi
+		;;
+	check-release)
+		sum=$(sha256sum -- "$a/relayd" 2>/dev/null | cut -d' ' -f1)
+		if [ "$sum" = "$b" ]; then ok; else err "the release already in $a has sha256 ${sum:-none}, want $b"; fi
+		;;
+	backup)
+		if [ -L "$a" ]; then
+			err "$a is a symlink; relayctl writes no file through or over a symlink"
+		elif [ -f "$a" ]; then
+			if out=$(cp -- "$a" "$stage/$b" 2>&1); then ok; else err "back up $a: $out"; fi
+		else
+			: >"$stage/$b.absent"
+			ok
+		fi
+		;;
+	restore)
+		if [ -e "$stage/$b.absent" ]; then
+			if out=$(rm -f -- "$a" 2>&1); then ok; else err "remove $a: $out"; fi
+		elif out=$(put "$stage/$b" "$a" 0644 2>&1); then ok; else err "restore $a: $out"; fi
+		;;
+	backup-link)
+		if [ -L "$a" ]; then
+			if readlink -- "$a" >"$stage/$b"; then ok; else err "read $a"; fi
+		else
+			: >"$stage/$b.absent"
+			ok
+		fi
+		;;
+	restore-link)
+		if [ -e "$stage/$b.absent" ]; then
+			if out=$(rm -f -- "$a" 2>&1); then ok; else err "remove $a: $out"; fi
+		else
+			t=$(cat "$stage/$b")
+			if out=$(rm -f -- "$a.relayctl-link" 2>&1 && ln -s -- "$t" "$a.relayctl-link" 2>&1 && mv -fT -- "$a.relayctl-link" "$a" 2>&1); then ok; else err "point $a back at $t: $out"; fi
+		fi
+		;;
+	sysctl)
+		f=/proc/sys/$(printf '%s' "$a" | tr . /)
+		[ -e "$f" ] || { err "$a does not exist"; continue; }
+		# A sysctl's exit status proves nothing (DESIGN.md): relayctl
+		# compares what reads back.
+		if ! out=$( (printf '%s\n' "$b" >"$f") 2>&1); then
+			err "write $a: $out; it reads $(head -c 200 "$f")"
+			continue
+		fi
+		val "$(head -c 4096 "$f")"
+		;;
+	restart | stop)
+		t=$(date +%s%N)
+		case $a in
+		systemd)
+			if out=$(systemctl "$op" -- "$b" 2>&1 9>&-); then val "$t"; else err "systemctl $op $b: $(printf '%s' "$out" | tail -c 300)"; fi
+			;;
+		command)
+			read_argv "$b" || { err "short argv"; continue; }
+			stop_list=$argv_list
+			start_list=
+			if [ "$op" = restart ]; then
+				read_argv "$c" || { err "short argv"; continue; }
+				start_list=$argv_list
+			fi
+			argv_list=$stop_list
+			if ! out=$(run_list </dev/null 2>&1); then
+				err "stop: $(printf '%s' "$out" | tail -c 300)"
+				continue
+			fi
+			if [ "$op" = restart ]; then
+				argv_list=$start_list
+				if ! out=$(run_list </dev/null 2>&1); then
+					err "start: $(printf '%s' "$out" | tail -c 300)"
+					continue
+				fi
+			fi
+			val "$t"
+			;;
+		*) err "unknown manager $a" ;;
+		esac
+		;;
+	unit-log)
+		since=$((b / 1000000000))
+		out=$(journalctl -u "$a" --since "@$since" -n 20 --no-pager -o short-iso 2>&1 | tail -c 8000)
+		printf 'DATA %d\n%s' "$(printf '%s' "$out" | wc -c)" "$out"
+		;;
+	clock)
+		val "$(date +%s%N)"
+		;;
+	clear)
+		old=$state/receipts/abandoned-$(date -u +%Y%m%dT%H%M%SZ)
+		mkdir -p -m 0755 -- "$state/receipts" || { err "mkdir receipts"; continue; }
+		if [ -f "$journal" ]; then mv -- "$journal" "$old.journal" || { err "archive the journal"; continue; }; fi
+		if [ -d "$stage" ]; then mv -- "$stage" "$old.stage" || { err "archive $stage"; continue; }; fi
+		val "$old"
+		;;
+	commit)
+		case $a in *[!A-Za-z0-9._-]* | '') err "bad receipt name"; continue ;; esac
+		r=$state/receipts/$a
+		head -c "$c" >"$r.json.relayctl-new" && mv -f -- "$r.json.relayctl-new" "$r.json" || { err "write receipt"; continue; }
+		jlog "end $b"
+		mv -f -- "$journal" "$r.journal" || { err "file the journal"; continue; }
+		rm -rf -- "$stage"
+		ok
+		;;
+	unlock)
+		rm -f -- "$state/lock.owner"
+		ok
+		exit 0
+		;;
+	*) err "unknown request $op" ;;
+	esac
+done
+exit 0

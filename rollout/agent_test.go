@@ -1,0 +1,178 @@
+package rollout
+
+// agent.sh run here, as root, through ShellHost and a local runner: the
+// real script against the real file system. Its lab test runs it over SSH.
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/relayctl/relayctl/plans"
+)
+
+type localConn struct{ localRunner }
+
+func (localConn) Close() error    { return nil }
+func (localConn) Address() string { return "local" }
+func (localConn) User() string    { return "root" }
+
+// rootDir is a folder only root can write, as agent.sh demands of every
+// folder it writes in (t.TempDir is under /tmp, which anyone can write).
+func rootDir(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("agent.sh checks folders are root's: run as root")
+	}
+	d, err := os.MkdirTemp("/run", "relayctl-agent-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(d, 0o755)
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+func lockedAgent(t *testing.T, state string) *ShellHost {
+	t.Helper()
+	h := NewShellHost("local", localConn{}, state)
+	if err := h.Lock(context.Background(), "test owner", false); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+func runOps(h *ShellHost, ops ...Op) ([]Result, error) {
+	var out []Result
+	err := h.Run(context.Background(), ops, func(i int, r Result) error {
+		out = append(out, r)
+		return nil
+	})
+	return out, err
+}
+
+func TestAgentRefusesUnsafeStateDir(t *testing.T) {
+	rootDir(t)
+	h := NewShellHost("local", localConn{}, filepath.Join(t.TempDir(), "state"))
+	err := h.Lock(context.Background(), "x", false)
+	if !errors.Is(err, ErrUnsafeHost) || !strings.Contains(err.Error(), "/tmp is not owned by root or is writable by its group or others") {
+		t.Errorf("got %v, want ErrUnsafeHost naming /tmp", err)
+	}
+}
+
+func TestAgentLock(t *testing.T) {
+	state := filepath.Join(rootDir(t), "state")
+	first := lockedAgent(t, state)
+	second := NewShellHost("local", localConn{}, state)
+	if err := second.Lock(context.Background(), "other", false); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "test owner") {
+		t.Errorf("second lock: got %v, want ErrLocked naming the owner", err)
+	}
+	// The first run dies without unlocking: its owner file stays.
+	first.Close()
+	if err := second.Lock(context.Background(), "other", false); !errors.Is(err, ErrStaleLock) || !strings.Contains(err.Error(), "test owner") {
+		t.Errorf("after a dead run: got %v, want ErrStaleLock naming the dead owner", err)
+	}
+	if err := second.Lock(context.Background(), "other", true); err != nil {
+		t.Errorf("--break-lock: got %v", err)
+	}
+	second.Unlock()
+	if _, err := os.Stat(filepath.Join(state, "lock.owner")); !os.IsNotExist(err) {
+		t.Errorf("a clean unlock left the owner file: %v", err)
+	}
+}
+
+// Root never writes through a symlink planted where relayctl writes, and
+// refuses a target that is one.
+func TestAgentNeverWritesThroughSymlinks(t *testing.T) {
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	etc := filepath.Join(root, "etc-relay")
+	os.Mkdir(etc, 0o755)
+	victim := filepath.Join(root, "victim")
+	os.WriteFile(victim, []byte("precious\n"), 0o644)
+	target := filepath.Join(etc, "relayd.env")
+	os.Symlink(victim, target+".relayctl-new") // planted beside the target
+	up := op("recv", "config", "6")
+	up.Data = []byte("A=1\nB\n")
+	if _, err := runOps(h, op("begin", "p", "sha256:x"), up, op("put", "config", target+".relayctl-new", "0644")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Errorf("wrote through the planted symlink: victim now %q", b)
+	}
+	if fi, err := os.Lstat(target + ".relayctl-new"); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("the staged file is not a regular file: %v %v", fi, err)
+	}
+	// A target that is itself a symlink is refused before the window.
+	os.Symlink(victim, target)
+	for _, o := range []Op{op("file-ok", target), op("backup", target, "backup-config")} {
+		if _, err := runOps(h, o); err == nil || !strings.Contains(err.Error(), "is a symlink") {
+			t.Errorf("%s on a symlink: got %v, want refused", o.Kind, err)
+		}
+	}
+}
+
+func TestAgentRefusesFoldersOthersCanWrite(t *testing.T) {
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	open := filepath.Join(root, "open")
+	os.Mkdir(open, 0o775)
+	os.Chmod(open, 0o775)
+	if _, err := runOps(h, op("dir", filepath.Join(open, "relay"))); err == nil || !strings.Contains(err.Error(), open+" is not owned by root or is writable by its group or others") {
+		t.Errorf("dir under a group-writable folder: got %v", err)
+	}
+	prog := filepath.Join(root, "relay-service")
+	os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o775)
+	os.Chmod(prog, 0o775)
+	if _, err := runOps(h, op("exec-ok", prog)); err == nil || !strings.Contains(err.Error(), "whoever can change it would run as root") {
+		t.Errorf("exec-ok on a group-writable program: got %v", err)
+	}
+}
+
+// A service command's words reach the program as they are: no shell.
+func TestAgentRunsArgvWithoutAShell(t *testing.T) {
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	touch, _ := exec.LookPath("touch")
+	odd := filepath.Join(root, "a b $(touch pwned);`id`")
+	s := restart{svc: restartFixture(touch, odd)}
+	if _, err := runOps(h, s.service("restart")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(odd); err != nil {
+		t.Errorf("the word did not reach touch as one argument: %v", err)
+	}
+	if _, err := os.Stat("pwned"); err == nil {
+		os.Remove("pwned")
+		t.Error("a shell ran the word")
+	}
+}
+
+func TestAgentSysctlReadsBack(t *testing.T) {
+	rootDir(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("unshare not found")
+	}
+	// In a network namespace of its own, so the machine's values stay.
+	h := NewShellHost("local", localConn{localRunner{netns: true}}, filepath.Join(rootDir(t), "state"))
+	if err := h.Lock(context.Background(), "x", false); err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	res, err := runOps(h, op("sysctl", "net.core.somaxconn", "1234"))
+	if err != nil || res[0].Value != "1234" {
+		t.Errorf("got %v %v, want VAL 1234", res, err)
+	}
+	if _, err := runOps(h, op("sysctl", "net.core.no_such", "1")); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("a missing key: got %v", err)
+	}
+}
+
+func restartFixture(prog, word string) plans.PlanService {
+	return plans.PlanService{Manager: "command", Stop: []string{"/bin/true"}, Start: []string{prog, word}}
+}

@@ -1,0 +1,245 @@
+package rollouttest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/relay/config"
+	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/tune"
+)
+
+// Sim is a relay host in memory: its files, sysctls, release link and
+// relay process, changed by the primitives apply sends, and observed as
+// facts. When the relay restarts it reads its config and gets the receive
+// buffer the kernel rule gives, as relayd does.
+type Sim struct {
+	mu       sync.Mutex
+	Name     string
+	Sysctls  map[string]string
+	Files    map[string]string // path → content (sysctl.d files, the relay config)
+	Link     string            // the current link's target, "" for none
+	Releases map[string]bool   // versions installed
+	PID      int               // 0: the relay is not running
+	RB       uint64            // the relay socket's rb
+	Exe      string            // the running relay's executable
+	Journal  string            // an unfinished run's journal
+	Paths    plans.PlanPaths
+
+	// Faults.
+	LockBusy  bool
+	FailOp    string        // a primitive kind that fails with the host's message FailMsg
+	FailMsg   string        // what the host says when FailOp fails
+	IgnoreRB  bool          // the restarted relay keeps the default buffer
+	DropIn    string        // a primitive kind at which the connection is lost
+	InWindow  chan struct{} // closed when the restart is reached
+	ReleaseIn chan struct{} // the restart waits for it
+
+	Restarts int
+	Ops      []rollout.Op // every primitive received, in order
+	Uploaded int          // bytes received
+	staged   map[string]string
+	backups  map[string]*string
+}
+
+// NewSim is the incident's host: the 212,992-byte defaults, release 1.7.0
+// running, a relay config that asks for no buffer.
+func NewSim(name string) *Sim {
+	cfg := config.Default()
+	cfg.Listen = "0.0.0.0:7788"
+	return &Sim{
+		Name:     name,
+		Sysctls:  map[string]string{"net.core.rmem_max": "212992", "net.core.rmem_default": "212992"},
+		Files:    map[string]string{plans.DefaultPaths.RelayConfig: string(cfg.Render())},
+		Link:     "/opt/relay/releases/1.7.0",
+		Releases: map[string]bool{"1.7.0": true},
+		PID:      100,
+		RB:       212992,
+		Exe:      "/opt/relay/releases/1.7.0/relayd",
+		Paths:    plans.PlanPaths(plans.DefaultPaths),
+		staged:   map[string]string{},
+		backups:  map[string]*string{},
+	}
+}
+
+// Host is the Sim behind the rollout.Host interface.
+func (s *Sim) Host() *Host {
+	return &Host{
+		Addr: s.Name + ":22", Login: "root",
+		ObserveFunc: func(ctx context.Context, q rollout.Query) (*plans.Facts, error) { return s.Facts(), nil },
+		LockFunc: func(ctx context.Context, owner string, breakLock bool) error {
+			if s.LockBusy {
+				return fmt.Errorf("%w: relayctl devel (pid 1 on elsewhere), plan other", rollout.ErrLocked)
+			}
+			return nil
+		},
+		RunFunc: s.run,
+	}
+}
+
+// Facts is what observe would read.
+func (s *Sim) Facts() *plans.Facts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := &plans.Facts{Host: s.Name, Address: s.Name + ":22", User: "root", Kernel: "6.18.44", InitialNetns: true,
+		Sysctls: map[string]plans.SysctlFact{}, SysctlFiles: []plans.ConfFile{}, ClockNanos: time.Now().UnixNano(), Journal: s.Journal}
+	for k, v := range s.Sysctls {
+		f.Sysctls[k] = plans.SysctlFact{Exists: true, Value: v, Writable: true}
+	}
+	var names []string
+	for p := range s.Files {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, p := range names {
+		if p == s.Paths.RelayConfig {
+			f.Config = plans.FileFact{Exists: true, Content: s.Files[p]}
+		} else if strings.HasSuffix(p, ".conf") && !strings.Contains(p, ".relayctl-") {
+			f.SysctlFiles = append(f.SysctlFiles, plans.ConfFile{Path: p, Content: s.Files[p]})
+		}
+	}
+	f.Release.CurrentRaw = s.Link
+	f.Release.Current = plans.ReleaseOf(s.Paths, s.Link)
+	for v := range s.Releases {
+		f.Release.Installed = append(f.Release.Installed, v)
+	}
+	sort.Strings(f.Release.Installed)
+	if s.PID > 0 {
+		f.Service = plans.ServiceFact{Running: true, PID: s.PID}
+		f.Release.RunningExe = s.Exe
+		f.Socket = plans.SocketFact{Found: true, Port: 7788, Rcvbuf: s.RB}
+	} else {
+		f.Service = plans.ServiceFact{Detail: "not running"}
+		f.Socket = plans.SocketFact{Port: 7788}
+	}
+	return f
+}
+
+// Clone copies the facts, for a plan made from them.
+func Clone(f *plans.Facts) *plans.Facts {
+	b, _ := json.Marshal(f)
+	var c plans.Facts
+	json.Unmarshal(b, &c)
+	return &c
+}
+
+// errLost is a lost connection, as the transport reports it.
+type errLost struct{}
+
+func (errLost) Error() string { return "ssh: connection lost" }
+
+func (s *Sim) run(ctx context.Context, ops []rollout.Op, each func(int, rollout.Result) error) error {
+	for i, o := range ops {
+		if o.Kind == "restart" && s.InWindow != nil {
+			close(s.InWindow)
+			<-s.ReleaseIn
+			s.InWindow = nil
+		}
+		s.mu.Lock()
+		s.Ops = append(s.Ops, o)
+		if o.Kind == s.DropIn {
+			s.mu.Unlock()
+			return rollout.ConnLost(errLost{})
+		}
+		if o.Kind == s.FailOp {
+			s.mu.Unlock()
+			return &rollout.OpError{Op: o, Msg: s.FailMsg}
+		}
+		r, err := s.apply(o)
+		s.mu.Unlock()
+		if err != nil {
+			return &rollout.OpError{Op: o, Msg: err.Error()}
+		}
+		if each != nil {
+			if err := each(i, r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// apply carries out one primitive on the in-memory host.
+func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
+	a := func(i int) string { return o.Args[i] }
+	switch o.Kind {
+	case "begin", "step", "dir", "file-ok", "link-ok", "exec-ok", "check-release", "commit", "unlock":
+	case "clear":
+		s.Journal = ""
+	case "recv":
+		s.staged[a(0)] = string(o.Data)
+		s.Uploaded += len(o.Data)
+	case "put":
+		s.Files[a(1)] = s.staged[a(0)]
+	case "rename":
+		c, ok := s.Files[a(0)]
+		if !ok {
+			return rollout.Result{}, fmt.Errorf("rename %s: no such file", a(0))
+		}
+		s.Files[a(1)] = c
+		delete(s.Files, a(0))
+	case "remove":
+		delete(s.Files, a(0))
+	case "link":
+		s.Link = a(1)
+	case "place-release":
+		s.Releases[path.Base(a(0))] = true
+	case "backup":
+		if c, ok := s.Files[a(0)]; ok {
+			s.backups[a(1)] = &c
+		} else {
+			s.backups[a(1)] = nil
+		}
+	case "restore":
+		if c := s.backups[a(1)]; c != nil {
+			s.Files[a(0)] = *c
+		} else {
+			delete(s.Files, a(0))
+		}
+	case "backup-link":
+		l := s.Link
+		s.backups[a(1)] = &l
+	case "restore-link":
+		s.Link = *s.backups[a(1)]
+	case "sysctl":
+		s.Sysctls[a(0)] = a(1)
+		return rollout.Result{Value: a(1)}, nil
+	case "restart":
+		s.restart()
+		return rollout.Result{Value: strconv.FormatInt(time.Now().UnixNano(), 10)}, nil
+	case "stop":
+		s.PID = 0
+	case "unit-log":
+		return rollout.Result{Value: "relayd: error: bad config"}, nil
+	case "clock":
+		return rollout.Result{Value: strconv.FormatInt(time.Now().UnixNano(), 10)}, nil
+	default:
+		return rollout.Result{}, fmt.Errorf("unknown request %s", o.Kind)
+	}
+	return rollout.Result{}, nil
+}
+
+// restart starts the release the link points at, with its config.
+func (s *Sim) restart() {
+	s.Restarts++
+	s.PID += 100
+	s.Exe = s.Link + "/relayd"
+	cfg, err := config.Parse(strings.NewReader(s.Files[s.Paths.RelayConfig]), "sim")
+	if err != nil {
+		cfg = config.Default()
+	}
+	max, _ := strconv.Atoi(s.Sysctls["net.core.rmem_max"])
+	def, _ := strconv.Atoi(s.Sysctls["net.core.rmem_default"])
+	s.RB = uint64(tune.ExpectRcvbuf(cfg.SORcvbuf, cfg.SORcvbufForce, max, def).Effective)
+	if s.IgnoreRB {
+		s.RB = uint64(def)
+	}
+}

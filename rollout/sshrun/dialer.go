@@ -1,0 +1,34 @@
+package sshrun
+
+import (
+	"context"
+	"errors"
+
+	"github.com/relayctl/relayctl/rollout"
+)
+
+// Dialer opens hosts for rollout over SSH. A connection the client refused
+// to make (an unknown or changed host key, failed authentication, a sudo
+// that wants a password) is a rollout.Refusal: the host is reachable and
+// nothing was done to it; any other failure is unreachability.
+type Dialer struct{ Options Options }
+
+var _ rollout.Dialer = Dialer{}
+
+// Dial connects to host as a spec names it.
+func (d Dialer) Dial(ctx context.Context, host string) (rollout.Conn, error) {
+	c, err := Dial(ctx, host, d.Options)
+	switch {
+	case errors.Is(err, ErrHostKeyChanged), errors.Is(err, ErrUnknownHost),
+		errors.Is(err, ErrHostKeyRevoked), errors.Is(err, ErrAuth), errors.Is(err, ErrSudoPassword):
+		return nil, rollout.Refusal(err)
+	case err != nil:
+		return nil, err
+	}
+	return conn{c}, nil
+}
+
+type conn struct{ *Client }
+
+func (c conn) Address() string { return c.Target().Addr() }
+func (c conn) User() string    { return c.Target().User }

@@ -1,0 +1,181 @@
+package rollout
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/relayctl/relayctl/plans"
+)
+
+// step is one step of a host's apply, one type per file (step_*.go): its
+// title as the review, progress, journal and receipt show it; the host
+// primitives that carry it out; the ones that undo it; and the read-back
+// checks that prove it (and, after a rollback, that it was undone).
+type step interface {
+	describe() plans.Step
+	// prepare are primitives run before the window, with the stage: what
+	// undo will need (a backup), nothing that changes what is in force.
+	prepare() []Op
+	// do carries the step out, in its phase.
+	do() []Op
+	// undo restores what do changed; rollback runs it for every window
+	// step that started, last one first (the restart's, after all others).
+	undo() []Op
+	// checks compare the host read back after the window with the plan.
+	checks(c *checkCtx) []Check
+	// restored compare the host read back after a rollback with before.
+	restored(c *checkCtx) []Check
+}
+
+// checkCtx is what checks compare: the plan and the host before and after.
+type checkCtx struct {
+	p             *plans.Plan
+	h             *plans.HostPlan
+	before, after *plans.Facts // before is nil for verify
+}
+
+// stepInput is what steps need besides the plan: the bytes they upload.
+type stepInput struct {
+	artifact []byte
+}
+
+// Step kinds, as journals and receipts name them.
+const (
+	KindCheckFolders  = "check-folders"
+	KindPlaceRelease  = "place-release"
+	KindCheckRelease  = "check-release"
+	KindStageFile     = "stage-file"
+	KindSetSysctl     = "set-sysctl"
+	KindPersistDropIn = "persist-drop-in"
+	KindSwitchRelease = "switch-release"
+	KindInstallConfig = "install-config"
+	KindRestart       = "restart"
+	KindReadBack      = "read-back"
+)
+
+// steps lists what apply does on a host, in order, from its host plan.
+// With target set it lists every step whatever needs changing: their
+// checks together describe the state the plan promises (verify uses them).
+func steps(p *plans.Plan, h *plans.HostPlan, in stepInput, target bool) []step {
+	var st []step
+	rel := releaseDir(p)
+	changeRelease := h.Release.Action != plans.ReleaseKeep
+	if !target {
+		st = append(st, newCheckFolders(p, h))
+		if changeRelease {
+			if h.Release.Installed {
+				st = append(st, checkRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256})
+			} else {
+				st = append(st, placeRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256, data: in.artifact})
+			}
+		}
+		if h.Config.Change {
+			st = append(st, stageFile{what: "relay config", name: "config", path: p.Paths.RelayConfig, content: h.Config.Content})
+		}
+		if h.DropIn.Change && !h.DropIn.Remove {
+			st = append(st, stageFile{what: "sysctl drop-in", name: "dropin", path: p.Paths.SysctlFile, content: h.DropIn.Content})
+		}
+	}
+	for i, c := range h.Sysctls {
+		if c.Change || target {
+			prev := ""
+			if i < len(h.Previous.Sysctls) {
+				prev = h.Previous.Sysctls[i].Value
+			}
+			st = append(st, setSysctl{key: c.Key, value: c.Planned, previous: prev})
+		}
+	}
+	if h.DropIn.Change || (target && (len(p.Sysctl) > 0 || h.DropIn.Exists)) {
+		st = append(st, persistDropIn{path: p.Paths.SysctlFile, sha: h.DropIn.SHA256, remove: h.DropIn.Remove, prevExists: h.Previous.DropInExists, prevSHA: h.Previous.DropInSHA256})
+	}
+	if changeRelease || target {
+		st = append(st, switchRelease{link: p.Paths.Current, dir: rel, version: p.Relay.Version, paths: p.Paths, previous: h.Previous.CurrentLink})
+	}
+	if h.Config.Change || target {
+		st = append(st, installConfig{path: p.Paths.RelayConfig, sha: h.Config.SHA256, prevExists: h.Previous.RelayConfigExists, prevSHA: h.Previous.RelayConfigSHA256})
+	}
+	if h.Restart || target {
+		st = append(st, restart{svc: p.Relay.Service, wasRunning: h.Previous.RelayRunning, planned: h.Restart})
+	}
+	st = append(st, readBack{port: p.Relay.Port, expected: h.Readback.Expected, control: p.Relay.Control, version: p.Relay.Version})
+	return st
+}
+
+func releaseDir(p *plans.Plan) string { return p.Paths.Releases + "/" + p.Relay.Version }
+
+// Describe fills in the steps of every host of a plan that has changes to
+// make: what the review shows and apply compares with the steps it derives.
+func Describe(p *plans.Plan) {
+	for _, h := range p.Hosts {
+		h.Steps = describeHost(p, h)
+	}
+}
+
+func describeHost(p *plans.Plan, h *plans.HostPlan) []plans.Step {
+	out := []plans.Step{}
+	if h.Action != plans.ActionChange {
+		return out
+	}
+	for _, s := range steps(p, h, stepInput{}, false) {
+		out = append(out, s.describe())
+	}
+	return out
+}
+
+// PlannedChecks compares a host read back after the window (or now, for
+// verify, with before nil) with the state the plan promises: the checks of
+// every step the plan can take.
+func PlannedChecks(p *plans.Plan, h *plans.HostPlan, before, after *plans.Facts) []Check {
+	c := &checkCtx{p: p, h: h, before: before, after: after}
+	var out []Check
+	for _, s := range steps(p, h, stepInput{}, true) {
+		out = append(out, s.checks(c)...)
+	}
+	return out
+}
+
+// Check is one read-back comparison.
+type Check struct {
+	What string `json:"what"`
+	Want string `json:"want"`
+	Got  string `json:"got"`
+	OK   bool   `json:"ok"`
+}
+
+func check(what, want, got string) Check {
+	return Check{What: what, Want: want, Got: got, OK: want == got}
+}
+
+// fileCheck compares a file read back with the sha256 a plan gives it.
+func fileCheck(what string, exists bool, content, wantSHA string, wantExists bool) Check {
+	got := "absent"
+	if exists {
+		got = "sha256 " + short12(plans.SHA256(content))
+	}
+	want := "absent"
+	if wantExists {
+		want = "sha256 " + short12(wantSHA)
+	}
+	return check(what, want, got)
+}
+
+func short12(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
+}
+
+// dropInOf finds a sysctl.d file in facts.
+func dropInOf(f *plans.Facts, path string) (bool, string) {
+	for _, cf := range f.SysctlFiles {
+		if cf.Path == path {
+			return true, cf.Content
+		}
+	}
+	return false, ""
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func titlef(format string, a ...any) string { return fmt.Sprintf(format, a...) }

@@ -1,0 +1,71 @@
+package rollout
+
+import (
+	"path"
+
+	"github.com/relayctl/relayctl/plans"
+)
+
+// checkFolders: before anything is written, every folder relayctl writes in
+// must belong to root and be writable by root alone (so nobody can plant a
+// symlink or swap a staged file), the files it replaces must be regular
+// files, the link a symlink, and the service's programs root's alone.
+type checkFolders struct {
+	dirs, files, links, programs []string
+}
+
+func newCheckFolders(p *plans.Plan, h *plans.HostPlan) checkFolders {
+	c := checkFolders{
+		dirs:  []string{path.Dir(p.Paths.SysctlFile), path.Dir(p.Paths.RelayConfig), p.Paths.Releases, path.Dir(p.Paths.Current)},
+		files: []string{p.Paths.SysctlFile, p.Paths.RelayConfig, p.Paths.SysctlFile + ".relayctl-new", p.Paths.RelayConfig + ".relayctl-new"},
+		links: []string{p.Paths.Current},
+	}
+	if s := p.Relay.Service; s.Manager == "command" {
+		c.programs = []string{s.Start[0], s.Stop[0]}
+	}
+	return c
+}
+
+func (c checkFolders) describe() plans.Step {
+	return plans.Step{Phase: plans.PhaseStage, Kind: KindCheckFolders,
+		Title: "check target folders: root alone can write " + joinWords(c.dirs) + "; the files there are not symlinks"}
+}
+
+func (checkFolders) prepare() []Op { return nil }
+
+func (c checkFolders) do() []Op {
+	var ops []Op
+	for _, d := range c.dirs {
+		ops = append(ops, op("dir", d))
+	}
+	for _, f := range c.files {
+		ops = append(ops, op("file-ok", f))
+	}
+	for _, l := range c.links {
+		ops = append(ops, op("link-ok", l))
+	}
+	for _, p := range c.programs {
+		ops = append(ops, op("exec-ok", p))
+	}
+	return ops
+}
+
+func (checkFolders) undo() []Op                 { return nil }
+func (checkFolders) checks(*checkCtx) []Check   { return nil }
+func (checkFolders) restored(*checkCtx) []Check { return nil }
+
+func joinWords(w []string) string {
+	seen := map[string]bool{}
+	out := ""
+	for _, x := range w {
+		if seen[x] {
+			continue
+		}
+		seen[x] = true
+		if out != "" {
+			out += ", "
+		}
+		out += x
+	}
+	return out
+}

@@ -1,0 +1,50 @@
+package rollout
+
+import (
+	"fmt"
+
+	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/tune"
+)
+
+// setSysctl writes one sysctl to /proc/sys and reads it back: a sysctl's
+// exit status proves nothing (DESIGN.md), so the value that reads back is
+// what counts, compared with tune.Equal.
+type setSysctl struct {
+	key, value, previous string
+}
+
+func (s setSysctl) describe() plans.Step {
+	return plans.Step{Phase: plans.PhaseWindow, Kind: KindSetSysctl, Key: s.key, Value: s.value,
+		Title: titlef("set sysctl: %s = %s in /proc/sys, read back", s.key, s.value)}
+}
+
+func (setSysctl) prepare() []Op { return nil }
+
+func (s setSysctl) do() []Op { return []Op{s.write(s.value)} }
+
+func (s setSysctl) undo() []Op {
+	if s.previous == "" {
+		return nil
+	}
+	return []Op{s.write(s.previous)}
+}
+
+func (s setSysctl) write(v string) Op {
+	o := op("sysctl", s.key, v)
+	o.expect = func(r Result) error {
+		if !tune.Equal(r.Value, v) {
+			return fmt.Errorf("%s: read back %s, want %s", s.key, tune.Normalize(r.Value), v)
+		}
+		return nil
+	}
+	return o
+}
+
+func (s setSysctl) checks(c *checkCtx) []Check {
+	return []Check{check("sysctl "+s.key, s.value, tune.Normalize(c.after.Sysctls[s.key].Value))}
+}
+
+func (s setSysctl) restored(c *checkCtx) []Check {
+	return []Check{check("sysctl "+s.key, tune.Normalize(c.before.Sysctls[s.key].Value), tune.Normalize(c.after.Sysctls[s.key].Value))}
+}

@@ -1,0 +1,30 @@
+package rollout
+
+import (
+	"strconv"
+
+	"github.com/relayctl/relayctl/plans"
+)
+
+// stageFile writes a file's planned content beside it (PATH.relayctl-new),
+// not yet in place: the window then only renames it.
+type stageFile struct {
+	what, name, path, content string
+}
+
+func (s stageFile) describe() plans.Step {
+	return plans.Step{Phase: plans.PhaseStage, Kind: KindStageFile, Key: s.path,
+		Title: titlef("stage %s: beside %s (not yet in place)", s.what, s.path)}
+}
+
+func (stageFile) prepare() []Op { return nil }
+
+func (s stageFile) do() []Op {
+	up := op("recv", s.name, strconv.Itoa(len(s.content)))
+	up.Data = []byte(s.content)
+	return []Op{up, op("put", s.name, s.path+".relayctl-new", "0644")}
+}
+
+func (stageFile) undo() []Op                 { return nil }
+func (stageFile) checks(*checkCtx) []Check   { return nil }
+func (stageFile) restored(*checkCtx) []Check { return nil }
