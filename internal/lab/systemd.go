@@ -433,7 +433,18 @@ func (h *Host) RunSystemdSysctl(ctx context.Context, keys ...string) ([]byte, er
 	return out, nil
 }
 
-// ours reports whether pid is still this host's PID 1 (not a reused pid).
+// starterIsOurs reports whether StarterPID is still the unshare that
+// started the host: its children go to the host's PID namespace.
+func (h *Host) starterIsOurs() bool {
+	if h.StarterPID == 0 || !alive(h.StarterPID) {
+		return false
+	}
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid_for_children", h.StarterPID))
+	return err == nil && ns == h.PIDNS
+}
+
+// initIsOurs reports whether InitPID is still the host's PID 1 (not a
+// reused pid).
 func (h *Host) initIsOurs() bool {
 	if h.InitPID == 0 || !alive(h.InitPID) {
 		return false
@@ -456,12 +467,16 @@ func (h *Host) stopSystemd() error {
 		if h.initIsOurs() && !slices.Contains(ps, h.InitPID) {
 			ps = append(ps, h.InitPID)
 		}
-		if h.done != nil {
+		switch {
+		case h.done != nil:
 			select {
 			case <-h.done:
 			default:
 				ps = append(ps, h.StarterPID)
 			}
+		case h.starterIsOurs():
+			// A loaded lab: the unshare of another process (relaylab up).
+			ps = append(ps, h.StarterPID)
 		}
 		return ps
 	}
