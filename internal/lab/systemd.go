@@ -529,3 +529,33 @@ func removeCgroup(dir string) error {
 	}
 	return nil
 }
+
+// Memory sums the resident memory of every process in a systemd host's
+// cgroup (systemd, journald, dbus, logind, sshd, relayd, sessions): RSS
+// counts shared pages once per process, PSS splits them between the
+// processes that share them (smaps_rollup). Bytes.
+func (h *Host) Memory() (rss, pss int64, err error) {
+	if h.Kind != KindSystemd {
+		return 0, 0, fmt.Errorf("%s: memory: not a systemd host", h.Name)
+	}
+	for _, pid := range cgroupProcs(h.Cgroup) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 3 || f[2] != "kB" {
+				continue
+			}
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			switch f[0] {
+			case "Rss:":
+				rss += n * 1024
+			case "Pss:":
+				pss += n * 1024
+			}
+		}
+	}
+	return rss, pss, nil
+}

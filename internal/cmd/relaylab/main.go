@@ -144,8 +144,9 @@ func up(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "ssh_config  %s\nknown_hosts %s\nidentity    %s\n", l.SSHConfig, l.KnownHosts, l.Identity)
 	for _, h := range l.Hosts {
 		if h.Kind == lab.KindSystemd {
-			fmt.Fprintf(stdout, "%s %s systemd init_pid=%d sshd_pid=%d ssh_ready=%dms running=%dms\n", h.Name, h.Addr,
-				h.InitPID, h.SSHDPID, h.Boot.SSHReady.Milliseconds(), h.Boot.Running.Milliseconds())
+			rss, pss, _ := h.Memory()
+			fmt.Fprintf(stdout, "%s %s systemd init_pid=%d sshd_pid=%d ssh_ready=%dms running=%dms rss=%.1fMiB pss=%.1fMiB\n", h.Name, h.Addr,
+				h.InitPID, h.SSHDPID, h.Boot.SSHReady.Milliseconds(), h.Boot.Running.Milliseconds(), float64(rss)/(1<<20), float64(pss)/(1<<20))
 			continue
 		}
 		ns := h.RelayNetns
