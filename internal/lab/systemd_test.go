@@ -198,6 +198,25 @@ func TestSystemdHost(t *testing.T) {
 			t.Errorf("relay netns %s after restart, was %s: relay-netns.service keeps one namespace", after.relayNetns, before.relayNetns)
 		}
 
+		// The same with a relay that takes a second before it binds: only a
+		// restart that waits for READY=1 finds its socket right away (with
+		// Type=simple this read-back finds none).
+		slow, err := h.Path("/etc/systemd/system/relayd.service.d/zz-slow-start.conf")
+		if err != nil {
+			t.Fatal(err)
+		}
+		const slowStart = "[Service]\nExecStart=\nExecStart=/bin/sh -c 'sleep 1 && exec /opt/relay/current/relayd --config /etc/relay/relayd.env'\n"
+		if err := os.WriteFile(slow, []byte(slowStart), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out = sshOK(t, l, h.Name, "systemctl daemon-reload\nsystemctl restart relayd\n"+readRelay)
+		checkServing(t, parseRelay(t, out), cappedRb)
+		if err := os.Remove(slow); err != nil {
+			t.Fatal(err)
+		}
+		after = parseRelay(t, sshOK(t, l, h.Name, "systemctl daemon-reload\nsystemctl restart relayd\n"+readRelay))
+		checkServing(t, after, cappedRb)
+
 		// A relay that dies is restarted by Restart=on-failure, which counts.
 		sshOK(t, l, h.Name, fmt.Sprintf("kill -KILL %d", after.pid))
 		waitUntil(t, func() bool {
