@@ -40,7 +40,11 @@
 //	ssh_config                  an alias per host (lab-1, lab-2, ...)
 //	lab.json                    what Load needs to find and stop the lab
 //	lab-N/                      sshd_config, host key, sshd.pid, sshd.log,
-//	                            root/ (the private trees, bind-mounted)
+//	                            root/ (the private trees, bind-mounted);
+//	                            for a systemd host: boot.sh, boot.log, host
+//	                            key, seed/ (files laid over its root at
+//	                            boot), and the mountpoints fs/ and root/
+//	                            (mounted only inside the host)
 package lab
 
 import (

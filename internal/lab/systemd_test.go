@@ -434,9 +434,17 @@ func closeAndCheckSystemd(t *testing.T, l *lab.Lab, relayNetns string) {
 			t.Errorf("process %d's mounts still hold the relay's namespace %s", pid, relayNetns)
 		}
 	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, h := range l.Hosts {
 		if _, err := os.Stat(h.Cgroup); err == nil {
 			t.Errorf("%s: cgroup %s left after Close", h.Name, h.Cgroup)
+		}
+		// The host's mounts were only ever in its own mount namespace.
+		if d := filepath.Join(l.Dir, h.Name); strings.Contains(string(mi), d) {
+			t.Errorf("%s: the machine has a mount under %s", h.Name, d)
 		}
 	}
 }
