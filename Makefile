@@ -2,14 +2,22 @@
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 RELAY_VERSION ?= 1.8.0
 GO ?= go
-LDFLAGS = -X main.Version=$(VERSION)
+# Release builds, as Go tools ship: static (CGO_ENABLED=0, so relayd runs on
+# any host and in any lab host), no local paths (-trimpath), no symbol table
+# or DWARF (-s -w), no VCS stamp (-buildvcs=false: a checkout and a tarball
+# of one commit build alike), the version stamped. The same commit and Go
+# toolchain give the same sha256 on any machine, so a reviewer can rebuild
+# bin/relayd and check a plan's sha256 (cmd/relayd/reproducible_test.go;
+# internal/lab.BuildFlags are the same flags).
+GOBUILD = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false
 
 .PHONY: build test test-unit lab-deps lint demo demo-bench fuzz bench-apply bench-plan clean
 
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o bin/relayctl ./cmd/relayctl
-	$(GO) build -ldflags "-X main.Version=$(RELAY_VERSION)" -o bin/relayd ./cmd/relayd
-	$(GO) build -o bin/relaylab ./internal/cmd/relaylab
+	$(GOBUILD) -ldflags "-s -w -X main.Version=$(VERSION)" -o bin/relayctl ./cmd/relayctl
+	$(GOBUILD) -ldflags "-s -w -X main.Version=$(RELAY_VERSION)" -o bin/relayd ./cmd/relayd
+	$(GOBUILD) -ldflags "-s -w" -o bin/relaylab ./internal/cmd/relaylab
+	@cd bin && sha256sum relayctl relayd
 
 # Every test, the lab tests included (they need root, openssh-server, iproute2).
 # -p 1 keeps test binaries from competing for this machine's two cores and

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the lab needs when it is missing: a real OpenSSH sshd and
 # client, iproute2 (ip, ss), util-linux (unshare, nsenter, flock, prlimit)
-# procps (sysctl) and sudo (a lab test logs in as a non-root user). Debian
-# packages; needs root to install.
+# procps (sysctl), sudo (a lab test logs in as a non-root user), and systemd
+# and dbus for the systemd lab hosts (systemd only runs inside them; the
+# machine's PID 1 stays what it is). Debian packages; needs root to install.
 set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
@@ -15,6 +16,9 @@ have flock || need+=(util-linux)
 have prlimit || need+=(util-linux)
 have sysctl || need+=(procps)
 have sudo || need+=(sudo)
+have setpriv || need+=(util-linux)
+[ -x /lib/systemd/systemd ] || need+=(systemd)
+have dbus-daemon || need+=(dbus)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "lab-deps: missing ${need[*]}; install them as root (apt-get install ${need[*]})" >&2

@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/relayctl/relayctl/relay/config"
+	"github.com/relayctl/relayctl/relay/sdnotify"
 	"github.com/relayctl/relayctl/relay/server"
 )
 
@@ -105,6 +106,11 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 		fmt.Fprintf(stderr, "relayd: error: %v\n", err)
 		return 1
 	}
+	// New has bound the socket and read its SO_RCVBUF back, and the control
+	// port accepts: under systemd (Type=notify), systemctl start and restart
+	// return only now.
+	notify(environ, log, fmt.Sprintf("%s\nSTATUS=relaying on %s, SO_RCVBUF read back %d",
+		sdnotify.Ready, srv.ListenAddr(), srv.Status().SORcvbufEffective))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -114,6 +120,7 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 				continue
 			}
 			log.Info("stopping", "signal", s.String())
+			notify(environ, log, sdnotify.Stopping)
 			cancel()
 			return
 		}
@@ -124,6 +131,14 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	}
 	log.Info("relayd stopped")
 	return 0
+}
+
+// notify tells systemd the relay's state when it runs relayd as a
+// Type=notify unit (NOTIFY_SOCKET set); a failure is logged, not fatal.
+func notify(environ []string, log *slog.Logger, state string) {
+	if _, err := sdnotify.Notify(environ, state); err != nil {
+		log.Warn("cannot notify systemd", "err", err)
+	}
 }
 
 // version is the stamped Version, or the module version when relayd was

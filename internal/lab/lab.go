@@ -15,7 +15,22 @@
 // reached over a veth pair, where rmem_max is read-only.
 //
 // The relay is managed by relay-service (relay-service.sh, installed as
-// /opt/relay/bin/relay-service on every host), since there is no systemd.
+// /opt/relay/bin/relay-service on every such host), since the machine has no
+// systemd.
+//
+// A host of the other kind (HostOptions.Systemd, systemd.go) boots a real
+// systemd as PID 1 of its own PID, mount, UTS, IPC and cgroup namespaces,
+// on an overlay of the machine's root whose writes go to RAM. Its sshd runs
+// as ssh.service, and the relay is the unit this project ships
+// (relay/dist/relayd.service, installed as /etc/systemd/system/relayd.service)
+// with the drop-in relayd.service.d/netns.conf, which runs it in the network
+// namespace /run/netns/relay that relay-netns.service makes inside the host.
+// /proc/sys is read-only there except /proc/sys/net/core, which relayctl
+// writes as on a real host; systemd-sysctl is masked (it would apply the
+// machine's sysctl.d to the machine) and runs only when a test asks,
+// through Host.RunSystemdSysctl. PIDs: systemctl's MainPID and whatever an
+// SSH session prints are in the host's PID namespace; Host fields ending in
+// PID are the machine's; Host.MachinePID converts.
 //
 // Layout of Options.Dir:
 //
@@ -25,7 +40,11 @@
 //	ssh_config                  an alias per host (lab-1, lab-2, ...)
 //	lab.json                    what Load needs to find and stop the lab
 //	lab-N/                      sshd_config, host key, sshd.pid, sshd.log,
-//	                            root/ (the private trees, bind-mounted)
+//	                            root/ (the private trees, bind-mounted);
+//	                            for a systemd host: boot.sh, boot.log, host
+//	                            key, seed/ (files laid over its root at
+//	                            boot), and the mountpoints fs/ and root/
+//	                            (mounted only inside the host)
 package lab
 
 import (
@@ -80,8 +99,12 @@ type HostOptions struct {
 	// veth pair (10.231.0.0/16), where net.core.rmem_max is read-only; the
 	// relay runs in that same namespace.
 	SSHDInNetns bool
-	// Relay installs a release at start; nil installs only relay-service.
+	// Relay installs a release at start; nil installs only relay-service
+	// (or, on a systemd host, only the units).
 	Relay *RelayInstall
+	// Systemd boots the host with a real systemd (see the package comment);
+	// NoRelayNetns and SSHDInNetns do not apply.
+	Systemd bool
 }
 
 // RelayInstall is a relay release to install on a host.
@@ -89,7 +112,7 @@ type RelayInstall struct {
 	Binary  string // relayd on this machine, copied to /opt/relay/releases/<Version>/relayd
 	Version string // release directory name; /opt/relay/current points at it
 	Config  string // content of /etc/relay/relayd.env; "" = DefaultRelayConfig
-	Start   bool   // run relay-service start after installing
+	Start   bool   // run relay-service start (systemd: systemctl enable --now relayd) after installing
 }
 
 // Options shape a lab.
@@ -115,15 +138,23 @@ type Lab struct {
 // Host is one lab host.
 type Host struct {
 	Name       string `json:"name"`        // ssh_config alias: lab-1, lab-2, ...
+	Kind       string `json:"kind"`        // "" (sshd in a mount namespace) or KindSystemd
 	Addr       string `json:"addr"`        // where its sshd listens: 127.0.0.2:2222
 	HostName   string `json:"host_name"`   // Addr's host part
 	Port       int    `json:"port"`        // Addr's port
-	Root       string `json:"root"`        // machine-side directory holding the host's private trees
-	SSHDPID    int    `json:"sshd_pid"`    // the listening sshd, in the host's namespaces
+	Root       string `json:"root"`        // machine-side directory holding the host's private trees ("" for systemd: see Path)
+	SSHDPID    int    `json:"sshd_pid"`    // the listening sshd (the machine's PID)
 	SSHDNetns  string `json:"sshd_netns"`  // the sshd's network namespace; "" = the initial one
-	RelayNetns string `json:"relay_netns"` // where the relay runs; "" = the sshd's (initial) namespace
+	RelayNetns string `json:"relay_netns"` // where the relay runs, under /run/netns; "" = the sshd's namespace (systemd: /run/netns/relay inside the host)
 	Veth       string `json:"veth"`        // initial-namespace end of the veth pair (SSHDInNetns)
 	MountNS    string `json:"mount_ns"`    // the sshd's /proc/PID/ns/mnt, so Close never kills a reused pid
+
+	// Systemd hosts only.
+	InitPID    int        `json:"init_pid,omitempty"`    // the host's systemd, PID 1 inside (the machine's PID)
+	StarterPID int        `json:"starter_pid,omitempty"` // the unshare that waits for it
+	PIDNS      string     `json:"pid_ns,omitempty"`      // its /proc/PID/ns/pid, so Close never signals a reused pid
+	Cgroup     string     `json:"cgroup,omitempty"`      // the host's cgroup2 directory on the machine
+	Boot       *BootTimes `json:"boot,omitempty"`        // how long its start took
 
 	dir       string        // lab-N directory
 	vethBlock int           // its /30 in 10.231.0.0/16 (SSHDInNetns)
@@ -170,8 +201,16 @@ func (l *Lab) save() error {
 }
 
 // Command returns a command that runs argv the way an SSH session on the
-// host would see the machine: in the sshd's mount and network namespaces.
+// host would see the machine: in the sshd's mount and network namespaces,
+// or, on a systemd host, in all of the host's namespaces (nsenter -a), with
+// a plain environment (the machine's paths mean nothing there).
 func (h *Host) Command(ctx context.Context, argv ...string) *exec.Cmd {
+	if h.Kind == KindSystemd {
+		args := append([]string{"-t", strconv.Itoa(h.InitPID), "-a", "--"}, argv...)
+		cmd := exec.CommandContext(ctx, "nsenter", args...)
+		cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LC_ALL=C"}
+		return cmd
+	}
 	args := append([]string{"-t", strconv.Itoa(h.SSHDPID), "-m", "-n", "--"}, argv...)
 	cmd := exec.CommandContext(ctx, "nsenter", args...)
 	cmd.Env = append(os.Environ(), "HOME=/root")
@@ -196,9 +235,15 @@ func (h *Host) Exec(ctx context.Context, argv ...string) ([]byte, error) {
 	return out, nil
 }
 
-// RelayPID asks relay-service for the relay's PID. It returns
-// ErrRelayNotRunning if the relay is not running.
+// RelayPID asks relay-service for the relay's PID, or on a systemd host
+// systemctl for relayd's MainPID. It is the PID an SSH session on the host
+// sees: the machine's for a plain host, the host's PID namespace's for a
+// systemd host (MachinePID converts). It returns ErrRelayNotRunning if the
+// relay is not running.
 func (h *Host) RelayPID(ctx context.Context) (int, error) {
+	if h.Kind == KindSystemd {
+		return h.unitPID(ctx, RelayUnit)
+	}
 	out, err := h.Exec(ctx, ServiceScript, "pid")
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.ExitCode() == 3 {
@@ -215,9 +260,20 @@ func (h *Host) RelayPID(ctx context.Context) (int, error) {
 }
 
 // Path returns where a host path under one of the private trees lives on
-// the machine, e.g. /etc/sysctl.d/90-relayctl.conf.
+// the machine, e.g. /etc/sysctl.d/90-relayctl.conf. On a systemd host every
+// absolute path is the host's own, reached as /proc/INIT/root/PATH (an
+// absolute symlink met on the way resolves on the machine, not the host).
 func (h *Host) Path(p string) (string, error) {
 	p = filepath.Clean(p)
+	if h.Kind == KindSystemd {
+		if !filepath.IsAbs(p) {
+			return "", fmt.Errorf("%s: %s is not an absolute path", h.Name, p)
+		}
+		if !h.initIsOurs() {
+			return "", fmt.Errorf("%s: the host is not running", h.Name)
+		}
+		return filepath.Join(fmt.Sprintf("/proc/%d/root", h.InitPID), p), nil
+	}
 	for _, m := range privatePaths() {
 		if p == m || strings.HasPrefix(p, m+"/") {
 			return filepath.Join(h.Root, p), nil
@@ -233,7 +289,14 @@ func (h *Host) InstallRelay(ctx context.Context, r RelayInstall) error {
 	if err := validVersion(r.Version); err != nil {
 		return fmt.Errorf("%s: install relay: %w", h.Name, err)
 	}
-	rel := filepath.Join(h.Root, "opt/relay/releases", r.Version)
+	root := h.Root
+	if h.Kind == KindSystemd {
+		var err error
+		if root, err = h.Path("/"); err != nil {
+			return fmt.Errorf("install relay: %w", err)
+		}
+	}
+	rel := filepath.Join(root, "opt/relay/releases", r.Version)
 	if err := os.MkdirAll(rel, 0o755); err != nil {
 		return fmt.Errorf("%s: install relay: %w", h.Name, err)
 	}
@@ -241,7 +304,7 @@ func (h *Host) InstallRelay(ctx context.Context, r RelayInstall) error {
 		return fmt.Errorf("%s: install relay: %w", h.Name, err)
 	}
 	// The symlink is relative, so it resolves inside the host's /opt/relay.
-	cur := filepath.Join(h.Root, "opt/relay/current")
+	cur := filepath.Join(root, "opt/relay/current")
 	tmp := cur + ".tmp"
 	os.Remove(tmp)
 	if err := os.Symlink(filepath.Join("releases", r.Version), tmp); err != nil {
@@ -254,8 +317,14 @@ func (h *Host) InstallRelay(ctx context.Context, r RelayInstall) error {
 	if conf == "" {
 		conf = DefaultRelayConfig
 	}
-	if err := os.WriteFile(filepath.Join(h.Root, RelayConfig), []byte(conf), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(root, RelayConfig), []byte(conf), 0o644); err != nil {
 		return fmt.Errorf("%s: install relay: %w", h.Name, err)
+	}
+	if r.Start && h.Kind == KindSystemd {
+		if _, err := h.Exec(ctx, "systemctl", "enable", "--now", RelayUnit); err != nil {
+			return fmt.Errorf("start relay: %w", err)
+		}
+		return nil
 	}
 	if r.Start {
 		if _, err := h.Exec(ctx, ServiceScript, "start"); err != nil {
@@ -304,6 +373,9 @@ func (l *Lab) Close() error {
 // stop ends the host's processes: first a SIGTERM to all of them, then a
 // SIGKILL to those left after a grace period.
 func (h *Host) stop() error {
+	if h.Kind == KindSystemd {
+		return h.stopSystemd()
+	}
 	var errs []error
 	nets := map[string]bool{}
 	for _, ns := range []string{h.SSHDNetns, h.RelayNetns} {

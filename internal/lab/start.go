@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -95,6 +96,11 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 	if len(o.Hosts) == 0 {
 		return nil, errors.New("start lab: no hosts")
 	}
+	if slices.ContainsFunc(o.Hosts, func(h HostOptions) bool { return h.Systemd }) {
+		if err := CheckSystemdPrerequisites(); err != nil {
+			return nil, err
+		}
+	}
 	if o.BasePort == 0 {
 		o.BasePort = DefaultBasePort
 	}
@@ -117,7 +123,13 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 	}
 	for i := range o.Hosts {
 		name := fmt.Sprintf("lab-%d", i+1)
-		l.Hosts = append(l.Hosts, &Host{Name: name, dir: filepath.Join(dir, name), Root: filepath.Join(dir, name, "root"), Port: o.BasePort})
+		h := &Host{Name: name, dir: filepath.Join(dir, name), Root: filepath.Join(dir, name, "root"), Port: o.BasePort}
+		if o.Hosts[i].Systemd {
+			// Its root is an overlay inside its own mount namespace: Path
+			// reaches it through /proc/INIT/root.
+			h.Kind, h.Root = KindSystemd, ""
+		}
+		l.Hosts = append(l.Hosts, h)
 	}
 	if err := l.start(ctx, o); err != nil {
 		if cerr := l.Close(); cerr != nil {
@@ -143,7 +155,12 @@ func (l *Lab) start(ctx context.Context, o Options) error {
 		return err
 	}
 	// Files first, in parallel: nothing here needs an address.
-	if err := parallel(len(l.Hosts), 8, func(i int) error { return l.Hosts[i].prepare(ctx) }); err != nil {
+	if err := parallel(len(l.Hosts), 8, func(i int) error {
+		if l.Hosts[i].Kind == KindSystemd {
+			return l.Hosts[i].prepareSystemd(ctx, l)
+		}
+		return l.Hosts[i].prepare(ctx)
+	}); err != nil {
 		return err
 	}
 
@@ -161,7 +178,12 @@ func (l *Lab) start(ctx context.Context, o Options) error {
 		err = l.Hosts[i].netns()
 	}
 	if err == nil {
-		err = parallel(len(l.Hosts), 8, func(i int) error { return l.Hosts[i].startSSHD(ctx, l) })
+		err = parallel(len(l.Hosts), 8, func(i int) error {
+			if l.Hosts[i].Kind == KindSystemd {
+				return l.Hosts[i].startSystemd(ctx, l)
+			}
+			return l.Hosts[i].startSSHD(ctx, l)
+		})
 	}
 	unlock()
 	if err != nil {
@@ -279,7 +301,7 @@ func (l *Lab) allocate(o Options) error {
 	for i, h := range l.Hosts {
 		ho := o.Hosts[i]
 		id := fmt.Sprintf("lab-%s-%d", l.ID, i+1)
-		if ho.SSHDInNetns {
+		if ho.SSHDInNetns && !ho.Systemd {
 			for used[vethAddr(block, 1)] {
 				block++
 			}
@@ -310,7 +332,7 @@ func (l *Lab) allocate(o Options) error {
 				lo++
 				break
 			}
-			if !ho.NoRelayNetns {
+			if !ho.NoRelayNetns && !ho.Systemd {
 				h.RelayNetns = id + "-relay"
 			}
 		}

@@ -24,11 +24,29 @@ func Require(t testing.TB) {
 	}
 }
 
-// StartT starts a lab for a test (Require first) and closes it at cleanup.
-// An empty o.Dir means a fresh t.TempDir().
+// RequireSystemd is Require for systemd hosts (HostOptions.Systemd).
+func RequireSystemd(t testing.TB) {
+	t.Helper()
+	Require(t)
+	if err := CheckSystemdPrerequisites(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("lab: %v", err)
+		}
+		t.Skipf("lab: %v (set CI=true to make this a failure)", err)
+	}
+}
+
+// StartT starts a lab for a test (Require, or RequireSystemd, first) and
+// closes it at cleanup. An empty o.Dir means a fresh t.TempDir().
 func StartT(t testing.TB, o Options) *Lab {
 	t.Helper()
 	Require(t)
+	for _, h := range o.Hosts {
+		if h.Systemd {
+			RequireSystemd(t)
+			break
+		}
+	}
 	if o.Dir == "" {
 		o.Dir = t.TempDir()
 	}
@@ -81,7 +99,8 @@ func BuildRelayd(t testing.TB, version string) string {
 }
 
 // BuildRelaydTo builds ./cmd/relayd of the module around the working
-// directory into out, with -ldflags "-X main.Version=version".
+// directory into out the way `make build` does (BuildFlags): static, so it
+// runs in any lab host, and reproducible.
 func BuildRelaydTo(ctx context.Context, version, out string) error {
 	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
@@ -91,10 +110,19 @@ func BuildRelaydTo(ctx context.Context, version, out string) error {
 	if strings.TrimSpace(string(gomod)) == "" || root == "." {
 		return errors.New("build relayd: not inside the relayctl module")
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-ldflags", "-X main.Version="+version, "-o", out, "./cmd/relayd")
+	cmd := exec.CommandContext(ctx, "go", append(append([]string{"build"}, BuildFlags(version)...), "-o", out, "./cmd/relayd")...)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build relayd %s: %w: %s", version, err, strings.TrimSpace(string(b)))
 	}
 	return nil
+}
+
+// BuildFlags are the go build flags of a release, as the Makefile's build
+// target passes them: no file system paths in the binary (-trimpath), no
+// symbol table or DWARF (-s -w), the version stamped. With CGO_ENABLED=0
+// the same commit builds the same bytes on any machine.
+func BuildFlags(version string) []string {
+	return []string{"-trimpath", "-buildvcs=false", "-ldflags", "-s -w -X main.Version=" + version}
 }

@@ -6,7 +6,7 @@
 //
 // Usage:
 //
-//	relaylab up --dir DIR [--hosts N] [--base-port P] [--sshd-in-netns] [--no-relay-netns]
+//	relaylab up --dir DIR [--hosts N] [--systemd N] [--base-port P] [--sshd-in-netns] [--no-relay-netns]
 //	            [--relayd PATH --relay-version V [--start-relay=false]]
 //	relaylab down --dir DIR
 //	relaylab exec --dir DIR HOST -- CMD [ARG...]
@@ -15,6 +15,8 @@
 //
 //	relaylab up --dir /tmp/lab --hosts 3 --relayd bin/relayd --relay-version 1.7.0
 //	ssh -F /tmp/lab/ssh_config lab-1 /opt/relay/bin/relay-service status
+//	relaylab up --dir /tmp/sd --systemd 2 --relayd bin/relayd --relay-version 1.8.0
+//	ssh -F /tmp/sd/ssh_config lab-1 systemctl status relayd
 //	relaylab exec --dir /tmp/lab lab-2 -- cat /etc/sysctl.d/90-relayctl.conf
 //	relaylab down --dir /tmp/lab
 package main
@@ -38,7 +40,7 @@ func main() {
 }
 
 const usage = `usage:
-  relaylab up --dir DIR [--hosts N] [--base-port P] [--sshd-in-netns] [--no-relay-netns]
+  relaylab up --dir DIR [--hosts N] [--systemd N] [--base-port P] [--sshd-in-netns] [--no-relay-netns]
               [--relayd PATH --relay-version V [--start-relay=false]]
   relaylab down --dir DIR
   relaylab exec --dir DIR HOST -- CMD [ARG...]
@@ -46,6 +48,8 @@ const usage = `usage:
 examples:
   relaylab up --dir /tmp/lab --hosts 3 --relayd bin/relayd --relay-version 1.7.0
   ssh -F /tmp/lab/ssh_config lab-1 /opt/relay/bin/relay-service status
+  relaylab up --dir /tmp/sd --systemd 2 --relayd bin/relayd --relay-version 1.8.0
+  ssh -F /tmp/sd/ssh_config lab-1 systemctl status relayd
   relaylab exec --dir /tmp/lab lab-2 -- cat /etc/sysctl.d/90-relayctl.conf
   relaylab down --dir /tmp/lab
 `
@@ -101,7 +105,8 @@ func flags(name string, stderr io.Writer) *flag.FlagSet {
 func up(args []string, stdout, stderr io.Writer) error {
 	fs := flags("up", stderr)
 	dir := fs.String("dir", "", "directory for the lab's files (required)")
-	hosts := fs.Int("hosts", 1, "number of hosts")
+	hosts := fs.Int("hosts", 1, "number of hosts with sshd in a mount namespace (default 1, or 0 with --systemd)")
+	systemd := fs.Int("systemd", 0, "number of hosts booted with a real systemd (relayd as relayd.service), after the --hosts ones")
 	basePort := fs.Int("base-port", lab.DefaultBasePort, "sshd port on every host")
 	inNetns := fs.Bool("sshd-in-netns", false, "run each sshd in a child network namespace (rmem_max read-only)")
 	noRelayNetns := fs.Bool("no-relay-netns", false, "run each relay in its sshd's network namespace")
@@ -111,12 +116,20 @@ func up(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	if *dir == "" || *hosts < 1 || fs.NArg() > 0 || (*relayd == "") != (*version == "") {
+	hostsSet := false
+	fs.Visit(func(f *flag.Flag) { hostsSet = hostsSet || f.Name == "hosts" })
+	if *systemd > 0 && !hostsSet {
+		*hosts = 0
+	}
+	if *dir == "" || *hosts < 0 || *systemd < 0 || *hosts+*systemd < 1 || fs.NArg() > 0 || (*relayd == "") != (*version == "") {
 		return errUsage
 	}
 	o := lab.Options{Dir: *dir, BasePort: *basePort}
-	for range *hosts {
+	for i := range *hosts + *systemd {
 		ho := lab.HostOptions{SSHDInNetns: *inNetns, NoRelayNetns: *noRelayNetns}
+		if i >= *hosts {
+			ho = lab.HostOptions{Systemd: true}
+		}
 		if *relayd != "" {
 			ho.Relay = &lab.RelayInstall{Binary: *relayd, Version: *version, Start: *startRelay}
 		}
@@ -130,6 +143,12 @@ func up(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "relaylab: started %d hosts in %.2fs\n", len(l.Hosts), time.Since(start).Seconds())
 	fmt.Fprintf(stdout, "ssh_config  %s\nknown_hosts %s\nidentity    %s\n", l.SSHConfig, l.KnownHosts, l.Identity)
 	for _, h := range l.Hosts {
+		if h.Kind == lab.KindSystemd {
+			rss, pss, _ := h.Memory()
+			fmt.Fprintf(stdout, "%s %s systemd init_pid=%d sshd_pid=%d ssh_ready=%dms running=%dms rss=%.1fMiB pss=%.1fMiB\n", h.Name, h.Addr,
+				h.InitPID, h.SSHDPID, h.Boot.SSHReady.Milliseconds(), h.Boot.Running.Milliseconds(), float64(rss)/(1<<20), float64(pss)/(1<<20))
+			continue
+		}
 		ns := h.RelayNetns
 		if ns == "" {
 			ns = "-"

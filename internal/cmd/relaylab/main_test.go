@@ -86,3 +86,43 @@ func TestUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestUpSystemd starts a sshd host and a systemd host with relayd running
+// as relayd.service, as `relaylab up --hosts 1 --systemd 1 --relayd ...` does.
+func TestUpSystemd(t *testing.T) {
+	lab.RequireSystemd(t)
+	dir := t.TempDir()
+	relayd := lab.BuildRelayd(t, "1.8.0")
+	out, errs, code := runCLI(t, "", "up", "--dir", dir, "--hosts", "1", "--systemd", "1", "--relayd", relayd, "--relay-version", "1.8.0")
+	if code != 0 {
+		t.Fatalf("up: exit %d: %s", code, errs)
+	}
+	t.Cleanup(func() {
+		if l, err := lab.Load(dir); err == nil {
+			l.Close()
+		}
+	})
+	if !strings.Contains(out, "lab-2 127.0.") || !strings.Contains(out, " systemd init_pid=") {
+		t.Errorf("up printed %q, want lab-2 as a systemd host", out)
+	}
+	l, err := lab.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("ssh", "-F", l.SSHConfig, "lab-2", "systemctl is-active relayd; systemctl is-system-running").CombinedOutput(); err != nil || string(b) != "active\nrunning\n" {
+		t.Errorf("ssh lab-2: %q, %v; want relayd active, system running", b, err)
+	}
+	if out, errs, code := runCLI(t, "", "exec", "--dir", dir, "lab-2", "--", "systemctl", "show", "-p", "Type", "--value", "relayd"); code != 0 || out != "notify\n" {
+		t.Errorf("exec systemctl on lab-2: exit %d, %q %q", code, out, errs)
+	}
+	init := l.Host("lab-2").InitPID
+	if out, errs, code := runCLI(t, "", "down", "--dir", dir); code != 0 || out != "stopped 2 hosts\n" {
+		t.Fatalf("down: exit %d, %q %q", code, out, errs)
+	}
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(init) + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
+		t.Errorf("lab-2: systemd %d still running after down", init)
+	}
+	if _, err := os.Stat(l.Host("lab-2").Cgroup); err == nil {
+		t.Errorf("lab-2: cgroup %s left after down", l.Host("lab-2").Cgroup)
+	}
+}

@@ -1,0 +1,35 @@
+// Package dist holds the files that ship relayd as operators install it
+// under systemd (docs/systemd.md), embedded so that the lab installs
+// exactly these bytes.
+package dist
+
+import _ "embed"
+
+// Unit is relayd.service, installed as /etc/systemd/system/relayd.service.
+//
+//go:embed relayd.service
+var Unit []byte
+
+// NetnsUnit is relay-netns.service, which makes /run/netns/relay.
+//
+//go:embed relay-netns.service
+var NetnsUnit []byte
+
+// NetnsDropIn is relayd.service.d/netns.conf: relayd in /run/netns/relay.
+//
+//go:embed drop-ins/netns.conf
+var NetnsDropIn []byte
+
+// ForceDropIn is relayd.service.d/so-rcvbuf-force.conf: CAP_NET_ADMIN for
+// SO_RCVBUFFORCE.
+//
+//go:embed drop-ins/so-rcvbuf-force.conf
+var ForceDropIn []byte
+
+// Names under /etc/systemd/system.
+const (
+	UnitName        = "relayd.service"
+	NetnsUnitName   = "relay-netns.service"
+	NetnsDropInPath = "relayd.service.d/netns.conf"
+	ForceDropInPath = "relayd.service.d/so-rcvbuf-force.conf"
+)

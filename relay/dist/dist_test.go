@@ -1,0 +1,70 @@
+package dist_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/relayctl/relayctl/relay/config"
+	"github.com/relayctl/relayctl/relay/dist"
+)
+
+// settings returns the KEY=VALUE lines of a unit file, in order.
+func settings(unit []byte) map[string][]string {
+	m := map[string][]string{}
+	for _, line := range strings.Split(string(unit), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == '[' {
+			continue
+		}
+		k, v, _ := strings.Cut(line, "=")
+		m[k] = append(m[k], v)
+	}
+	return m
+}
+
+// TestUnitAgreesWithRelayd checks the unit against what relayd does: the
+// file it reads, the notify protocol it speaks, the exit status of a bad
+// config.
+func TestUnitAgreesWithRelayd(t *testing.T) {
+	s := settings(dist.Unit)
+	tests := []struct{ key, want string }{
+		{"Type", "notify"},
+		{"EnvironmentFile", config.DefaultPath},
+		{"ExecStart", "/opt/relay/current/relayd --config " + config.DefaultPath},
+		{"RestartPreventExitStatus", "2"}, // cmd/relayd: 2 on bad flags or configuration
+		{"DynamicUser", "yes"},
+		{"CapabilityBoundingSet", ""},
+		{"AmbientCapabilities", ""},
+	}
+	for _, tt := range tests {
+		if got := s[tt.key]; len(got) != 1 || got[0] != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.key, got, tt.want)
+		}
+	}
+	// sd_notify is a unix datagram: without AF_UNIX, READY=1 never arrives.
+	if fams := strings.Fields(strings.Join(s["RestrictAddressFamilies"], " ")); !slices.Contains(fams, "AF_UNIX") || !slices.Contains(fams, "AF_INET") {
+		t.Errorf("RestrictAddressFamilies %q, want AF_INET and AF_UNIX", fams)
+	}
+}
+
+func TestDropIns(t *testing.T) {
+	f := settings(dist.ForceDropIn)
+	for _, k := range []string{"CapabilityBoundingSet", "AmbientCapabilities"} {
+		if got := f[k]; len(got) != 1 || got[0] != "CAP_NET_ADMIN" {
+			t.Errorf("force drop-in %s: got %q, want CAP_NET_ADMIN", k, got)
+		}
+	}
+	n := settings(dist.NetnsDropIn)
+	if got := n["NetworkNamespacePath"]; len(got) != 1 || got[0] != "/run/netns/relay" {
+		t.Errorf("netns drop-in NetworkNamespacePath: %q, want /run/netns/relay", got)
+	}
+	for _, k := range []string{"Requires", "After"} {
+		if got := n[k]; len(got) != 1 || got[0] != dist.NetnsUnitName {
+			t.Errorf("netns drop-in %s: %q, want %s", k, got, dist.NetnsUnitName)
+		}
+	}
+	if !slices.Contains(settings(dist.NetnsUnit)["ExecStart"], "/sbin/ip netns add relay") {
+		t.Errorf("relay-netns.service does not make /run/netns/relay")
+	}
+}
