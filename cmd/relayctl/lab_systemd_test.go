@@ -44,7 +44,7 @@ func journalStarts(t *testing.T, h *lab.Host) int {
 func TestLabSystemdPlanApplyVerify(t *testing.T) {
 	lab.RequireSystemd(t)
 	e := startLab(t, []lab.HostOptions{{Systemd: true}}, func(s string) string {
-		return strings.Replace(s, "    manager: command\n    start: ["+lab.ServiceScript+", start]\n    stop: ["+lab.ServiceScript+", stop]\n    pid: ["+lab.ServiceScript+", pid]\n",
+		return strings.Replace(s, "    manager: command\n    start: ["+lab.ServiceScript+", start]\n    stop: ["+lab.ServiceScript+", stop]\n    pid_file: "+lab.RelayPIDFile+"\n",
 			"    manager: systemd\n    name: relayd\n", 1)
 	})
 	if b, _ := os.ReadFile(e.spec); !strings.Contains(string(b), "manager: systemd") {
@@ -62,7 +62,7 @@ func TestLabSystemdPlanApplyVerify(t *testing.T) {
 	if code != 2 {
 		t.Fatalf("plan: exit %d, want 2\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
-	p, err := loadPlan(e.plan)
+	p, _, err := loadPlan(e.plan)
 	if err != nil {
 		t.Fatal(err)
 	}
