@@ -193,15 +193,32 @@ func (c Capacity) Summary() string {
 	if c.TicksHeld == 0 {
 		absorbs = fmt.Sprintf("fewer than one aligned tick of %d players, so it drops without any stall", p.Players)
 	} else {
-		absorbs = fmt.Sprintf("%d aligned ticks of %d players: it absorbs a stall shorter than %s at %d Hz",
-			c.TicksHeld, p.Players, Millis(c.Absorbs), p.Hz)
+		absorbs = fmt.Sprintf("%s of %d players: it absorbs a stall shorter than %s at %d Hz",
+			Plural(c.TicksHeld, "aligned tick"), p.Players, Millis(c.Absorbs), p.Hz)
 	}
 	verdict := "meets"
 	if !c.Meets {
 		verdict = "does NOT meet"
 	}
-	return fmt.Sprintf("%s, %s; it %s the promised %s stall (rb %d needed), margin %.2f×",
-		held, absorbs, verdict, Millis(p.Stall), c.NeedRcvbuf, c.Margin)
+	return fmt.Sprintf("%s, %s; it %s the promise, %s (rb %d needed), margin %.2f×",
+		held, absorbs, verdict, StallPhrase(p.Stall), c.NeedRcvbuf, c.Margin)
+}
+
+// StallPhrase names a promised stall: "a 50 ms stall", or for 0 "no stall
+// beyond the tick in flight".
+func StallPhrase(d time.Duration) string {
+	if d <= 0 {
+		return "no stall beyond the tick in flight"
+	}
+	return "a " + Millis(d) + " stall"
+}
+
+// Plural is "1 tick", "2 ticks".
+func Plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // Warning explains, for a plan, a buffer that does not absorb the promised
@@ -219,8 +236,8 @@ func (c Capacity) Warning() string {
 	if c.NeedRcvbuf > MaxRcvbuf {
 		need = fmt.Sprintf("it needs rb %d, more than any socket can have (%d): shorten the stall or spread the players over more sockets or relays", c.NeedRcvbuf, MaxRcvbuf)
 	}
-	return fmt.Sprintf("the relay socket's rb %d does not meet the promised capacity (%d players at %d Hz, %d-byte datagrams, a %s stall): %s; %s, margin %.2f×",
-		c.Rcvbuf, p.Players, p.Hz, p.PacketSize, Millis(p.Stall), short, need, c.Margin)
+	return fmt.Sprintf("the relay socket's rb %d does not meet the promised capacity (%d players at %d Hz, %d-byte datagrams, %s): %s; %s, margin %.2f×",
+		c.Rcvbuf, p.Players, p.Hz, p.PacketSize, StallPhrase(p.Stall), short, need, c.Margin)
 }
 
 // Millis prints a duration in milliseconds, to 0.1 ms: sizing speaks of

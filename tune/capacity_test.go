@@ -267,21 +267,21 @@ func TestCapacityText(t *testing.T) {
 	}{
 		{
 			name: "meets", p: incident, rb: 8388608,
-			summary: "rb 8388608 holds 6553 datagrams of 200 bytes (truesize 1280), 32 aligned ticks of 200 players: it absorbs a stall shorter than 533.3 ms at 60 Hz; it meets the promised 50 ms stall (rb 1024000 needed), margin 8.19×",
+			summary: "rb 8388608 holds 6553 datagrams of 200 bytes (truesize 1280), 32 aligned ticks of 200 players: it absorbs a stall shorter than 533.3 ms at 60 Hz; it meets the promise, a 50 ms stall (rb 1024000 needed), margin 8.19×",
 		},
 		{
 			name: "not one tick", p: incident, rb: 212992,
-			summary: "rb 212992 holds 166 datagrams of 200 bytes (truesize 1280), fewer than one aligned tick of 200 players, so it drops without any stall; it does NOT meet the promised 50 ms stall (rb 1024000 needed), margin 0.21×",
+			summary: "rb 212992 holds 166 datagrams of 200 bytes (truesize 1280), fewer than one aligned tick of 200 players, so it drops without any stall; it does NOT meet the promise, a 50 ms stall (rb 1024000 needed), margin 0.21×",
 			warning: "the relay socket's rb 212992 does not meet the promised capacity (200 players at 60 Hz, 200-byte datagrams, a 50 ms stall): it holds fewer datagrams than one aligned tick brings, so it drops even without a stall; it needs rb 1024000 (so_rcvbuf 512000 with net.core.rmem_max at least that), margin 0.21×",
 		},
 		{
 			name: "no socket can", p: Promise{Players: 5000, LobbySize: 8, Hz: 128, PacketSize: 1472, Stall: 2 * time.Second}, rb: MaxRcvbuf,
-			summary: "rb 2147483646 holds 932067 datagrams of 1472 bytes (truesize 2304), 186 aligned ticks of 5000 players: it absorbs a stall shorter than 1453.1 ms at 128 Hz; it does NOT meet the promised 2000 ms stall (rb 2960640000 needed), margin 0.73×",
+			summary: "rb 2147483646 holds 932067 datagrams of 1472 bytes (truesize 2304), 186 aligned ticks of 5000 players: it absorbs a stall shorter than 1453.1 ms at 128 Hz; it does NOT meet the promise, a 2000 ms stall (rb 2960640000 needed), margin 0.73×",
 			warning: "the relay socket's rb 2147483646 does not meet the promised capacity (5000 players at 128 Hz, 1472-byte datagrams, a 2000 ms stall): it absorbs only a stall shorter than 1453.1 ms; it needs rb 2960640000, more than any socket can have (2147483646): shorten the stall or spread the players over more sockets or relays, margin 0.73×",
 		},
 		{
 			name: "a shorter stall", p: incident, rb: 512000,
-			summary: "rb 512000 holds 400 datagrams of 200 bytes (truesize 1280), 2 aligned ticks of 200 players: it absorbs a stall shorter than 33.3 ms at 60 Hz; it does NOT meet the promised 50 ms stall (rb 1024000 needed), margin 0.50×",
+			summary: "rb 512000 holds 400 datagrams of 200 bytes (truesize 1280), 2 aligned ticks of 200 players: it absorbs a stall shorter than 33.3 ms at 60 Hz; it does NOT meet the promise, a 50 ms stall (rb 1024000 needed), margin 0.50×",
 			warning: "the relay socket's rb 512000 does not meet the promised capacity (200 players at 60 Hz, 200-byte datagrams, a 50 ms stall): it absorbs only a stall shorter than 33.3 ms; it needs rb 1024000 (so_rcvbuf 512000 with net.core.rmem_max at least that), margin 0.50×",
 		},
 	}
@@ -295,6 +295,20 @@ func TestCapacityText(t *testing.T) {
 				t.Errorf("Warning:\n got %s\nwant %s", got, tt.warning)
 			}
 		})
+	}
+}
+
+func TestPhrases(t *testing.T) {
+	if got := StallPhrase(0); got != "no stall beyond the tick in flight" {
+		t.Errorf("StallPhrase(0): got %q", got)
+	}
+	if got := StallPhrase(50 * time.Millisecond); got != "a 50 ms stall" {
+		t.Errorf("StallPhrase(50ms): got %q", got)
+	}
+	for n, want := range map[int]string{0: "0 ticks", 1: "1 tick", 2: "2 ticks"} {
+		if got := Plural(n, "tick"); got != want {
+			t.Errorf("Plural(%d): got %q, want %q", n, got, want)
+		}
 	}
 }
 
@@ -318,7 +332,7 @@ func TestSizeMatchesIssue(t *testing.T) {
 	if got := DatagramsHeld(LinuxDefaultRcvbuf, 200); got != 166 {
 		t.Errorf("the default rb holds %d 200-byte datagrams, want 166 (212992 / 1280)", got)
 	}
-	if !strings.Contains(CheckCapacity(Promise{Players: 160, LobbySize: 8, Hz: 60, PacketSize: 200}, LinuxDefaultRcvbuf).Summary(), "1 aligned ticks of 160") {
+	if !strings.Contains(CheckCapacity(Promise{Players: 160, LobbySize: 8, Hz: 60, PacketSize: 200}, LinuxDefaultRcvbuf).Summary(), "1 aligned tick of 160") {
 		t.Errorf("160 players should fit one aligned tick in the default buffer")
 	}
 	if CheckCapacity(Promise{Players: 167, LobbySize: 8, Hz: 60, PacketSize: 200}, LinuxDefaultRcvbuf).TicksHeld != 0 {

@@ -10,5 +10,6 @@ func commands(e *env) []*cli.Command {
 		applyCommand(e),
 		verifyCommand(e),
 		benchCommand(e),
+		sizeCommand(e),
 	}
 }
