@@ -82,7 +82,7 @@ func (m *Model) Compare(k Knee, steps []Step) {
 			m.Check = fmt.Sprintf("model: loss at %d players, below the predicted onset of %d: the buffer alone does not explain it (%s)", k.Players, m.Onset, k.Where)
 		default:
 			m.Verdict = ModelLater
-			m.Check = fmt.Sprintf("model: %d players were clean, above the predicted onset of %d: the relay read part of each burst while it arrived, so the model is conservative here (knee at %d)%s", k.LastClean, m.Onset, k.Players, cause)
+			m.Check = fmt.Sprintf("model: %d players were clean, at or above the predicted onset of %d: the relay read part of each burst while it arrived, so the model is conservative here (knee at %d)%s", k.LastClean, m.Onset, k.Players, cause)
 		}
 	case k.BenchLimit:
 		m.Verdict = ModelUntested
@@ -92,6 +92,6 @@ func (m *Model) Compare(k Knee, steps []Step) {
 		m.Check = fmt.Sprintf("model: no loss up to %d players, below the predicted onset of %d: consistent, not yet tested", k.LastClean, m.Onset)
 	default:
 		m.Verdict = ModelLater
-		m.Check = fmt.Sprintf("model: no loss up to %d players, above the predicted onset of %d: the relay read part of each burst while it arrived, so the model is conservative here", k.LastClean, m.Onset)
+		m.Check = fmt.Sprintf("model: no loss up to %d players, at or above the predicted onset of %d: the relay read part of each burst while it arrived, so the model is conservative here", k.LastClean, m.Onset)
 	}
 }

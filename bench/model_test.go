@@ -74,7 +74,7 @@ func TestModelCompare(t *testing.T) {
 			name:    "the relay carried more than the burst rule allows",
 			steps:   []Step{step(160, 0, true), step(200, 0, true), step(240, 5, true)},
 			verdict: ModelLater,
-			check:   "model: 200 players were clean, above the predicted onset of 167: the relay read part of each burst while it arrived, so the model is conservative here (knee at 240)",
+			check:   "model: 200 players were clean, at or above the predicted onset of 167: the relay read part of each burst while it arrived, so the model is conservative here (knee at 240)",
 		},
 		{
 			name:    "no loss, below the onset",

@@ -206,7 +206,7 @@ func TestWriteTableModelAndGate(t *testing.T) {
 	for _, want := range []string{
 		"model: relay rb 16384 (the relay's /status) holds 12 datagrams of 200 bytes (truesize 1280); with aligned ticks the burst is one datagram per player, so loss is predicted from 13 players; the gate's burst of 24 datagrams needs rb 30720: this buffer does not hold it",
 		"gate: the region carries 2 × 12 = 24 players? judged on every step up to 24 players: each valid, loss within 0%",
-		"model: 16 players were clean, above the predicted onset of 13: the relay read part of each burst while it arrived, so the model is conservative here (knee at 24)",
+		"model: 16 players were clean, at or above the predicted onset of 13: the relay read part of each burst while it arrived, so the model is conservative here (knee at 24)",
 	} {
 		if !strings.Contains(b.String(), want+"\n") {
 			t.Errorf("table: got\n%s\nwant the line %q", b.String(), want)
