@@ -341,6 +341,7 @@ func (r *runner) stallTrial(ctx context.Context, cfg StallConfig, target StallTa
 		}
 		stopAt = time.Now()
 		if ctlErr = target.Pause(); ctlErr != nil {
+			target.Resume() // a stop that was sent but not confirmed
 			return
 		}
 		stoppedAt = time.Now()
