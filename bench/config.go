@@ -50,6 +50,7 @@ type Config struct {
 	AfterKnee    int           // steps still run after the knee (-1: run the whole ramp)
 	Threshold    float64       // loss fraction above which a step counts as lossy
 	Seed         int64         // for the jitter offsets; the schedule is reproducible
+	Gate         Gate          // capacity gate; Players 0: none
 }
 
 // Defaults returns the documented defaults.
@@ -91,7 +92,16 @@ func (c Config) Validate() error {
 	case c.Threshold < 0 || c.Threshold >= 1:
 		return fmt.Errorf("threshold %v: want 0 <= t < 1", c.Threshold)
 	}
-	return c.Ramp.validate()
+	if err := c.Ramp.validate(); err != nil {
+		return err
+	}
+	return c.Gate.validate(c.Ramp)
+}
+
+// steps lists the player count of every step: the ramp's, and the gate's
+// when it falls between them.
+func (c Config) steps() []int {
+	return withGate(c.Ramp.Steps(), c.Gate.Players)
 }
 
 // Ramp is the players of each step: From, From+Step, ... up to To.

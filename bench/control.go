@@ -30,24 +30,54 @@ func NewControl(addr string, timeout time.Duration) *Control {
 
 // Status reads the counters once.
 func (c *Control) Status(ctx context.Context) (Counters, error) {
+	b, err := c.get(ctx)
+	if err != nil {
+		return Counters{}, err
+	}
+	return decodeStatus(b)
+}
+
+// Rcvbuf reads the relay socket's receive buffer as the relay reports it
+// (relayd's so_rcvbuf_effective, getsockopt's doubled value, rb in ss); 0
+// when the relay does not say.
+func (c *Control) Rcvbuf(ctx context.Context) (int, error) {
+	b, err := c.get(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return decodeRcvbuf(b)
+}
+
+func (c *Control) get(ctx context.Context) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL, nil)
 	if err != nil {
-		return Counters{}, fmt.Errorf("read relay status: %w", err)
+		return nil, fmt.Errorf("read relay status: %w", err)
 	}
 	resp, err := c.Client.Do(req)
 	if err != nil {
-		return Counters{}, fmt.Errorf("read relay status: %w", err)
+		return nil, fmt.Errorf("read relay status: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-		return Counters{}, fmt.Errorf("read relay status %s: %s: %s", c.URL, resp.Status, strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("read relay status %s: %s: %s", c.URL, resp.Status, strings.TrimSpace(string(b)))
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return Counters{}, fmt.Errorf("read relay status %s: %w", c.URL, err)
+		return nil, fmt.Errorf("read relay status %s: %w", c.URL, err)
 	}
-	return decodeStatus(b)
+	return b, nil
+}
+
+// decodeRcvbuf reads so_rcvbuf_effective from relayd's status document.
+func decodeRcvbuf(b []byte) (int, error) {
+	var doc struct {
+		Effective int `json:"so_rcvbuf_effective"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return 0, fmt.Errorf("decode relay status: %w", err)
+	}
+	return max(doc.Effective, 0), nil
 }
 
 // decodeStatus reads the counters from relayd's status document, where they

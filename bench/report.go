@@ -19,6 +19,8 @@ type Report struct {
 	Calibration *Calibration `json:"calibration,omitempty"`
 	Steps       []Step       `json:"steps"`
 	Knee        Knee         `json:"knee"`
+	Model       *Model       `json:"model,omitempty"` // the sizing model's prediction, when the relay's rb is known
+	Gate        *GateResult  `json:"gate,omitempty"`
 	Stopped     string       `json:"stopped,omitempty"`
 	Samples     []Sample     `json:"samples"`
 }
@@ -38,15 +40,21 @@ type ConfigReport struct {
 	LobbyBase    uint32  `json:"lobby_base"`
 	MaxLagTicks  float64 `json:"max_lag_ticks"`
 	MaxUnsentPct float64 `json:"max_unsent_pct"`
+	Gate         *Gate   `json:"gate,omitempty"`
 }
 
 func reportConfig(c Config) ConfigReport {
-	return ConfigReport{
+	r := ConfigReport{
 		Relay: c.Relay, Control: c.Control, LobbySize: c.LobbySize, PacketSize: c.PacketSize,
 		Hz: c.Hz, JitterMS: float64(c.Jitter) / float64(time.Millisecond), Players: c.Ramp.String(),
 		StepSeconds: c.StepDuration.Seconds(), Interval: c.Interval.Seconds(), Threshold: c.Threshold,
 		LobbyBase: c.LobbyBase, MaxLagTicks: MaxLagTicks, MaxUnsentPct: 100 * MaxUnsentFraction,
 	}
+	if c.Gate.Players > 0 {
+		g := c.Gate
+		r.Gate = &g
+	}
+	return r
 }
 
 // WriteJSON writes the report as one indented JSON document.
@@ -86,6 +94,12 @@ func (r *Report) Header() []string {
 	if best := r.highestValid(); best != nil {
 		h = append(h, fmt.Sprintf("bench kept up to: %d players, %s datagrams/s sent, %s/s received, %.2f of %d CPUs (the highest valid step of this run)",
 			best.Players, si(best.PlannedInPPS), si(float64(best.Received)/best.Seconds), best.BenchCPU, pf.CPUs))
+	}
+	if r.Model != nil {
+		h = append(h, r.Model.Prediction)
+	}
+	if g := c.Gate; g != nil {
+		h = append(h, fmt.Sprintf("gate: %s? judged on every step up to %d players: each valid, loss within %g%%", g, g.Players, 100*c.Threshold))
 	}
 	h = append(h, fmt.Sprintf("a step is invalid when the senders' p99 lag exceeds %g tick, more than %g%% of planned datagrams go unsent, or the bench's own sockets drop",
 		c.MaxLagTicks, c.MaxUnsentPct))
@@ -142,8 +156,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(&b, "%s\n", r.Knee.Summary)
+	if r.Model != nil && r.Model.Check != "" {
+		fmt.Fprintf(&b, "%s\n", r.Model.Check)
+	}
 	if r.Stopped != "" {
 		fmt.Fprintf(&b, "%s\n", r.Stopped)
+	}
+	if r.Gate != nil {
+		fmt.Fprintf(&b, "%s\n", r.Gate.Summary)
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write report: %w", err)

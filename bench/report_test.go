@@ -187,3 +187,43 @@ func TestParseMachineCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteTableModelAndGate: the prediction sits in the header, its check
+// under the knee, and the table ends with the gate.
+func TestWriteTableModelAndGate(t *testing.T) {
+	rep := sampleReport()
+	g := Gate{Players: 24, Promise: 12, Factor: 2}
+	rep.Config.Gate = &g
+	rep.Model = Predict(16384, "the relay's /status", 200, 0, 24)
+	rep.Model.Compare(rep.Knee, rep.Steps)
+	res := JudgeGate(g, rep.Steps, 0)
+	rep.Gate = &res
+	var b bytes.Buffer
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	for _, want := range []string{
+		"model: relay rb 16384 (the relay's /status) holds 12 datagrams of 200 bytes (truesize 1280); with aligned ticks the burst is one datagram per player, so loss is predicted from 13 players; the gate's burst of 24 datagrams needs rb 30720: this buffer does not hold it",
+		"gate: the region carries 2 × 12 = 24 players? judged on every step up to 24 players: each valid, loss within 0%",
+		"model: 16 players were clean, at or above the predicted onset of 13: the relay read part of each burst while it arrived, so the model is conservative here (knee at 24)",
+	} {
+		if !strings.Contains(b.String(), want+"\n") {
+			t.Errorf("table: got\n%s\nwant the line %q", b.String(), want)
+		}
+	}
+	if last, want := lines[len(lines)-1], "gate: the region carries 2 × 12 = 24 players: no: at 24 players the relay lost"; !strings.HasPrefix(last, want) {
+		t.Errorf("last line: got %q, want it to start %q", last, want)
+	}
+	var j bytes.Buffer
+	if err := rep.WriteJSON(&j); err != nil {
+		t.Fatal(err)
+	}
+	var got Report
+	if err := json.Unmarshal(j.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Gate == nil || got.Gate.Verdict != GateRelayShort || got.Model == nil || got.Model.Onset != 13 || got.Config.Gate == nil || got.Config.Gate.Players != 24 {
+		t.Errorf("JSON: got gate %+v, model %+v, config gate %+v", got.Gate, got.Model, got.Config.Gate)
+	}
+}

@@ -109,7 +109,7 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	steps := cfg.Ramp.Steps()
+	steps := cfg.steps()
 	pf, err := RunPreflight(steps[len(steps)-1])
 	if err != nil {
 		return nil, err
@@ -121,9 +121,24 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 	if _, err := r.status(ctx); err != nil {
 		return nil, fmt.Errorf("reach the relay's control plane before sending: %w", err)
 	}
+	var model *Model
 	if opt.Kernel != nil {
-		if _, err := opt.Kernel.ReadKernel(ctx); err != nil {
+		k, err := opt.Kernel.ReadKernel(ctx)
+		if err != nil {
 			return nil, fmt.Errorf("read the relay host's kernel counters before sending: %w", err)
+		}
+		if k.RcvBuf > 0 {
+			model = Predict(int(k.RcvBuf), "ss on the relay host", cfg.PacketSize, cfg.Jitter, cfg.Gate.Players)
+		}
+	}
+	if model == nil {
+		// The relay's own word for its buffer; a relay that does not give
+		// it gets no prediction, which is not an error.
+		ctx, cancel := context.WithTimeout(ctx, controlTimeout)
+		rb, err := r.ctrl.Rcvbuf(ctx)
+		cancel()
+		if err == nil && rb > 0 {
+			model = Predict(rb, "the relay's /status", cfg.PacketSize, cfg.Jitter, cfg.Gate.Players)
 		}
 	}
 	f, err := openFleet(cfg.Relay, pf.Players, cfg.LobbySize, cfg.PacketSize, cfg.LobbyBase, rand.Uint32(), len(steps))
@@ -140,6 +155,7 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 		Config:      reportConfig(cfg),
 		Preflight:   pf,
 		BenchRcvBuf: f.rcvBuf,
+		Model:       model,
 	}
 	joined := 0
 	for i, n := range steps {
@@ -192,6 +208,13 @@ func (r *runner) finish(rep *Report, stopped string) *Report {
 		rep.Steps[i].Late = r.f.late[i].Load()
 	}
 	rep.Knee = FindKnee(rep.Steps, r.cfg.Threshold)
+	if rep.Model != nil {
+		rep.Model.Compare(rep.Knee, rep.Steps)
+	}
+	if r.cfg.Gate.Players > 0 {
+		g := JudgeGate(r.cfg.Gate, rep.Steps, r.cfg.Threshold)
+		rep.Gate = &g
+	}
 	r.mu.Lock()
 	rep.Samples = r.samples
 	r.mu.Unlock()

@@ -9,6 +9,12 @@
 #      for 4 MiB, in one window, verified by read-back;
 #   3. the same ramp again.
 #
+# Both ramps carry the capacity gate of the incident's rule, "a region must
+# carry twice what is promised" (--promise 100 --factor 2), and the demo
+# ends with both verdicts: no before the fix (exit 4), yes after (exit 0).
+# Before the fix, relayctl size says what the promise needs and checks the
+# fix's spec against it.
+#
 # The relay runs in the machine's network namespace here (the bench sends
 # to it on 127.0.0.1), so RcvbufErrors counts every UDP socket of that
 # namespace: the bench marks a step invalid when its own sockets drop, so in
@@ -28,13 +34,27 @@ say "One lab host, relayd 1.7.0 in the machine's network namespace"
 
 say "Before: the relay socket"
 ./bin/relaylab exec --dir "$dir/lab" lab-1 -- ss -H -O -u -l -n -m 'sport = :7788'
-say "Before: ramp $RAMP players, lobbies of 8, 60 Hz, 200-byte datagrams"
-./bin/relayctl bench --relay 127.0.0.1:7788 --control 127.0.0.1:7789 \
-	--players "$RAMP" --step-duration "$STEP" --lobby-base 0 \
-	--ssh lab-1 --relay-pid "$(./bin/relaylab exec --dir "$dir/lab" lab-1 -- /opt/relay/bin/relay-service pid)" "${ssh_flags[@]}" \
-	--plot "$dir/before.svg" | tee "$dir/before.txt"
+# bench_gate NAME LOBBY_BASE: the ramp with the gate; the verdict's exit
+# status goes to $dir/NAME.exit (0 carried, 4 short, 1 the bench was the limit).
+bench_gate() {
+	local code=0
+	./bin/relayctl bench --relay 127.0.0.1:7788 --control 127.0.0.1:7789 \
+		--players "$RAMP" --step-duration "$STEP" --lobby-base "$2" --promise 100 --factor 2 \
+		--ssh lab-1 --relay-pid "$(./bin/relaylab exec --dir "$dir/lab" lab-1 -- /opt/relay/bin/relay-service pid)" "${ssh_flags[@]}" \
+		--plot "$dir/$1.svg" >"$dir/$1.txt" || code=$?
+	cat "$dir/$1.txt"
+	echo "$code" >"$dir/$1.exit"
+	[ "$code" = 0 ] || [ "$code" = 4 ] || { echo "demo-bench: bench exited $code: the bench, not the relay, was the limit (see above)" >&2; exit 1; }
+}
+
+say "Before: ramp $RAMP players, lobbies of 8, 60 Hz, 200-byte datagrams, gate 2 × 100 players"
+bench_gate before 0
 
 write_fix_spec "$dir/fix.yaml" demo-bench-rcvbuf
+say "relayctl size: what 200 players and a 50 ms stall need, and what the fix's spec gives"
+code=0
+./bin/relayctl size --players 200 --lobby-size 8 --hz 60 --packet-size 200 --stall 50ms --spec "$dir/fix.yaml" || code=$?
+[ "$code" = 0 ] || { echo "demo-bench: the fix's spec does not meet the promise (size exited $code)" >&2; exit 1; }
 say "relayctl plan"
 plan_changes "$dir/fix.yaml" "$dir/fix.plan"
 say "relayctl apply"
@@ -42,10 +62,12 @@ say "relayctl apply"
 
 say "After: the relay socket"
 ./bin/relaylab exec --dir "$dir/lab" lab-1 -- ss -H -O -u -l -n -m 'sport = :7788'
-say "After: the same ramp"
-./bin/relayctl bench --relay 127.0.0.1:7788 --control 127.0.0.1:7789 \
-	--players "$RAMP" --step-duration "$STEP" --lobby-base 0 \
-	--ssh lab-1 --relay-pid "$(./bin/relaylab exec --dir "$dir/lab" lab-1 -- /opt/relay/bin/relay-service pid)" "${ssh_flags[@]}" \
-	--plot "$dir/after.svg" | tee "$dir/after.txt"
+say "After: the same ramp, the same gate"
+bench_gate after 0
 
 say "Charts: $dir/before.svg and $dir/after.svg; tables: $dir/before.txt and $dir/after.txt"
+say "The gate: a region must carry twice what is promised"
+verdict() { sed -n 's/^gate: \(.*\)$/\1/p' "$dir/$1.txt" | tail -1; }
+echo "before the fix: $(verdict before) (exit $(cat "$dir/before.exit"))"
+echo "after the fix:  $(verdict after) (exit $(cat "$dir/after.exit"))"
+[ "$(cat "$dir/after.exit")" = 0 ] || { echo "demo-bench: after the fix the relay still falls short of the gate" >&2; exit 1; }

@@ -85,18 +85,15 @@ func DatagramsHeld(rb, payload int) int {
 // most floor(d*hz)+1 ticks. Each datagram costs Truesize(payload). The result
 // is at least SockMinRcvbuf and at most MaxRcvbuf. Negative inputs count as 0.
 func RcvbufFor(players, hz, payload int, stall time.Duration) int {
-	players, hz, stall = max(players, 0), max(hz, 0), max(stall, 0)
-	// ticks = floor(stall_ns * hz / 1e9), in 128 bits so no input overflows.
-	hi, lo := bits.Mul64(uint64(stall), uint64(hz))
-	if hi >= uint64(time.Second) {
-		return MaxRcvbuf
-	}
-	ticks, _ := bits.Div64(hi, lo, uint64(time.Second))
-	need := mulSat(mulSat(uint64(players), satAdd(ticks, 1)), uint64(Truesize(payload)))
-	if need > MaxRcvbuf {
-		return MaxRcvbuf
-	}
-	return max(int(need), SockMinRcvbuf)
+	return max(min(rcvbufNeed(players, hz, payload, stall), MaxRcvbuf), SockMinRcvbuf)
+}
+
+// rcvbufNeed is RcvbufFor without the kernel's bounds: the bytes the burst
+// takes, saturating at MaxInt, so a caller can tell a promise that no
+// buffer meets.
+func rcvbufNeed(players, hz, payload int, stall time.Duration) int {
+	need := mulSat(mulSat(uint64(max(players, 0)), stallTicks(stall, hz)), uint64(Truesize(payload)))
+	return int(min(need, math.MaxInt))
 }
 
 // SoRcvbufFor returns the SO_RCVBUF argument that yields RcvbufFor's rb:

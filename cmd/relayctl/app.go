@@ -8,7 +8,8 @@ package main
 //     NO_COLOR or pipes.
 //
 // Exit codes are chosen here only: 0 success / nothing to change, 1 error,
-// 2 changes planned (plan), 3 live state differs from the plan (verify).
+// 2 changes planned (plan), 3 live state differs from the plan (verify),
+// 4 short of a promise (bench --gate, size --spec; exitShort in size.go).
 
 import (
 	"errors"

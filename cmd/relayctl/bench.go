@@ -54,14 +54,30 @@ Before sending anything it checks the bench machine (file descriptors, ephemeral
 ports, CPUs) and refuses if this machine cannot carry the load. It then
 measures its own ceiling (--calibrate) and prints it in the header.
 
+When the relay reports its receive buffer (relayd's /status, or ss with
+--ssh), the header states the sizing model's prediction (with aligned ticks
+the burst is one datagram per player, so loss starts once players exceed the
+datagrams rb holds) and the report says whether the knee agreed.
+
+A capacity gate (--gate N, or --promise P --factor F for N = P × F, the rule
+"a region must carry twice what is promised") makes the run a check: the
+ramp runs to the gate (to the end of --players when it is given), and the
+report ends with the verdict on every step up to the gate.
+
 The table goes to stdout (or the report as JSON with --json), progress to
-stderr. Exit status 0 when the run completed (whatever it found), 1 on error.
+stderr. Exit status: 0 when the run completed (whatever it found) or the
+relay carried the gate; 4 when the relay fell short of the gate (a valid
+step up to it lost more than --loss-threshold); 1 on an error, or when the
+bench itself was the limit before the gate was decided (an invalid step, or
+loss at the bench's calibrated ceiling).
 
 Examples:
   relayctl bench --relay 127.0.0.1:7788 --control 127.0.0.1:7789
   relayctl bench --relay 10.0.0.5:7788 --control 10.0.0.5:7789 --players 8:400:8 --step-duration 10s --plot bench.svg
   relayctl bench --relay 127.0.0.1:7788 --control 127.0.0.1:7789 --lobby-size 4 --players 64 --json > bench.json
-  relayctl bench --relay relay-ash-1:7788 --control relay-ash-1:7789 --ssh relay-ash-1 --players 8:160:8`,
+  relayctl bench --relay relay-ash-1:7788 --control relay-ash-1:7789 --ssh relay-ash-1 --players 8:160:8
+  relayctl bench --relay 127.0.0.1:7788 --control 127.0.0.1:7789 --promise 100 --factor 2 --step-duration 3s
+  relayctl bench --relay 127.0.0.1:7788 --control 127.0.0.1:7789 --gate 200 --players 40:480:40`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "relay", Usage: "the relay's UDP address, `HOST:PORT`", Required: true},
 			&cli.StringFlag{Name: "control", Usage: "the relay's control plane, `HOST:PORT` or URL (GET /status)", Required: true},
@@ -81,6 +97,9 @@ Examples:
 			&cli.StringFlag{Name: "plot", Usage: "write a chart of loss and relay packet rate against players to `FILE` (.svg, or .png with rsvg-convert)"},
 			&cli.StringFlag{Name: "ssh", Usage: "also read the relay host's kernel counters (ss d, /proc/net/udp drops, RcvbufErrors) over SSH from `HOST` and show whether they agree with the relay's"},
 			&cli.IntFlag{Name: "relay-pid", Usage: "with --ssh: the relay's `PID` on its host, when ss -p in the SSH login's namespace cannot find it (a relay in a container)"},
+			&cli.IntFlag{Name: "gate", Usage: "capacity gate: exit 0 only if the relay carries these `PLAYERS` (every step up to them valid, loss within --loss-threshold), 4 if it falls short"},
+			&cli.IntFlag{Name: "promise", Usage: "capacity gate from the promised `PLAYERS`: the gate is promise × --factor"},
+			&cli.Float64Flag{Name: "factor", Value: 2, Usage: "with --promise: how many times the promise the relay must carry"},
 		}, benchSSHFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -98,6 +117,13 @@ Examples:
 				return err
 			}
 			cfg.Ramp = r
+			if cfg.Gate, err = benchGate(c); err != nil {
+				return err
+			}
+			if g := cfg.Gate.Players; g > 0 && !c.IsSet("players") {
+				// The ramp runs to the gate.
+				cfg.Ramp = bench.Ramp{From: min(d.Ramp.From, g), To: g, Step: d.Ramp.Step}
+			}
 			cfg.StepDuration = c.Duration("step-duration")
 			cfg.Interval = c.Duration("interval")
 			cfg.Calibrate = c.Duration("calibrate")
@@ -173,9 +199,40 @@ Examples:
 			if runErr != nil {
 				return fmt.Errorf("bench: %w", runErr)
 			}
-			return nil
+			return gateExit(rep.Gate)
 		},
 	}
+}
+
+// benchGate reads --gate, or --promise and --factor.
+func benchGate(c *cli.Context) (bench.Gate, error) {
+	switch {
+	case c.IsSet("gate") && (c.IsSet("promise") || c.IsSet("factor")):
+		return bench.Gate{}, errors.New("--gate and --promise/--factor: give the gate in players, or the promise and the factor, not both")
+	case c.IsSet("factor") && !c.IsSet("promise"):
+		return bench.Gate{}, errors.New("--factor needs --promise")
+	case c.IsSet("promise"):
+		return bench.GateFromPromise(c.Int("promise"), c.Float64("factor"))
+	case c.IsSet("gate"):
+		if g := c.Int("gate"); g < 2 {
+			return bench.Gate{}, fmt.Errorf("gate %d players: want at least 2", g)
+		}
+		return bench.Gate{Players: c.Int("gate")}, nil
+	}
+	return bench.Gate{}, nil
+}
+
+// gateExit picks the exit status of a gated run: 0 carried, 4 the relay
+// fell short, 1 undecided (the bench was the limit, or the gate was not
+// reached). The verdict itself is the report's last line.
+func gateExit(g *bench.GateResult) error {
+	switch {
+	case g == nil || g.Passed():
+		return nil
+	case g.Verdict == bench.GateRelayShort:
+		return &exitCode{code: exitShort}
+	}
+	return &exitCode{code: 1, err: errors.New(g.Summary)}
 }
 
 // progressLine writes the progress of a run to stderr: rewritten in place on

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
 )
 
 // The bench command is tested as users run it: the relayctl binary, built
@@ -101,20 +104,27 @@ var relaydStarted = regexp.MustCompile(`msg="relayd started".* listen=(\S+) cont
 
 func startTestRelayd(t *testing.T, bin string, args ...string) (cmd *exec.Cmd, udp, control string) {
 	t.Helper()
+	cmd, udp, control, err := startRelaydProc(bin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopRelayd(cmd) })
+	return cmd, udp, control
+}
+
+// startRelaydProc starts relayd on ephemeral loopback ports and returns
+// once it has said where it listens; stop it with stopRelayd.
+func startRelaydProc(bin string, args ...string) (cmd *exec.Cmd, udp, control string, err error) {
 	// nice -10: go test runs other packages' tests beside this one on a
 	// 2-core machine; the bench would rightly call a starved step invalid.
 	cmd = exec.Command("nice", append([]string{"-n", "-10", bin, "--config", os.DevNull, "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0"}, args...)...)
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, "", "", err
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start relayd: %v", err)
+		return nil, "", "", fmt.Errorf("start relayd: %w", err)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	})
 	found := make(chan []string, 1)
 	go func() {
 		sc := bufio.NewScanner(pipe)
@@ -128,11 +138,16 @@ func startTestRelayd(t *testing.T, bin string, args ...string) (cmd *exec.Cmd, u
 	}()
 	select {
 	case m := <-found:
-		return cmd, m[1], m[2]
+		return cmd, m[1], m[2], nil
 	case <-time.After(10 * time.Second):
-		t.Fatal("relayd did not report its addresses within 10s")
+		stopRelayd(cmd)
+		return nil, "", "", errors.New("relayd did not report its addresses within 10s")
 	}
-	return nil, "", ""
+}
+
+func stopRelayd(cmd *exec.Cmd) {
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
 }
 
 // TestBenchJSONAndPlot runs a short bench with a soft limit below the need
@@ -214,4 +229,30 @@ func TestBenchFlagErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBenchGateScripts runs the capacity gate's scripts (testdata/gate)
+// against the real relayd: "relayd-start ARGS..." starts one on loopback
+// ports and sets $RELAY and $CONTROL; it stops with the script.
+func TestBenchGateScripts(t *testing.T) {
+	_, relayd := buildBenchBins(t)
+	testscript.Run(t, testscript.Params{
+		Dir:           "testdata/gate",
+		UpdateScripts: os.Getenv("UPDATE_SCRIPTS") == "1",
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"relayctl-exit": relayctlExit,
+			"relayd-start": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg {
+					ts.Fatalf("relayd-start cannot be negated")
+				}
+				cmd, udp, control, err := startRelaydProc(relayd, args...)
+				if err != nil {
+					ts.Fatalf("%v", err)
+				}
+				ts.Defer(func() { stopRelayd(cmd) })
+				ts.Setenv("RELAY", udp)
+				ts.Setenv("CONTROL", control)
+			},
+		},
+	})
 }

@@ -11,5 +11,6 @@ func commands(e *env) []*cli.Command {
 		approveCommand(e),
 		verifyCommand(e),
 		benchCommand(e),
+		sizeCommand(e),
 	}
 }
