@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/relayctl/relayctl/tune"
 )
 
 // Tools a lab needs on the machine.
@@ -37,8 +39,6 @@ func CheckPrerequisites() error {
 	return nil
 }
 
-// sysctlDirs are the directories sysctl --system reads, in DESIGN.md order.
-var sysctlDirs = []string{"/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d", "/lib/sysctl.d"}
 
 // emptyDirs are private to each host and start empty.
 var emptyDirs = []string{"/opt/relay", "/etc/relay", "/var/lib/relayctl", "/root"}
@@ -51,7 +51,7 @@ const sysctlConf = "/etc/sysctl.conf"
 func privatePaths() []string {
 	seen := map[string]bool{}
 	var ps []string
-	for _, d := range sysctlDirs {
+	for _, d := range tune.SysctlDirs {
 		real := d
 		if parent, err := filepath.EvalSymlinks(filepath.Dir(d)); err == nil {
 			real = filepath.Join(parent, filepath.Base(d))
