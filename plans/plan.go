@@ -668,7 +668,7 @@ func planService(h *HostPlan, p *Plan, f *Facts) {
 
 // Plan is the service as a plan records it.
 func (s Service) Plan() PlanService {
-	return PlanService{Manager: s.Manager, Name: s.Name, Start: s.Start, Stop: s.Stop, PIDFile: s.PIDFile}
+	return PlanService(s)
 }
 
 // Changes reports whether any host has something to do.

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # relayctl agent: runs on a host for the length of one apply, as
 #   sh -c AGENT relayctl-agent STATE_DIR
 # and interprets a handful of primitives that relayctl sends on stdin, one a
@@ -136,7 +137,6 @@ read_argv() {
 		set -- "$@" "$w"
 		n=$((n - 1))
 	done
-	argv_count=$#
 	argv_list=
 	for w in "$@"; do argv_list="$argv_list$w$tab"; done
 }
@@ -190,7 +190,7 @@ EOF
 	case $op in
 	begin)
 		rm -rf -- "$stage" && mkdir -m 0700 -- "$stage" || { err "cannot create $stage"; continue; }
-		mkdir -p -m 0755 -- "$state/receipts"
+		mkdir -p -- "$state/receipts"
 		jlog "begin plan=$a checksum=$b"
 		ok
 		;;
@@ -346,7 +346,7 @@ EOF
 		;;
 	clear)
 		old=$state/receipts/abandoned-$(date -u +%Y%m%dT%H%M%SZ)
-		mkdir -p -m 0755 -- "$state/receipts" || { err "mkdir receipts"; continue; }
+		mkdir -p -- "$state/receipts" || { err "mkdir receipts"; continue; }
 		if [ -f "$journal" ]; then mv -- "$journal" "$old.journal" || { err "archive the journal"; continue; }; fi
 		if [ -d "$stage" ]; then mv -- "$stage" "$old.stage" || { err "archive $stage"; continue; }; fi
 		val "$old"

@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # relayctl observe: read-only. Prints every fact relayctl needs as framed
 # sections, so one SSH round trip gathers a host:
 #   BOUNDARY NAME\n  output  \nBOUNDARY end STATUS\n

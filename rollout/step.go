@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/relayctl/relayctl/plans"
 )
@@ -175,7 +174,5 @@ func dropInOf(f *plans.Facts, path string) (bool, string) {
 	}
 	return false, ""
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }
 
 func titlef(format string, a ...any) string { return fmt.Sprintf(format, a...) }

@@ -402,9 +402,9 @@ read -r pl_med pl_min pl_max pl_n <<<"$(stat relayctl-plan)"
 read -r an_med an_min an_max an_n <<<"$(stat ansible)"
 read -r ps_med ps_min ps_max ps_n <<<"$(stat pssh)"
 read -r ap_rss_med ap_rss_max <<<"$(peak relayctl-apply)"
-read -r pl_rss_med pl_rss_max <<<"$(peak relayctl-plan)"
-read -r an_rss_med an_rss_max <<<"$(peak ansible)"
-read -r ps_rss_med ps_rss_max <<<"$(peak pssh)"
+read -r _ pl_rss_max <<<"$(peak relayctl-plan)"
+read -r _ an_rss_max <<<"$(peak ansible)"
+read -r _ ps_rss_max <<<"$(peak pssh)"
 
 {
 	printf 'bench-apply  %s  %s hosts, %s runs  (%s; repo %s)\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$HOSTS" "$RUNS" "relayctl $REV" "$(git rev-parse --short HEAD)"

@@ -37,7 +37,7 @@ relay:
 YAML
 	} >"$work/spec.yaml"
 	times=()
-	for r in $(seq 1 "$RUNS"); do
+	for _ in $(seq 1 "$RUNS"); do
 		t0=$(date +%s%N)
 		code=0
 		./bin/relayctl plan "$work/spec.yaml" -out "$work/p.plan" --parallel "$n" \

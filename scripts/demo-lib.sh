@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by demo.sh and demo-bench.sh (sourced, from the repository root).
 #
 # demo_start NAME DIR: check root, make DIR afresh, build relayd 1.7.0 into

@@ -39,6 +39,7 @@ RELAY_PIDFILE=
 RELAY_LOG=
 conf=${RELAY_SERVICE_ENV:-/etc/relay/service.env}
 if [ -r "$conf" ]; then
+	# shellcheck disable=SC1090 # the settings file is named at run time
 	. "$conf" || { printf 'relay-service: read %s failed\n' "$conf" >&2; exit 1; }
 fi
 [ -n "$RELAY_PIDFILE" ] || RELAY_PIDFILE=$RELAY_ROOT/run/relayd.pid
@@ -195,7 +196,7 @@ do_status() {
 	echo "  pid:     $p"
 	echo "  release: $RELAY_ROOT/current -> ${release:-?}"
 	echo "  config:  $RELAY_CONFIG"
-	echo "  netns:   ${RELAY_NETNS:-(the caller's)}"
+	echo "  netns:   ${RELAY_NETNS:-none, so that of the caller}"
 	echo "  log:     $RELAY_LOG"
 	nsenter -t "$p" -n ss -H -u -a -n -p 2>/dev/null | grep -F "pid=$p," | sed 's/^/  udp:     /'
 	return 0

@@ -39,7 +39,6 @@ func CheckPrerequisites() error {
 	return nil
 }
 
-
 // emptyDirs are private to each host and start empty.
 var emptyDirs = []string{"/opt/relay", "/etc/relay", "/var/lib/relayctl", "/root"}
 
