@@ -2,9 +2,10 @@ package main
 
 import "github.com/urfave/cli/v2"
 
-// commands lists the subcommands; each lives in its own file.
+// commands lists the subcommands; each lives in its own file. None has a
+// help subcommand: a host named h or help is a host (--help still works).
 func commands(e *env) []*cli.Command {
-	return []*cli.Command{
+	cmds := []*cli.Command{
 		planCommand(e),
 		factsCommand(e),
 		applyCommand(e),
@@ -13,4 +14,8 @@ func commands(e *env) []*cli.Command {
 		benchCommand(e),
 		sizeCommand(e),
 	}
+	for _, c := range cmds {
+		c.HideHelpCommand = true
+	}
+	return cmds
 }

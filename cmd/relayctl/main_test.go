@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/relayctl/relayctl/plans"
 )
 
 // The CLI's behaviour (exit codes, messages, artifacts) is pinned by the
@@ -23,7 +26,7 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:           "testdata/script",
 		UpdateScripts: os.Getenv("UPDATE_SCRIPTS") == "1",
-		Cmds:          map[string]func(ts *testscript.TestScript, neg bool, args []string){"relayctl-exit": relayctlExit},
+		Cmds:          map[string]func(ts *testscript.TestScript, neg bool, args []string){"relayctl-exit": relayctlExit, "plan-edit": planEdit},
 	})
 }
 
@@ -52,4 +55,52 @@ func relayctlExit(ts *testscript.TestScript, neg bool, args []string) {
 	if (got == want) == neg {
 		ts.Fatalf("relayctl %s: exit %d, want %d", strings.Join(args[1:], " "), got, want)
 	}
+}
+
+// planEdit is "plan-edit PLAN FIELD JSON": set one field of a plan file
+// (a dotted path into its JSON; a number indexes a list) and recompute its
+// checksum, as anyone who can write the plan file can.
+func planEdit(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: plan-edit PLAN FIELD JSON")
+	}
+	file := ts.MkAbs(args[0])
+	data, err := os.ReadFile(file)
+	ts.Check(err)
+	var doc map[string]any
+	ts.Check(json.Unmarshal(data, &doc))
+	var v any
+	ts.Check(json.Unmarshal([]byte(args[2]), &v))
+	var cur any = doc
+	keys := strings.Split(args[1], ".")
+	for i, k := range keys {
+		last := i == len(keys)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			if last {
+				c[k] = v
+			} else {
+				cur = c[k]
+			}
+		case []any:
+			n, err := strconv.Atoi(k)
+			ts.Check(err)
+			if last {
+				c[n] = v
+			} else {
+				cur = c[n]
+			}
+		default:
+			ts.Fatalf("plan-edit: %s is not an object or a list", strings.Join(keys[:i], "."))
+		}
+	}
+	// Re-encode through the plan type, so the bytes and checksum are the
+	// ones relayctl itself would write for this content.
+	b, err := json.Marshal(doc)
+	ts.Check(err)
+	var p plans.Plan
+	ts.Check(json.Unmarshal(b, &p))
+	out, err := p.JSON()
+	ts.Check(err)
+	ts.Check(os.WriteFile(file, out, 0o600))
 }
