@@ -297,3 +297,59 @@ func TestObserveForgedStatusCannotChangeFacts(t *testing.T) {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func framesOf(B string, kv ...string) []byte {
+	var b bytes.Buffer
+	for i := 0; i+1 < len(kv); i += 2 {
+		fmt.Fprintf(&b, "%s %s\n%s\n%s end 0\n", B, kv[i], kv[i+1], B)
+	}
+	return b.Bytes()
+}
+
+// The current release is the version of the folder the link names only
+// when that folder is directly in the releases dir: a link to
+// /anywhere/1.8.0 is not release 1.8.0.
+func TestObserveReleaseIsTheWholeLinkTarget(t *testing.T) {
+	q := Query{Port: 7788, Paths: plans.PlanPaths(plans.DefaultPaths)}
+	for _, tt := range []struct{ link, want string }{
+		{"/opt/relay/releases/1.8.0", "1.8.0"},
+		{"releases/1.8.0", "1.8.0"},
+		{"/anywhere/1.8.0", ""},
+		{"/opt/relay/releases/../../tmp/1.8.0", ""},
+		{"/opt/relay/releases/1.8.0/..", ""},
+	} {
+		frames, err := ParseFrames(framesOf(testBoundary, "kernel", "6.18", "current-link", tt.link), testBoundary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := FactsFromFrames(frames, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Release.Current != tt.want {
+			t.Errorf("link %s: got release %q, want %q", tt.link, f.Release.Current, tt.want)
+		}
+	}
+}
+
+// A sysctl.d file over the size limit is reported, not read into memory.
+func TestObserveBoundsHostFiles(t *testing.T) {
+	big := strings.Repeat("# padding\n", plans.MaxHostFile/10+10)
+	frames, err := ParseFrames(framesOf(testBoundary, "kernel", "6.18", "file /etc/sysctl.d/99-big.conf", big), testBoundary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := FactsFromFrames(frames, Query{Port: 7788, Paths: plans.PlanPaths(plans.DefaultPaths)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.SysctlFiles) != 0 || len(f.SkippedFiles) != 1 || !strings.Contains(f.SkippedFiles[0], "99-big.conf is larger than") {
+		t.Errorf("got files %d, skipped %q", len(f.SysctlFiles), f.SkippedFiles)
+	}
+	var lb limitedBuffer
+	lb.max = 10
+	lb.Write([]byte("0123456789abc"))
+	if !lb.over || lb.Len() != 10 {
+		t.Errorf("limitedBuffer kept %d bytes, over %v", lb.Len(), lb.over)
+	}
+}

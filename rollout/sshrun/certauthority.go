@@ -6,7 +6,6 @@ import (
 	"crypto/sha1"
 	"encoding/base64"
 	"os"
-	"path"
 	"strings"
 
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -53,7 +52,7 @@ func hostMatches(patterns, host string) bool {
 		if strings.HasPrefix(p, "|1|") {
 			ok = hashedMatch(p, host)
 		} else {
-			ok, _ = path.Match(p, host)
+			ok = wildcard(p, host)
 		}
 		if ok && neg {
 			return false
@@ -61,6 +60,32 @@ func hostMatches(patterns, host string) bool {
 		matched = matched || ok
 	}
 	return matched
+}
+
+// wildcard matches s against a pattern where only * and ? are special, as
+// OpenSSH's match_pattern does ("[host]:port" brackets are literal).
+func wildcard(p, s string) bool {
+	for len(p) > 0 {
+		switch p[0] {
+		case '*':
+			for i := len(s); i >= 0; i-- {
+				if wildcard(p[1:], s[i:]) {
+					return true
+				}
+			}
+			return false
+		case '?':
+			if s == "" {
+				return false
+			}
+		default:
+			if s == "" || s[0] != p[0] {
+				return false
+			}
+		}
+		p, s = p[1:], s[1:]
+	}
+	return s == ""
 }
 
 func hashedMatch(p, host string) bool {

@@ -771,3 +771,48 @@ func TestSessionsConcurrent(t *testing.T) {
 		t.Errorf("got %d sessions, want %d", got, want)
 	}
 }
+
+// A host pinned only in the global known_hosts is known, not new: with
+// --accept-new-host-keys a different key (a man in the middle) is refused,
+// naming the global file's line, and nothing is recorded.
+func TestGlobalKnownHostsIsRead(t *testing.T) {
+	e := newEnv(t)
+	s := sshtest.New(t, sshtest.WithAuthorizedKeys(e.key.PublicKey()))
+	global := filepath.Join(t.TempDir(), "ssh_known_hosts")
+	sshtest.WriteKnownHosts(t, global, s.KnownHostsLine())
+	o := e.opts()
+	o.GlobalKnownHosts = []string{global}
+	c := dial(t, "root@"+s.Addr(), o)
+	c.Close()
+
+	other := sshtest.NewKey(t)
+	line := strings.Fields(s.KnownHostsLine())[0] + " " + string(bytes.TrimSpace(ssh.MarshalAuthorizedKey(other.PublicKey())))
+	sshtest.WriteKnownHosts(t, global, line)
+	o.AcceptNewHostKeys = true
+	_, err := sshrun.Dial(context.Background(), "root@"+s.Addr(), o)
+	if !errors.Is(err, sshrun.ErrHostKeyChanged) || !strings.Contains(err.Error(), global+":1") {
+		t.Errorf("got %v, want the changed key refused naming %s:1", err, global)
+	}
+	if _, err := os.Stat(e.known); !os.IsNotExist(err) {
+		t.Error("a key was recorded for a host the global file pins")
+	}
+}
+
+// A host a @cert-authority line covers offering a plain key is refused,
+// even with --accept-new-host-keys: it is never a new host to record.
+func TestCertAuthorityHostIsNeverNew(t *testing.T) {
+	e := newEnv(t)
+	s := sshtest.New(t, sshtest.WithAuthorizedKeys(e.key.PublicKey()))
+	ca := sshtest.NewKey(t)
+	caLine := "@cert-authority [127.0.0.1]:* " + string(bytes.TrimSpace(ssh.MarshalAuthorizedKey(ca.PublicKey())))
+	sshtest.WriteKnownHosts(t, e.known, caLine)
+	o := e.opts()
+	o.AcceptNewHostKeys = true
+	_, err := sshrun.Dial(context.Background(), "root@"+s.Addr(), o)
+	if !errors.Is(err, sshrun.ErrHostKeyChanged) || !strings.Contains(err.Error(), "trusts a certificate authority") {
+		t.Errorf("got %v, want the plain key refused", err)
+	}
+	if b, _ := os.ReadFile(e.known); strings.Count(string(b), "\n") != 1 {
+		t.Errorf("known_hosts changed:\n%s", b)
+	}
+}
