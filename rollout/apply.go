@@ -373,6 +373,11 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 
 	st := steps(p, derived, stepInput{artifact: hr.o.Artifact}, false)
 	if err := hr.stage(ctx, st); err != nil {
+		// Folders others can write, or a symlink where a file goes: the
+		// host is refused before anything is written.
+		if n := len(hr.res.Steps); n > 0 && hr.res.Steps[n-1].Kind == KindCheckFolders {
+			return hr.end(Refused, StateAsWas, err.Error()+" (nothing was written)")
+		}
 		return hr.end(Failed, StateAsWas, err.Error()+" (nothing in force changed)")
 	}
 	if ctx.Err() != nil {

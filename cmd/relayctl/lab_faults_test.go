@@ -71,6 +71,18 @@ func TestLabSecondApplyIsRefused(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "another apply holds the host lock: relayctl") || !strings.Contains(out, "plan lab-rcvbuf") {
 		t.Errorf("second apply: exit %d, want 1 and refused naming the holder\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
+	// Another plan for the same host, with other paths, meets the same
+	// lock: the lock and journal do not depend on anything a spec says.
+	other := filepath.Join(e.dir, "other.yaml")
+	spec, _ := os.ReadFile(e.spec)
+	os.WriteFile(other, []byte(strings.Replace(string(spec), "name: lab-rcvbuf", "name: other-plan\nhost:\n  relay_config: /etc/relay/other.env", 1)), 0o644)
+	if code, _, errs := e.relayctl("plan", other, "-out", other+".plan"); code != 2 && code != 0 {
+		t.Fatalf("plan of the other spec: exit %d: %s", code, errs)
+	}
+	code, out, errs = e.relayctl("apply", other+".plan")
+	if code != 1 || !strings.Contains(out, "another apply holds the host lock: relayctl") || !strings.Contains(out, "plan lab-rcvbuf") {
+		t.Errorf("apply of another plan: exit %d, want 1 and refused naming the holder\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
 	r := <-first
 	if r.code != 0 {
 		t.Errorf("first apply: exit %d\n%s\n%s", r.code, r.out, r.err)
