@@ -42,6 +42,7 @@ type HostReceipt struct {
 	Reason        string            `json:"reason,omitempty"`
 	Drift         []plans.Drift     `json:"drift,omitempty"`
 	Journal       string            `json:"journal,omitempty"`
+	UnitLog       string            `json:"unit_log,omitempty"` // systemd's journal of the relay when the window failed
 	SysctlsBefore map[string]string `json:"sysctls_before,omitempty"`
 	SysctlsAfter  map[string]string `json:"sysctls_after,omitempty"`
 	ReleaseBefore string            `json:"release_before,omitempty"`
@@ -63,7 +64,7 @@ type HostReceipt struct {
 // Receipt builds the receipt of one host.
 func Receipt(p *plans.Plan, r *HostResult) HostReceipt {
 	hr := HostReceipt{Plan: p.Name, Checksum: p.Checksum, Host: r.Host, Address: r.Address, Outcome: r.Outcome, State: r.State,
-		Reason: r.Reason, Drift: r.Drift, Journal: r.Journal, ExpectedRB: r.ExpectedRB, WindowMillis: r.WindowMillis,
+		Reason: r.Reason, Drift: r.Drift, Journal: r.Journal, UnitLog: r.UnitLog, ExpectedRB: r.ExpectedRB, WindowMillis: r.WindowMillis,
 		Restarts: r.Restarts, RoundTrips: r.RoundTrips, Steps: r.Steps, Verify: r.Verify}
 	keys := p.ReadKeys()
 	if f := r.Before; f != nil {
@@ -143,29 +144,34 @@ func abbreviate(s []string, n int) string {
 	return strings.Join(s[:n], " ") + fmt.Sprintf(" … and %d more", len(s)-n)
 }
 
-// ReceiptMarkdown is the receipt for people.
+// ReceiptMarkdown is the receipt for people. Every string that came from
+// a host or a plan is escaped, as in the plan's review.
 func ReceiptMarkdown(p *plans.Plan, rep *Report) []byte {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	w("# relayctl receipt: %s\n\n", rep.Plan)
-	w("- Plan checksum `%s`\n- Started %s, took %d ms\n\n", rep.Checksum, rep.Started, rep.Millis)
-	w("```\n%s```\n\n", Recap(rep))
+	md, code, cell := plans.MDText, plans.MDCode, func(s string) string { return plans.MDCell(plans.MDText(s)) }
+	w("# relayctl receipt: %s\n\n", md(rep.Plan))
+	w("- Plan checksum %s\n- Started %s, took %d ms\n\n", code(rep.Checksum), md(rep.Started), rep.Millis)
+	w("%s\n", indent(Recap(rep)))
 	for _, h := range rep.Hosts {
 		r := Receipt(p, h)
-		w("## %s (%s): %s\n\n", r.Host, r.Address, r.Outcome)
-		w("- State: %s\n", r.State)
+		w("## %s (%s): %s\n\n", md(r.Host), md(r.Address), r.Outcome)
+		w("- State: %s\n", md(r.State))
 		if r.Reason != "" {
-			w("- Why: %s\n", r.Reason)
+			w("- Why: %s\n", md(r.Reason))
 		}
 		for _, d := range r.Drift {
-			w("- Drifted: %s: planned `%s`, now `%s`\n", d.Name, d.Planned, d.Observed)
+			w("- Drifted: %s: planned %s, now %s\n", md(d.Name), code(d.Planned), code(d.Observed))
 		}
 		if r.Journal != "" {
-			w("- Journal of the unfinished run:\n\n```\n%s```\n", r.Journal)
+			w("- Journal of the unfinished run:\n\n%s\n", indent(r.Journal))
+		}
+		if r.UnitLog != "" {
+			w("- systemd's journal of the relay since the window began:\n\n%s\n", indent(r.UnitLog))
 		}
 		if r.DropsBefore != nil {
 			w("- Read-back: rb %d before, %d after (expected %d)\n", r.RBBefore, r.RBAfter, r.ExpectedRB)
-			w("- Release: %s before, %s after; relay pid %d before, %d after; restarts: %d\n", orDash(r.ReleaseBefore), orDash(r.ReleaseAfter), r.PIDBefore, r.PIDAfter, r.Restarts)
+			w("- Release: %s before, %s after; relay pid %d before, %d after; restarts: %d\n", md(orDash(r.ReleaseBefore)), md(orDash(r.ReleaseAfter)), r.PIDBefore, r.PIDAfter, r.Restarts)
 			if r.WindowMillis > 0 {
 				w("- Window: %d ms from relay stop to new socket verified (host clock)\n", r.WindowMillis)
 			}
@@ -182,7 +188,7 @@ func ReceiptMarkdown(p *plans.Plan, rep *Report) []byte {
 			if len(r.SysctlsBefore) > 0 {
 				w("| sysctl | before | after |\n|---|---|---|\n")
 				for _, k := range p.ReadKeys() {
-					w("| %s | %s | %s |\n", k, orDash(r.SysctlsBefore[k]), orDash(r.SysctlsAfter[k]))
+					w("| %s | %s | %s |\n", cell(k), cell(orDash(r.SysctlsBefore[k])), cell(orDash(r.SysctlsAfter[k])))
 				}
 				w("\n")
 			}
@@ -194,7 +200,7 @@ func ReceiptMarkdown(p *plans.Plan, rep *Report) []byte {
 				if !c.OK {
 					mark = "**differs**"
 				}
-				w("| %s | %s | %s | %s |\n", c.What, c.Want, c.Got, mark)
+				w("| %s | %s | %s | %s |\n", cell(c.What), cell(c.Want), cell(c.Got), mark)
 			}
 			w("\n")
 		}
@@ -205,12 +211,26 @@ func ReceiptMarkdown(p *plans.Plan, rep *Report) []byte {
 				if s.Detail != "" {
 					detail = ": " + s.Detail
 				}
-				w("- +%d ms [%s] %s %s%s\n", s.Millis, s.Phase, s.Kind, s.Status, detail)
+				title := s.Title
+				if title == "" {
+					title = s.Kind
+				}
+				w("- +%d ms [%s] %s: %s%s\n", s.Millis, md(s.Phase), md(title), s.Status, md(detail))
 			}
 			w("\n")
 		}
 	}
 	return []byte(b.String())
+}
+
+// indent makes text from a host an indented code block, each line made
+// visible: no line of it can end the block or reach a terminal raw.
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString("    " + plans.Visible(l) + "\n")
+	}
+	return b.String()
 }
 
 func orDash(s string) string {
