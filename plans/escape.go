@@ -33,8 +33,11 @@ func Visible(s string) string {
 	return b.String()
 }
 
-// mdSpecial are the characters that can start Markdown syntax inline.
-const mdSpecial = "\\`*_{}[]()#+-.!|<>~&"
+// mdSpecial are the characters that can start Markdown (and GFM) syntax in
+// the middle of a line: code, emphasis, links, HTML, tables, strikethrough,
+// entities. Line-start syntax (#, -, 1.) cannot arise: MDText is never put
+// at the start of a line, and newlines are made visible.
+const mdSpecial = "\\`*_[]<>|~&"
 
 // MDText is s as literal Markdown text, on one line.
 func MDText(s string) string {

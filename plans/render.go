@@ -153,7 +153,7 @@ func (p *Plan) Markdown(planFile string) []byte {
 						boot += " **shadows ours** (" + mdValue(c.BootValue) + ")"
 					}
 				}
-				w("| %s | %s | %s | %s |\n", MDCell(MDText(c.Key)), MDCell(cur), MDCell(planned), MDCell(boot))
+				w("| %s | %s | %s | %s |\n", MDCell(MDCode(c.Key)), MDCell(cur), MDCell(planned), MDCell(boot))
 			}
 			w("\n")
 		}

@@ -487,6 +487,11 @@ func (hr *hostRun) runSteps(ctx context.Context, phase string, st []step, ops fu
 			continue
 		}
 		d := s.describe()
+		if d.Phase != phase {
+			// A window step's preparation, before the window: what its undo
+			// will need.
+			d.Title = "prepare for " + d.Title
+		}
 		started = i + 1
 		hr.pr.say(hr.h.Host, "[%s] %s", phase, d.Title)
 		// The journal says where a run that dies stopped: each step's

@@ -188,7 +188,7 @@ func ReceiptMarkdown(p *plans.Plan, rep *Report) []byte {
 			if len(r.SysctlsBefore) > 0 {
 				w("| sysctl | before | after |\n|---|---|---|\n")
 				for _, k := range p.ReadKeys() {
-					w("| %s | %s | %s |\n", cell(k), cell(orDash(r.SysctlsBefore[k])), cell(orDash(r.SysctlsAfter[k])))
+					w("| %s | %s | %s |\n", plans.MDCell(code(k)), cell(orDash(r.SysctlsBefore[k])), cell(orDash(r.SysctlsAfter[k])))
 				}
 				w("\n")
 			}
