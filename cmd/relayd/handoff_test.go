@@ -207,4 +207,3 @@ func TestHandoffBetweenProcesses(t *testing.T) {
 	}
 	third.cmd.Process.Signal(syscall.SIGTERM)
 }
-
