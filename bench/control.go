@@ -30,24 +30,38 @@ func NewControl(addr string, timeout time.Duration) *Control {
 
 // Status reads the counters once.
 func (c *Control) Status(ctx context.Context) (Counters, error) {
+	rd, err := c.Read(ctx)
+	return rd.Counters, err
+}
+
+// Read reads the counters and the relay's identity once.
+func (c *Control) Read(ctx context.Context) (Reading, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.URL, nil)
 	if err != nil {
-		return Counters{}, fmt.Errorf("read relay status: %w", err)
+		return Reading{}, fmt.Errorf("read relay status: %w", err)
 	}
 	resp, err := c.Client.Do(req)
 	if err != nil {
-		return Counters{}, fmt.Errorf("read relay status: %w", err)
+		return Reading{}, fmt.Errorf("read relay status: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-		return Counters{}, fmt.Errorf("read relay status %s: %s: %s", c.URL, resp.Status, strings.TrimSpace(string(b)))
+		return Reading{}, fmt.Errorf("read relay status %s: %s: %s", c.URL, resp.Status, strings.TrimSpace(string(b)))
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return Counters{}, fmt.Errorf("read relay status %s: %w", c.URL, err)
+		return Reading{}, fmt.Errorf("read relay status %s: %w", c.URL, err)
 	}
-	return decodeStatus(b)
+	cs, err := decodeStatus(b)
+	if err != nil {
+		return Reading{}, err
+	}
+	// relayd's pid, started_at, lobbies, players and handoff fields; a
+	// relay without them has an unknown identity.
+	var id Identity
+	json.Unmarshal(b, &id)
+	return Reading{Counters: cs, Identity: id}, nil
 }
 
 // decodeStatus reads the counters from relayd's status document, where they
