@@ -53,7 +53,8 @@ type Server struct {
 	effective int    // SO_RCVBUF read back with getsockopt
 	rmemMax   int    // net.core.rmem_max at start, 0 if unreadable
 	inode     uint64 // the UDP socket's inode, as ss -e shows it (ino:)
-	boundAt   time.Time
+	boundAt   time.Time // when this process bound the socket (not after a handoff)
+	closedAt  time.Time // when Close closed it
 	from      *handoffInfo // set when this process took over from another
 
 	mu    sync.Mutex // guards table
@@ -325,7 +326,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Info("handed over", "to_pid", to, "lobbies", lobbies, "players", players,
 			"rx_packets", s.c.rxPackets.Load(), "last_read_at", unixNano(s.lastRead.Load()))
 	} else {
-		s.log.Info("socket closed", "at", time.Now().UTC().Format(time.RFC3339Nano), "lobbies", lobbies, "players", players,
+		s.log.Info("socket closed", "at", s.closedAt.UTC().Format(time.RFC3339Nano), "lobbies", lobbies, "players", players,
 			"rx_packets", s.c.rxPackets.Load(), "last_read_at", unixNano(s.lastRead.Load()))
 	}
 	return err
@@ -345,6 +346,7 @@ func (s *Server) Close() error {
 			}
 		}
 		err = errors.Join(err, s.conn.Close())
+		s.closedAt = time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		err = errors.Join(err, s.http.Shutdown(ctx))
