@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/relayctl/relayctl/bench"
 	"github.com/relayctl/relayctl/internal/kerneltest"
 	"github.com/relayctl/relayctl/internal/lab"
 	"github.com/relayctl/relayctl/relay/server"
@@ -215,4 +219,142 @@ func TestServiceHandoffFails(t *testing.T) {
 			t.Errorf("handoff when stopped printed %q", out)
 		}
 	})
+}
+
+// TestServiceHandoffUnderLoad runs the bench through a lab host's relayd
+// and, in the middle of a step, hands it over with relay-service: first to
+// a release that cannot hold the lobbies (lobby size 4 for lobbies of 8),
+// which gets the state after the old relayd stopped reading and gives it
+// back; then to one that takes over. By the bench's own count of every
+// datagram, neither loses one or delivers one twice, and no lobby is cut.
+func TestServiceHandoffUnderLoad(t *testing.T) {
+	t.Parallel()
+	port := freePort(t)
+	conf := func(extra string) string {
+		return fmt.Sprintf("RELAYD_LISTEN=0.0.0.0:%d\nRELAYD_CONTROL=127.0.0.1:%d\nRELAYD_SO_RCVBUF=1048576\nRELAYD_HANDOFF_SOCKET=%s\n%s",
+			port, port, handoffSocket, extra)
+	}
+	l := lab.StartT(t, lab.Options{Hosts: []lab.HostOptions{{NoRelayNetns: true, Relay: &lab.RelayInstall{
+		Binary: lab.BuildRelayd(t, "1.9.0"), Version: "1.9.0", Config: conf(""), Start: true}}}})
+	h := l.Hosts[0]
+
+	lobbyBase := uint32(0)
+	// step runs one bench step of 16 players and calls switchRelay 1.5 s
+	// into it; a step the busy machine made invalid is run again.
+	step := func(t *testing.T, switchRelay func() error) (bench.Step, error) {
+		t.Helper()
+		var switchErr error
+		for attempt := range 4 {
+			cfg := bench.Defaults()
+			cfg.Relay, cfg.Control = fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", port)
+			cfg.Ramp = bench.Ramp{From: 16, To: 16, Step: 1}
+			cfg.StepDuration, cfg.Interval, cfg.Calibrate = 4*time.Second, 250*time.Millisecond, 0
+			lobbyBase += 10
+			cfg.LobbyBase = lobbyBase
+			done := make(chan error, 1)
+			var once sync.Once
+			rep, err := bench.Run(t.Context(), cfg, bench.Options{Progress: func(p bench.Progress) {
+				if p.Elapsed >= 1500*time.Millisecond {
+					once.Do(func() { go func() { done <- switchRelay() }() })
+				}
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case switchErr = <-done:
+			default:
+				t.Fatal("the step never reached 1.5 s: no switch")
+			}
+			var b strings.Builder
+			rep.WriteTable(&b)
+			t.Logf("attempt %d:\n%s", attempt+1, b.String())
+			if s := rep.Steps[0]; s.Valid {
+				return s, switchErr
+			}
+			time.Sleep(time.Second)
+		}
+		t.Fatal("the bench fell behind in every attempt: the machine is too busy to measure")
+		return bench.Step{}, nil
+	}
+	handoff := func() error {
+		_, err := h.Exec(t.Context(), lab.ServiceScript, "handoff")
+		return err
+	}
+	noLoss := func(t *testing.T, s bench.Step) {
+		t.Helper()
+		checks := []struct {
+			name      string
+			got, want uint64
+		}{
+			{"loss (planned deliveries − received)", s.Loss, 0},
+			{"lost player→relay (bench's count)", s.LostIn, 0},
+			{"lost relay→players (bench's count)", s.LostOut, 0},
+			{"duplicates", s.Duplicates, 0},
+			{"icmp errors", s.ICMPErrors, 0},
+		}
+		for _, c := range checks {
+			if c.got != c.want {
+				t.Errorf("%s: got %d, want %d", c.name, c.got, c.want)
+			}
+		}
+		if !s.Census || !s.RelayKnown || s.RelayRx != s.Sent {
+			t.Errorf("census %v, relay known %v, relay rx %d of %d sent", s.Census, s.RelayKnown, s.RelayRx, s.Sent)
+		}
+	}
+
+	t.Run("new release gives the socket back", func(t *testing.T) {
+		old, err := h.RelayPID(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.InstallRelay(t.Context(), lab.RelayInstall{Binary: lab.BuildRelayd(t, "1.9.1"), Version: "1.9.1", Config: conf("RELAYD_LOBBY_SIZE=4\n")}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := step(t, handoff)
+		if err == nil || !strings.Contains(err.Error(), "more than this relay's lobby size 4") || !strings.Contains(err.Error(), "still serves") {
+			t.Errorf("relay-service handoff: got %v, want it to fail with the lobby that does not fit, the old relayd still serving", err)
+		}
+		noLoss(t, s)
+		if len(s.Restarts) != 0 {
+			t.Errorf("got restarts %+v, want the old relayd serving throughout", s.Restarts)
+		}
+		if pid, err := h.RelayPID(t.Context()); err != nil || pid != old {
+			t.Errorf("relay pid %d, %v; want the old relayd %d", pid, err, old)
+		}
+		if log := relayLog(t, h); !strings.Contains(log, "handoff: stopped reading") || !strings.Contains(log, "handoff: reading again") {
+			t.Errorf("the old relayd's log lacks stopping and reading again:\n%s", log)
+		}
+	})
+	t.Run("new release takes over", func(t *testing.T) {
+		if err := h.InstallRelay(t.Context(), lab.RelayInstall{Binary: lab.BuildRelayd(t, "1.9.1"), Version: "1.9.1", Config: conf("")}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := step(t, handoff)
+		if err != nil {
+			t.Fatalf("relay-service handoff: %v", err)
+		}
+		noLoss(t, s)
+		if len(s.Restarts) != 1 || !s.Restarts[0].Handoff || s.Restarts[0].LobbiesCut != 0 || s.Restarts[0].PlayersCut != 0 {
+			t.Errorf("restarts: got %+v, want one handoff cutting nothing", s.Restarts)
+		}
+	})
+}
+
+// freePort is a UDP and TCP port number nobody on the machine holds now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for {
+		udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := udp.LocalAddr().(*net.UDPAddr).Port
+		tcp, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
+		udp.Close()
+		if err == nil {
+			tcp.Close()
+			return port
+		}
+	}
 }
