@@ -50,11 +50,11 @@ type Server struct {
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close
 
-	effective int    // SO_RCVBUF read back with getsockopt
-	rmemMax   int    // net.core.rmem_max at start, 0 if unreadable
-	inode     uint64 // the UDP socket's inode, as ss -e shows it (ino:)
-	boundAt   time.Time // when this process bound the socket (not after a handoff)
-	closedAt  time.Time // when Close closed it
+	effective int          // SO_RCVBUF read back with getsockopt
+	rmemMax   int          // net.core.rmem_max at start, 0 if unreadable
+	inode     uint64       // the UDP socket's inode, as ss -e shows it (ino:)
+	boundAt   time.Time    // when this process bound the socket (not after a handoff)
+	closedAt  time.Time    // when Close closed it
 	from      *handoffInfo // set when this process took over from another
 
 	mu    sync.Mutex // guards table
