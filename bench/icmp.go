@@ -16,6 +16,9 @@ import (
 // the socket's error queue, so the bench can count them exactly rather
 // than see one ECONNREFUSED for many errors.
 
+// sizeofSockExtendedErr is sizeof(struct sock_extended_err).
+const sizeofSockExtendedErr = 16
+
 // enableRecvErr turns IP_RECVERR on for a player socket.
 func enableRecvErr(c *net.UDPConn) error {
 	raw, err := c.SyscallConn()
@@ -55,8 +58,9 @@ func (f *fleet) drainErrors(p int) {
 				continue
 			}
 			for _, m := range msgs {
-				if m.Header.Level == unix.SOL_IP && m.Header.Type == unix.IP_RECVERR && len(m.Data) >= 16 && // sizeof(struct sock_extended_err)
-					m.Data[4] == unix.SO_EE_ORIGIN_ICMP { // struct sock_extended_err: ee_errno u32, ee_origin u8, ...
+				// struct sock_extended_err: ee_errno u32, ee_origin u8, ...
+				if m.Header.Level == unix.SOL_IP && m.Header.Type == unix.IP_RECVERR &&
+					len(m.Data) >= sizeofSockExtendedErr && m.Data[4] == unix.SO_EE_ORIGIN_ICMP {
 					f.icmp[p].Add(1)
 				}
 			}
