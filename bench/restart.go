@@ -118,8 +118,9 @@ type restartWatch struct {
 	last     Reading
 	lastAt   time.Time
 	restarts []Restart
-	reset    bool // some restart reset the counters
-	unknown  bool // the relay does not say which process it is
+	gone     []Identity // processes replaced during the step
+	reset    bool       // some restart reset the counters
+	unknown  bool       // the relay does not say which process it is
 }
 
 func newRestartWatch(before Reading, start time.Time) *restartWatch {
@@ -138,6 +139,13 @@ func (w *restartWatch) observe(rd Reading, at time.Time) {
 		w.last, w.lastAt = rd, at
 		return
 	}
+	for _, g := range w.gone {
+		if rd.Same(g) {
+			// A late answer of a replaced process: during a handoff both
+			// accept on the control listener for a moment.
+			return
+		}
+	}
 	old := w.last
 	r := Restart{
 		FromPID: old.PID, ToPID: rd.PID,
@@ -155,6 +163,7 @@ func (w *restartWatch) observe(rd Reading, at time.Time) {
 		w.reset = true
 	}
 	w.restarts = append(w.restarts, r)
+	w.gone = append(w.gone, old.Identity)
 	w.last, w.lastAt = rd, at
 }
 

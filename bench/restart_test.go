@@ -44,6 +44,12 @@ func TestRestartWatch(t *testing.T) {
 		if len(rs) != 1 || !rs[0].Handoff || rs[0].LobbiesCut != 0 || rs[0].PlayersCut != 1 {
 			t.Fatalf("got %+v, want a handoff with 1 player cut", rs)
 		}
+		// A late answer of the old process, accepted on the shared control
+		// listener just before it closed, is not another restart.
+		w.observe(reading(100, t0, 1010, 8, 64), start.Add(3*time.Second))
+		if rs := w.seen(); len(rs) != 1 {
+			t.Errorf("a late answer of the old process: got %+v, want still one handoff", rs)
+		}
 		d, err := w.relayDelta(before, after)
 		if err != nil || d.RxPackets != 1000 {
 			t.Errorf("relay delta across a handoff: got %+v, %v; want rx 1000 (counters carried on)", d, err)

@@ -213,6 +213,12 @@ old_state() {
 	fi
 }
 
+# handed_over NEW: the old relayd logged that it handed over to NEW (after
+# byte offset of the log): NEW reads the socket, whatever the old one does.
+handed_over() {
+	tail -c "+$((offset + 1))" "$RELAY_LOG" 2>/dev/null | grep -q "msg=\"handed over\" to_pid=$1 "
+}
+
 do_handoff() {
 	if ! old=$(running_pid); then
 		echo "relayd not running: starting it instead of a handoff"
@@ -250,6 +256,12 @@ do_handoff() {
 			mv -f "$newpid" "$RELAY_PIDFILE"
 			echo "relayd handed over (pid $old -> $job, $what)"
 			return 0
+		fi
+		if [ "$n" -ge "$((RELAY_WAIT * 10))" ] && handed_over "$job"; then
+			# The new one reads the socket; the old one has only to exit.
+			err "handoff: relayd (pid $old) handed over to relayd (pid $job) but is still running after ${RELAY_WAIT}s, stopping it"
+			kill_pid "$old" || return 1
+			continue
 		fi
 		if [ "$n" -ge "$((RELAY_WAIT * 10))" ]; then
 			err "handoff: relayd (pid $old) has not handed over to relayd (pid $job) after ${RELAY_WAIT}s, stopping the new one"

@@ -104,9 +104,16 @@ func (s *Server) Resume() {
 	s.log.Info("handoff: reading again")
 }
 
-// HandedOver ends the relay loop for good: pid reads the socket now.
+// HandedOver ends the relay loop for good: pid reads the socket now. It
+// logs at once what it handed over (the state has been final since Pause),
+// before the control plane's shutdown, which may take a while.
 func (s *Server) HandedOver(pid int) {
 	s.handedTo.Store(int64(pid))
+	s.mu.Lock()
+	lobbies, players := s.table.Lobbies(), s.table.Players()
+	s.mu.Unlock()
+	s.log.Info("handed over", "to_pid", pid, "lobbies", lobbies, "players", players,
+		"rx_packets", s.c.rxPackets.Load(), "last_read_at", unixNano(s.lastRead.Load()))
 	select {
 	case s.wake <- false:
 	case <-s.done:

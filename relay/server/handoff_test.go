@@ -21,13 +21,21 @@ import (
 // tests in internal/lab do it between processes, under load).
 
 // startRun runs s until the test ends and returns a channel with Run's
-// result.
+// result. The test's cleanup waits for Run to return, so the relay never
+// logs into a finished test.
 func startRun(t *testing.T, s *Server) <-chan error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(cancel)
+	finished := make(chan struct{})
+	go func() {
+		done <- s.Run(ctx)
+		close(finished)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-finished
+	})
 	return done
 }
 

@@ -322,10 +322,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	s.Close()
 	wg.Wait()
-	if to := s.HandedTo(); to > 0 {
-		s.log.Info("handed over", "to_pid", to, "lobbies", lobbies, "players", players,
-			"rx_packets", s.c.rxPackets.Load(), "last_read_at", unixNano(s.lastRead.Load()))
-	} else {
+	if s.HandedTo() == 0 { // a handoff logged "handed over" instead
 		s.log.Info("socket closed", "at", s.closedAt.UTC().Format(time.RFC3339Nano), "lobbies", lobbies, "players", players,
 			"rx_packets", s.c.rxPackets.Load(), "last_read_at", unixNano(s.lastRead.Load()))
 	}
