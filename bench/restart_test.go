@@ -137,10 +137,9 @@ type liveRelay struct {
 	r  *relayd
 }
 
-func (l *liveRelay) get() *relayd            { l.mu.Lock(); defer l.mu.Unlock(); return l.r }
-func (l *liveRelay) set(r *relayd)           { l.mu.Lock(); l.r = r; l.mu.Unlock() }
-func (l *liveRelay) stopOld(r *relayd)       { r.cmd.Process.Signal(syscall.SIGTERM); r.cmd.Wait() }
-func (l *liveRelay) addrs() (string, string) { r := l.get(); return r.udp, r.control }
+func (l *liveRelay) get() *relayd      { l.mu.Lock(); defer l.mu.Unlock(); return l.r }
+func (l *liveRelay) set(r *relayd)     { l.mu.Lock(); l.r = r; l.mu.Unlock() }
+func (l *liveRelay) stopOld(r *relayd) { r.cmd.Process.Signal(syscall.SIGTERM); r.cmd.Wait() }
 
 // switchMidStep returns Options that call swap once, a second into the
 // step.

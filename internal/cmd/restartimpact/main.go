@@ -179,7 +179,7 @@ func inNetns(name string) error {
 		return err
 	}
 	if self.Ino != want.Ino || self.Dev != want.Dev {
-		return fmt.Errorf("run me inside the relay's network namespace: ip netns exec %s %s ...", name, os.Args[0])
+		return fmt.Errorf("run me inside the relay's network namespace: ip netns exec %s %s ARGS", name, os.Args[0])
 	}
 	return nil
 }
