@@ -23,6 +23,9 @@ type Facts struct {
 
 	Release RelayRelease `json:"release"`
 	Config  FileFact     `json:"relay_config"`
+	// UnitDropIn is relayctl's drop-in of the relay's systemd unit
+	// (UnitDropInPath), for a systemd-managed relay.
+	UnitDropIn *FileFact `json:"unit_drop_in,omitempty"`
 	Service ServiceFact  `json:"service"`
 	Socket  SocketFact   `json:"socket"`
 	// RelayStatus is the relay's own /status, when it has a control plane.

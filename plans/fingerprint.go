@@ -47,6 +47,13 @@ func Fingerprinted(f *Facts, keys []string) []FactEntry {
 	} else {
 		add("relay config", "(absent)")
 	}
+	if d := f.UnitDropIn; d != nil {
+		v := "(absent)"
+		if d.Exists {
+			v = "sha256:" + sha256Text(d.Content)
+		}
+		add("unit drop-in", v)
+	}
 	sort.Slice(e, func(i, j int) bool { return e[i].Name < e[j].Name })
 	return e
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-version"
 
 	"github.com/relayctl/relayctl/relay/config"
+	"github.com/relayctl/relayctl/relay/dist"
 	"github.com/relayctl/relayctl/tune"
 )
 
@@ -114,6 +115,7 @@ type HostPlan struct {
 	DropIn      FileChange     `json:"drop_in"`
 	Release     ReleaseChange  `json:"release"`
 	Config      FileChange     `json:"relay_config"`
+	UnitDropIn  *FileChange    `json:"unit_drop_in,omitempty"` // systemd: CAP_NET_ADMIN for so_rcvbuf_force
 	Restart     bool           `json:"restart"`
 	Readback    Readback       `json:"readback"`
 	Steps       []Step         `json:"steps"`    // filled by rollout.Describe: the steps apply will take
@@ -320,6 +322,7 @@ func planHost(p *Plan, f *Facts) *HostPlan {
 	planConfig(h, p, f)
 	planReadback(h, p, f)
 	planService(h, p, f)
+	planUnitDropIn(h, p, f)
 
 	dropIn := fileFact(f, p.Paths.SysctlFile)
 	h.Previous = PreviousState{
@@ -340,7 +343,7 @@ func planHost(p *Plan, f *Facts) *HostPlan {
 
 	// A restart is what makes the socket pick up a new buffer: raising
 	// rmem_max does nothing to a socket that already exists.
-	h.Restart = h.Release.Action != ReleaseKeep || h.Config.Change ||
+	h.Restart = h.Release.Action != ReleaseKeep || h.Config.Change || (h.UnitDropIn != nil && h.UnitDropIn.Change) ||
 		!h.Readback.CurrentFound || h.Readback.Current != uint64(h.Readback.Expected)
 	changes := h.Restart || h.DropIn.Change
 	for _, c := range h.Sysctls {
@@ -664,6 +667,32 @@ func planService(h *HostPlan, p *Plan, f *Facts) {
 	if p.Relay.Service.Manager == "systemd" && f.Service.UnitMissing {
 		h.Blockers = append(h.Blockers, fmt.Sprintf("the systemd unit %s does not exist on this host (systemctl says %q): install relay/dist/relayd.service (see docs/systemd.md) or fix relay.service.name", p.Relay.Service.Name, f.Service.Detail))
 	}
+}
+
+// UnitDropInPath is the drop-in relayctl owns for a systemd unit: the
+// one relay/dist ships for so_rcvbuf_force (CAP_NET_ADMIN), under the
+// name operators would install it.
+func UnitDropInPath(unit string) string {
+	if !strings.Contains(unit, ".") {
+		unit += ".service"
+	}
+	return "/etc/systemd/system/" + unit + ".d/so-rcvbuf-force.conf"
+}
+
+// planUnitDropIn: a systemd relay that asks SO_RCVBUFFORCE needs
+// CAP_NET_ADMIN, which the shipped unit does not grant; relayctl installs
+// the shipped drop-in (and removes it when force is off), with a
+// daemon-reload, in the same window.
+func planUnitDropIn(h *HostPlan, p *Plan, f *Facts) {
+	if p.Relay.Service.Manager != "systemd" {
+		return
+	}
+	cur := FileFact{}
+	if f.UnitDropIn != nil {
+		cur = *f.UnitDropIn
+	}
+	fc := fileChange(UnitDropInPath(p.Relay.Service.Name), cur, string(dist.ForceDropIn), !p.Relay.SORcvbufForce)
+	h.UnitDropIn = &fc
 }
 
 // Plan is the service as a plan records it.

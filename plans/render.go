@@ -160,6 +160,11 @@ func (p *Plan) Markdown(planFile string) []byte {
 		w("- Release: %s\n", releaseText(h.Release))
 		w("- Relay config %s: %s\n", MDCode(h.Config.Path), changeText(h.Config))
 		w("- Sysctl drop-in %s: %s\n", MDCode(h.DropIn.Path), changeText(h.DropIn))
+		if u := h.UnitDropIn; u != nil && u.Change {
+			w("- systemd unit drop-in %s (CAP_NET_ADMIN for SO_RCVBUFFORCE): %s, then `systemctl daemon-reload`\n", MDCode(u.Path), changeText(*u))
+		} else if u != nil && u.Exists {
+			w("- systemd unit drop-in %s (CAP_NET_ADMIN for SO_RCVBUFFORCE): no change\n", MDCode(u.Path))
+		}
 		rb := h.Readback
 		rule := fmt.Sprintf("max(2 × min(%d, rmem_max %d), 2304)", rb.Requested, rb.RmemMax)
 		switch {

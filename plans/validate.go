@@ -274,6 +274,9 @@ func ValidateFacts(f *Facts) error {
 			return bad("skipped file: %v", err)
 		}
 	}
+	if f.UnitDropIn != nil && len(f.UnitDropIn.Content) > MaxHostFile {
+		return bad("unit drop-in is %d bytes (at most %d)", len(f.UnitDropIn.Content), MaxHostFile)
+	}
 	if len(f.Config.Content) > MaxHostFile {
 		return bad("relay config is %d bytes (at most %d)", len(f.Config.Content), MaxHostFile)
 	}
@@ -320,6 +323,13 @@ func ActionDiff(stored, derived *HostPlan) []string {
 	cmp("expected rb", strconv.Itoa(stored.Readback.Expected), strconv.Itoa(derived.Readback.Expected))
 	cmp("sysctl drop-in", fileWords(stored.DropIn), fileWords(derived.DropIn))
 	cmp("relay config", fileWords(stored.Config), fileWords(derived.Config))
+	unit := func(f *FileChange) string {
+		if f == nil {
+			return "none"
+		}
+		return fileWords(*f)
+	}
+	cmp("unit drop-in", unit(stored.UnitDropIn), unit(derived.UnitDropIn))
 	sysctls := func(h *HostPlan) string {
 		var s []string
 		for _, c := range h.Sysctls {

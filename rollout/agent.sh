@@ -36,6 +36,7 @@
 #   restart systemd UNIT     VAL is the host clock (ns) when the relay stopped
 #   restart command NSTOP NSTART   NSTOP then NSTART lines follow: the stop and start argv
 #   stop systemd UNIT / stop command NSTOP   stop the relay
+#   daemon-reload            systemctl daemon-reload (after a unit drop-in changed)
 #   unit-log UNIT SINCE_NS   DATA: the unit's journal lines since then
 #   clock                    VAL: the host clock (ns)
 #   clear                    archive an unfinished run's journal and stage
@@ -184,7 +185,7 @@ while IFS= read -r line; do
 $line
 EOF
 	case $op in
-	put | rename | remove | link | place-release | restore | restore-link | sysctl | restart | stop) done_op_after=1 ;;
+	put | rename | remove | link | place-release | restore | restore-link | sysctl | restart | stop | daemon-reload) done_op_after=1 ;;
 	*) done_op_after= ;;
 	esac
 	case $op in
@@ -335,6 +336,9 @@ EOF
 			;;
 		*) err "unknown manager $a" ;;
 		esac
+		;;
+	daemon-reload)
+		if out=$(systemctl daemon-reload 2>&1 9>&-); then ok; else err "systemctl daemon-reload: $(printf '%s' "$out" | tail -c 300)"; fi
 		;;
 	unit-log)
 		since=$((b / 1000000000))

@@ -50,6 +50,12 @@ type ApplyOptions struct {
 	Owner         string    // who applies, recorded in the host lock
 	Progress      io.Writer // one line per step, for people
 	VerifyTimeout time.Duration
+	// StableFor is how long the read-back must hold, the same relay process
+	// (PID and systemd's invocation) still reading back as planned, before
+	// a host counts as applied: a relay that starts and then dies is not
+	// applied. 0 is one read-back for the command manager and a second for
+	// systemd, where Restart=on-failure can hide a crash behind a new PID.
+	StableFor time.Duration
 }
 
 // StepRecord is one step as it ran.
@@ -152,6 +158,9 @@ func Apply(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*R
 	}
 	if o.VerifyTimeout <= 0 {
 		o.VerifyTimeout = 15 * time.Second
+	}
+	if o.StableFor <= 0 && p.Relay.Service.Manager == "systemd" {
+		o.StableFor = time.Second
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -586,27 +595,49 @@ func isConnLost(err error) bool {
 	return errors.As(err, &c)
 }
 
-// verify reads the host back until it matches the plan or time runs out.
+// verify reads the host back until it matches the plan, and has for
+// StableFor with the same relay process, or time runs out. It returns the
+// first reading that matched: the window ends there.
 func (hr *hostRun) verify(ctx context.Context, before *plans.Facts) (*plans.Facts, error) {
 	deadline := time.Now().Add(hr.o.VerifyTimeout) // a real clock: Now may be a test's fixed one
 	d := plans.Step{Phase: plans.PhaseVerify, Kind: KindReadBack, Title: "read back"}
+	var first *plans.Facts // the first matching reading of the process seen now
+	var since time.Time
 	for {
 		after, err := hr.observe(ctx)
 		if err != nil {
 			return nil, &connLost{err}
 		}
 		checks := PlannedChecks(hr.p, hr.h, before, after)
-		if allOK(checks) || time.Now().After(deadline) {
+		ok := allOK(checks)
+		switch {
+		case !ok:
+			first = nil
+		case first == nil || !sameProcess(first, after):
+			first, since = after, time.Now()
+		}
+		stable := first != nil && time.Since(since) >= hr.o.StableFor
+		if stable || time.Now().After(deadline) {
 			hr.res.Verify = checks
 			if bad := failed(checks); bad != "" {
 				hr.record(plans.PhaseVerify, d, "failed", bad)
 				return after, errors.New("read-back: " + bad)
 			}
+			if !stable {
+				why := fmt.Sprintf("the relay read back as planned but did not stay up for %s (pid %d)", hr.o.StableFor, after.Service.PID)
+				hr.record(plans.PhaseVerify, d, "failed", why)
+				return after, errors.New("read-back: " + why)
+			}
 			hr.record(plans.PhaseVerify, d, "done", "")
-			return after, nil
+			return first, nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// sameProcess reports whether two readings show the same relay process.
+func sameProcess(a, b *plans.Facts) bool {
+	return a.Service.PID == b.Service.PID && a.Service.InvocationID == b.Service.InvocationID && a.Service.Restarts == b.Service.Restarts
 }
 
 func allOK(c []Check) bool { return failed(c) == "" }

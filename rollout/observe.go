@@ -92,9 +92,17 @@ func (q Query) command() (string, error) {
 		return "", err
 	}
 	argv := []string{"sh", "-c", observeScript, "relayctl-observe", strconv.Itoa(q.Port), q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir,
-		q.Service.Manager, q.Service.Name, q.Service.PIDFile, strings.Join(q.Keys, ","), q.Control, strconv.Itoa(plans.MaxHostFile)}
+		q.Service.Manager, q.Service.Name, q.Service.PIDFile, strings.Join(q.Keys, ","), q.Control, strconv.Itoa(plans.MaxHostFile), unitDropIn(q.Service)}
 	argv = append(argv, tune.SysctlDirs...)
 	return Command(argv...), nil
+}
+
+// unitDropIn is the drop-in relayctl owns for a systemd relay, or "-".
+func unitDropIn(s plans.PlanService) string {
+	if s.Manager != "systemd" {
+		return "-"
+	}
+	return plans.UnitDropInPath(s.Name)
 }
 
 // Observe gathers a host's facts in one command (one SSH session).
@@ -306,6 +314,15 @@ func FactsFromFrames(frames []Frame, q Query) (*plans.Facts, error) {
 			return nil, fmt.Errorf("the relay config %s is larger than %d bytes", q.Paths.RelayConfig, plans.MaxHostFile)
 		}
 		f.Config = plans.FileFact{Exists: true, Content: string(fr.Data)}
+	}
+	if fr, ok := by["unit-dropin"]; ok {
+		f.UnitDropIn = &plans.FileFact{}
+		if fr.Status == 0 {
+			if len(fr.Data) > plans.MaxHostFile {
+				return nil, fmt.Errorf("the unit drop-in %s is larger than %d bytes", unitDropIn(q.Service), plans.MaxHostFile)
+			}
+			*f.UnitDropIn = plans.FileFact{Exists: true, Content: string(fr.Data)}
+		}
 	}
 	f.Service = serviceFact(by)
 	if f.Service.Running {

@@ -58,6 +58,12 @@ func (s restart) checks(c *checkCtx) []Check {
 		}
 		out = append(out, check("relay restarted", "new pid", got))
 	}
+	// systemctl restart sets NRestarts to 0; systemd restarting a relay
+	// that died since (Restart=on-failure) counts it up. A relay that flaps
+	// is not one that started.
+	if s.svc.Manager == "systemd" && s.planned && c.before != nil {
+		out = append(out, check("systemd restarts of "+s.svc.Name+" on its own since the window", "0", strconv.Itoa(c.after.Service.Restarts)))
+	}
 	return out
 }
 
