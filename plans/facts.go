@@ -25,9 +25,9 @@ type Facts struct {
 	Config  FileFact     `json:"relay_config"`
 	// UnitDropIn is relayctl's drop-in of the relay's systemd unit
 	// (UnitDropInPath), for a systemd-managed relay.
-	UnitDropIn *FileFact `json:"unit_drop_in,omitempty"`
-	Service ServiceFact  `json:"service"`
-	Socket  SocketFact   `json:"socket"`
+	UnitDropIn *FileFact   `json:"unit_drop_in,omitempty"`
+	Service    ServiceFact `json:"service"`
+	Socket     SocketFact  `json:"socket"`
 	// RelayStatus is the relay's own /status, when it has a control plane.
 	RelayStatus *RelayStatusFact `json:"relay_status,omitempty"`
 	// ClockNanos is the host's clock when observed (Unix ns): receipts time
