@@ -37,6 +37,7 @@ type Plan struct {
 	Spec           string          `json:"spec"` // the spec's text, parsed again by apply and verify
 	AllowDowngrade bool            `json:"allow_downgrade"`
 	Window         *PlanWindow     `json:"window,omitempty"`
+	Capacity       *tune.Promise   `json:"capacity,omitempty"` // what the region promises, from the spec
 	Sysctl         []PlannedSysctl `json:"sysctl"`
 	Relay          PlannedRelay    `json:"relay"`
 	Paths          PlanPaths       `json:"paths"`
@@ -118,6 +119,7 @@ type HostPlan struct {
 	UnitDropIn  *FileChange    `json:"unit_drop_in,omitempty"` // systemd: CAP_NET_ADMIN for so_rcvbuf_force
 	Restart     bool           `json:"restart"`
 	Readback    Readback       `json:"readback"`
+	Capacity    *tune.Capacity `json:"capacity,omitempty"` // the planned rb against the spec's promise
 	Steps       []Step         `json:"steps"`    // filled by rollout.Describe: the steps apply will take
 	Previous    PreviousState  `json:"previous"` // what a rollback restores
 }
@@ -270,8 +272,9 @@ func header(s *Spec, art Artifact, allowDowngrade bool) *Plan {
 			SHA256: art.SHA256, Size: art.Size,
 			Service: s.Relay.Service.Plan(),
 		},
-		Paths: PlanPaths(s.Paths),
-		Hosts: []*HostPlan{},
+		Paths:    PlanPaths(s.Paths),
+		Capacity: s.Capacity,
+		Hosts:    []*HostPlan{},
 	}
 	if s.Window != nil {
 		p.Window = &PlanWindow{
@@ -643,6 +646,13 @@ func planReadback(h *HostPlan, p *Plan, f *Facts) {
 	}
 	if w := e.Warning(); w != "" {
 		h.Warnings = append(h.Warnings, w)
+	}
+	if p.Capacity != nil {
+		c := tune.CheckCapacity(*p.Capacity, e.Effective)
+		h.Capacity = &c
+		if w := c.Warning(); w != "" {
+			h.Warnings = append(h.Warnings, w)
+		}
 	}
 	before, _ := strconv.Atoi(tune.Normalize(f.Sysctls[keyRmemMax].Value))
 	if p.Relay.SORcvbuf == 0 {

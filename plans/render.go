@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/relayctl/relayctl/tune"
 )
 
 // Sentinel errors of plan files.
@@ -101,6 +103,9 @@ func (p *Plan) Markdown(planFile string) []byte {
 	} else {
 		w("- Window: none given (apply may restart at any time)\n")
 	}
+	if c := p.Capacity; c != nil {
+		w("- Promise: %d players in lobbies of %d at %d Hz, %d-byte datagrams, %s\n", c.Players, c.LobbySize, c.Hz, c.PacketSize, MDText(tune.StallPhrase(c.Stall)))
+	}
 	if p.AllowDowngrade {
 		w("- Downgrades allowed (--allow-downgrade)\n")
 	}
@@ -177,7 +182,11 @@ func (p *Plan) Markdown(planFile string) []byte {
 		if rb.CurrentFound {
 			now = fmt.Sprintf("now rb %d, drops %d", rb.Current, rb.CurrentDrops)
 		}
-		w("- Expected read-back: `ss` on UDP port %d shows **rb %d** = %s; %s\n\n", rb.Port, rb.Expected, rule, now)
+		w("- Expected read-back: `ss` on UDP port %d shows **rb %d** = %s; %s\n", rb.Port, rb.Expected, rule, now)
+		if c := h.Capacity; c != nil {
+			w("- Capacity: %s\n", MDText(c.Summary()))
+		}
+		w("\n")
 		for _, f := range []struct {
 			name string
 			fc   FileChange

@@ -35,6 +35,9 @@ type Spec struct {
 	Relay  RelaySpec
 	Window *Window
 	Paths  HostPaths
+	// Capacity is what the region promises to carry, when the spec says:
+	// the plan checks each host's planned rb against it.
+	Capacity *tune.Promise
 }
 
 // SysctlSetting is one key the spec wants, with where it was written.
@@ -453,7 +456,7 @@ const MaxHosts = 10000
 
 func (p *specParser) spec(root *yaml.Node) *Spec {
 	s := &Spec{File: p.file, Paths: DefaultPaths}
-	f, ok := p.fields(root, "", "name", "hosts", "sysctl", "relay", "window", "host")
+	f, ok := p.fields(root, "", "name", "hosts", "sysctl", "relay", "window", "host", "capacity")
 	if !ok {
 		return s
 	}
@@ -480,6 +483,9 @@ func (p *specParser) spec(root *yaml.Node) *Spec {
 	}
 	if n := f["host"]; n != nil {
 		p.paths(n, &s.Paths)
+	}
+	if n := f["capacity"]; n != nil {
+		s.Capacity = p.capacity(n)
 	}
 	for _, req := range []string{"name", "hosts", "relay"} {
 		if f[req] == nil {
@@ -796,6 +802,53 @@ func (p *specParser) paths(n *yaml.Node, hp *HostPaths) {
 	if path.Dir(hp.Current) == hp.Releases || strings.HasPrefix(hp.Current+"/", hp.Releases+"/") {
 		p.fail(f["current_link"], "host.current_link", "%s is inside releases_dir %s; put the link beside it, e.g. %s", hp.Current, hp.Releases, DefaultPaths.Current)
 	}
+}
+
+// capacity reads the promise a region makes (README "The spec"): players,
+// hz and packet_size are required; lobby_size defaults to 8 and stall to 0.
+func (p *specParser) capacity(n *yaml.Node) *tune.Promise {
+	f, ok := p.fields(n, "capacity", "players", "lobby_size", "hz", "packet_size", "stall")
+	if !ok {
+		return nil
+	}
+	c := tune.Promise{LobbySize: 8}
+	good := true
+	num := func(k string, dst *int, min, max int64, example string) {
+		v := f[k]
+		if v == nil {
+			return
+		}
+		n, ok := p.integer(v, "capacity."+k, min, max, example)
+		good = good && ok
+		*dst = n
+	}
+	for _, k := range []string{"players", "hz", "packet_size"} {
+		if f[k] == nil {
+			p.fail(n, "capacity."+k, "missing; a promise needs players, hz and packet_size, e.g. {players: 200, hz: 60, packet_size: 200, stall: 50ms}")
+			good = false
+		}
+	}
+	num("players", &c.Players, 1, tune.MaxPromisePlayers, "200")
+	num("lobby_size", &c.LobbySize, 2, 256, "8")
+	num("hz", &c.Hz, 1, tune.MaxPromiseHz, "60")
+	num("packet_size", &c.PacketSize, 1, tune.MaxPacketSize, "200")
+	if v := f["stall"]; v != nil {
+		if s, ok := p.str(v, "capacity.stall"); ok {
+			d, err := time.ParseDuration(s)
+			if err != nil || d < 0 || d > tune.MaxPromiseStall {
+				p.fail(v, "capacity.stall", "want a duration from 0 to %v, got %q; e.g. 50ms", tune.MaxPromiseStall, s)
+				good = false
+			} else {
+				c.Stall = d
+			}
+		} else {
+			good = false
+		}
+	}
+	if !good {
+		return nil
+	}
+	return &c
 }
 
 func inSysctlDir(p string) bool {
