@@ -42,6 +42,11 @@ func Fingerprinted(f *Facts, keys []string) []FactEntry {
 		rb = strconv.FormatUint(f.Socket.Rcvbuf, 10)
 	}
 	add("relay socket rb", rb)
+	hand := "(none)"
+	if st := f.RelayStatus; st != nil && st.Read && st.Handoff != "" {
+		hand = st.Handoff + " on " + st.HandoffSocket
+	}
+	add("relay handoff", hand)
 	if f.Config.Exists {
 		add("relay config", "sha256:"+sha256Text(f.Config.Content))
 	} else {

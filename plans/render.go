@@ -103,6 +103,9 @@ func (p *Plan) Markdown(planFile string) []byte {
 	} else {
 		w("- Window: none given (apply may restart at any time)\n")
 	}
+	if len(p.Relay.Service.Handoff) > 0 {
+		w("- Handoff: %s on %s, where release and running relay both support it\n", MDCode(Argv(p.Relay.Service.Handoff)), MDCode(p.Relay.HandoffSocket))
+	}
 	if c := p.Capacity; c != nil {
 		w("- Promise: %d players in lobbies of %d at %d Hz, %d-byte datagrams, %s\n", c.Players, c.LobbySize, c.Hz, c.PacketSize, MDText(tune.StallPhrase(c.Stall)))
 	}
@@ -186,6 +189,12 @@ func (p *Plan) Markdown(planFile string) []byte {
 		if c := h.Capacity; c != nil {
 			w("- Capacity: %s\n", MDText(c.Summary()))
 		}
+		if h.Switch != "" {
+			w("- Switch: **%s**: %s\n", h.Switch, MDText(h.SwitchWhy))
+		}
+		if d := p.Drain; d != nil && h.Action == ActionChange {
+			w("- Drain gate: %s\n", MDText(drainText(d, h)))
+		}
 		w("\n")
 		for _, f := range []struct {
 			name string
@@ -237,6 +246,20 @@ func diffBlock(d []DiffLine) string {
 		fmt.Fprintf(&b, "    %s%s %s\n", l.Op, mark, Visible(l.Text))
 	}
 	return b.String() + "\n"
+}
+
+// drainText says what the drain gate will do on a host, with the players
+// the relay had when planned.
+func drainText(d *Drain, h *HostPlan) string {
+	now := "players at plan time unknown"
+	if h.PlayersAtPlan != nil {
+		now = fmt.Sprintf("%d players in %d lobbies at plan time", h.PlayersAtPlan.Players, h.PlayersAtPlan.Lobbies)
+	}
+	closeNew := ""
+	if d.NoNewLobbies {
+		closeNew = ", refusing new lobbies meanwhile"
+	}
+	return fmt.Sprintf("wait until at most %d players (polling every %v%s), up to %v, then %s; %s", d.MaxPlayers, d.Poll, closeNew, d.Deadline, d.OnDeadline, now)
 }
 
 func serviceText(s PlanService) string {

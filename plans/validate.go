@@ -290,7 +290,7 @@ func ValidateFacts(f *Facts) error {
 		return bad("socket port %d, rb %d", f.Socket.Port, f.Socket.Rcvbuf)
 	}
 	if st := f.RelayStatus; st != nil {
-		for _, s := range []string{st.Error, st.Version} {
+		for _, s := range []string{st.Error, st.Version, st.Handoff, st.HandoffSocket} {
 			if err := hostText(s); err != nil {
 				return bad("relay status: %v", err)
 			}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/tune"
 )
 
@@ -24,13 +26,14 @@ const (
 	Unchanged   Outcome = "unchanged"   // already as planned: no restart
 	RolledBack  Outcome = "rolled back" // the window failed; the old state is back and verified
 	Failed      Outcome = "failed"      // see State for where the host is
-	Refused     Outcome = "refused"     // nothing changed: stale or edited plan, lock, journal, window, blocked, unsafe folders
+	Refused     Outcome = "refused"     // nothing changed: stale or edited plan, lock, journal, window, blocked, unsafe folders, drain deadline (abort)
+	Skipped     Outcome = "skipped"     // left for a later run: its players had not gone at the drain deadline (skip)
 	Unreachable Outcome = "unreachable" // no connection
 	NotStarted  Outcome = "not started" // an earlier failure or an interrupt stopped the fleet first
 )
 
 // Outcomes lists every outcome in recap order.
-var Outcomes = []Outcome{Applied, Unchanged, RolledBack, Failed, Refused, Unreachable, NotStarted}
+var Outcomes = []Outcome{Applied, Unchanged, RolledBack, Failed, Refused, Skipped, Unreachable, NotStarted}
 
 // Host states after an apply: a failed apply leaves each host as it was or
 // as planned, and says which; anything else is named exactly.
@@ -84,9 +87,17 @@ type HostResult struct {
 	ExpectedRB   int           `json:"expected_rb"`
 	WindowMillis int64         `json:"window_ms"` // relay stopped → new socket verified, on the host's clock
 	Restarts     int           `json:"restarts"`
+	Handoffs     int           `json:"handoffs"`
 	RoundTrips   int           `json:"round_trips"`
 	Verify       []Check       `json:"verify,omitempty"`
 	UnitLog      string        `json:"unit_log,omitempty"` // systemd's journal of a failed start
+	// The players: what the relay held when the window began (at the drain
+	// gate, or when observed), how long the gate waited, and how many
+	// players the switch cut (a restart cuts every lobby; a handoff none).
+	PlayersAtWindow *plans.Players `json:"players_at_window,omitempty"`
+	DrainWaitMillis int64          `json:"drain_wait_ms,omitempty"`
+	PlayersCut      *int           `json:"players_cut,omitempty"`
+	HandoffGapUS    *int64         `json:"handoff_gap_us,omitempty"` // the relay's own: old's last read → new's first
 	started      time.Time
 }
 
@@ -150,6 +161,17 @@ func Apply(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*R
 	if err := CheckPlan(p); err != nil {
 		return nil, err
 	}
+	// The release's capabilities are read from its bytes, not taken from
+	// the plan file: a plan edited to claim a handoff gets none.
+	if o.Artifact != nil {
+		caps, err := capability.Capabilities(o.Artifact)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Equal(caps, p.Relay.Capabilities) {
+			return nil, fmt.Errorf("%w: the plan says release %s can %q, its artifact says %q", plans.ErrPlanEdited, p.Relay.Version, p.Relay.Capabilities, caps)
+		}
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -179,11 +201,22 @@ func Apply(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*R
 		stopped bool
 	)
 	stop := func() bool { mu.Lock(); defer mu.Unlock(); return stopped || ctx.Err() != nil }
+	// yield gives a host's parallel slot to another host while it waits at
+	// its drain gate, and returns how to take one back: draining hosts do
+	// not hold up ready ones.
+	var sem chan struct{}
+	yield := func() func() {
+		if sem == nil {
+			return func() {}
+		}
+		<-sem
+		return func() { sem <- struct{}{} }
+	}
 	one := func(i int) {
 		if stop() {
 			return
 		}
-		r := applyHost(ctx, d, p, p.Hosts[i], o, pr)
+		r := applyHost(ctx, d, p, p.Hosts[i], o, pr, yield)
 		results[i] = r
 		if r.Outcome != Applied && r.Outcome != Unchanged {
 			mu.Lock()
@@ -194,8 +227,10 @@ func Apply(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*R
 	if len(p.Hosts) > 0 {
 		one(0) // the canary
 	}
-	sem := make(chan struct{}, o.Parallel)
 	var wg sync.WaitGroup
+	mu.Lock()
+	sem = make(chan struct{}, o.Parallel)
+	mu.Unlock()
 	for i := 1; i < len(p.Hosts); i++ {
 		if stop() {
 			break
@@ -251,13 +286,14 @@ func (c *countingRunner) count() int { c.mu.Lock(); defer c.mu.Unlock(); return 
 
 // hostRun is one host's apply in progress.
 type hostRun struct {
-	p    *plans.Plan
-	h    *plans.HostPlan // the plan derived from the host as observed: what runs
-	o    ApplyOptions
-	host Host
-	res  *HostResult
-	pr   *progress
-	q    Query
+	p     *plans.Plan
+	h     *plans.HostPlan // the plan derived from the host as observed: what runs
+	o     ApplyOptions
+	host  Host
+	res   *HostResult
+	pr    *progress
+	q     Query
+	yield func() func() // gives up the parallel slot while draining; returns how to take one back
 }
 
 func (hr *hostRun) observe(ctx context.Context) (*plans.Facts, error) {
@@ -280,7 +316,7 @@ func (hr *hostRun) end(out Outcome, state, reason string) *HostResult {
 	return hr.res
 }
 
-func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPlan, o ApplyOptions, pr *progress) *HostResult {
+func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPlan, o ApplyOptions, pr *progress, yield func() func()) *HostResult {
 	res := &HostResult{Host: h.Host, Address: h.Address, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}, started: o.Now()}
 	host, err := d.DialHost(ctx, h.Host)
 	if err != nil {
@@ -293,7 +329,7 @@ func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPl
 	}
 	defer host.Close()
 	res.Address = host.Address()
-	hr := &hostRun{p: p, h: h, o: o, host: host, res: res, pr: pr, q: QueryForPlan(p)}
+	hr := &hostRun{p: p, h: h, o: o, host: host, res: res, pr: pr, q: QueryForPlan(p), yield: yield}
 	return hr.run(ctx)
 }
 
@@ -392,11 +428,23 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	if ctx.Err() != nil {
 		return hr.end(NotStarted, StateAsWas, "interrupted after staging, before its window (nothing in force changed)")
 	}
+	gate := before
+	if p.Drain != nil {
+		var out Outcome
+		var why string
+		if gate, out, why = hr.drainGate(ctx, before); gate == nil {
+			return hr.end(out, StateAsWas, why)
+		}
+	}
+	if st := gate.RelayStatus; st != nil && st.Read {
+		hr.res.PlayersAtWindow = &plans.Players{Players: st.Players, Lobbies: st.Lobbies}
+	}
 
 	// From here on the host is in its window: it finishes or rolls back,
 	// whatever happens to ctx (an interrupt stops other hosts, not this one).
 	wctx := context.WithoutCancel(ctx)
 	started, stopClock, werr := hr.window(wctx, st)
+	windowFailed := werr != nil // a step of the window failed (not its read-back)
 	var after *plans.Facts
 	if werr == nil {
 		after, werr = hr.verify(wctx, before)
@@ -405,6 +453,7 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 		}
 	}
 	hr.res.After = after
+	hr.playerImpact(after)
 	if werr == nil {
 		hr.commit(wctx, Applied)
 		return hr.end(Applied, StateAsPlanned, "")
@@ -415,7 +464,7 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	}
 	hr.unitLog(wctx, stopClock)
 	hr.pr.say(stored.Host, "window failed: %v; rolling back", werr)
-	state, rerr := hr.rollback(wctx, st[:started], before)
+	state, rerr := hr.rollback(wctx, st[:started], windowFailed, before)
 	if rerr != nil {
 		return hr.end(Failed, state, "window: "+werr.Error()+"; rollback: "+rerr.Error())
 	}
@@ -508,7 +557,7 @@ func (hr *hostRun) runSteps(ctx context.Context, phase string, st []step, ops fu
 		list = append([]Op{op("step", "start "+d.Kind+": "+d.Title)}, list...)
 		list = append(list, op("step", "done "+d.Kind+": "+d.Title))
 		err := hr.host.Run(ctx, list, func(j int, r Result) error {
-			if list[j].Kind == "restart" {
+			if k := list[j].Kind; k == "restart" || k == "handoff" {
 				fmt.Sscan(r.Value, &clock)
 			}
 			return list[j].Check(r)
@@ -561,8 +610,13 @@ func (hr *hostRun) window(ctx context.Context, st []step) (int, int64, error) {
 		return s.do()
 	})
 	for _, r := range hr.res.Steps {
-		if r.Kind == KindRestart && r.Phase == plans.PhaseWindow && r.Status == "done" {
-			hr.res.Restarts++
+		if r.Phase == plans.PhaseWindow && r.Status == "done" {
+			switch r.Kind {
+			case KindRestart:
+				hr.res.Restarts++
+			case KindHandoff:
+				hr.res.Handoffs++
+			}
 		}
 	}
 	return started, clock, err
@@ -653,10 +707,12 @@ func failed(c []Check) string {
 }
 
 // rollback undoes the window steps that started, last first, with the
-// relay restarted (or stopped) once after everything else is back, and
-// verifies the old state. It returns the host's state in words when that
-// is not "as it was".
-func (hr *hostRun) rollback(ctx context.Context, ran []step, before *plans.Facts) (string, error) {
+// relay restarted (or handed back, or stopped) once after everything else
+// is back, and verifies the old state. lastFailed says the last step's do
+// failed, which some steps undo differently (a failed handoff left the old
+// relay serving). It returns the host's state in words when that is not
+// "as it was".
+func (hr *hostRun) rollback(ctx context.Context, ran []step, lastFailed bool, before *plans.Facts) (string, error) {
 	var ops, last []Op
 	var undone []step
 	for i := len(ran) - 1; i >= 0; i-- {
@@ -665,11 +721,15 @@ func (hr *hostRun) rollback(ctx context.Context, ran []step, before *plans.Facts
 			continue
 		}
 		undone = append(undone, s)
+		undo := s.undo()
+		if f, ok := s.(failedUndoer); ok && lastFailed && i == len(ran)-1 {
+			undo = f.undoAfterFailure()
+		}
 		if _, ok := s.(restart); ok {
-			last = s.undo()
+			last = undo
 			continue
 		}
-		ops = append(ops, s.undo()...)
+		ops = append(ops, undo...)
 	}
 	ops = append(ops, last...)
 	ops = append([]Op{op("step", "start rollback")}, ops...)
@@ -692,7 +752,12 @@ func (hr *hostRun) rollback(ctx context.Context, ran []step, before *plans.Facts
 	}
 	hr.record("rollback", d, "done", "")
 	if len(last) > 0 {
-		hr.res.Restarts++
+		switch last[0].Kind {
+		case "restart":
+			hr.res.Restarts++
+		case "handoff":
+			hr.res.Handoffs++
+		}
 	}
 	deadline := time.Now().Add(hr.o.VerifyTimeout) // a real clock: Now may be a test's fixed one
 	for {

@@ -423,6 +423,11 @@ func parseStatus(fr Frame) *plans.RelayStatusFact {
 		SocketInode uint64 `json:"socket_inode"`
 		Lobbies     int    `json:"lobbies"`
 		Players     int    `json:"players"`
+		Draining    bool   `json:"draining"`
+		Handoff     string `json:"handoff"`
+		HandoffSock string `json:"handoff_socket"`
+		FromPID     int    `json:"handoff_from_pid"`
+		GapUS       *int64 `json:"handoff_gap_us"`
 		Counters    struct {
 			RxDrops uint64 `json:"rx_drops"`
 		} `json:"counters"`
@@ -434,9 +439,13 @@ func parseStatus(fr Frame) *plans.RelayStatusFact {
 	if len(st.Version) > 64 || plans.ValidVersion(st.Version) != nil && st.Version != "devel" {
 		return &plans.RelayStatusFact{Error: "status has no valid version: " + plans.Visible(clip(st.Version))}
 	}
-	if st.PID < 0 || st.Requested < 0 || st.Effective < 0 || st.Lobbies < 0 || st.Players < 0 {
+	if st.PID < 0 || st.Requested < 0 || st.Effective < 0 || st.Lobbies < 0 || st.Players < 0 || st.FromPID < 0 {
 		return &plans.RelayStatusFact{Error: "status has negative numbers"}
 	}
+	if len(st.Handoff) > 32 || len(st.HandoffSock) > 256 {
+		return &plans.RelayStatusFact{Error: "status has an overlong handoff field"}
+	}
 	return &plans.RelayStatusFact{Read: true, Version: st.Version, PID: st.PID, SORcvbufRequested: st.Requested, SORcvbufEffective: st.Effective,
-		RxDrops: st.Counters.RxDrops, SocketInode: st.SocketInode, Lobbies: st.Lobbies, Players: st.Players}
+		RxDrops: st.Counters.RxDrops, SocketInode: st.SocketInode, Lobbies: st.Lobbies, Players: st.Players, Draining: st.Draining,
+		Handoff: plans.Visible(st.Handoff), HandoffSocket: plans.Visible(st.HandoffSock), HandoffFromPID: st.FromPID, HandoffGapUS: st.GapUS}
 }

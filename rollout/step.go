@@ -26,6 +26,12 @@ type step interface {
 	restored(c *checkCtx) []Check
 }
 
+// failedUndoer is a step whose undo depends on whether its do completed: a
+// handoff that failed left the old relay serving, with nothing to undo.
+type failedUndoer interface {
+	undoAfterFailure() []Op
+}
+
 // checkCtx is what checks compare: the plan and the host before and after.
 type checkCtx struct {
 	p             *plans.Plan
@@ -50,6 +56,7 @@ const (
 	KindInstallConfig = "install-config"
 	KindUnitDropIn    = "unit-drop-in"
 	KindRestart       = "restart"
+	KindHandoff       = "handoff"
 	KindReadBack      = "read-back"
 )
 
@@ -101,7 +108,7 @@ func steps(p *plans.Plan, h *plans.HostPlan, in stepInput, target bool) []step {
 		st = append(st, installUnitDropIn{path: u.Path, sha: u.SHA256, remove: u.Remove, prevExists: u.Exists, prevSHA: u.CurrentSHA256})
 	}
 	if h.Restart || target {
-		st = append(st, restart{svc: p.Relay.Service, wasRunning: h.Previous.RelayRunning, planned: h.Restart})
+		st = append(st, restart{svc: p.Relay.Service, wasRunning: h.Previous.RelayRunning, planned: h.Restart, handoff: h.Switch == plans.SwitchHandoff})
 	}
 	st = append(st, readBack{port: p.Relay.Port, expected: h.Readback.Expected, control: p.Relay.Control, version: p.Relay.Version})
 	return st

@@ -120,6 +120,12 @@ func runApply(c *cli.Context, e *env) error {
 		}
 	}
 	fmt.Fprintf(e.stderr, "relayctl: receipt in %s.receipt.json and %s.receipt.md\n", file, file)
+	for _, h := range rep.Hosts {
+		if h.Outcome == rollout.Skipped {
+			fmt.Fprintf(e.stderr, "relayctl: hint: skipped hosts still have players; apply %s again when they have gone (applied hosts are unchanged then)\n", file)
+			break
+		}
+	}
 	if !rep.Succeeded() {
 		return &exitCode{code: 1, err: errors.New("not every host applied; see the recap and the receipt")}
 	}
