@@ -51,7 +51,14 @@ func Validate(p *Plan) error {
 	if want := s.Relay.Release.SHA256; want != "" && want != p.Relay.SHA256 {
 		return fmt.Errorf("%w: relay.sha256 is %s, the spec says %s", ErrPlanEdited, p.Relay.SHA256, want)
 	}
-	want := header(s, Artifact{SHA256: p.Relay.SHA256, Size: p.Relay.Size}, p.AllowDowngrade)
+	// The artifact's sha256, size and capabilities come from its bytes, not
+	// the spec: apply checks them against the artifact it ships.
+	for _, c := range p.Relay.Capabilities {
+		if err := hostText(c); err != nil || len(c) > 64 || !strings.Contains(c, "=") {
+			return fmt.Errorf("%w: relay.capabilities holds %q", ErrPlanEdited, c)
+		}
+	}
+	want := header(s, Artifact{SHA256: p.Relay.SHA256, Size: p.Relay.Size, Capabilities: p.Relay.Capabilities}, p.AllowDowngrade)
 	want.SpecSHA256 = p.SpecSHA256
 	if d := headerDiff(p, want); len(d) > 0 {
 		return fmt.Errorf("%w: %s; make and review the plan again", ErrPlanEdited, strings.Join(d, "; "))

@@ -98,7 +98,7 @@ type HostResult struct {
 	DrainWaitMillis int64          `json:"drain_wait_ms,omitempty"`
 	PlayersCut      *int           `json:"players_cut,omitempty"`
 	HandoffGapUS    *int64         `json:"handoff_gap_us,omitempty"` // the relay's own: old's last read → new's first
-	started      time.Time
+	started         time.Time
 }
 
 // Report is the whole apply.

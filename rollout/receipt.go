@@ -62,9 +62,9 @@ type HostReceipt struct {
 	DrainWaitMillis int64          `json:"drain_wait_ms,omitempty"`
 	PlayersCut      *int           `json:"players_cut,omitempty"`
 	HandoffGapUS    *int64         `json:"handoff_gap_us,omitempty"`
-	RoundTrips    int               `json:"round_trips"`
-	Steps         []StepRecord      `json:"steps"`
-	Verify        []Check           `json:"verify,omitempty"`
+	RoundTrips      int            `json:"round_trips"`
+	Steps           []StepRecord   `json:"steps"`
+	Verify          []Check        `json:"verify,omitempty"`
 }
 
 // Receipt builds the receipt of one host.
