@@ -462,7 +462,11 @@ func planSysctls(h *HostPlan, p *Plan, f *Facts) {
 		sf := f.Sysctls[s.Key]
 		c := SysctlChange{Key: s.Key, Current: sf.Value, Planned: s.Value, Writable: sf.Writable}
 		if !sf.Exists {
-			h.Blockers = append(h.Blockers, fmt.Sprintf("%s does not exist on this host (kernel %s): nothing can set it; remove it from the spec or plan for a kernel that has it", s.Key, f.Kernel))
+			fix := "remove it from the spec or plan for a kernel that has it"
+			if near, ok := tune.NearestSysctl(s.Key); ok {
+				fix = "did you mean " + near + "? Otherwise " + fix
+			}
+			h.Blockers = append(h.Blockers, fmt.Sprintf("%s does not exist on this host (kernel %s): nothing can set it; %s", s.Key, f.Kernel, fix))
 			h.Sysctls = append(h.Sysctls, c)
 			continue
 		}

@@ -251,6 +251,14 @@ func TestPlanWarningsAndBlockers(t *testing.T) {
 			want:   "net.core.busy_read does not exist on this host",
 		},
 		{
+			name: "a typo in a key: the nearest known key",
+			spec: func(s string) string {
+				return strings.Replace(s, "  net.core.rmem_max: 8388608\n", "  net.core.rmem_max: 8388608\n  net.core.rmem_defualt: 262144\n", 1)
+			},
+			action: ActionBlocked,
+			want:   "net.core.rmem_defualt does not exist on this host (kernel 6.18.44): nothing can set it; did you mean net.core.rmem_default? Otherwise remove it from the spec",
+		},
+		{
 			name:   "relay not running",
 			facts:  func(f *Facts) { f.Service = ServiceFact{Detail: "not running"}; f.Socket = SocketFact{Port: 7788} },
 			action: ActionChange,
