@@ -6,6 +6,7 @@ import "github.com/urfave/cli/v2"
 // help subcommand: a host named h or help is a host (--help still works).
 func commands(e *env) []*cli.Command {
 	cmds := []*cli.Command{
+		validateCommand(e),
 		planCommand(e),
 		factsCommand(e),
 		applyCommand(e),

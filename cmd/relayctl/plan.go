@@ -49,11 +49,8 @@ func runPlan(c *cli.Context, e *env) error {
 	if c.NArg() != 1 {
 		return withHint(errors.New("plan needs exactly one SPEC"), "relayctl plan plans/examples/ashburn-rcvbuf.yaml -out ashburn.plan")
 	}
-	spec, err := readSpec(c.Args().First())
-	if err != nil {
-		return err
-	}
-	art, err := readArtifact(spec)
+	// Every problem of the spec, the artifact's included, before anything connects.
+	spec, art, err := loadSpec(e, c.Args().First())
 	if err != nil {
 		return err
 	}

@@ -84,11 +84,7 @@ func runVerify(c *cli.Context, e *env) error {
 
 // planFromSpec makes a plan in memory from a spec and live facts.
 func planFromSpec(c *cli.Context, e *env, file string) (*plans.Plan, []*plans.Facts, error) {
-	spec, err := readSpec(file)
-	if err != nil {
-		return nil, nil, err
-	}
-	art, err := readArtifact(spec)
+	spec, art, err := loadSpec(e, file)
 	if err != nil {
 		return nil, nil, err
 	}
