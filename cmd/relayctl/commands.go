@@ -8,6 +8,7 @@ func commands(e *env) []*cli.Command {
 	cmds := []*cli.Command{
 		validateCommand(e),
 		planCommand(e),
+		showCommand(e),
 		factsCommand(e),
 		applyCommand(e),
 		approveCommand(e),
