@@ -82,15 +82,26 @@ func newApp(e *env) *cli.App {
 		Writer:          e.stdout,
 		ErrWriter:       e.stderr,
 		HideHelpCommand: true,
-		ExitErrHandler:  func(*cli.Context, error) {}, // run() prints once and picks the code
-		Commands:        commands(e),
+		// relayctl completion: the scripts ask with --generate-bash-completion.
+		EnableBashCompletion: true,
+		ExitErrHandler:       func(*cli.Context, error) {}, // run() prints once and picks the code
+		Commands:             commands(e),
 	}
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	app := newApp(e)
-	err := app.Run(flagsFirst(app, args))
+	if request, safe := completionRequest(args); request {
+		if !safe {
+			return 0 // after "--" the flag is an argument: run nothing
+		}
+		// The flag must stay last for urfave/cli to see the request.
+		args = append(flagsFirst(app, args[:len(args)-1]), completeFlag)
+	} else {
+		args = flagsFirst(app, args)
+	}
+	err := app.Run(args)
 	if err == nil {
 		return 0
 	}

@@ -49,7 +49,7 @@ each host's steps again from the recorded spec and what it observes, and
 refuses a host where they differ from the plan's.
 
 With --json, stdout is the receipt as JSON (the shape of PLAN.receipt.json,
-format_version 1, docs/receipts.md) instead of the recap; progress and
+format_version 1, docs/json.md) instead of the recap; progress and
 errors stay on stderr.
 
 Exit status: 0 every host applied or already as planned, 1 otherwise.
@@ -70,7 +70,7 @@ Examples:
 			&cli.StringFlag{Name: "require-approval", EnvVars: []string{"RELAYCTL_REQUIRE_APPROVAL"}, Usage: "refuse the plan unless PLAN.sig is a signature of it by a key in this allowed_signers `FILE`"},
 			&cli.StringFlag{Name: "signature", Usage: "the plan's signature `FILE` (default PLAN.sig)"},
 			&cli.StringFlag{Name: "checksum", Usage: "refuse the plan unless its checksum is this `sha256:...` (copied from the review)"},
-			&cli.BoolFlag{Name: "json", Usage: "print the receipt (PLAN.receipt.json, docs/receipts.md) on stdout instead of the recap; progress stays on stderr"},
+			&cli.BoolFlag{Name: "json", Usage: "print the receipt (PLAN.receipt.json, docs/json.md) on stdout instead of the recap; progress stays on stderr"},
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runApply(c, e) },
 	}

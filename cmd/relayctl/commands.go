@@ -15,6 +15,8 @@ func commands(e *env) []*cli.Command {
 		verifyCommand(e),
 		benchCommand(e),
 		sizeCommand(e),
+		completionCommand(e),
+		manCommand(e),
 	}
 	for _, c := range cmds {
 		c.HideHelpCommand = true

@@ -38,7 +38,7 @@ Examples:
    relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts facts.json -out ashburn.plan`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the plan to `PLAN` and the review to PLAN.md"},
-			&cli.StringSliceFlag{Name: "facts", Usage: "plan offline from facts recorded by `relayctl facts --json` (`FILE`, repeatable) instead of SSH"},
+			&cli.StringSliceFlag{Name: "facts", Usage: "plan offline from the `FILE` that relayctl facts --json wrote (repeatable) instead of SSH"},
 			&cli.BoolFlag{Name: "allow-downgrade", Usage: "allow a release older than the one running"},
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runPlan(c, e) },

@@ -24,7 +24,7 @@ a SPEC: what a plan made now would promise). Nothing changes and nothing the
 plan names runs: the plan is checked against its recorded spec first, as
 apply does, and the relay is found through systemd or its pid file.
 
-With --json, stdout is one document (format_version 1, docs/receipts.md):
+With --json, stdout is one document (format_version 1, docs/json.md):
 per host every check with what, want, got and ok, and a summary.
 
 Exit status: 0 every host matches, 3 some host differs (a table says what),
@@ -35,7 +35,7 @@ Examples:
    relayctl verify ashburn.plan --json | jq '.hosts[] | select(.ok | not)'
    relayctl verify plans/examples/ashburn-rcvbuf.yaml`,
 		Flags: append([]cli.Flag{
-			&cli.BoolFlag{Name: "json", Usage: "print every check of every host as JSON on stdout (docs/receipts.md) instead of the table"},
+			&cli.BoolFlag{Name: "json", Usage: "print every check of every host as JSON on stdout (docs/json.md) instead of the table"},
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runVerify(c, e) },
 	}
