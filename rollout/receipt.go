@@ -97,7 +97,7 @@ func receiptJSON(p *plans.Plan, r *HostResult) ([]byte, error) {
 }
 
 // ReceiptFormatVersion is the layout version of the fleet receipt
-// (PLAN.receipt.json, apply --json), documented in docs/receipts.md. A
+// (PLAN.receipt.json, apply --json), documented in docs/json.md. A
 // field added keeps it; one renamed, removed or changed in meaning bumps it.
 const ReceiptFormatVersion = 1
 
