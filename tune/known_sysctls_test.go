@@ -96,3 +96,11 @@ func TestParseSysctlList(t *testing.T) {
 		t.Errorf("parseSysctlList = %+v", l)
 	}
 }
+
+// The did-you-mean runs once per unknown key of a spec: go test -bench Nearest ./tune
+func BenchmarkNearestSysctl(b *testing.B) {
+	knownList()
+	for b.Loop() {
+		NearestSysctl("net.core.rmem_maxx")
+	}
+}
