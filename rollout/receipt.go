@@ -103,18 +103,25 @@ func receiptJSON(p *plans.Plan, r *HostResult) ([]byte, error) {
 	return json.MarshalIndent(Receipt(p, r), "", "  ")
 }
 
-// FleetReceipt is the local receipt written beside the plan.
+// ReceiptFormatVersion is the layout version of the fleet receipt
+// (PLAN.receipt.json, apply --json), documented in docs/json.md. A
+// field added keeps it; one renamed, removed or changed in meaning bumps it.
+const ReceiptFormatVersion = 1
+
+// FleetReceipt is the local receipt written beside the plan, and what
+// apply --json prints.
 type FleetReceipt struct {
-	Plan     string        `json:"plan"`
-	Checksum string        `json:"plan_checksum"`
-	Started  string        `json:"started"`
-	Millis   int64         `json:"ms"`
-	Hosts    []HostReceipt `json:"hosts"`
+	FormatVersion int           `json:"format_version"`
+	Plan          string        `json:"plan"`
+	Checksum      string        `json:"plan_checksum"`
+	Started       string        `json:"started"`
+	Millis        int64         `json:"ms"`
+	Hosts         []HostReceipt `json:"hosts"`
 }
 
 // ReceiptJSON is the fleet receipt as JSON.
 func ReceiptJSON(p *plans.Plan, rep *Report) ([]byte, error) {
-	fr := FleetReceipt{Plan: rep.Plan, Checksum: rep.Checksum, Started: rep.Started, Millis: rep.Millis}
+	fr := FleetReceipt{FormatVersion: ReceiptFormatVersion, Plan: rep.Plan, Checksum: rep.Checksum, Started: rep.Started, Millis: rep.Millis}
 	for _, h := range rep.Hosts {
 		fr.Hosts = append(fr.Hosts, Receipt(p, h))
 	}

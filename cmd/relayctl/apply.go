@@ -48,10 +48,15 @@ plan must be the one whose checksum the review showed. Then apply derives
 each host's steps again from the recorded spec and what it observes, and
 refuses a host where they differ from the plan's.
 
+With --json, stdout is the receipt as JSON (the shape of PLAN.receipt.json,
+format_version 1, docs/json.md) instead of the recap; progress and
+errors stay on stderr.
+
 Exit status: 0 every host applied or already as planned, 1 otherwise.
 
 Examples:
    relayctl apply ashburn.plan
+   relayctl apply ashburn.plan --json > receipt.json
    relayctl apply ashburn.plan --parallel 5
    relayctl apply ashburn.plan --require-approval ~/.config/relayctl/allowed_signers
    relayctl apply ashburn.plan --checksum sha256:4f1c...   # pinned from ashburn.plan.md
@@ -66,6 +71,7 @@ Examples:
 			&cli.StringFlag{Name: "require-approval", EnvVars: []string{"RELAYCTL_REQUIRE_APPROVAL"}, Usage: "refuse the plan unless PLAN.sig is a signature of it by a key in this allowed_signers `FILE`"},
 			&cli.StringFlag{Name: "signature", Usage: "the plan's signature `FILE` (default PLAN.sig)"},
 			&cli.StringFlag{Name: "checksum", Usage: "refuse the plan unless its checksum is this `sha256:...` (copied from the review)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the receipt (PLAN.receipt.json, docs/json.md) on stdout instead of the recap; progress stays on stderr"},
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runApply(c, e) },
 	}
@@ -113,10 +119,14 @@ func runApply(c *cli.Context, e *env) error {
 	if err := writeFileAtomic(file+".receipt.md", rollout.ReceiptMarkdown(p, rep), 0o600); err != nil {
 		return err
 	}
-	fmt.Fprint(e.stdout, rollout.Recap(rep))
-	for _, h := range rep.Hosts {
-		if h.Outcome != rollout.Applied && h.Outcome != rollout.Unchanged && h.Outcome != rollout.NotStarted {
-			fmt.Fprintf(e.stdout, "%s: %s (%s): %s\n", plans.Visible(h.Host), h.Outcome, plans.Visible(h.State), plans.Visible(h.Reason))
+	if c.Bool("json") {
+		e.stdout.Write(body)
+	} else {
+		fmt.Fprint(e.stdout, rollout.Recap(rep))
+		for _, h := range rep.Hosts {
+			if h.Outcome != rollout.Applied && h.Outcome != rollout.Unchanged && h.Outcome != rollout.NotStarted {
+				fmt.Fprintf(e.stdout, "%s: %s (%s): %s\n", plans.Visible(h.Host), h.Outcome, plans.Visible(h.State), plans.Visible(h.Reason))
+			}
 		}
 	}
 	fmt.Fprintf(e.stderr, "relayctl: receipt in %s.receipt.json and %s.receipt.md\n", file, file)
