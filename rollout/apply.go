@@ -101,7 +101,8 @@ type HostResult struct {
 	DrainWaitMillis int64          `json:"drain_wait_ms,omitempty"`
 	PlayersCut      *int           `json:"players_cut,omitempty"`
 	HandoffGapUS    *int64         `json:"handoff_gap_us,omitempty"` // the relay's own: old's last read → new's first
-	started         time.Time
+	started         time.Time      // on the options' clock (a test's may be fixed)
+	clock           time.Time      // the real clock at the start, for the timeline
 }
 
 // Phase is one span of a host's apply: connect, lock, observe, stage,
@@ -328,8 +329,8 @@ func (hr *hostRun) end(out Outcome, state, reason string) *HostResult {
 }
 
 func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPlan, o ApplyOptions, pr *progress, yield func() func()) *HostResult {
-	res := &HostResult{Host: h.Host, Address: h.Address, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}, started: o.Now()}
-	t0 := time.Now()
+	res := &HostResult{Host: h.Host, Address: h.Address, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}, started: o.Now(), clock: time.Now()}
+	t0 := res.clock
 	host, err := d.DialHost(ctx, h.Host)
 	res.Timeline = append(res.Timeline, Phase{Name: "connect", Ms: time.Since(t0).Milliseconds()})
 	if err != nil {
@@ -828,7 +829,7 @@ func restoredChecks(undone []step, c *checkCtx) []Check {
 func (hr *hostRun) phase(name string) func() {
 	start := time.Now()
 	return func() {
-		hr.res.Timeline = append(hr.res.Timeline, Phase{Name: name, StartMs: start.Sub(hr.res.started).Milliseconds(), Ms: time.Since(start).Milliseconds()})
+		hr.res.Timeline = append(hr.res.Timeline, Phase{Name: name, StartMs: start.Sub(hr.res.clock).Milliseconds(), Ms: time.Since(start).Milliseconds()})
 	}
 }
 
