@@ -64,6 +64,7 @@ type HostReceipt struct {
 	HandoffGapUS    *int64         `json:"handoff_gap_us,omitempty"`
 	RoundTrips      int            `json:"round_trips"`
 	Steps           []StepRecord   `json:"steps"`
+	Timeline        []Phase        `json:"timeline,omitempty"`
 	Verify          []Check        `json:"verify,omitempty"`
 }
 
@@ -71,7 +72,7 @@ type HostReceipt struct {
 func Receipt(p *plans.Plan, r *HostResult) HostReceipt {
 	hr := HostReceipt{Plan: p.Name, Checksum: p.Checksum, Host: r.Host, Address: r.Address, Outcome: r.Outcome, State: r.State,
 		Reason: r.Reason, Drift: r.Drift, Journal: r.Journal, UnitLog: r.UnitLog, ExpectedRB: r.ExpectedRB, WindowMillis: r.WindowMillis,
-		Restarts: r.Restarts, Handoffs: r.Handoffs, RoundTrips: r.RoundTrips, Steps: r.Steps, Verify: r.Verify,
+		Restarts: r.Restarts, Handoffs: r.Handoffs, RoundTrips: r.RoundTrips, Steps: r.Steps, Timeline: r.Timeline, Verify: r.Verify,
 		PlayersAtWindow: r.PlayersAtWindow, DrainWaitMillis: r.DrainWaitMillis, PlayersCut: r.PlayersCut, HandoffGapUS: r.HandoffGapUS}
 	keys := p.ReadKeys()
 	if f := r.Before; f != nil {
@@ -205,7 +206,15 @@ func ReceiptMarkdown(p *plans.Plan, rep *Report) []byte {
 			if r.HandoffGapUS != nil {
 				w("- Handoff gap (the relay's own: old's last read to new's first): %d µs\n", *r.HandoffGapUS)
 			}
-			w("- Round trips: %d\n\n", r.RoundTrips)
+			w("- Round trips: %d\n", r.RoundTrips)
+			if len(r.Timeline) > 0 {
+				var parts []string
+				for _, ph := range r.Timeline {
+					parts = append(parts, fmt.Sprintf("%s %d ms", ph.Name, ph.Ms))
+				}
+				w("- Timeline: %s\n", strings.Join(parts, ", "))
+			}
+			w("\n")
 			w("| counter | before | after |\n|---|---|---|\n")
 			a := r.DropsAfter
 			if a == nil {
