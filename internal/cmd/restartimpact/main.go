@@ -529,10 +529,13 @@ func fromLog(log string, stepStart time.Time, res *result) error {
 	if handed != nil {
 		stop = handed
 	}
-	start, first := logLine(log, "relayd started"), logLine(log, "first datagram read")
+	start := logLine(log, "relayd started")
 	if stop == nil || start == nil {
 		return fmt.Errorf("want the old relayd's stop line and the new one's start line; got:\n%s", log)
 	}
+	// The new process's first read follows its start line; one before it
+	// is the old process's, when the old one first read in this step.
+	first := logLine(log[strings.LastIndex(log, `msg="relayd started"`):], "first datagram read")
 	res.LobbiesAtSwitch, _ = strconv.Atoi(stop["lobbies"])
 	res.PlayersAtSwitch, _ = strconv.Atoi(stop["players"])
 	res.LobbiesRestored, _ = strconv.Atoi(start["lobbies_restored"])

@@ -23,8 +23,10 @@ time=2026-11-30T19:21:20.016Z level=INFO msg="first datagram read" at=2026-11-30
 `
 
 // A restart after the players left (a drain gate that waited): nothing
-// held, nothing restored, no datagram after it.
-const drainedLog = `time=2026-11-30T19:21:19.300Z level=INFO msg="socket closed" at=2026-11-30T19:21:19.300000000Z lobbies=0 players=0 rx_packets=40000 last_read_at=2026-11-30T19:21:12.000000000Z
+// held, nothing restored, no datagram after it; the old process's first
+// read came in the same step.
+const drainedLog = `time=2026-11-30T19:21:00.300Z level=INFO msg="first datagram read" at=2026-11-30T19:21:00.300000000Z
+time=2026-11-30T19:21:19.300Z level=INFO msg="socket closed" at=2026-11-30T19:21:19.300000000Z lobbies=0 players=0 rx_packets=40000 last_read_at=2026-11-30T19:21:12.000000000Z
 time=2026-11-30T19:21:19.330Z level=INFO msg="relayd started" version=1.9.1 pid=14418 listen=0.0.0.0:7788 control=127.0.0.1:7789 socket_inode=183546 handoff_socket=/opt/relay/run/handoff.sock socket_bound_at=2026-11-30T19:21:19.322000000Z
 `
 
