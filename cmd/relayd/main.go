@@ -51,6 +51,7 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", config.DefaultPath, "environment `file` of RELAYD_* keys (a missing default file is fine)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	readyFD := fs.Int("ready-fd", 0, "write a line READY to this open `fd` once the socket is bound and its SO_RCVBUF read back, then close it (for a service manager without sd_notify; 0: none)")
 	showCaps := fs.Bool("capabilities", false, "print the capability marker (handoff, drain) that planners read from the binary, and exit")
 	type setting struct{ key, value string }
 	var fromFlags []setting
@@ -77,6 +78,10 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "relayd: error: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *readyFD == 1 || *readyFD == 2 || *readyFD < 0 {
+		fmt.Fprintf(stderr, "relayd: error: --ready-fd %d: want an open descriptor from 3 up (0: none)\n", *readyFD)
 		return 2
 	}
 	if *showVersion {
@@ -119,6 +124,15 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	// return only now.
 	notify(environ, log, fmt.Sprintf("%s\nSTATUS=relaying on %s, SO_RCVBUF read back %d",
 		sdnotify.Ready, srv.ListenAddr(), srv.Status().SORcvbufEffective))
+	if *readyFD > 0 {
+		// The service manager waits on this descriptor (a FIFO): a line
+		// when ready, end of file when relayd exits first.
+		f := os.NewFile(uintptr(*readyFD), "ready-fd")
+		if _, err := f.WriteString("READY\n"); err != nil {
+			log.Warn("cannot write READY to --ready-fd", "fd", *readyFD, "err", err)
+		}
+		f.Close()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

@@ -110,12 +110,14 @@ listening() {
 	return 1
 }
 
-# wait_gone PID TENTHS: wait up to TENTHS tenths of a second for PID to exit.
+# wait_gone PID HUNDREDTHS: wait up to HUNDREDTHS hundredths of a second
+# for PID to exit (a relay stops in a few milliseconds: finer steps keep
+# the restart window short).
 wait_gone() {
 	n=0
 	while alive "$1"; do
 		[ "$n" -lt "$2" ] || return 1
-		sleep 0.1
+		sleep 0.01
 		n=$((n + 1))
 	done
 	return 0
@@ -124,10 +126,10 @@ wait_gone() {
 # kill_pid PID: SIGTERM, wait, SIGKILL.
 kill_pid() {
 	kill -TERM "$1" 2>/dev/null
-	wait_gone "$1" "$((RELAY_WAIT * 10))" && return 0
+	wait_gone "$1" "$((RELAY_WAIT * 100))" && return 0
 	err "stop: relayd (pid $1) still running ${RELAY_WAIT}s after SIGTERM, sending SIGKILL"
 	kill -KILL "$1" 2>/dev/null
-	wait_gone "$1" 50 && return 0
+	wait_gone "$1" 500 && return 0
 	err "stop: relayd (pid $1) survived SIGKILL"
 	return 1
 }
@@ -151,9 +153,16 @@ do_start() {
 	rm -f "$RELAY_PIDFILE"
 	port=$(listen_port)
 	log_offset
-	spawn "$RELAY_PIDFILE"
 	what="listening on udp port $port"
 	[ -n "$port" ] || what="listening on udp"
+	# A relayd that says when it is ready (capability ready=fd/1) is waited
+	# on, not polled: it writes READY to a FIFO when it relays, and the FIFO
+	# ends when it exits first.
+	if grep -qa "relayd-capabilities: .*ready=fd/1" "$bin"; then
+		start_ready && return 0
+		return 1
+	fi
+	spawn "$RELAY_PIDFILE"
 	n=0
 	while :; do
 		if ! alive "$job"; then
@@ -179,6 +188,42 @@ do_start() {
 	done
 }
 
+# start_ready: start relayd with --ready-fd on a FIFO and wait for its
+# READY line: it arrives the moment relayd relays. The FIFO stays open here
+# read-write (so relayd's open of it never blocks), so a relayd that exits
+# first is noticed by checking between reads of at most 0.2 s.
+start_ready() {
+	fifo=${RELAY_PIDFILE%/*}/ready.$$
+	rm -f "$fifo"
+	mkfifo -m 0600 "$fifo" || return 1
+	exec 3<>"$fifo"
+	READY_FIFO=$fifo spawn "$RELAY_PIDFILE"
+	n=0 ok=
+	while :; do
+		line=$(timeout 0.2 sh -c 'IFS= read -r l && printf %s "$l"' <&3)
+		if [ "$line" = READY ]; then ok=1; break; fi
+		alive "$job" || break
+		[ "$n" -lt "$((RELAY_WAIT * 5))" ] || break
+		n=$((n + 1))
+	done
+	exec 3<&-
+	rm -f "$fifo"
+	if [ -n "$ok" ] && is_relayd "$job" && listening "$job" "$port"; then
+		echo "relayd started (pid $job, $what)"
+		return 0
+	fi
+	if ! alive "$job"; then
+		wait "$job"
+		err "start: relayd exited (status $?) before $what"
+	else
+		err "start: relayd (pid $job) not $what after ${RELAY_WAIT}s, stopping it"
+		kill_pid "$job"
+	fi
+	log_tail "$offset"
+	rm -f "$RELAY_PIDFILE"
+	return 1
+}
+
 # log_offset sets offset to the log's length, so log_tail shows only what
 # the relay about to start writes.
 log_offset() {
@@ -197,9 +242,15 @@ spawn() {
 	# started it; the inner sh writes its own pid, which every exec after it
 	# (nohup, ip netns exec, relayd) keeps. All three descriptors leave the
 	# session, or the SSH channel would stay open until the relay exits.
-	setsid sh -c 'echo "$$" >"$0" && exec "$@"' "$pf" \
-		nohup "$@" "$bin" --config "$RELAY_CONFIG" \
-		</dev/null >>"$RELAY_LOG" 2>&1 &
+	if [ -n "${READY_FIFO:-}" ]; then
+		setsid sh -c 'echo "$$" >"$0" && exec "$@"' "$pf" \
+			nohup "$@" "$bin" --config "$RELAY_CONFIG" --ready-fd 4 \
+			</dev/null >>"$RELAY_LOG" 2>&1 4>"$READY_FIFO" 3<&- &
+	else
+		setsid sh -c 'echo "$$" >"$0" && exec "$@"' "$pf" \
+			nohup "$@" "$bin" --config "$RELAY_CONFIG" \
+			</dev/null >>"$RELAY_LOG" 2>&1 &
+	fi
 	job=$!
 }
 

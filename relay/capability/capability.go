@@ -19,16 +19,19 @@ const Prefix = "relayd-capabilities: "
 
 // The capabilities of this build, each name=protocol/version:
 //   - handoff=unix/1: RELAYD_HANDOFF_SOCKET, package relay/handoff;
-//   - drain=http/1: POST and DELETE /drain on the control plane.
+//   - drain=http/1: POST and DELETE /drain on the control plane;
+//   - ready=fd/1: --ready-fd N, a line "READY" on fd N once the relay
+//     relays (a service manager without sd_notify waits on it).
 const (
 	Handoff = "handoff=unix/1"
 	Drain   = "drain=http/1"
+	Ready   = "ready=fd/1"
 )
 
 // Marker is the line in the binary: the prefix, the capabilities separated
 // by spaces, a newline. A variable, not a constant, so its bytes are one
 // string in the binary's data that no compiler folding can split.
-var Marker = Prefix + Drain + " " + Handoff + "\n"
+var Marker = Prefix + Drain + " " + Handoff + " " + Ready + "\n"
 
 // maxLine bounds the marker line, so a hostile artifact cannot make the
 // scan hold on to much of it.
