@@ -27,10 +27,11 @@ const (
 	Refused     Outcome = "refused"     // nothing changed: stale or edited plan, lock, journal, window, blocked, unsafe folders
 	Unreachable Outcome = "unreachable" // no connection
 	NotStarted  Outcome = "not started" // an earlier failure or an interrupt stopped the fleet first
+	Staged      Outcome = "staged"      // relayctl stage: staged for the window; nothing in force changed
 )
 
 // Outcomes lists every outcome in recap order.
-var Outcomes = []Outcome{Applied, Unchanged, RolledBack, Failed, Refused, Unreachable, NotStarted}
+var Outcomes = []Outcome{Applied, Unchanged, Staged, RolledBack, Failed, Refused, Unreachable, NotStarted}
 
 // Host states after an apply: a failed apply leaves each host as it was or
 // as planned, and says which; anything else is named exactly.
@@ -50,6 +51,15 @@ type ApplyOptions struct {
 	Owner         string    // who applies, recorded in the host lock
 	Progress      io.Writer // one line per step, for people
 	VerifyTimeout time.Duration
+
+	// The fleet (waves.go, ledger.go, fleetview.go).
+	Rollout      *plans.Resolved    // waves and budgets; nil: the plan's own
+	Resume       *Ledger            // go on with the hosts this ledger has not applied
+	SaveLedger   func([]byte) error // called with the ledger each time a host starts or ends
+	Live         bool               // Progress is a terminal: a live fleet view instead of step lines
+	LiveWidth    int                // its columns
+	StageOnly    bool               // stop each host after its stage (relayctl stage)
+	FetchTimeout time.Duration      // a host's fetch of a url release
 }
 
 // StepRecord is one step as it ran.
@@ -81,7 +91,14 @@ type HostResult struct {
 	RoundTrips   int           `json:"round_trips"`
 	Verify       []Check       `json:"verify,omitempty"`
 	UnitLog      string        `json:"unit_log,omitempty"` // systemd's journal of a failed start
-	started      time.Time
+	Wave         int           `json:"wave,omitempty"`
+	// BytesUploaded counts the file bytes relayctl sent to the host
+	// (release, config, drop-in; not the receipt): 0 when all of it was
+	// staged ahead.
+	BytesUploaded int64         `json:"bytes_uploaded"`
+	TowardPlan    []plans.Drift `json:"toward_plan,omitempty"` // facts that moved toward the plan since it was made (staged ahead)
+	FromLedger    string        `json:"from_ledger,omitempty"` // not touched: its outcome is an earlier run's (apply --resume)
+	started       time.Time
 }
 
 // Report is the whole apply.
@@ -91,12 +108,16 @@ type Report struct {
 	Started  string        `json:"started"`
 	Millis   int64         `json:"ms"`
 	Hosts    []*HostResult `json:"hosts"`
+	Run      int           `json:"run,omitempty"` // 1, then one more per apply --resume
+	Waves    []*WaveResult `json:"waves,omitempty"`
+	Stopped  string        `json:"stopped,omitempty"` // why hosts were left not started
 }
 
-// Succeeded is true when every host is applied or unchanged.
+// Succeeded is true when every host is applied or unchanged (or staged,
+// for relayctl stage).
 func (r *Report) Succeeded() bool {
 	for _, h := range r.Hosts {
-		if h.Outcome != Applied && h.Outcome != Unchanged {
+		if h.Outcome != Applied && h.Outcome != Unchanged && h.Outcome != Staged {
 			return false
 		}
 	}
@@ -136,10 +157,12 @@ func stepDiff(stored, derived []plans.Step) string {
 	return ""
 }
 
-// Apply applies a plan: the first host alone as a canary, then the rest,
-// parallel at a time. The first failure, or ctx being cancelled (SIGINT),
-// stops new hosts from starting; a host inside its window finishes it or
-// rolls back whatever happens to ctx.
+// Apply applies a plan in waves (waves.go): by default the first host
+// alone as a canary, then the rest, parallel at a time. A wave over its
+// failure budget, or ctx being cancelled (SIGINT), stops new hosts from
+// starting; a host inside its window finishes it or rolls back whatever
+// happens to ctx. The ledger (ledger.go) is saved as each host starts and
+// ends; with o.Resume, hosts it has applied or unchanged are not touched.
 func Apply(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*Report, error) {
 	if err := CheckPlan(p); err != nil {
 		return nil, err
@@ -156,72 +179,7 @@ func Apply(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*R
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	start := o.Now()
-	rep := &Report{Plan: p.Name, Checksum: p.Checksum, Started: start.UTC().Format(time.RFC3339)}
-	results := make([]*HostResult, len(p.Hosts))
-	for i, h := range p.Hosts {
-		results[i] = &HostResult{Host: h.Host, Address: h.Address, Outcome: NotStarted, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}}
-	}
-	rep.Hosts = results
-	pr := &progress{w: o.Progress}
-
-	var (
-		mu      sync.Mutex
-		stopped bool
-	)
-	stop := func() bool { mu.Lock(); defer mu.Unlock(); return stopped || ctx.Err() != nil }
-	one := func(i int) {
-		if stop() {
-			return
-		}
-		r := applyHost(ctx, d, p, p.Hosts[i], o, pr)
-		results[i] = r
-		if r.Outcome != Applied && r.Outcome != Unchanged {
-			mu.Lock()
-			stopped = true
-			mu.Unlock()
-		}
-	}
-	if len(p.Hosts) > 0 {
-		one(0) // the canary
-	}
-	sem := make(chan struct{}, o.Parallel)
-	var wg sync.WaitGroup
-	for i := 1; i < len(p.Hosts); i++ {
-		if stop() {
-			break
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			one(i)
-		}()
-	}
-	wg.Wait()
-	for _, r := range results {
-		if r.Outcome == NotStarted && r.Reason == "" {
-			if ctx.Err() != nil {
-				r.Reason = "interrupted before this host started"
-			} else {
-				r.Reason = "an earlier host did not apply cleanly"
-			}
-		}
-	}
-	rep.Millis = o.Now().Sub(start).Milliseconds()
-	return rep, nil
-}
-
-type progress struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (p *progress) say(host, format string, a ...any) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	fmt.Fprintf(p.w, "%s: %s\n", plans.Visible(host), plans.Visible(fmt.Sprintf(format, a...)))
+	return runFleet(ctx, d, p, o)
 }
 
 // countingRunner counts round trips.
@@ -327,7 +285,7 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	if len(stored.Blockers) > 0 {
 		return hr.end(Refused, StateAsWas, "blocked in the plan: "+strings.Join(stored.Blockers, "; "))
 	}
-	if p.Window != nil && !hr.o.IgnoreWindow {
+	if p.Window != nil && !hr.o.IgnoreWindow && !hr.o.StageOnly {
 		nb, _ := plans.ParseWindowTime(p.Window.NotBefore) // checked by plans.Validate
 		na, _ := plans.ParseWindowTime(p.Window.NotAfter)
 		if now := hr.o.Now(); now.Before(nb) || now.After(na) {
@@ -358,9 +316,11 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 			return hr.end(Refused, StateAsWas, fmt.Sprintf("the plan is stale: %d fact(s) changed since it was made (%s); make a new plan", len(drift), driftText(drift)))
 		}
 		// Only planned sysctls moved, and to their planned values (a global
-		// key set through another host of the same machine): the rest of the
-		// plan stands, without those steps.
-		hr.pr.say(stored.Host, "already at the planned value: %s", driftText(drift))
+		// key set through another host of the same machine), or the planned
+		// release was staged ahead (staged.go): the rest of the plan stands,
+		// without those steps.
+		hr.res.TowardPlan = drift
+		hr.pr.say(stored.Host, "%s", towardText(p, drift))
 	}
 	hr.h = derived
 	if derived.Action == plans.ActionNone {
@@ -371,14 +331,25 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 		return hr.end(Refused, StateAsWas, "the relay config derived now does not hash to the reviewed one; make a new plan")
 	}
 
-	st := steps(p, derived, stepInput{artifact: hr.o.Artifact}, false)
+	st := steps(p, derived, stepInput{artifact: hr.o.Artifact, fetchTimeout: hr.o.FetchTimeout}, false)
+	if hr.o.StageOnly {
+		st = stageSteps(st)
+	}
 	if err := hr.stage(ctx, st); err != nil {
 		// Folders others can write, or a symlink where a file goes: the
 		// host is refused before anything is written.
 		if n := len(hr.res.Steps); n > 0 && hr.res.Steps[n-1].Kind == KindCheckFolders {
 			return hr.end(Refused, StateAsWas, err.Error()+" (nothing was written)")
 		}
+		// A release the host could not fetch, or whose sha256 is not the
+		// plan's: nothing was written either (agent.sh fetch).
+		if n := len(hr.res.Steps); n > 0 && hr.res.Steps[n-1].Kind == KindFetchRelease {
+			return hr.end(Refused, StateAsWas, err.Error())
+		}
 		return hr.end(Failed, StateAsWas, err.Error()+" (nothing in force changed)")
+	}
+	if hr.o.StageOnly {
+		return hr.endStaged(ctx)
 	}
 	if ctx.Err() != nil {
 		return hr.end(NotStarted, StateAsWas, "interrupted after staging, before its window (nothing in force changed)")
@@ -418,7 +389,7 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 func subsequence(a, b []plans.Step) bool {
 	j := 0
 	for _, s := range a {
-		for j < len(b) && b[j] != s {
+		for j < len(b) && !sameStep(s, b[j]) {
 			j++
 		}
 		if j == len(b) {
@@ -430,12 +401,15 @@ func subsequence(a, b []plans.Step) bool {
 }
 
 // towardPlan reports whether every drifted fact is a planned sysctl that
-// now holds its planned value.
+// now holds its planned value, or the planned release staged ahead.
 func towardPlan(p *plans.Plan, drift []plans.Drift) bool {
 	if len(drift) == 0 {
 		return false
 	}
 	for _, d := range drift {
+		if stagedRelease(p, d) {
+			continue
+		}
 		key, ok := strings.CutPrefix(d.Name, "sysctl ")
 		if !ok {
 			return false
@@ -493,12 +467,13 @@ func (hr *hostRun) runSteps(ctx context.Context, phase string, st []step, ops fu
 			d.Title = "prepare for " + d.Title
 		}
 		started = i + 1
-		hr.pr.say(hr.h.Host, "[%s] %s", phase, d.Title)
+		hr.pr.step(hr.h.Host, phase, d.Title)
 		// The journal says where a run that dies stopped: each step's
 		// start and end, by kind and title.
 		list = append([]Op{op("step", "start "+d.Kind+": "+d.Title)}, list...)
 		list = append(list, op("step", "done "+d.Kind+": "+d.Title))
 		err := hr.host.Run(ctx, list, func(j int, r Result) error {
+			hr.res.BytesUploaded += int64(r.Sent)
 			if list[j].Kind == "restart" {
 				fmt.Sscan(r.Value, &clock)
 			}
