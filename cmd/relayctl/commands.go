@@ -9,6 +9,7 @@ func commands(e *env) []*cli.Command {
 		planCommand(e),
 		factsCommand(e),
 		applyCommand(e),
+		stageCommand(e),
 		approveCommand(e),
 		verifyCommand(e),
 		benchCommand(e),
