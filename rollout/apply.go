@@ -237,7 +237,6 @@ func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPl
 		if IsRefusal(err) {
 			res.Outcome = Refused
 		}
-		pr.say(h.Host, "%s: %v", res.Outcome, err)
 		return res
 	}
 	defer host.Close()
