@@ -102,30 +102,45 @@ sysctl_set() {
 	got=$(sysctl_read "$1")
 	[ "$got" = "$2" ] || die "set $1: read back $got, want $2"
 }
+# The lock is held one run at a time (a run at 200 hosts takes minutes),
+# so tests of other worktrees that change the global values get their turn
+# between runs; what was there is restored each time it is let go.
 exec 9>>"$GLOBAL_LOCK"
-if ! flock -n 9; then
-	log "waiting up to ${LOCK_WAIT}s for $GLOBAL_LOCK"
-	flock -w "$LOCK_WAIT" 9 || die "could not take $GLOBAL_LOCK in ${LOCK_WAIT}s"
-fi
 declare -A SAVED
-for k in $GLOBAL_KEYS; do SAVED[$k]=$(sysctl_read "$k"); done
+LOCKED=0
+take_lock() {
+	local k
+	if ! flock -n 9; then
+		log "waiting up to ${LOCK_WAIT}s for $GLOBAL_LOCK"
+		flock -w "$LOCK_WAIT" 9 || die "could not take $GLOBAL_LOCK in ${LOCK_WAIT}s"
+	fi
+	LOCKED=1
+	for k in $GLOBAL_KEYS; do SAVED[$k]=$(sysctl_read "$k"); done
+}
+release_lock() {
+	local k now rc=0
+	[ "$LOCKED" = 1 ] || return 0
+	for k in $GLOBAL_KEYS; do
+		now=$(sysctl_read "$k")
+		[ "$now" = "${SAVED[$k]}" ] || printf '%s\n' "${SAVED[$k]}" >"$(sysctl_path "$k")"
+		now=$(sysctl_read "$k")
+		[ "$now" = "${SAVED[$k]}" ] || { log "error: could not restore $k to ${SAVED[$k]}: it reads $now"; rc=1; }
+	done
+	LOCKED=0
+	flock -u 9
+	return "$rc"
+}
 
 LAB=
 cleanup() {
-	local rc=$? k now
+	local rc=$?
 	trap - EXIT INT TERM
 	set +e
 	if [ -n "$LAB" ] && [ -f "$LAB/lab.json" ]; then
 		log "stopping the lab in $LAB"
 		"$RELAYLAB" down --dir "$LAB" >&2 || { log "relaylab down failed: the lab in $LAB may still run"; rc=1; }
 	fi
-	for k in $GLOBAL_KEYS; do
-		now=$(sysctl_read "$k")
-		[ "$now" = "${SAVED[$k]}" ] || printf '%s\n' "${SAVED[$k]}" >"$(sysctl_path "$k")"
-		now=$(sysctl_read "$k")
-		if [ "$now" = "${SAVED[$k]}" ]; then log "restored $k = $now"; else log "error: could not restore $k"; rc=1; fi
-	done
-	flock -u 9
+	release_lock || rc=1
 	log "results in $RES"
 	exit "$rc"
 }
@@ -212,7 +227,6 @@ for N in $SIZES; do
 	LAB=$WORK/lab-$N
 	before=$(mem_avail_mib)
 	log "starting $N lab hosts with relayd 1.7.0 running"
-	for k in $GLOBAL_KEYS; do sysctl_set "$k" "$INCIDENT"; done
 	t0=$(date +%s%N)
 	if ! "$RELAYLAB" up --dir "$LAB" --hosts "$N" --relayd "$WORK/relayd-1.7.0" --relay-version 1.7.0 >"$RES/lab-up-$N.txt" 2>"$RES/lab-up-$N.err"; then
 		STOPPED_AT=$N STOP_WHY="relaylab up failed: $(tail -n 3 "$RES/lab-up-$N.err" | paste -sd' ' -)"
@@ -252,6 +266,8 @@ EOF
 	for f in plan apply stage staged-apply pssh; do : >"$RES/$f-$N.tsv"; done
 	plan=$WORK/fleet-$N.plan
 	for run in $(seq 1 "$RUNS"); do
+		release_lock || die "could not restore the global sysctls"
+		take_lock
 		# Without staging: apply uploads the release to every host.
 		reset_hosts
 		timed "plan-$N" "$run" "$RELAYCTL" plan "$SPEC" -out "$plan" --parallel "$P" "${SSH[@]}"
@@ -293,6 +309,7 @@ EOF
 			log "$N hosts, run $run: parallel-ssh ${TIMED_WALL}s"
 		fi
 	done
+	release_lock || die "could not restore the global sysctls"
 	log "stopping the $N-host lab"
 	"$RELAYLAB" down --dir "$LAB" >&2 || die "relaylab down failed for $LAB"
 	rm -rf "$LAB"
