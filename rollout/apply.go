@@ -342,7 +342,7 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 		}
 		// A release the host could not fetch, or whose sha256 is not the
 		// plan's: nothing was written either (agent.sh fetch).
-		if n := len(hr.res.Steps); n > 0 && hr.res.Steps[n-1].Kind == KindFetchRelease {
+		if oe := (*OpError)(nil); errors.As(err, &oe) && oe.Op.Kind == "fetch" {
 			return hr.end(Refused, StateAsWas, err.Error())
 		}
 		return hr.end(Failed, StateAsWas, err.Error()+" (nothing in force changed)")

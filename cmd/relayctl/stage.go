@@ -60,6 +60,13 @@ func runStage(c *cli.Context, e *env) error {
 	if c.NArg() != 1 {
 		return withHint(errors.New("stage needs exactly one PLAN"), "relayctl stage fleet.plan")
 	}
+	// apply --stage-only: apply's flags for the window and the fleet do
+	// not apply to staging; say so rather than ignore them.
+	for _, f := range []string{"waves", "max-failures", "max-unreachable", "resume", "ignore-window", "verify-timeout"} {
+		if c.IsSet(f) {
+			return withHint(fmt.Errorf("--%s does not apply to --stage-only: staging runs on every host at once and stops before the window", f), "relayctl stage PLAN, then relayctl apply PLAN --"+f+" …")
+		}
+	}
 	file := c.Args().First()
 	p, raw, err := loadPlan(file)
 	if err != nil {
