@@ -11,7 +11,7 @@ GO ?= go
 # internal/lab.BuildFlags are the same flags).
 GOBUILD = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false
 
-.PHONY: build test test-unit lab-deps lint demo demo-bench fuzz bench-apply bench-plan clean
+.PHONY: demo-systemd build test test-unit lab-deps lint demo demo-bench fuzz bench-apply bench-plan clean
 
 build:
 	$(GOBUILD) -ldflags "-s -w -X main.Version=$(VERSION)" -o bin/relayctl ./cmd/relayctl
@@ -53,6 +53,11 @@ fuzz:
 # read-back, receipt. Needs root; installs openssh-server if missing.
 demo: lab-deps build
 	./scripts/demo.sh
+
+# The same demo on a lab host that boots a real systemd, relayd running as
+# relay/dist/relayd.service.
+demo-systemd: lab-deps build
+	./scripts/demo.sh --systemd
 
 # The whole incident on one lab host: a ramp finds the knee on the 212,992-byte
 # default, plan + apply ship the fix, the same ramp runs again.

@@ -80,6 +80,7 @@ type StepInput struct {
 	MachineBusy float64
 	Kernel      *KernelDelta // the relay host's kernel counters, with --ssh
 	KernelErr   error        // reading them failed
+	Impact      Impact       // restarts of the relay, the bench's own count, ICMP errors
 }
 
 // Step is the report of one step. Every "per player" figure and the planned
@@ -148,6 +149,8 @@ type Step struct {
 	Notes   []string `json:"notes,omitempty"`
 
 	Kernel *KernelDelta `json:"kernel,omitempty"`
+
+	Impact // restarts of the relay during the step and what the players saw of them (restart.go)
 }
 
 // Account turns one step's measurements into its report.
@@ -163,6 +166,7 @@ func Account(in StepInput) Step {
 		Late:       in.Late,
 		BenchDrops: in.BenchDrop,
 		Kernel:     in.Kernel,
+		Impact:     in.Impact,
 	}
 	var perTickIn, perTickOut uint64
 	for _, m := range in.Lobbies {
@@ -229,7 +233,8 @@ func Account(in StepInput) Step {
 	if in.Foreign > 0 {
 		s.Notes = append(s.Notes, fmt.Sprintf("%d datagrams received that this run did not send", in.Foreign))
 	}
-	s.Invalid = invalidReasons(in.Schedule, in.Sends, in.BenchDrop)
+	s.Notes = append(s.Notes, in.Impact.notes()...)
+	s.Invalid = invalidReasons(in.Schedule, in.Sends, in.BenchDrop, in.Impact.SendRefused)
 	if in.DropsErr != nil {
 		// Unknown is not zero: without it the step cannot show that the
 		// bench kept up with its receiving.
@@ -242,12 +247,16 @@ func Account(in StepInput) Step {
 // invalidReasons applies the validity rule: the step measured the bench,
 // not the relay, when the senders fell behind their schedule, left planned
 // datagrams unsent, or the bench's own sockets dropped what the relay sent.
-func invalidReasons(sch *Schedule, sends Sends, benchDrops uint64) []string {
+//
+// A send the player's kernel refused with ECONNREFUSED (an ICMP error: the
+// relay's port had no socket) is loss the relay caused, not the bench
+// falling behind, so it does not count towards the unsent limit.
+func invalidReasons(sch *Schedule, sends Sends, benchDrops, refused uint64) []string {
 	var why []string
 	if lag, limit := sends.Lag.Quantile(0.99), time.Duration(MaxLagTicks*float64(sch.Period())); lag > limit {
 		why = append(why, fmt.Sprintf("senders fell behind: p99 schedule lag %v exceeds half a tick (%v)", lag.Round(time.Microsecond), limit.Round(time.Microsecond)))
 	}
-	if unsent := sends.Planned - sends.Sent; float64(unsent) > MaxUnsentFraction*float64(sends.Planned) {
+	if unsent := sends.Planned - sends.Sent - min(refused, sends.Errors); float64(unsent) > MaxUnsentFraction*float64(sends.Planned) {
 		msg := fmt.Sprintf("%d of %d planned datagrams not sent (%d too late, %d refused)", unsent, sends.Planned, sends.Unsent, sends.Errors)
 		if sends.FirstErr != nil {
 			msg += ": " + sends.FirstErr.Error()

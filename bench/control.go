@@ -30,11 +30,25 @@ func NewControl(addr string, timeout time.Duration) *Control {
 
 // Status reads the counters once.
 func (c *Control) Status(ctx context.Context) (Counters, error) {
+	rd, err := c.Read(ctx)
+	return rd.Counters, err
+}
+
+// Read reads the counters and the relay's identity once.
+func (c *Control) Read(ctx context.Context) (Reading, error) {
 	b, err := c.get(ctx)
 	if err != nil {
-		return Counters{}, err
+		return Reading{}, err
 	}
-	return decodeStatus(b)
+	cs, err := decodeStatus(b)
+	if err != nil {
+		return Reading{}, err
+	}
+	// relayd's pid, started_at, lobbies, players and handoff fields; a
+	// relay without them has an unknown identity.
+	var id Identity
+	json.Unmarshal(b, &id)
+	return Reading{Counters: cs, Identity: id}, nil
 }
 
 // Rcvbuf reads the relay socket's receive buffer as the relay reports it

@@ -25,8 +25,15 @@ type Knee struct {
 // relay, sets the numbers.
 func FindKnee(steps []Step, threshold float64) Knee {
 	k := Knee{Step: -1}
+	restarted := ""
 	for i, s := range steps {
 		lossy := s.LossPct/100 > threshold
+		if len(s.Restarts) > 0 && s.Valid && lossy {
+			// Its loss is the restart's, not the relay's capacity: neither
+			// the knee nor a clean step.
+			restarted += fmt.Sprintf("; the step of %d players is left out, its loss is the restart's: %s", s.Players, s.Restarts[0])
+			continue
+		}
 		if !s.Valid {
 			k.BenchLimit = true
 			k.Step = i
@@ -42,7 +49,7 @@ func FindKnee(steps []Step, threshold float64) Knee {
 			k.Players = s.Players
 			k.LossPct = s.LossPct
 			k.Where = Where(s)
-			k.Summary = fmt.Sprintf("knee at %d players: %.3g%% of planned deliveries lost (%s); %s", s.Players, s.LossPct, k.Where, lastClean(k.LastClean))
+			k.Summary = fmt.Sprintf("knee at %d players: %.3g%% of planned deliveries lost (%s); %s", s.Players, s.LossPct, k.Where, lastClean(k.LastClean)) + restarted
 			if s.NearBenchCeiling {
 				k.BenchLimit = true
 				k.Summary += "; this step is at the bench's calibrated ceiling, so the bench, not the relay, may be the limit"
@@ -51,7 +58,11 @@ func FindKnee(steps []Step, threshold float64) Knee {
 		}
 		k.LastClean = s.Players
 	}
-	k.Summary = fmt.Sprintf("no loss up to %d players", k.LastClean)
+	if k.LastClean == 0 && restarted != "" {
+		k.Summary = "no knee" + restarted
+		return k
+	}
+	k.Summary = fmt.Sprintf("no loss up to %d players", k.LastClean) + restarted
 	return k
 }
 
@@ -64,6 +75,9 @@ func lastClean(n int) string {
 
 // Where says in which direction a step's loss was counted, and by whom.
 func Where(s Step) string {
+	if !s.RelayKnown && s.Census {
+		return fmt.Sprintf("%d lost; by the bench's own count player→relay %d datagrams, relay→players %d copies (the relay's counters are not usable)", s.Loss, s.LostIn, s.LostOut)
+	}
 	if !s.RelayKnown {
 		return fmt.Sprintf("%d lost; the relay's counters were not readable, so the direction is unknown", s.Loss)
 	}

@@ -46,6 +46,7 @@ type fleet struct {
 	rcvBuf    int // receive buffer the kernel granted the player sockets
 
 	win     atomic.Pointer[window] // the step being counted, nil between steps
+	icmp    []atomic.Uint64        // per player: ICMP errors its socket got (IP_RECVERR)
 	late    []atomic.Uint64        // per step: datagrams that arrived after it closed
 	foreign atomic.Uint64
 
@@ -64,6 +65,7 @@ type fleet struct {
 type window struct {
 	tag    uint32
 	shards []shard
+	census *census // nil: not counted per datagram
 }
 
 type shard struct {
@@ -117,6 +119,7 @@ func openFleet(relay string, n, lobbySize, packetSize int, lobbyBase, nonce uint
 		nonce:     nonce,
 		late:      make([]atomic.Uint64, steps),
 		joinSeen:  make([]atomic.Uint32, n),
+		icmp:      make([]atomic.Uint64, n),
 		ports:     make(map[int]bool, n),
 		relayPort: raddr.Port,
 	}
@@ -159,6 +162,9 @@ func setupSocket(c *net.UDPConn) error {
 	if err := c.SetReadBuffer(benchRcvBuf); err != nil {
 		return fmt.Errorf("set receive buffer: %w", err)
 	}
+	if err := enableRecvErr(c); err != nil {
+		return fmt.Errorf("set IP_RECVERR: %w", err)
+	}
 	return nil
 }
 
@@ -200,7 +206,12 @@ func (f *fleet) receive(i, shardIdx, packetSize int) {
 			if f.closed.Load() || errors.Is(err, net.ErrClosed) {
 				return
 			}
-			continue // e.g. ECONNREFUSED from an ICMP error while the relay was down
+			if isRefused(err) {
+				// An ICMP error while the relay's port had no socket:
+				// count it (and any queued with it).
+				f.drainErrors(i)
+			}
+			continue
 		}
 		now := time.Now().UnixNano()
 		w := f.win.Load()
@@ -228,11 +239,26 @@ func (f *fleet) count(i int, b []byte, now int64, w *window, shardIdx int) {
 		s := &w.shards[shardIdx]
 		s.received.Add(1)
 		s.lat.add(time.Duration(now - h.SentUnix))
+		w.census.received(f.sender(h), h.Seq)
 	case tag < uint32(len(f.late)):
 		f.late[tag].Add(1)
 	case tag != calTag:
 		f.foreign.Add(1)
 	}
+}
+
+// sender is the index of the player that sent a datagram with header h,
+// -1 if it is none of this fleet's.
+func (f *fleet) sender(h wire.Header) int {
+	l := int64(h.Lobby) - int64(f.lobbyBase)
+	if l < 0 || h.Player == 0 || h.Player > uint32(f.lobbySize) {
+		return -1
+	}
+	p := l*int64(f.lobbySize) + int64(h.Player) - 1
+	if p >= int64(len(f.conns)) {
+		return -1
+	}
+	return int(p)
 }
 
 // benchDrops sums the kernel's drop counters of the player sockets, read
@@ -266,5 +292,8 @@ func (f *fleet) send(p int, tag uint32) error {
 	binary.BigEndian.PutUint64(b[16:24], uint64(time.Now().UnixNano()))
 	binary.BigEndian.PutUint32(b[wire.HeaderLen:], tag)
 	_, err := f.conns[p].Write(b)
+	if err != nil && isRefused(err) {
+		f.drainErrors(p)
+	}
 	return err
 }

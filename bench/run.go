@@ -46,6 +46,7 @@ type Sample struct {
 	Step    int      `json:"step"`
 	Players int      `json:"players"`
 	Relay   Counters `json:"relay"`
+	PID     int      `json:"pid,omitempty"` // the relay process that answered
 	Error   string   `json:"error,omitempty"`
 }
 
@@ -222,9 +223,15 @@ func (r *runner) finish(rep *Report, stopped string) *Report {
 }
 
 func (r *runner) status(ctx context.Context) (Counters, error) {
+	rd, err := r.read(ctx)
+	return rd.Counters, err
+}
+
+// read reads the relay's counters and which process it is.
+func (r *runner) read(ctx context.Context) (Reading, error) {
 	ctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
-	return r.ctrl.Status(ctx)
+	return r.ctrl.Read(ctx)
 }
 
 // members lists the players of lobby l when the first n players play.
@@ -337,20 +344,20 @@ func (r *runner) drain(ctx context.Context, w *window) {
 // of its socket's drops only with the next datagram it reads (SO_RXQ_OVFL is
 // stamped when a datagram is queued), so without it the drops of a step's
 // last tick would be counted in the next step.
-func (r *runner) flush(ctx context.Context, n int) (Counters, error) {
+func (r *runner) flush(ctx context.Context, n int) (Reading, error) {
 	pre, err := r.status(ctx)
 	if err != nil {
-		return Counters{}, err
+		return Reading{}, err
 	}
 	r.flushGen++
 	if err := r.f.send(0, joinTag|(joinTag-1)&^r.flushGen); err != nil {
-		return Counters{}, fmt.Errorf("flush relay counters: %w", err)
+		return Reading{}, fmt.Errorf("flush relay counters: %w", err)
 	}
 	deadline := time.Now().Add(time.Second)
 	for {
-		st, err := r.status(ctx)
+		st, err := r.read(ctx)
 		if err != nil {
-			return Counters{}, err
+			return Reading{}, err
 		}
 		if st.RxPackets > pre.RxPackets {
 			// Take the flush out again: read once, forwarded to the other
@@ -365,10 +372,10 @@ func (r *runner) flush(ctx context.Context, n int) (Counters, error) {
 			return st, nil
 		}
 		if time.Now().After(deadline) {
-			return Counters{}, errors.New("flush relay counters: the relay did not read a datagram within 1s")
+			return Reading{}, errors.New("flush relay counters: the relay did not read a datagram within 1s")
 		}
 		if err := r.clk.Sleep(ctx, 5*time.Millisecond); err != nil {
-			return Counters{}, err
+			return Reading{}, err
 		}
 	}
 }
@@ -428,7 +435,10 @@ func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
 	cfg := r.cfg
 	sch := NewSchedule(n, cfg.Hz, cfg.StepDuration, cfg.Jitter, cfg.Seed)
 	w := newWindow(uint32(i), shardCount)
-	before, berr := r.status(ctx)
+	w.census = newCensus(r.f.seq, n, sch.Ticks)
+	beforeRd, berr := r.read(ctx)
+	before := beforeRd.Counters
+	icmp0 := r.f.icmpCounts()
 	var kb KernelSnapshot
 	var kerr error
 	if r.opt.Kernel != nil {
@@ -444,10 +454,12 @@ func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
 	var wg sync.WaitGroup
 	// A little lead so the first tick is not already late when it is planned.
 	start := r.clk.Now().Add(10 * time.Millisecond)
+	watch := newRestartWatch(beforeRd, start)
+	var refused atomic.Uint64
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		r.poll(pollCtx, i, n, start, sch, before, berr, &sent, w)
+		r.poll(pollCtx, i, n, start, sch, before, berr, &sent, w, watch)
 	}()
 	var sends Sends
 	done := make(chan struct{})
@@ -466,6 +478,11 @@ func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
 			err := r.f.send(p, uint32(i))
 			if err == nil {
 				sent.Add(1)
+			} else {
+				w.census.failed(p, r.f.seq[p]-1)
+				if isRefused(err) {
+					refused.Add(1)
+				}
 			}
 			return err
 		})
@@ -473,13 +490,28 @@ func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
 	<-done
 	stopPoll()
 	wg.Wait()
+	var attempts []uint32
+	if w.census != nil {
+		attempts = make([]uint32, n)
+		for p := range n {
+			attempts[p] = r.f.seq[p] - w.census.base[p]
+		}
+	}
 	cpu := cpuTime() - cpu0
 	mach1, merr := readMachineCPU(procStat)
 	r.drain(ctx, w)
 	r.f.win.Store(nil)
 	received, lat := w.totals()
 	bd2, bderr2 := r.f.benchDrops()
+	icmp1 := r.f.icmpCounts()
 	after, aerr := r.flush(ctx, n)
+	if aerr == nil {
+		watch.observe(after, time.Now())
+	}
+	impact := Impact{Restarts: watch.seen(), SendRefused: refused.Load()}
+	members := lobbies(n, cfg.LobbySize)
+	w.census.tally(attempts, func(p int) int { return members[p/cfg.LobbySize] - 1 }, &impact)
+	icmpSince(icmp0, icmp1, &impact)
 
 	in := StepInput{
 		Players:   n,
@@ -492,6 +524,7 @@ func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
 		DropsErr:  errors.Join(bderr, bderr2),
 		Latency:   lat,
 		BenchCPU:  cpu,
+		Impact:    impact,
 	}
 	if merr == nil {
 		in.MachineBusy = mach1.busySince(mach0)
@@ -501,10 +534,8 @@ func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
 		in.RelayErr = berr
 	case aerr != nil:
 		in.RelayErr = aerr
-	case after.restarted(before):
-		in.RelayErr = errors.New("the relay's counters went backwards: it restarted during the step")
 	default:
-		in.Relay = after.Sub(before)
+		in.Relay, in.RelayErr = watch.relayDelta(beforeRd, after)
 	}
 	if r.opt.Kernel != nil {
 		in.KernelErr = kerr
@@ -522,7 +553,7 @@ func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
 
 // poll reads the control plane every Interval during a step, for the
 // progress line and the samples of the report.
-func (r *runner) poll(ctx context.Context, i, n int, start time.Time, sch *Schedule, before Counters, berr error, sent *atomic.Uint64, w *window) {
+func (r *runner) poll(ctx context.Context, i, n int, start time.Time, sch *Schedule, before Counters, berr error, sent *atomic.Uint64, w *window, watch *restartWatch) {
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -531,13 +562,15 @@ func (r *runner) poll(ctx context.Context, i, n int, start time.Time, sch *Sched
 			return
 		case <-t.C:
 		}
-		st, err := r.status(ctx)
+		st, err := r.read(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		s := Sample{Seconds: time.Since(r.start).Seconds(), Step: i, Players: n, Relay: st}
+		s := Sample{Seconds: time.Since(r.start).Seconds(), Step: i, Players: n, Relay: st.Counters, PID: st.PID}
 		if err != nil {
 			s.Error = err.Error()
+		} else {
+			watch.observe(st, time.Now())
 		}
 		r.mu.Lock()
 		r.samples = append(r.samples, s)
@@ -555,7 +588,7 @@ func (r *runner) poll(ctx context.Context, i, n int, start time.Time, sch *Sched
 			p.Received += w.shards[j].received.Load()
 		}
 		if err == nil && berr == nil {
-			p.Relay = st.Sub(before)
+			p.Relay = st.Counters.Sub(before)
 		} else if err == nil {
 			p.RelayErr = berr
 		}

@@ -96,7 +96,7 @@ func TestScheduleRun(t *testing.T) {
 			if (got.Sent == got.Planned) != tt.wantAllSent {
 				t.Errorf("got %d of %d sent, want all sent %v", got.Sent, got.Planned, tt.wantAllSent)
 			}
-			why := invalidReasons(s, got, 0)
+			why := invalidReasons(s, got, 0, 0)
 			if (len(why) == 0) != tt.wantValid {
 				t.Errorf("got invalid reasons %q, want valid %v", why, tt.wantValid)
 			}

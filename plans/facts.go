@@ -23,8 +23,11 @@ type Facts struct {
 
 	Release RelayRelease `json:"release"`
 	Config  FileFact     `json:"relay_config"`
-	Service ServiceFact  `json:"service"`
-	Socket  SocketFact   `json:"socket"`
+	// UnitDropIn is relayctl's drop-in of the relay's systemd unit
+	// (UnitDropInPath), for a systemd-managed relay.
+	UnitDropIn *FileFact   `json:"unit_drop_in,omitempty"`
+	Service    ServiceFact `json:"service"`
+	Socket     SocketFact  `json:"socket"`
 	// RelayStatus is the relay's own /status, when it has a control plane.
 	RelayStatus *RelayStatusFact `json:"relay_status,omitempty"`
 	// ClockNanos is the host's clock when observed (Unix ns): receipts time
@@ -47,6 +50,15 @@ type RelayStatusFact struct {
 	SocketInode       uint64 `json:"socket_inode,omitempty"`
 	Lobbies           int    `json:"lobbies,omitempty"`
 	Players           int    `json:"players,omitempty"`
+	Draining          bool   `json:"draining,omitempty"`
+	// Handoff is the protocol the relay hands its socket over with
+	// ("unix/1"), on HandoffSocket; "" for a relay that does not.
+	Handoff       string `json:"handoff,omitempty"`
+	HandoffSocket string `json:"handoff_socket,omitempty"`
+	// After a handoff: the relay it took over from, and the gap between the
+	// old one's last read and its first, in microseconds.
+	HandoffFromPID int    `json:"handoff_from_pid,omitempty"`
+	HandoffGapUS   *int64 `json:"handoff_gap_us,omitempty"`
 }
 
 // SysctlFact is a runtime value read from /proc/sys.

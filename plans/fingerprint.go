@@ -42,10 +42,22 @@ func Fingerprinted(f *Facts, keys []string) []FactEntry {
 		rb = strconv.FormatUint(f.Socket.Rcvbuf, 10)
 	}
 	add("relay socket rb", rb)
+	hand := "(none)"
+	if st := f.RelayStatus; st != nil && st.Read && st.Handoff != "" {
+		hand = st.Handoff + " on " + st.HandoffSocket
+	}
+	add("relay handoff", hand)
 	if f.Config.Exists {
 		add("relay config", "sha256:"+sha256Text(f.Config.Content))
 	} else {
 		add("relay config", "(absent)")
+	}
+	if d := f.UnitDropIn; d != nil {
+		v := "(absent)"
+		if d.Exists {
+			v = "sha256:" + sha256Text(d.Content)
+		}
+		add("unit drop-in", v)
 	}
 	sort.Slice(e, func(i, j int) bool { return e[i].Name < e[j].Name })
 	return e

@@ -5,13 +5,16 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/hashicorp/go-version"
 
+	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/relay/config"
+	"github.com/relayctl/relayctl/relay/dist"
 	"github.com/relayctl/relayctl/tune"
 )
 
@@ -36,6 +39,8 @@ type Plan struct {
 	Spec           string          `json:"spec"` // the spec's text, parsed again by apply and verify
 	AllowDowngrade bool            `json:"allow_downgrade"`
 	Window         *PlanWindow     `json:"window,omitempty"`
+	Capacity       *tune.Promise   `json:"capacity,omitempty"` // what the region promises, from the spec
+	Drain          *Drain          `json:"drain,omitempty"`    // the gate before each window, from the spec
 	Sysctl         []PlannedSysctl `json:"sysctl"`
 	Relay          PlannedRelay    `json:"relay"`
 	Paths          PlanPaths       `json:"paths"`
@@ -61,11 +66,13 @@ type PlannedRelay struct {
 	Control       string      `json:"control"`
 	SORcvbuf      int         `json:"so_rcvbuf"`
 	SORcvbufForce bool        `json:"so_rcvbuf_force"`
+	HandoffSocket string      `json:"handoff_socket,omitempty"`
 	Version       string      `json:"version"`
 	Artifact      string      `json:"artifact"`      // as written in the spec, relative to it
 	URL           string      `json:"url,omitempty"` // each host fetches the release from here
 	SHA256        string      `json:"sha256"`
 	Size          int64       `json:"size"`
+	Capabilities  []string    `json:"capabilities,omitempty"` // what the release says it can do (relay/capability)
 	Service       PlanService `json:"service"`
 }
 
@@ -75,6 +82,7 @@ type PlanService struct {
 	Name    string   `json:"name,omitempty"`
 	Start   []string `json:"start,omitempty"`
 	Stop    []string `json:"stop,omitempty"`
+	Handoff []string `json:"handoff,omitempty"`
 	PIDFile string   `json:"pid_file,omitempty"`
 }
 
@@ -104,22 +112,27 @@ const (
 
 // HostPlan is what happens on one host.
 type HostPlan struct {
-	Host        string         `json:"host"`
-	Address     string         `json:"address"`
-	Kernel      string         `json:"kernel"`
-	Action      string         `json:"action"`
-	Fingerprint string         `json:"fingerprint"`
-	Facts       []FactEntry    `json:"facts"` // what the fingerprint covers
-	Blockers    []string       `json:"blockers"`
-	Warnings    []string       `json:"warnings"`
-	Sysctls     []SysctlChange `json:"sysctls"`
-	DropIn      FileChange     `json:"drop_in"`
-	Release     ReleaseChange  `json:"release"`
-	Config      FileChange     `json:"relay_config"`
-	Restart     bool           `json:"restart"`
-	Readback    Readback       `json:"readback"`
-	Steps       []Step         `json:"steps"`    // filled by rollout.Describe: the steps apply will take
-	Previous    PreviousState  `json:"previous"` // what a rollback restores
+	Host          string         `json:"host"`
+	Address       string         `json:"address"`
+	Kernel        string         `json:"kernel"`
+	Action        string         `json:"action"`
+	Fingerprint   string         `json:"fingerprint"`
+	Facts         []FactEntry    `json:"facts"` // what the fingerprint covers
+	Blockers      []string       `json:"blockers"`
+	Warnings      []string       `json:"warnings"`
+	Sysctls       []SysctlChange `json:"sysctls"`
+	DropIn        FileChange     `json:"drop_in"`
+	Release       ReleaseChange  `json:"release"`
+	Config        FileChange     `json:"relay_config"`
+	UnitDropIn    *FileChange    `json:"unit_drop_in,omitempty"` // systemd: CAP_NET_ADMIN for so_rcvbuf_force
+	Restart       bool           `json:"restart"`
+	PlayersAtPlan *Players       `json:"players_at_plan,omitempty"` // what the relay's /status said, with a drain gate
+	Switch        string         `json:"switch,omitempty"`          // how the window switches the relay: restart or handoff
+	SwitchWhy     string         `json:"switch_why,omitempty"`      // why that way
+	Readback      Readback       `json:"readback"`
+	Capacity      *tune.Capacity `json:"capacity,omitempty"` // the planned rb against the spec's promise
+	Steps         []Step         `json:"steps"`              // filled by rollout.Describe: the steps apply will take
+	Previous      PreviousState  `json:"previous"`           // what a rollback restores
 }
 
 // FactEntry is one observed fact the plan depends on.
@@ -209,8 +222,9 @@ type Step struct {
 
 // Artifact is the release file as found on the machine running relayctl.
 type Artifact struct {
-	SHA256 string
-	Size   int64
+	SHA256       string
+	Size         int64
+	Capabilities []string // read from its bytes (relay/capability), never by running it
 }
 
 // Input is everything a plan is made from.
@@ -267,11 +281,14 @@ func header(s *Spec, art Artifact, allowDowngrade bool) *Plan {
 			Port: s.Relay.Port, Control: s.Relay.Control,
 			SORcvbuf: s.Relay.SORcvbuf, SORcvbufForce: s.Relay.SORcvbufForce,
 			Version: s.Relay.Release.Version, Artifact: s.Relay.Release.Artifact,
-			SHA256: art.SHA256, Size: art.Size,
-			Service: s.Relay.Service.Plan(),
+			SHA256: art.SHA256, Size: art.Size, Capabilities: art.Capabilities,
+			HandoffSocket: s.Relay.HandoffSocket,
+			Service:       s.Relay.Service.Plan(),
 		},
-		Paths: PlanPaths(s.Paths),
-		Hosts: []*HostPlan{},
+		Drain:    s.Drain,
+		Paths:    PlanPaths(s.Paths),
+		Capacity: s.Capacity,
+		Hosts:    []*HostPlan{},
 	}
 	if s.Rollout != nil {
 		r := *s.Rollout
@@ -327,6 +344,8 @@ func planHost(p *Plan, f *Facts) *HostPlan {
 	planConfig(h, p, f)
 	planReadback(h, p, f)
 	planService(h, p, f)
+	planUnitDropIn(h, p, f)
+	planDrain(h, p, f)
 
 	dropIn := fileFact(f, p.Paths.SysctlFile)
 	h.Previous = PreviousState{
@@ -347,11 +366,14 @@ func planHost(p *Plan, f *Facts) *HostPlan {
 
 	// A restart is what makes the socket pick up a new buffer: raising
 	// rmem_max does nothing to a socket that already exists.
-	h.Restart = h.Release.Action != ReleaseKeep || h.Config.Change ||
+	h.Restart = h.Release.Action != ReleaseKeep || h.Config.Change || (h.UnitDropIn != nil && h.UnitDropIn.Change) ||
 		!h.Readback.CurrentFound || h.Readback.Current != uint64(h.Readback.Expected)
 	changes := h.Restart || h.DropIn.Change
 	for _, c := range h.Sysctls {
 		changes = changes || c.Change
+	}
+	if h.Restart {
+		h.Switch, h.SwitchWhy = planSwitch(p, f)
 	}
 	switch {
 	case len(h.Blockers) > 0:
@@ -590,12 +612,75 @@ func ReleaseOf(paths PlanPaths, target string) string {
 // ManagedConfig are the relay config keys relayctl writes, with the values
 // a plan gives them; every other line of the file is kept as it is.
 func ManagedConfig(r PlannedRelay) []config.Setting {
-	return []config.Setting{
+	s := []config.Setting{
 		{Key: "RELAYD_LISTEN", Value: "0.0.0.0:" + strconv.Itoa(r.Port)},
 		{Key: "RELAYD_CONTROL", Value: r.Control},
 		{Key: "RELAYD_SO_RCVBUF", Value: strconv.Itoa(r.SORcvbuf)},
 		{Key: "RELAYD_SO_RCVBUF_FORCE", Value: strconv.FormatBool(r.SORcvbufForce)},
 	}
+	if r.HandoffSocket != "" {
+		s = append(s, config.Setting{Key: "RELAYD_HANDOFF_SOCKET", Value: r.HandoffSocket})
+	}
+	return s
+}
+
+// Switches of the relay in a window.
+const (
+	SwitchRestart = "restart"
+	SwitchHandoff = "handoff"
+)
+
+// planSwitch decides how the window switches the relay: a handoff (the
+// running relay passes its socket and lobbies to the new release, which
+// sets its own SO_RCVBUF on it) when the spec asks for one and both the
+// release and the running relay support it; a plain restart otherwise, and
+// why.
+func planSwitch(p *Plan, f *Facts) (string, string) {
+	svc := p.Relay.Service
+	st := f.RelayStatus
+	switch {
+	case svc.Manager == "systemd":
+		return SwitchRestart, "systemctl restart: a handoff through systemd's file-descriptor store is not built yet"
+	case len(svc.Handoff) == 0:
+		return SwitchRestart, "the spec gives no relay.service.handoff command"
+	case !slices.Contains(p.Relay.Capabilities, capability.Handoff):
+		return SwitchRestart, fmt.Sprintf("release %s does not hand over (its capabilities: %s)", p.Relay.Version, orNone(strings.Join(p.Relay.Capabilities, " ")))
+	case !f.Service.Running:
+		return SwitchRestart, "the relay is not running: it is started"
+	case st == nil || !st.Read:
+		return SwitchRestart, "the running relay's /status could not be read, so whether it hands over is unknown"
+	case st.Handoff != handoffProtocol(capability.Handoff):
+		return SwitchRestart, fmt.Sprintf("the running relay %s does not offer a handoff (its /status says %q); after this restart it will", st.Version, st.Handoff)
+	case st.HandoffSocket != p.Relay.HandoffSocket:
+		return SwitchRestart, fmt.Sprintf("the running relay listens for a handoff on %s, the spec says %s; after this restart they agree", orNone(st.HandoffSocket), p.Relay.HandoffSocket)
+	}
+	return SwitchHandoff, fmt.Sprintf("the running relay (%s) and release %s both hand over (%s) on %s: same socket, lobbies kept", st.Version, p.Relay.Version, capability.Handoff, p.Relay.HandoffSocket)
+}
+
+// handoffProtocol is the protocol of a capability ("handoff=unix/1" →
+// "unix/1"), as /status names it.
+func handoffProtocol(c string) string {
+	_, proto, _ := strings.Cut(c, "=")
+	return proto
+}
+
+// Players is what a relay reports holding.
+type Players struct {
+	Players int `json:"players"`
+	Lobbies int `json:"lobbies"`
+}
+
+// planDrain notes the players on the host when planned, for the review.
+func planDrain(h *HostPlan, p *Plan, f *Facts) {
+	if p.Drain == nil {
+		return
+	}
+	st := f.RelayStatus
+	if st == nil || !st.Read {
+		h.Warnings = append(h.Warnings, "drain: the relay's /status could not be read, so apply cannot tell when its players have gone; it will wait until the deadline")
+		return
+	}
+	h.PlayersAtPlan = &Players{Players: st.Players, Lobbies: st.Lobbies}
 }
 
 func planConfig(h *HostPlan, p *Plan, f *Facts) {
@@ -648,6 +733,13 @@ func planReadback(h *HostPlan, p *Plan, f *Facts) {
 	if w := e.Warning(); w != "" {
 		h.Warnings = append(h.Warnings, w)
 	}
+	if p.Capacity != nil {
+		c := tune.CheckCapacity(*p.Capacity, e.Effective)
+		h.Capacity = &c
+		if w := c.Warning(); w != "" {
+			h.Warnings = append(h.Warnings, w)
+		}
+	}
 	before, _ := strconv.Atoi(tune.Normalize(f.Sysctls[keyRmemMax].Value))
 	if p.Relay.SORcvbuf == 0 {
 		if w := tune.NeverAsksWarning(before, rmemMax, rmemDefault); w != "" {
@@ -673,9 +765,35 @@ func planService(h *HostPlan, p *Plan, f *Facts) {
 	}
 }
 
+// UnitDropInPath is the drop-in relayctl owns for a systemd unit: the
+// one relay/dist ships for so_rcvbuf_force (CAP_NET_ADMIN), under the
+// name operators would install it.
+func UnitDropInPath(unit string) string {
+	if !strings.Contains(unit, ".") {
+		unit += ".service"
+	}
+	return "/etc/systemd/system/" + unit + ".d/so-rcvbuf-force.conf"
+}
+
+// planUnitDropIn: a systemd relay that asks SO_RCVBUFFORCE needs
+// CAP_NET_ADMIN, which the shipped unit does not grant; relayctl installs
+// the shipped drop-in (and removes it when force is off), with a
+// daemon-reload, in the same window.
+func planUnitDropIn(h *HostPlan, p *Plan, f *Facts) {
+	if p.Relay.Service.Manager != "systemd" {
+		return
+	}
+	cur := FileFact{}
+	if f.UnitDropIn != nil {
+		cur = *f.UnitDropIn
+	}
+	fc := fileChange(UnitDropInPath(p.Relay.Service.Name), cur, string(dist.ForceDropIn), !p.Relay.SORcvbufForce)
+	h.UnitDropIn = &fc
+}
+
 // Plan is the service as a plan records it.
 func (s Service) Plan() PlanService {
-	return PlanService(s)
+	return PlanService{Manager: s.Manager, Name: s.Name, Start: s.Start, Stop: s.Stop, Handoff: s.Handoff, PIDFile: s.PIDFile}
 }
 
 // Changes reports whether any host has something to do.

@@ -251,6 +251,15 @@ func TestPlanWarningsAndBlockers(t *testing.T) {
 			want:   "net.core.busy_read does not exist on this host",
 		},
 		{
+			name: "capacity not met",
+			spec: func(s string) string {
+				s = strings.Replace(s, "  so_rcvbuf: 4194304\n", "", 1)
+				return s + "capacity: {players: 200, hz: 60, packet_size: 200, stall: 50ms}\n"
+			},
+			action: ActionChange,
+			want:   "the relay socket's rb 212992 does not meet the promised capacity (200 players at 60 Hz, 200-byte datagrams, a 50 ms stall)",
+		},
+		{
 			name:   "relay not running",
 			facts:  func(f *Facts) { f.Service = ServiceFact{Detail: "not running"}; f.Socket = SocketFact{Port: 7788} },
 			action: ActionChange,
@@ -310,5 +319,32 @@ func TestMakeRefusesArtifactMismatch(t *testing.T) {
 	_, err := Make(Input{Spec: s, Facts: []*Facts{incidentFacts()}, Artifact: testArtifact})
 	if err == nil || !strings.Contains(err.Error(), "relay.release.sha256") {
 		t.Errorf("got %v, want a sha256 mismatch naming relay.release.sha256", err)
+	}
+}
+
+// A spec's promise is checked against each host's planned rb, and the
+// review shows the margin.
+func TestPlanCapacity(t *testing.T) {
+	s := incidentSpec(t, func(src string) string {
+		return src + "capacity: {players: 200, hz: 60, packet_size: 200, stall: 50ms}\n"
+	})
+	p := makePlan(t, s, incidentFacts())
+	h := p.Hosts[0]
+	if h.Capacity == nil || !h.Capacity.Meets || h.Capacity.Rcvbuf != 8388608 {
+		t.Fatalf("capacity: %+v, want rb 8388608 meeting the promise", h.Capacity)
+	}
+	if md := string(p.Markdown("x.plan")); !strings.Contains(md, "- Capacity: rb 8388608 holds") || !strings.Contains(md, "meets the promise") {
+		t.Errorf("the review lacks the capacity line:\n%s", md)
+	}
+	if err := Validate(reload(t, p)); err != nil {
+		t.Errorf("a plan with a capacity: %v", err)
+	}
+	bad := strings.Replace(string(s.Source), "players: 200", "players: -1", 1)
+	if _, err := ParseSpec("c.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), "capacity.players: want a whole number from 1") {
+		t.Errorf("bad players: %v", err)
+	}
+	bad = strings.Replace(string(s.Source), "stall: 50ms", "stall: soon", 1)
+	if _, err := ParseSpec("c.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), "capacity.stall: want a duration") {
+		t.Errorf("bad stall: %v", err)
 	}
 }

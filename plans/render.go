@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/relayctl/relayctl/tune"
 )
 
 // Sentinel errors of plan files.
@@ -105,6 +107,12 @@ func (p *Plan) Markdown(planFile string) []byte {
 	} else {
 		w("- Window: none given (apply may restart at any time)\n")
 	}
+	if len(p.Relay.Service.Handoff) > 0 {
+		w("- Handoff: %s on %s, where release and running relay both support it\n", MDCode(Argv(p.Relay.Service.Handoff)), MDCode(p.Relay.HandoffSocket))
+	}
+	if c := p.Capacity; c != nil {
+		w("- Promise: %d players in lobbies of %d at %d Hz, %d-byte datagrams, %s\n", c.Players, c.LobbySize, c.Hz, c.PacketSize, MDText(tune.StallPhrase(c.Stall)))
+	}
 	if p.AllowDowngrade {
 		w("- Downgrades allowed (--allow-downgrade)\n")
 	}
@@ -168,6 +176,11 @@ func (p *Plan) Markdown(planFile string) []byte {
 		w("- Release: %s\n", releaseText(h.Release))
 		w("- Relay config %s: %s\n", MDCode(h.Config.Path), changeText(h.Config))
 		w("- Sysctl drop-in %s: %s\n", MDCode(h.DropIn.Path), changeText(h.DropIn))
+		if u := h.UnitDropIn; u != nil && u.Change {
+			w("- systemd unit drop-in %s (CAP_NET_ADMIN for SO_RCVBUFFORCE): %s, then `systemctl daemon-reload`\n", MDCode(u.Path), changeText(*u))
+		} else if u != nil && u.Exists {
+			w("- systemd unit drop-in %s (CAP_NET_ADMIN for SO_RCVBUFFORCE): no change\n", MDCode(u.Path))
+		}
 		rb := h.Readback
 		rule := fmt.Sprintf("max(2 × min(%d, rmem_max %d), 2304)", rb.Requested, rb.RmemMax)
 		switch {
@@ -180,7 +193,17 @@ func (p *Plan) Markdown(planFile string) []byte {
 		if rb.CurrentFound {
 			now = fmt.Sprintf("now rb %d, drops %d", rb.Current, rb.CurrentDrops)
 		}
-		w("- Expected read-back: `ss` on UDP port %d shows **rb %d** = %s; %s\n\n", rb.Port, rb.Expected, rule, now)
+		w("- Expected read-back: `ss` on UDP port %d shows **rb %d** = %s; %s\n", rb.Port, rb.Expected, rule, now)
+		if c := h.Capacity; c != nil {
+			w("- Capacity: %s\n", MDText(c.Summary()))
+		}
+		if h.Switch != "" {
+			w("- Switch: **%s**: %s\n", h.Switch, MDText(h.SwitchWhy))
+		}
+		if d := p.Drain; d != nil && h.Action == ActionChange {
+			w("- Drain gate: %s\n", MDText(drainText(d, h)))
+		}
+		w("\n")
 		for _, f := range []struct {
 			name string
 			fc   FileChange
@@ -231,6 +254,20 @@ func diffBlock(d []DiffLine) string {
 		fmt.Fprintf(&b, "    %s%s %s\n", l.Op, mark, Visible(l.Text))
 	}
 	return b.String() + "\n"
+}
+
+// drainText says what the drain gate will do on a host, with the players
+// the relay had when planned.
+func drainText(d *Drain, h *HostPlan) string {
+	now := "players at plan time unknown"
+	if h.PlayersAtPlan != nil {
+		now = fmt.Sprintf("%d players in %d lobbies at plan time", h.PlayersAtPlan.Players, h.PlayersAtPlan.Lobbies)
+	}
+	closeNew := ""
+	if d.NoNewLobbies {
+		closeNew = ", refusing new lobbies meanwhile"
+	}
+	return fmt.Sprintf("wait until at most %d players (polling every %v%s), up to %v, then %s; %s", d.MaxPlayers, d.Poll, closeNew, d.Deadline, d.OnDeadline, now)
 }
 
 func serviceText(s PlanService) string {

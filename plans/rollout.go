@@ -26,8 +26,9 @@ import (
 //     P × wave size). Exactly at a budget the rollout goes on; over it, no
 //     other host of the wave starts and no later wave starts. Both default
 //     to 0: the first problem stops the fleet, as before waves.
-//   - A wave in which no host ended applied or unchanged stops the rollout
-//     whatever the budgets say: nothing in it worked.
+//   - A wave in which every host failed, rolled back, was refused or was
+//     unreachable stops the rollout whatever the budgets say: nothing in it
+//     worked. (A host skipped at the drain gate counts against no budget.)
 type Rollout struct {
 	Waves          []string `json:"waves,omitempty"`           // e.g. ["1", "5", "25%", "100%"]
 	MaxFailures    string   `json:"max_failures,omitempty"`    // "0", "2", "10%"

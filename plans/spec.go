@@ -38,7 +38,32 @@ type Spec struct {
 	// Rollout is the optional rollout section (rollout.go): waves and
 	// failure budgets.
 	Rollout *Rollout
+	// Capacity is what the region promises to carry, when the spec says:
+	// the plan checks each host's planned rb against it.
+	Capacity *tune.Promise
+	// Drain, when given, holds each host's window until its players are
+	// gone (or few enough), up to a deadline.
+	Drain *Drain
 }
+
+// Drain is the gate before a host's window: wait until the relay reports
+// at most MaxPlayers players, polling every Poll, for at most Deadline;
+// then OnDeadline says what happens. With NoNewLobbies the relay is asked
+// (POST /drain on its control plane) to refuse new lobbies meanwhile.
+type Drain struct {
+	MaxPlayers   int           `json:"max_players"`
+	Deadline     time.Duration `json:"deadline_ns"`
+	Poll         time.Duration `json:"poll_ns"`
+	OnDeadline   string        `json:"on_deadline"` // abort, skip or force
+	NoNewLobbies bool          `json:"no_new_lobbies"`
+}
+
+// What the drain gate does at its deadline.
+const (
+	DrainAbort = "abort" // the host is refused, nothing changed
+	DrainSkip  = "skip"  // the host is left for a later run
+	DrainForce = "force" // restart anyway; the receipt says how many players were cut
+)
 
 // SysctlSetting is one key the spec wants, with where it was written.
 type SysctlSetting struct {
@@ -53,6 +78,11 @@ type RelaySpec struct {
 	Control       string // the relay's control-plane address on its host
 	SORcvbuf      int    // 0: the release never calls setsockopt(SO_RCVBUF)
 	SORcvbufForce bool   // SO_RCVBUFFORCE: ignores net.core.rmem_max
+	// HandoffSocket is where the relay listens for its successor
+	// (RELAYD_HANDOFF_SOCKET, written into the relay config): with it, and a
+	// release and a running relay that both hand over, the window passes
+	// the socket and its lobbies on instead of restarting.
+	HandoffSocket string
 	Release       Release
 	Service       Service
 }
@@ -76,7 +106,8 @@ type Service struct {
 	Name    string   // systemd unit
 	Start   []string // command manager: argv, never a shell line
 	Stop    []string
-	PIDFile string // command manager: where the relay's main PID is written
+	Handoff []string // command manager, optional: starts the new release beside the running one, which hands over
+	PIDFile string   // command manager: where the relay's main PID is written
 }
 
 // Window bounds when apply may restart the relay.
@@ -397,19 +428,23 @@ func ValidPathFor(field, s string) error {
 		}
 		return nil
 	}
+	roots := writableRoots
+	if field == "relay.handoff_socket" {
+		roots = append([]string{"/run/"}, roots...)
+	}
 	root := ""
-	for _, r := range writableRoots {
+	for _, r := range roots {
 		if strings.HasPrefix(s, r) {
 			root = r
 		}
 	}
 	if root == "" {
-		return fmt.Errorf("want a path below %s, got %q", strings.Join(writableRoots, ", "), s)
+		return fmt.Errorf("want a path below %s, got %q", strings.Join(roots, ", "), s)
 	}
 	// The segments below the root that name the relay's own folder; for a
 	// file, only its folders count.
 	rest := strings.Split(strings.TrimPrefix(s, root), "/")
-	if field == "host.relay_config" {
+	if field == "host.relay_config" || field == "relay.handoff_socket" || field == "relay.service.pid_file" {
 		rest = rest[:len(rest)-1]
 	}
 	for _, seg := range rest {
@@ -434,6 +469,8 @@ func defaultFor(field string) string {
 		return DefaultPaths.RelayConfig
 	case "relay.service.pid_file":
 		return "/opt/relay/run/relayd.pid"
+	case "relay.handoff_socket":
+		return "/opt/relay/run/handoff.sock"
 	}
 	return "/opt/relay"
 }
@@ -459,7 +496,7 @@ const MaxHosts = 10000
 
 func (p *specParser) spec(root *yaml.Node) *Spec {
 	s := &Spec{File: p.file, Paths: DefaultPaths}
-	f, ok := p.fields(root, "", "name", "hosts", "sysctl", "relay", "window", "host",
+	f, ok := p.fields(root, "", "name", "hosts", "sysctl", "relay", "window", "host", "capacity", "drain",
 		"rollout")
 	if !ok {
 		return s
@@ -490,6 +527,15 @@ func (p *specParser) spec(root *yaml.Node) *Spec {
 	}
 	if n := f["rollout"]; n != nil {
 		s.Rollout = p.rollout(n)
+	}
+	if n := f["capacity"]; n != nil {
+		s.Capacity = p.capacity(n)
+	}
+	if n := f["drain"]; n != nil {
+		s.Drain = p.drain(n)
+	}
+	if s.Relay.Service.Handoff != nil && s.Relay.HandoffSocket == "" {
+		p.fail(f["relay"], "relay.handoff_socket", "missing; relay.service.handoff needs the socket the relay hands over on, e.g. handoff_socket: /opt/relay/run/handoff.sock")
 	}
 	for _, req := range []string{"name", "hosts", "relay"} {
 		if f[req] == nil {
@@ -564,7 +610,7 @@ func (p *specParser) sysctl(n *yaml.Node) []SysctlSetting {
 
 func (p *specParser) relay(n *yaml.Node) RelaySpec {
 	r := RelaySpec{Port: DefaultPort, Control: DefaultControl}
-	f, ok := p.fields(n, "relay", "port", "control", "so_rcvbuf", "so_rcvbuf_force", "release", "service")
+	f, ok := p.fields(n, "relay", "port", "control", "so_rcvbuf", "so_rcvbuf_force", "handoff_socket", "release", "service")
 	if !ok {
 		return r
 	}
@@ -586,6 +632,9 @@ func (p *specParser) relay(n *yaml.Node) RelaySpec {
 	}
 	if v := f["so_rcvbuf_force"]; v != nil {
 		r.SORcvbufForce, _ = p.boolean(v, "relay.so_rcvbuf_force")
+	}
+	if v := f["handoff_socket"]; v != nil {
+		r.HandoffSocket, _ = p.hostPath(v, "relay.handoff_socket")
 	}
 	if f["release"] == nil {
 		p.fail(n, "relay.release", "missing; give version and artifact")
@@ -685,7 +734,7 @@ func ValidUnit(u string) error {
 
 func (p *specParser) service(n *yaml.Node) Service {
 	var s Service
-	f, ok := p.fields(n, "relay.service", "manager", "name", "start", "stop", "pid_file")
+	f, ok := p.fields(n, "relay.service", "manager", "name", "start", "stop", "pid_file", "handoff")
 	if !ok {
 		return s
 	}
@@ -701,7 +750,7 @@ func (p *specParser) service(n *yaml.Node) Service {
 		if f["name"] == nil {
 			p.fail(n, "relay.service.name", "missing; the systemd unit to restart, e.g. relayd")
 		}
-		for _, k := range []string{"start", "stop", "pid_file"} {
+		for _, k := range []string{"start", "stop", "pid_file", "handoff"} {
 			if f[k] != nil {
 				p.fail(f[k], "relay.service."+k, "only for manager: command; systemd units are driven with systemctl")
 			}
@@ -732,6 +781,9 @@ func (p *specParser) service(n *yaml.Node) Service {
 		}
 		if v := f["pid_file"]; v != nil {
 			s.PIDFile, _ = p.hostPath(v, "relay.service.pid_file")
+		}
+		if v := f["handoff"]; v != nil {
+			s.Handoff = p.argv(v, "relay.service.handoff")
 		}
 	case "":
 	default:
@@ -812,6 +864,110 @@ func (p *specParser) paths(n *yaml.Node, hp *HostPaths) {
 	if path.Dir(hp.Current) == hp.Releases || strings.HasPrefix(hp.Current+"/", hp.Releases+"/") {
 		p.fail(f["current_link"], "host.current_link", "%s is inside releases_dir %s; put the link beside it, e.g. %s", hp.Current, hp.Releases, DefaultPaths.Current)
 	}
+}
+
+// capacity reads the promise a region makes (README "The spec"): players,
+// hz and packet_size are required; lobby_size defaults to 8 and stall to 0.
+func (p *specParser) capacity(n *yaml.Node) *tune.Promise {
+	f, ok := p.fields(n, "capacity", "players", "lobby_size", "hz", "packet_size", "stall")
+	if !ok {
+		return nil
+	}
+	c := tune.Promise{LobbySize: 8}
+	good := true
+	num := func(k string, dst *int, min, max int64, example string) {
+		v := f[k]
+		if v == nil {
+			return
+		}
+		n, ok := p.integer(v, "capacity."+k, min, max, example)
+		good = good && ok
+		*dst = n
+	}
+	for _, k := range []string{"players", "hz", "packet_size"} {
+		if f[k] == nil {
+			p.fail(n, "capacity."+k, "missing; a promise needs players, hz and packet_size, e.g. {players: 200, hz: 60, packet_size: 200, stall: 50ms}")
+			good = false
+		}
+	}
+	num("players", &c.Players, 1, tune.MaxPromisePlayers, "200")
+	num("lobby_size", &c.LobbySize, 2, 256, "8")
+	num("hz", &c.Hz, 1, tune.MaxPromiseHz, "60")
+	num("packet_size", &c.PacketSize, 1, tune.MaxPacketSize, "200")
+	if v := f["stall"]; v != nil {
+		if s, ok := p.str(v, "capacity.stall"); ok {
+			d, err := time.ParseDuration(s)
+			if err != nil || d < 0 || d > tune.MaxPromiseStall {
+				p.fail(v, "capacity.stall", "want a duration from 0 to %v, got %q; e.g. 50ms", tune.MaxPromiseStall, s)
+				good = false
+			} else {
+				c.Stall = d
+			}
+		} else {
+			good = false
+		}
+	}
+	if !good {
+		return nil
+	}
+	return &c
+}
+
+// drain reads the drain gate (README "The spec"): deadline is required;
+// max_players defaults to 0, poll to 5s, on_deadline to abort.
+func (p *specParser) drain(n *yaml.Node) *Drain {
+	f, ok := p.fields(n, "drain", "max_players", "deadline", "poll", "on_deadline", "no_new_lobbies")
+	if !ok {
+		return nil
+	}
+	d := Drain{Poll: 5 * time.Second, OnDeadline: DrainAbort}
+	good := true
+	dur := func(k string, dst *time.Duration, min, max time.Duration) {
+		v := f[k]
+		if v == nil {
+			return
+		}
+		s, ok := p.str(v, "drain."+k)
+		if !ok {
+			good = false
+			return
+		}
+		x, err := time.ParseDuration(s)
+		if err != nil || x < min || x > max {
+			p.fail(v, "drain."+k, "want a duration from %v to %v, got %q; e.g. %s", min, max, s, map[string]string{"deadline": "10m", "poll": "5s"}[k])
+			good = false
+			return
+		}
+		*dst = x
+	}
+	if f["deadline"] == nil {
+		p.fail(n, "drain.deadline", "missing; how long a host may wait for its players to leave, e.g. deadline: 10m")
+		good = false
+	}
+	dur("deadline", &d.Deadline, time.Second, 24*time.Hour)
+	dur("poll", &d.Poll, 100*time.Millisecond, time.Hour)
+	if v := f["max_players"]; v != nil {
+		var ok bool
+		d.MaxPlayers, ok = p.integer(v, "drain.max_players", 0, 10_000_000, "0")
+		good = good && ok
+	}
+	if v := f["on_deadline"]; v != nil {
+		if s, ok := p.str(v, "drain.on_deadline"); ok && (s == DrainAbort || s == DrainSkip || s == DrainForce) {
+			d.OnDeadline = s
+		} else {
+			p.fail(v, "drain.on_deadline", "want abort, skip or force, got %q", v.Value)
+			good = false
+		}
+	}
+	if v := f["no_new_lobbies"]; v != nil {
+		var ok bool
+		d.NoNewLobbies, ok = p.boolean(v, "drain.no_new_lobbies")
+		good = good && ok
+	}
+	if !good {
+		return nil
+	}
+	return &d
 }
 
 func inSysctlDir(p string) bool {

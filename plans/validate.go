@@ -51,7 +51,14 @@ func Validate(p *Plan) error {
 	if want := s.Relay.Release.SHA256; want != "" && want != p.Relay.SHA256 {
 		return fmt.Errorf("%w: relay.sha256 is %s, the spec says %s", ErrPlanEdited, p.Relay.SHA256, want)
 	}
-	want := header(s, Artifact{SHA256: p.Relay.SHA256, Size: p.Relay.Size}, p.AllowDowngrade)
+	// The artifact's sha256, size and capabilities come from its bytes, not
+	// the spec: apply checks them against the artifact it ships.
+	for _, c := range p.Relay.Capabilities {
+		if err := hostText(c); err != nil || len(c) > 64 || !strings.Contains(c, "=") {
+			return fmt.Errorf("%w: relay.capabilities holds %q", ErrPlanEdited, c)
+		}
+	}
+	want := header(s, Artifact{SHA256: p.Relay.SHA256, Size: p.Relay.Size, Capabilities: p.Relay.Capabilities}, p.AllowDowngrade)
 	want.SpecSHA256 = p.SpecSHA256
 	if d := headerDiff(p, want); len(d) > 0 {
 		return fmt.Errorf("%w: %s; make and review the plan again", ErrPlanEdited, strings.Join(d, "; "))
@@ -274,6 +281,9 @@ func ValidateFacts(f *Facts) error {
 			return bad("skipped file: %v", err)
 		}
 	}
+	if f.UnitDropIn != nil && len(f.UnitDropIn.Content) > MaxHostFile {
+		return bad("unit drop-in is %d bytes (at most %d)", len(f.UnitDropIn.Content), MaxHostFile)
+	}
 	if len(f.Config.Content) > MaxHostFile {
 		return bad("relay config is %d bytes (at most %d)", len(f.Config.Content), MaxHostFile)
 	}
@@ -287,7 +297,7 @@ func ValidateFacts(f *Facts) error {
 		return bad("socket port %d, rb %d", f.Socket.Port, f.Socket.Rcvbuf)
 	}
 	if st := f.RelayStatus; st != nil {
-		for _, s := range []string{st.Error, st.Version} {
+		for _, s := range []string{st.Error, st.Version, st.Handoff, st.HandoffSocket} {
 			if err := hostText(s); err != nil {
 				return bad("relay status: %v", err)
 			}
@@ -320,6 +330,13 @@ func ActionDiff(stored, derived *HostPlan) []string {
 	cmp("expected rb", strconv.Itoa(stored.Readback.Expected), strconv.Itoa(derived.Readback.Expected))
 	cmp("sysctl drop-in", fileWords(stored.DropIn), fileWords(derived.DropIn))
 	cmp("relay config", fileWords(stored.Config), fileWords(derived.Config))
+	unit := func(f *FileChange) string {
+		if f == nil {
+			return "none"
+		}
+		return fileWords(*f)
+	}
+	cmp("unit drop-in", unit(stored.UnitDropIn), unit(derived.UnitDropIn))
 	sysctls := func(h *HostPlan) string {
 		var s []string
 		for _, c := range h.Sysctls {

@@ -44,6 +44,10 @@
 #   restart systemd UNIT     VAL is the host clock (ns) when the relay stopped
 #   restart command NSTOP NSTART   NSTOP then NSTART lines follow: the stop and start argv
 #   stop systemd UNIT / stop command NSTOP   stop the relay
+#   handoff command N        N lines follow: the handoff argv; VAL is the host clock (ns) before it
+#   daemon-reload            systemctl daemon-reload (after a unit drop-in changed)
+#   relay-drain PID HOST:PORT POST|DELETE   the relay's no-new-lobbies mode on or off,
+#                            through its control plane in its network namespace
 #   unit-log UNIT SINCE_NS   DATA: the unit's journal lines since then
 #   clock                    VAL: the host clock (ns)
 #   clear                    archive an unfinished run's journal and stage
@@ -192,7 +196,7 @@ while IFS= read -r line; do
 $line
 EOF
 	case $op in
-	put | rename | remove | link | keep | fetch | place-release | restore | restore-link | sysctl | restart | stop) done_op_after=1 ;;
+	put | rename | remove | link | keep | fetch | place-release | restore | restore-link | sysctl | restart | stop | handoff | daemon-reload) done_op_after=1 ;;
 	*) done_op_after= ;;
 	esac
 	case $op in
@@ -370,6 +374,11 @@ EOF
 		fi
 		val "$(head -c 4096 "$f")"
 		;;
+	handoff)
+		t=$(date +%s%N)
+		read_argv "$b" || { err "short argv"; continue; }
+		if out=$(run_list </dev/null 2>&1); then val "$t"; else err "handoff: $(printf '%s' "$out" | tail -c 400)"; fi
+		;;
 	restart | stop)
 		t=$(date +%s%N)
 		case $a in
@@ -400,6 +409,17 @@ EOF
 			;;
 		*) err "unknown manager $a" ;;
 		esac
+		;;
+	daemon-reload)
+		if out=$(systemctl daemon-reload 2>&1 9>&-); then ok; else err "systemctl daemon-reload: $(printf '%s' "$out" | tail -c 300)"; fi
+		;;
+	relay-drain)
+		case $a in '' | *[!0-9]*) err "bad pid"; continue ;; esac
+		case $c in POST | DELETE) ;; *) err "bad verb"; continue ;; esac
+		out=$(nsenter -t "$a" -n timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
+printf "%s /drain HTTP/1.0\r\n\r\n" "$2" >&3
+head -c 200 <&3' "${b%:*}" "${b##*:}" "$c" 2>&1)
+		case $out in "HTTP/"*" 200 "*) ok ;; *) err "$c /drain: $(printf '%s' "$out" | head -n 1)" ;; esac
 		;;
 	unit-log)
 		since=$((b / 1000000000))

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/tune"
 )
 
@@ -24,14 +26,15 @@ const (
 	Unchanged   Outcome = "unchanged"   // already as planned: no restart
 	RolledBack  Outcome = "rolled back" // the window failed; the old state is back and verified
 	Failed      Outcome = "failed"      // see State for where the host is
-	Refused     Outcome = "refused"     // nothing changed: stale or edited plan, lock, journal, window, blocked, unsafe folders
+	Refused     Outcome = "refused"     // nothing changed: stale or edited plan, lock, journal, window, blocked, unsafe folders, drain deadline (abort)
+	Skipped     Outcome = "skipped"     // left for a later run: its players had not gone at the drain deadline (skip)
 	Unreachable Outcome = "unreachable" // no connection
 	NotStarted  Outcome = "not started" // an earlier failure or an interrupt stopped the fleet first
 	Staged      Outcome = "staged"      // relayctl stage: staged for the window; nothing in force changed
 )
 
 // Outcomes lists every outcome in recap order.
-var Outcomes = []Outcome{Applied, Unchanged, Staged, RolledBack, Failed, Refused, Unreachable, NotStarted}
+var Outcomes = []Outcome{Applied, Unchanged, Staged, RolledBack, Failed, Refused, Skipped, Unreachable, NotStarted}
 
 // Host states after an apply: a failed apply leaves each host as it was or
 // as planned, and says which; anything else is named exactly.
@@ -51,6 +54,12 @@ type ApplyOptions struct {
 	Owner         string    // who applies, recorded in the host lock
 	Progress      io.Writer // one line per step, for people
 	VerifyTimeout time.Duration
+	// StableFor is how long the read-back must hold, the same relay process
+	// (PID and systemd's invocation) still reading back as planned, before
+	// a host counts as applied: a relay that starts and then dies is not
+	// applied. 0 is one read-back for the command manager and a second for
+	// systemd, where Restart=on-failure can hide a crash behind a new PID.
+	StableFor time.Duration
 
 	// The fleet (waves.go, ledger.go, fleetview.go).
 	Rollout      *plans.Resolved    // waves and budgets; nil: the plan's own
@@ -88,10 +97,18 @@ type HostResult struct {
 	ExpectedRB   int           `json:"expected_rb"`
 	WindowMillis int64         `json:"window_ms"` // relay stopped → new socket verified, on the host's clock
 	Restarts     int           `json:"restarts"`
+	Handoffs     int           `json:"handoffs"`
 	RoundTrips   int           `json:"round_trips"`
 	Verify       []Check       `json:"verify,omitempty"`
 	UnitLog      string        `json:"unit_log,omitempty"` // systemd's journal of a failed start
-	Wave         int           `json:"wave,omitempty"`
+	// The players: what the relay held when the window began (at the drain
+	// gate, or when observed), how long the gate waited, and how many
+	// players the switch cut (a restart cuts every lobby; a handoff none).
+	PlayersAtWindow *plans.Players `json:"players_at_window,omitempty"`
+	DrainWaitMillis int64          `json:"drain_wait_ms,omitempty"`
+	PlayersCut      *int           `json:"players_cut,omitempty"`
+	HandoffGapUS    *int64         `json:"handoff_gap_us,omitempty"` // the relay's own: old's last read → new's first
+	Wave            int            `json:"wave,omitempty"`
 	// BytesUploaded counts the file bytes relayctl sent to the host
 	// (release, config, drop-in; not the receipt): 0 when all of it was
 	// staged ahead.
@@ -167,6 +184,17 @@ func Apply(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*R
 	if err := CheckPlan(p); err != nil {
 		return nil, err
 	}
+	// The release's capabilities are read from its bytes, not taken from
+	// the plan file: a plan edited to claim a handoff gets none.
+	if o.Artifact != nil {
+		caps, err := capability.Capabilities(o.Artifact)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Equal(caps, p.Relay.Capabilities) {
+			return nil, fmt.Errorf("%w: the plan says release %s can %q, its artifact says %q", plans.ErrPlanEdited, p.Relay.Version, p.Relay.Capabilities, caps)
+		}
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -175,6 +203,9 @@ func Apply(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*R
 	}
 	if o.VerifyTimeout <= 0 {
 		o.VerifyTimeout = 15 * time.Second
+	}
+	if o.StableFor <= 0 && p.Relay.Service.Manager == "systemd" {
+		o.StableFor = time.Second
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -200,13 +231,14 @@ func (c *countingRunner) count() int { c.mu.Lock(); defer c.mu.Unlock(); return 
 
 // hostRun is one host's apply in progress.
 type hostRun struct {
-	p    *plans.Plan
-	h    *plans.HostPlan // the plan derived from the host as observed: what runs
-	o    ApplyOptions
-	host Host
-	res  *HostResult
-	pr   *progress
-	q    Query
+	p     *plans.Plan
+	h     *plans.HostPlan // the plan derived from the host as observed: what runs
+	o     ApplyOptions
+	host  Host
+	res   *HostResult
+	pr    *progress
+	q     Query
+	yield func() func() // gives up the parallel slot while draining; returns how to take one back
 }
 
 func (hr *hostRun) observe(ctx context.Context) (*plans.Facts, error) {
@@ -229,7 +261,7 @@ func (hr *hostRun) end(out Outcome, state, reason string) *HostResult {
 	return hr.res
 }
 
-func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPlan, o ApplyOptions, pr *progress) *HostResult {
+func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPlan, o ApplyOptions, pr *progress, yield func() func()) *HostResult {
 	res := &HostResult{Host: h.Host, Address: h.Address, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}, started: o.Now()}
 	host, err := d.DialHost(ctx, h.Host)
 	if err != nil {
@@ -241,7 +273,7 @@ func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPl
 	}
 	defer host.Close()
 	res.Address = host.Address()
-	hr := &hostRun{p: p, h: h, o: o, host: host, res: res, pr: pr, q: QueryForPlan(p)}
+	hr := &hostRun{p: p, h: h, o: o, host: host, res: res, pr: pr, q: QueryForPlan(p), yield: yield}
 	return hr.run(ctx)
 }
 
@@ -353,11 +385,23 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	if ctx.Err() != nil {
 		return hr.end(NotStarted, StateAsWas, "interrupted after staging, before its window (nothing in force changed)")
 	}
+	gate := before
+	if p.Drain != nil {
+		var out Outcome
+		var why string
+		if gate, out, why = hr.drainGate(ctx, before); gate == nil {
+			return hr.end(out, StateAsWas, why)
+		}
+	}
+	if st := gate.RelayStatus; st != nil && st.Read {
+		hr.res.PlayersAtWindow = &plans.Players{Players: st.Players, Lobbies: st.Lobbies}
+	}
 
 	// From here on the host is in its window: it finishes or rolls back,
 	// whatever happens to ctx (an interrupt stops other hosts, not this one).
 	wctx := context.WithoutCancel(ctx)
 	started, stopClock, werr := hr.window(wctx, st)
+	windowFailed := werr != nil // a step of the window failed (not its read-back)
 	var after *plans.Facts
 	if werr == nil {
 		after, werr = hr.verify(wctx, before)
@@ -366,6 +410,7 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 		}
 	}
 	hr.res.After = after
+	hr.playerImpact(after)
 	if werr == nil {
 		hr.commit(wctx, Applied)
 		return hr.end(Applied, StateAsPlanned, "")
@@ -376,7 +421,7 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	}
 	hr.unitLog(wctx, stopClock)
 	hr.pr.say(stored.Host, "window failed: %v; rolling back", werr)
-	state, rerr := hr.rollback(wctx, st[:started], before)
+	state, rerr := hr.rollback(wctx, st[:started], windowFailed, before)
 	if rerr != nil {
 		return hr.end(Failed, state, "window: "+werr.Error()+"; rollback: "+rerr.Error())
 	}
@@ -473,7 +518,7 @@ func (hr *hostRun) runSteps(ctx context.Context, phase string, st []step, ops fu
 		list = append(list, op("step", "done "+d.Kind+": "+d.Title))
 		err := hr.host.Run(ctx, list, func(j int, r Result) error {
 			hr.res.BytesUploaded += int64(r.Sent)
-			if list[j].Kind == "restart" {
+			if k := list[j].Kind; k == "restart" || k == "handoff" {
 				fmt.Sscan(r.Value, &clock)
 			}
 			return list[j].Check(r)
@@ -526,8 +571,13 @@ func (hr *hostRun) window(ctx context.Context, st []step) (int, int64, error) {
 		return s.do()
 	})
 	for _, r := range hr.res.Steps {
-		if r.Kind == KindRestart && r.Phase == plans.PhaseWindow && r.Status == "done" {
-			hr.res.Restarts++
+		if r.Phase == plans.PhaseWindow && r.Status == "done" {
+			switch r.Kind {
+			case KindRestart:
+				hr.res.Restarts++
+			case KindHandoff:
+				hr.res.Handoffs++
+			}
 		}
 	}
 	return started, clock, err
@@ -560,27 +610,49 @@ func isConnLost(err error) bool {
 	return errors.As(err, &c)
 }
 
-// verify reads the host back until it matches the plan or time runs out.
+// verify reads the host back until it matches the plan, and has for
+// StableFor with the same relay process, or time runs out. It returns the
+// first reading that matched: the window ends there.
 func (hr *hostRun) verify(ctx context.Context, before *plans.Facts) (*plans.Facts, error) {
 	deadline := time.Now().Add(hr.o.VerifyTimeout) // a real clock: Now may be a test's fixed one
 	d := plans.Step{Phase: plans.PhaseVerify, Kind: KindReadBack, Title: "read back"}
+	var first *plans.Facts // the first matching reading of the process seen now
+	var since time.Time
 	for {
 		after, err := hr.observe(ctx)
 		if err != nil {
 			return nil, &connLost{err}
 		}
 		checks := PlannedChecks(hr.p, hr.h, before, after)
-		if allOK(checks) || time.Now().After(deadline) {
+		ok := allOK(checks)
+		switch {
+		case !ok:
+			first = nil
+		case first == nil || !sameProcess(first, after):
+			first, since = after, time.Now()
+		}
+		stable := first != nil && time.Since(since) >= hr.o.StableFor
+		if stable || time.Now().After(deadline) {
 			hr.res.Verify = checks
 			if bad := failed(checks); bad != "" {
 				hr.record(plans.PhaseVerify, d, "failed", bad)
 				return after, errors.New("read-back: " + bad)
 			}
+			if !stable {
+				why := fmt.Sprintf("the relay read back as planned but did not stay up for %s (pid %d)", hr.o.StableFor, after.Service.PID)
+				hr.record(plans.PhaseVerify, d, "failed", why)
+				return after, errors.New("read-back: " + why)
+			}
 			hr.record(plans.PhaseVerify, d, "done", "")
-			return after, nil
+			return first, nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// sameProcess reports whether two readings show the same relay process.
+func sameProcess(a, b *plans.Facts) bool {
+	return a.Service.PID == b.Service.PID && a.Service.InvocationID == b.Service.InvocationID && a.Service.Restarts == b.Service.Restarts
 }
 
 func allOK(c []Check) bool { return failed(c) == "" }
@@ -596,10 +668,12 @@ func failed(c []Check) string {
 }
 
 // rollback undoes the window steps that started, last first, with the
-// relay restarted (or stopped) once after everything else is back, and
-// verifies the old state. It returns the host's state in words when that
-// is not "as it was".
-func (hr *hostRun) rollback(ctx context.Context, ran []step, before *plans.Facts) (string, error) {
+// relay restarted (or handed back, or stopped) once after everything else
+// is back, and verifies the old state. lastFailed says the last step's do
+// failed, which some steps undo differently (a failed handoff left the old
+// relay serving). It returns the host's state in words when that is not
+// "as it was".
+func (hr *hostRun) rollback(ctx context.Context, ran []step, lastFailed bool, before *plans.Facts) (string, error) {
 	var ops, last []Op
 	var undone []step
 	for i := len(ran) - 1; i >= 0; i-- {
@@ -608,11 +682,15 @@ func (hr *hostRun) rollback(ctx context.Context, ran []step, before *plans.Facts
 			continue
 		}
 		undone = append(undone, s)
+		undo := s.undo()
+		if f, ok := s.(failedUndoer); ok && lastFailed && i == len(ran)-1 {
+			undo = f.undoAfterFailure()
+		}
 		if _, ok := s.(restart); ok {
-			last = s.undo()
+			last = undo
 			continue
 		}
-		ops = append(ops, s.undo()...)
+		ops = append(ops, undo...)
 	}
 	ops = append(ops, last...)
 	ops = append([]Op{op("step", "start rollback")}, ops...)
@@ -635,7 +713,12 @@ func (hr *hostRun) rollback(ctx context.Context, ran []step, before *plans.Facts
 	}
 	hr.record("rollback", d, "done", "")
 	if len(last) > 0 {
-		hr.res.Restarts++
+		switch last[0].Kind {
+		case "restart":
+			hr.res.Restarts++
+		case "handoff":
+			hr.res.Handoffs++
+		}
 	}
 	deadline := time.Now().Add(hr.o.VerifyTimeout) // a real clock: Now may be a test's fixed one
 	for {

@@ -375,3 +375,58 @@ func TestApplyRefusesEditedPlan(t *testing.T) {
 		})
 	}
 }
+
+// The drain gate's states: players leave before the deadline (the window
+// goes on), or the deadline comes with players still there and the policy
+// decides: abort refuses, skip leaves the host for later, force restarts
+// and says how many players were cut. no_new_lobbies closes the relay to
+// new lobbies while waiting, and opens it again if the host does not go on.
+func TestApplyDrainGate(t *testing.T) {
+	const drain = "drain: {max_players: 0, deadline: 1s, poll: 100ms, on_deadline: %s, no_new_lobbies: true}\n"
+	tests := []struct {
+		name     string
+		policy   string
+		players  []int
+		want     rollout.Outcome
+		cut      int
+		reopened bool
+	}{
+		{"players leave", "abort", []int{16, 16, 8, 0}, rollout.Applied, 0, false},
+		{"abort at the deadline", "abort", []int{16}, rollout.Refused, -1, true},
+		{"skip at the deadline", "skip", []int{16}, rollout.Skipped, -1, true},
+		{"force at the deadline", "force", []int{16}, rollout.Applied, 16, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, p, sims := fleet(t, 1, fmt.Sprintf(drain, tt.policy))
+			sims[0].Players = tt.players
+			rep := applyFake(t, context.Background(), d, p, 1)
+			h := rep.Hosts[0]
+			if h.Outcome != tt.want {
+				t.Fatalf("got %s (%s), want %s", h.Outcome, h.Reason, tt.want)
+			}
+			switch {
+			case tt.cut < 0 && (sims[0].Restarts != 0 || h.PlayersCut != nil):
+				t.Errorf("the host was restarted (%d) or reports players cut (%v)", sims[0].Restarts, h.PlayersCut)
+			case tt.cut >= 0 && (h.PlayersCut == nil || *h.PlayersCut != tt.cut):
+				t.Errorf("players cut: got %v, want %d", h.PlayersCut, tt.cut)
+			}
+			var verbs []string
+			for _, o := range sims[0].Ops {
+				if o.Kind == "relay-drain" {
+					verbs = append(verbs, o.Args[2])
+				}
+			}
+			want := "POST"
+			if tt.reopened {
+				want = "POST DELETE"
+			}
+			if strings.Join(verbs, " ") != want {
+				t.Errorf("no-new-lobbies calls: got %v, want %s", verbs, want)
+			}
+			if tt.want != rollout.Applied && !strings.Contains(h.Reason, "16 players in 2 lobbies after 1s") {
+				t.Errorf("reason %q does not say who was still there", h.Reason)
+			}
+		})
+	}
+}

@@ -136,7 +136,7 @@ func waveCounts(w *WaveResult) string {
 	for _, c := range []struct {
 		n    int
 		what string
-	}{{w.Applied, "applied"}, {w.Unchanged, "unchanged"}, {w.Staged, "staged"}, {w.Failures, "failed, rolled back or refused"},
+	}{{w.Applied, "applied"}, {w.Unchanged, "unchanged"}, {w.Staged, "staged"}, {w.Failures, "failed, rolled back or refused"}, {w.Skipped, "skipped"},
 		{w.Unreachable, "unreachable"}, {w.NotStarted, "not started"}} {
 		if c.n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
@@ -240,7 +240,7 @@ func (p *progress) block() []string {
 		out = append(out, line)
 	}
 	e := p.ended
-	done := e[Applied] + e[Unchanged] + e[Staged] + e[Failed] + e[RolledBack] + e[Refused] + e[Unreachable] + e[NotStarted]
+	done := e[Applied] + e[Unchanged] + e[Staged] + e[Failed] + e[RolledBack] + e[Refused] + e[Skipped] + e[Unreachable] + e[NotStarted]
 	out = append(out, fmt.Sprintf("fleet     %d hosts: %d applied · %d unchanged · %d failed, rolled back or refused · %d unreachable · %d to go  %.0fs",
 		p.total, e[Applied]+e[Staged], e[Unchanged], e[Failed]+e[RolledBack]+e[Refused], e[Unreachable], p.total-done, now.Sub(p.start).Seconds()))
 	return out

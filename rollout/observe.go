@@ -92,9 +92,17 @@ func (q Query) command() (string, error) {
 		return "", err
 	}
 	argv := []string{"sh", "-c", observeScript, "relayctl-observe", strconv.Itoa(q.Port), q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir,
-		q.Service.Manager, q.Service.Name, q.Service.PIDFile, strings.Join(q.Keys, ","), q.Control, strconv.Itoa(plans.MaxHostFile)}
+		q.Service.Manager, q.Service.Name, q.Service.PIDFile, strings.Join(q.Keys, ","), q.Control, strconv.Itoa(plans.MaxHostFile), unitDropIn(q.Service)}
 	argv = append(argv, tune.SysctlDirs...)
 	return Command(argv...), nil
+}
+
+// unitDropIn is the drop-in relayctl owns for a systemd relay, or "-".
+func unitDropIn(s plans.PlanService) string {
+	if s.Manager != "systemd" {
+		return "-"
+	}
+	return plans.UnitDropInPath(s.Name)
 }
 
 // Observe gathers a host's facts in one command (one SSH session).
@@ -307,6 +315,15 @@ func FactsFromFrames(frames []Frame, q Query) (*plans.Facts, error) {
 		}
 		f.Config = plans.FileFact{Exists: true, Content: string(fr.Data)}
 	}
+	if fr, ok := by["unit-dropin"]; ok {
+		f.UnitDropIn = &plans.FileFact{}
+		if fr.Status == 0 {
+			if len(fr.Data) > plans.MaxHostFile {
+				return nil, fmt.Errorf("the unit drop-in %s is larger than %d bytes", unitDropIn(q.Service), plans.MaxHostFile)
+			}
+			*f.UnitDropIn = plans.FileFact{Exists: true, Content: string(fr.Data)}
+		}
+	}
 	f.Service = serviceFact(by)
 	if f.Service.Running {
 		f.Release.RunningExe, _ = text("relay-exe")
@@ -406,6 +423,11 @@ func parseStatus(fr Frame) *plans.RelayStatusFact {
 		SocketInode uint64 `json:"socket_inode"`
 		Lobbies     int    `json:"lobbies"`
 		Players     int    `json:"players"`
+		Draining    bool   `json:"draining"`
+		Handoff     string `json:"handoff"`
+		HandoffSock string `json:"handoff_socket"`
+		FromPID     int    `json:"handoff_from_pid"`
+		GapUS       *int64 `json:"handoff_gap_us"`
 		Counters    struct {
 			RxDrops uint64 `json:"rx_drops"`
 		} `json:"counters"`
@@ -417,9 +439,13 @@ func parseStatus(fr Frame) *plans.RelayStatusFact {
 	if len(st.Version) > 64 || plans.ValidVersion(st.Version) != nil && st.Version != "devel" {
 		return &plans.RelayStatusFact{Error: "status has no valid version: " + plans.Visible(clip(st.Version))}
 	}
-	if st.PID < 0 || st.Requested < 0 || st.Effective < 0 || st.Lobbies < 0 || st.Players < 0 {
+	if st.PID < 0 || st.Requested < 0 || st.Effective < 0 || st.Lobbies < 0 || st.Players < 0 || st.FromPID < 0 {
 		return &plans.RelayStatusFact{Error: "status has negative numbers"}
 	}
+	if len(st.Handoff) > 32 || len(st.HandoffSock) > 256 {
+		return &plans.RelayStatusFact{Error: "status has an overlong handoff field"}
+	}
 	return &plans.RelayStatusFact{Read: true, Version: st.Version, PID: st.PID, SORcvbufRequested: st.Requested, SORcvbufEffective: st.Effective,
-		RxDrops: st.Counters.RxDrops, SocketInode: st.SocketInode, Lobbies: st.Lobbies, Players: st.Players}
+		RxDrops: st.Counters.RxDrops, SocketInode: st.SocketInode, Lobbies: st.Lobbies, Players: st.Players, Draining: st.Draining,
+		Handoff: plans.Visible(st.Handoff), HandoffSocket: plans.Visible(st.HandoffSock), HandoffFromPID: st.FromPID, HandoffGapUS: st.GapUS}
 }

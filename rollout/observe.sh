@@ -10,7 +10,7 @@
 # bounded (head -c), so a huge file cannot flood relayctl.
 # Each section costs one process at most: this runs on every host at once.
 # Arguments (validated and quoted by relayctl):
-#   PORT CURRENT_LINK RELEASES_DIR RELAY_CONFIG STATE_DIR MANAGER UNIT PID_FILE KEYS CONTROL MAXFILE SYSCTL_DIR...
+#   PORT CURRENT_LINK RELEASES_DIR RELAY_CONFIG STATE_DIR MANAGER UNIT PID_FILE KEYS CONTROL MAXFILE UNIT_DROPIN SYSCTL_DIR...
 # KEYS is a comma-separated list of sysctl keys. MANAGER is systemd,
 # command or none. CONTROL is the relay's control address (host:port, in
 # the relay's network namespace), "" for none. MAXFILE bounds each file read.
@@ -24,8 +24,8 @@ IFS= read -r b || exit 3
 case $b in @@relayctl-*) ;; *) exit 3 ;; esac
 port=$1 current=$2 releases=$3 config=$4 state=$5 manager=$6 unit=$7 pidfile=$8 keys=$9
 shift 9
-control=$1 maxfile=$2
-shift 2
+control=$1 maxfile=$2 unitdropin=$3
+shift 3
 
 emit() { # emit NAME CMD [ARGS...]
 	printf '%s %s\n' "$b" "$1"
@@ -125,6 +125,7 @@ if [ -e "$config" ]; then emit relay-config file_of "$config"; else emit relay-c
 pid=
 case $manager in
 systemd)
+	if [ -e "$unitdropin" ]; then emit unit-dropin file_of "$unitdropin"; else emit unit-dropin absent; fi
 	emit_all systemd systemctl show --property=MainPID,LoadState,ActiveState,SubState,NRestarts,InvocationID -- "$unit"
 	pid=$(systemctl show --property=MainPID --value -- "$unit" 2>/dev/null </dev/null)
 	;;

@@ -56,20 +56,27 @@ type HostReceipt struct {
 	DropsAfter    *Counters         `json:"drops_after,omitempty"`
 	WindowMillis  int64             `json:"window_ms"`
 	Restarts      int               `json:"restarts"`
-	RoundTrips    int               `json:"round_trips"`
-	Steps         []StepRecord      `json:"steps"`
-	Verify        []Check           `json:"verify,omitempty"`
-	Wave          int               `json:"wave,omitempty"`
-	BytesUploaded int64             `json:"bytes_uploaded"`        // release, config, drop-in: 0 when staged ahead
-	TowardPlan    []plans.Drift     `json:"toward_plan,omitempty"` // moved toward the plan since it was made
-	FromLedger    string            `json:"from_ledger,omitempty"` // not touched by this run (apply --resume)
+	Handoffs      int               `json:"handoffs"`
+	// The players (see HostResult).
+	PlayersAtWindow *plans.Players `json:"players_at_window,omitempty"`
+	DrainWaitMillis int64          `json:"drain_wait_ms,omitempty"`
+	PlayersCut      *int           `json:"players_cut,omitempty"`
+	HandoffGapUS    *int64         `json:"handoff_gap_us,omitempty"`
+	RoundTrips      int            `json:"round_trips"`
+	Steps           []StepRecord   `json:"steps"`
+	Verify          []Check        `json:"verify,omitempty"`
+	Wave            int            `json:"wave,omitempty"`
+	BytesUploaded   int64          `json:"bytes_uploaded"`        // release, config, drop-in: 0 when staged ahead
+	TowardPlan      []plans.Drift  `json:"toward_plan,omitempty"` // moved toward the plan since it was made
+	FromLedger      string         `json:"from_ledger,omitempty"` // not touched by this run (apply --resume)
 }
 
 // Receipt builds the receipt of one host.
 func Receipt(p *plans.Plan, r *HostResult) HostReceipt {
 	hr := HostReceipt{Plan: p.Name, Checksum: p.Checksum, Host: r.Host, Address: r.Address, Outcome: r.Outcome, State: r.State,
 		Reason: r.Reason, Drift: r.Drift, Journal: r.Journal, UnitLog: r.UnitLog, ExpectedRB: r.ExpectedRB, WindowMillis: r.WindowMillis,
-		Restarts: r.Restarts, RoundTrips: r.RoundTrips, Steps: r.Steps, Verify: r.Verify,
+		Restarts: r.Restarts, Handoffs: r.Handoffs, RoundTrips: r.RoundTrips, Steps: r.Steps, Verify: r.Verify,
+		PlayersAtWindow: r.PlayersAtWindow, DrainWaitMillis: r.DrainWaitMillis, PlayersCut: r.PlayersCut, HandoffGapUS: r.HandoffGapUS,
 		Wave: r.Wave, BytesUploaded: r.BytesUploaded, TowardPlan: r.TowardPlan, FromLedger: r.FromLedger}
 	keys := p.ReadKeys()
 	if f := r.Before; f != nil {
@@ -199,6 +206,22 @@ func ReceiptMarkdown(p *plans.Plan, rep *Report) []byte {
 			w("- Release: %s before, %s after; relay pid %d before, %d after; restarts: %d\n", md(orDash(r.ReleaseBefore)), md(orDash(r.ReleaseAfter)), r.PIDBefore, r.PIDAfter, r.Restarts)
 			if r.WindowMillis > 0 {
 				w("- Window: %d ms from relay stop to new socket verified (host clock)\n", r.WindowMillis)
+			}
+			if r.Handoffs > 0 {
+				w("- Handoffs: %d (the socket and its lobbies passed to the new release)\n", r.Handoffs)
+			}
+			if pw := r.PlayersAtWindow; pw != nil {
+				w("- Players when the window began: %d in %d lobbies", pw.Players, pw.Lobbies)
+				if r.DrainWaitMillis > 0 {
+					w(" (after %d ms at the drain gate)", r.DrainWaitMillis)
+				}
+				w("\n")
+			}
+			if r.PlayersCut != nil {
+				w("- Players cut by the switch: %d\n", *r.PlayersCut)
+			}
+			if r.HandoffGapUS != nil {
+				w("- Handoff gap (the relay's own: old's last read to new's first): %d µs\n", *r.HandoffGapUS)
 			}
 			w("- Round trips: %d\n\n", r.RoundTrips)
 			w("| counter | before | after |\n|---|---|---|\n")

@@ -27,6 +27,12 @@ type step interface {
 	restored(c *checkCtx) []Check
 }
 
+// failedUndoer is a step whose undo depends on whether its do completed: a
+// handoff that failed left the old relay serving, with nothing to undo.
+type failedUndoer interface {
+	undoAfterFailure() []Op
+}
+
 // checkCtx is what checks compare: the plan and the host before and after.
 type checkCtx struct {
 	p             *plans.Plan
@@ -52,7 +58,9 @@ const (
 	KindPersistDropIn = "persist-drop-in"
 	KindSwitchRelease = "switch-release"
 	KindInstallConfig = "install-config"
+	KindUnitDropIn    = "unit-drop-in"
 	KindRestart       = "restart"
+	KindHandoff       = "handoff"
 	KindReadBack      = "read-back"
 )
 
@@ -82,6 +90,9 @@ func steps(p *plans.Plan, h *plans.HostPlan, in stepInput, target bool) []step {
 		if h.DropIn.Change && !h.DropIn.Remove {
 			st = append(st, stageFile{what: "sysctl drop-in", name: "dropin", path: p.Paths.SysctlFile, content: h.DropIn.Content})
 		}
+		if u := h.UnitDropIn; u != nil && u.Change && !u.Remove {
+			st = append(st, stageFile{what: "unit drop-in", name: "unitdropin", path: u.Path, content: u.Content})
+		}
 	}
 	for i, c := range h.Sysctls {
 		if c.Change || target {
@@ -101,8 +112,11 @@ func steps(p *plans.Plan, h *plans.HostPlan, in stepInput, target bool) []step {
 	if h.Config.Change || target {
 		st = append(st, installConfig{path: p.Paths.RelayConfig, sha: h.Config.SHA256, prevExists: h.Previous.RelayConfigExists, prevSHA: h.Previous.RelayConfigSHA256})
 	}
+	if u := h.UnitDropIn; u != nil && (u.Change || target) {
+		st = append(st, installUnitDropIn{path: u.Path, sha: u.SHA256, remove: u.Remove, prevExists: u.Exists, prevSHA: u.CurrentSHA256})
+	}
 	if h.Restart || target {
-		st = append(st, restart{svc: p.Relay.Service, wasRunning: h.Previous.RelayRunning, planned: h.Restart})
+		st = append(st, restart{svc: p.Relay.Service, wasRunning: h.Previous.RelayRunning, planned: h.Restart, handoff: h.Switch == plans.SwitchHandoff})
 	}
 	st = append(st, readBack{port: p.Relay.Port, expected: h.Readback.Expected, control: p.Relay.Control, version: p.Relay.Version})
 	return st

@@ -23,6 +23,10 @@ func newCheckFolders(p *plans.Plan, h *plans.HostPlan) checkFolders {
 	if s := p.Relay.Service; s.Manager == "command" {
 		c.programs = []string{s.Start[0], s.Stop[0]}
 	}
+	if u := h.UnitDropIn; u != nil && u.Change {
+		c.dirs = append(c.dirs, path.Dir(u.Path))
+		c.files = append(c.files, u.Path, u.Path+".relayctl-new")
+	}
 	return c
 }
 

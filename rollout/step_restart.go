@@ -6,17 +6,23 @@ import (
 	"github.com/relayctl/relayctl/plans"
 )
 
-// restart restarts the relay once, the only moment players notice: with
-// systemctl restart for a unit, or the spec's stop then start commands
-// (argv, no shell). Its undo restarts the restored release (or stops the
-// relay if it was not running) after every other undo.
+// restart switches the relay once, the only moment players notice: with
+// systemctl restart for a unit, the spec's stop then start commands (argv,
+// no shell), or, where the plan says handoff, the spec's handoff command:
+// the running relay passes its socket and lobbies to the new release. Its
+// undo runs after every other undo: a restart of the restored release, a
+// handoff back to it, or a stop if the relay was not running.
 type restart struct {
 	svc        plans.PlanService
 	wasRunning bool
 	planned    bool // the plan restarts (false: a target step, for checks only)
+	handoff    bool
 }
 
 func (s restart) describe() plans.Step {
+	if s.handoff {
+		return plans.Step{Phase: plans.PhaseWindow, Kind: KindHandoff, Title: "hand the relay over once (same socket, lobbies kept): " + plans.Argv(s.svc.Handoff)}
+	}
 	how := "systemctl restart " + s.svc.Name
 	if s.svc.Manager == "command" {
 		how = plans.Argv(s.svc.Stop) + ", then " + plans.Argv(s.svc.Start)
@@ -26,19 +32,42 @@ func (s restart) describe() plans.Step {
 
 func (restart) prepare() []Op { return nil }
 
-func (s restart) do() []Op { return []Op{s.service("restart")} }
+func (s restart) do() []Op {
+	if s.handoff {
+		return []Op{s.service("handoff")}
+	}
+	return []Op{s.service("restart")}
+}
 
 func (s restart) undo() []Op {
-	if s.wasRunning {
+	switch {
+	case s.handoff:
+		return []Op{s.service("handoff")}
+	case s.wasRunning:
 		return []Op{s.service("restart")}
 	}
 	return []Op{s.service("stop")}
+}
+
+// undoAfterFailure: a handoff that failed left the old relay serving its
+// socket (the new process gives it back); a failed restart may have
+// stopped the relay, so it restarts the restored release.
+func (s restart) undoAfterFailure() []Op {
+	if s.handoff {
+		return nil
+	}
+	return s.undo()
 }
 
 // service is the restart or stop primitive for the relay's manager.
 func (s restart) service(verb string) Op {
 	if s.svc.Manager == "systemd" {
 		return op(verb, "systemd", s.svc.Name)
+	}
+	if verb == "handoff" {
+		o := op("handoff", "command", strconv.Itoa(len(s.svc.Handoff)))
+		o.Argv = append(o.Argv, s.svc.Handoff...)
+		return o
 	}
 	o := op(verb, "command", strconv.Itoa(len(s.svc.Stop)))
 	o.Argv = append(o.Argv, s.svc.Stop...)
@@ -57,6 +86,22 @@ func (s restart) checks(c *checkCtx) []Check {
 			got = "new pid"
 		}
 		out = append(out, check("relay restarted", "new pid", got))
+	}
+	// A handoff keeps the socket: the same inode before and after is the
+	// proof, and the new relay names the one it took over from.
+	if s.handoff && s.planned && c.before != nil {
+		out = append(out, check("relay socket kept (ss inode)", strconv.FormatUint(c.before.Socket.Inode, 10), strconv.FormatUint(c.after.Socket.Inode, 10)))
+		from := "unknown"
+		if st := c.after.RelayStatus; st != nil && st.Read {
+			from = strconv.Itoa(st.HandoffFromPID)
+		}
+		out = append(out, check("relay /status took over from pid", strconv.Itoa(c.before.Service.PID), from))
+	}
+	// systemctl restart sets NRestarts to 0; systemd restarting a relay
+	// that died since (Restart=on-failure) counts it up. A relay that flaps
+	// is not one that started.
+	if s.svc.Manager == "systemd" && s.planned && c.before != nil {
+		out = append(out, check("systemd restarts of "+s.svc.Name+" on its own since the window", "0", strconv.Itoa(c.after.Service.Restarts)))
 	}
 	return out
 }

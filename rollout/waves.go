@@ -20,6 +20,7 @@ type WaveResult struct {
 	Unchanged      int      `json:"unchanged"`
 	Staged         int      `json:"staged,omitempty"`
 	Failures       int      `json:"failures"` // failed, rolled back, refused
+	Skipped        int      `json:"skipped,omitempty"` // left for a later run at the drain gate's deadline
 	Unreachable    int      `json:"unreachable"`
 	NotStarted     int      `json:"not_started"`
 	StartMillis    int64    `json:"start_ms"`
@@ -68,6 +69,8 @@ func (w *WaveResult) count(o Outcome) {
 		w.Staged++
 	case Failed, RolledBack, Refused:
 		w.Failures++
+	case Skipped:
+		w.Skipped++
 	case Unreachable:
 		w.Unreachable++
 	case NotStarted:
@@ -90,10 +93,11 @@ func (w *WaveResult) overBudget() string {
 	return ""
 }
 
-// nothingWorked is a wave whose hosts all ended and none applied or
-// unchanged: it stops the rollout whatever the budgets allow.
+// nothingWorked is a wave whose every host failed, rolled back, was
+// refused or unreachable: it stops the rollout whatever the budgets allow.
+// (A host skipped at the drain gate is left for later, not a failure.)
 func (w *WaveResult) nothingWorked() string {
-	if !w.budgets.wholeWaveStops || w.Applied+w.Unchanged+w.Staged > 0 || w.NotStarted > 0 {
+	if !w.budgets.wholeWaveStops || len(w.Hosts) == 0 || w.Failures+w.Unreachable < len(w.Hosts) {
 		return ""
 	}
 	return fmt.Sprintf("wave %d: none of its %d hosts applied (%d failed, rolled back or refused; %d unreachable)", w.Wave, len(w.Hosts), w.Failures, w.Unreachable)
@@ -149,7 +153,15 @@ func runFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 	var (
 		mu      sync.Mutex
 		stopped string
+		sem     chan struct{} // the wave's parallel slots
 	)
+	// yield gives a host's parallel slot to another host of its wave while
+	// it waits at its drain gate, and returns how to take one back:
+	// draining hosts do not hold up ready ones.
+	yield := func() func() {
+		<-sem
+		return func() { sem <- struct{}{} }
+	}
 	stop := func(why string) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -187,7 +199,7 @@ func runFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 		rep.Waves = append(rep.Waves, w)
 		pr.waveStart(w)
 
-		sem := make(chan struct{}, o.Parallel)
+		sem = make(chan struct{}, o.Parallel)
 		var wg sync.WaitGroup
 		for _, i := range idx {
 			if why() != "" {
@@ -204,7 +216,7 @@ func runFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 				defer func() { <-sem }()
 				book.started(i, w.Wave)
 				pr.hostStart(p.Hosts[i].Host)
-				r := applyHost(ctx, d, p, p.Hosts[i], o, pr)
+				r := applyHost(ctx, d, p, p.Hosts[i], o, pr, yield)
 				r.Wave = w.Wave
 				results[i] = r
 				book.ended(i, r)

@@ -33,8 +33,18 @@ demo_cleanup() {
 	echo "$demo_name: restored net.core.rmem_max=$saved_max net.core.rmem_default=$saved_default; lab stopped"
 }
 
-# write_fix_spec FILE NAME: the incident's fix for lab-1.
+# write_fix_spec FILE NAME [systemd]: the incident's fix for lab-1, for the
+# generic service manager, or for relayd.service under systemd.
 write_fix_spec() {
+	if [ "${3:-}" = systemd ]; then
+		service="    manager: systemd
+    name: relayd"
+	else
+		service="    manager: command
+    start: [/opt/relay/bin/relay-service, start]
+    stop: [/opt/relay/bin/relay-service, stop]
+    pid_file: /opt/relay/run/relayd.pid"
+	fi
 	cat >"$1" <<SPEC
 # The incident's fix: rmem_max plus a relay that asks for 4 MiB, one window.
 name: $2
@@ -49,10 +59,7 @@ relay:
     version: 1.8.0
     artifact: ../bin/relayd
   service:
-    manager: command
-    start: [/opt/relay/bin/relay-service, start]
-    stop: [/opt/relay/bin/relay-service, stop]
-    pid_file: /opt/relay/run/relayd.pid
+$service
 SPEC
 }
 

@@ -76,6 +76,7 @@ Examples:
 			&cli.BoolFlag{Name: "break-lock", Usage: "take a host lock that a dead run left behind (after checking the host)"},
 			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal (and lock) of a run that stopped in its window, after checking the host, and apply"},
 			&cli.DurationFlag{Name: "verify-timeout", Value: 15 * time.Second, Usage: "how long to wait for the restarted relay to read back as planned"},
+			&cli.DurationFlag{Name: "stable-for", Usage: "how long the restarted relay must keep reading back as planned, the same process, before the host counts as applied (default: 1s under systemd, where Restart= can hide a crash; else one read-back)"},
 			&cli.StringFlag{Name: "require-approval", EnvVars: []string{"RELAYCTL_REQUIRE_APPROVAL"}, Usage: "refuse the plan unless PLAN.sig is a signature of it by a key in this allowed_signers `FILE`"},
 			&cli.StringFlag{Name: "signature", Usage: "the plan's signature `FILE` (default PLAN.sig)"},
 			&cli.StringFlag{Name: "checksum", Usage: "refuse the plan unless its checksum is this `sha256:...` (copied from the review)"},
@@ -125,6 +126,7 @@ func runApply(c *cli.Context, e *env) error {
 		Owner:         owner(p),
 		Progress:      e.stderr,
 		VerifyTimeout: c.Duration("verify-timeout"),
+		StableFor:     c.Duration("stable-for"),
 		Rollout:       fleet.rollout,
 		Resume:        fleet.resume,
 		SaveLedger:    func(b []byte) error { return writeFileAtomic(ledgerFile(file), b, 0o600) },
@@ -158,6 +160,12 @@ func runApply(c *cli.Context, e *env) error {
 	fmt.Fprintf(e.stderr, "relayctl: receipt in %s.receipt.json and %s.receipt.md, every host's outcome in %s\n", file, file, ledgerFile(file))
 	if ledgerErr != nil {
 		return ledgerErr
+	}
+	for _, h := range rep.Hosts {
+		if h.Outcome == rollout.Skipped {
+			fmt.Fprintf(e.stderr, "relayctl: hint: skipped hosts still have players; apply %s --resume again when they have gone (applied hosts are not touched then)\n", file)
+			break
+		}
 	}
 	if !rep.Succeeded() {
 		err := errors.New("not every host applied; see the recap and the receipt")

@@ -50,6 +50,13 @@ how late the senders were against their schedule. A step whose senders fell
 behind is marked invalid: it measured the bench, not the relay. The knee is the
 first step with loss.
 
+A relay restart inside a step (its /status pid or started_at changed) is
+reported with the lobbies and players it cut; the loss of that step is counted
+per direction by the bench itself (which members got each datagram) and the
+step is not the knee. A handoff (relayd's handoff_from_pid) keeps the relay's
+counters exact. ICMP errors the player sockets got while the relay's port had
+no socket are counted too.
+
 Before sending anything it checks the bench machine (file descriptors, ephemeral
 ports, CPUs) and refuses if this machine cannot carry the load. It then
 measures its own ceiling (--calibrate) and prints it in the header.
@@ -289,8 +296,19 @@ func (p *progressLine) stepDone(i int, s bench.Step) {
 	if !s.Valid {
 		v = "INVALID: " + strings.Join(s.Invalid, "; ")
 	}
-	p.write(fmt.Sprintf("bench: %d players: loss %.3f%% (in %d, out %d), p99 %v, %s",
-		s.Players, s.LossPct, s.LossIn, s.LossOut, s.LatencyP99.Round(10e3), v), true)
+	line := fmt.Sprintf("bench: %d players: loss %.3f%% (in %d, out %d), p99 %v, %s",
+		s.Players, s.LossPct, s.LossIn, s.LossOut, s.LatencyP99.Round(10e3), v)
+	if !s.RelayKnown && s.Census {
+		line = fmt.Sprintf("bench: %d players: loss %.3f%% (bench's own count: in %d, out %d), p99 %v, %s",
+			s.Players, s.LossPct, s.LostIn, s.LostOut, s.LatencyP99.Round(10e3), v)
+	}
+	for _, r := range s.Restarts {
+		line += "; " + r.String()
+	}
+	if s.ICMPErrors > 0 {
+		line += fmt.Sprintf("; %d ICMP errors on %d player sockets", s.ICMPErrors, s.ICMPPlayers)
+	}
+	p.write(line, true)
 }
 
 func (p *progressLine) finish() {

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/relayctl/relayctl/bench"
 )
 
 // The bench command is tested as users run it: the relayctl binary, built
@@ -255,4 +257,21 @@ func TestBenchGateScripts(t *testing.T) {
 			},
 		},
 	})
+}
+
+// TestBenchStepLineRestart: the step's progress line says that the relay
+// restarted, what it cut, the bench's own direction of the loss, and the
+// ICMP errors.
+func TestBenchStepLineRestart(t *testing.T) {
+	var e bytes.Buffer
+	p := newProgressLine(&e)
+	s := bench.Step{Players: 64, LossPct: 0.347, Valid: true, Impact: bench.Impact{
+		Restarts: []bench.Restart{{FromPID: 10, ToPID: 20, After: 5, Before: 5.25, LobbiesCut: 8, PlayersCut: 64}},
+		Census:   true, LostIn: 136, LostOut: 168, ICMPErrors: 128, ICMPPlayers: 64,
+	}}
+	p.stepDone(0, s)
+	want := "bench: 64 players: loss 0.347% (bench's own count: in 136, out 168), p99 0s, valid; the relay restarted between 5.00s and 5.25s into the step (pid 10 → 20): 8 lobbies and 64 players cut; 128 ICMP errors on 64 player sockets\n"
+	if e.String() != want {
+		t.Errorf("got  %q\nwant %q", e.String(), want)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/rollout"
 )
 
@@ -119,6 +120,9 @@ func printPlanSummary(w io.Writer, p *plans.Plan) {
 		} else {
 			parts = append(parts, fmt.Sprintf("rb → %d", h.Readback.Expected))
 		}
+		if h.Switch != "" {
+			parts = append(parts, h.Switch)
+		}
 		fmt.Fprintf(w, "%-20s %-9s %s\n", plans.Visible(h.Host), actionWord(h.Action), plans.Visible(strings.Join(parts, "; ")))
 		for _, b := range h.Blockers {
 			fmt.Fprintf(w, "%-20s   blocked: %s\n", "", plans.Visible(b))
@@ -164,7 +168,13 @@ func readArtifact(s *plans.Spec) (plans.Artifact, error) {
 		return plans.Artifact{}, &plans.SpecError{File: s.File, Line: s.Relay.Release.Line, Field: "relay.release.artifact", Msg: msg}
 	}
 	sum := sha256.Sum256(data)
-	return plans.Artifact{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data))}, nil
+	// What the release can do (a handoff) is read from its bytes, never by
+	// running it.
+	caps, err := capability.Capabilities(data)
+	if err != nil {
+		return plans.Artifact{}, &plans.SpecError{File: s.File, Line: s.Relay.Release.Line, Field: "relay.release.artifact", Msg: err.Error()}
+	}
+	return plans.Artifact{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data)), Capabilities: caps}, nil
 }
 
 // gather returns one Facts per spec host, from --facts files or over SSH.

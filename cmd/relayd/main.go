@@ -18,6 +18,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/relay/config"
 	"github.com/relayctl/relayctl/relay/sdnotify"
 	"github.com/relayctl/relayctl/relay/server"
@@ -42,6 +43,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"max-lobbies", "RELAYD_MAX_LOBBIES", "lobby ids are 0 to this `count` minus 1"},
 	{"idle-timeout", "RELAYD_IDLE_TIMEOUT", "remove a player silent this long (Go `duration`)"},
 	{"batch", "RELAYD_BATCH", "`datagrams` per recvmmsg/sendmmsg; 1 turns batching off"},
+	{"handoff-socket", "RELAYD_HANDOFF_SOCKET", "Unix socket `path` where a running relayd hands over to a new one; empty: no handoff"},
 }
 
 func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
@@ -49,6 +51,7 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", config.DefaultPath, "environment `file` of RELAYD_* keys (a missing default file is fine)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	showCaps := fs.Bool("capabilities", false, "print the capability marker (handoff, drain) that planners read from the binary, and exit")
 	type setting struct{ key, value string }
 	var fromFlags []setting
 	for _, f := range flagKeys {
@@ -64,7 +67,7 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: relayd [flags]\n\nRelays UDP between the players of each lobby. Precedence: flag > environment > config file > default.\nThe configuration is read at start only: restart relayd to apply a change (SIGHUP does not reload).\n\nFlags:\n")
 		fs.PrintDefaults()
-		fmt.Fprintf(stderr, "\nExamples:\n  relayd --listen 0.0.0.0:7788 --so-rcvbuf 4194304\n  RELAYD_BATCH=1 relayd --config ./relayd.env\n  curl -s 127.0.0.1:7789/status\n")
+		fmt.Fprintf(stderr, "\nExamples:\n  relayd --listen 0.0.0.0:7788 --so-rcvbuf 4194304\n  RELAYD_BATCH=1 relayd --config ./relayd.env\n  curl -s 127.0.0.1:7789/status\n  curl -s -X POST 127.0.0.1:7789/drain   # no new lobbies\n  relayd --handoff-socket /run/relayd/handoff.sock   # a second one started the same way takes over\n")
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -78,6 +81,11 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	}
 	if *showVersion {
 		fmt.Fprintln(stdout, version())
+		return 0
+	}
+	if *showCaps {
+		// Printing the marker whole is also what keeps it in the binary.
+		fmt.Fprint(stdout, capability.Marker)
 		return 0
 	}
 
@@ -128,6 +136,10 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	if err := srv.Run(ctx); err != nil {
 		log.Error("relayd stopped", "err", err)
 		return 1
+	}
+	if to := srv.HandedTo(); to > 0 {
+		log.Info("relayd stopped: handed over", "to_pid", to)
+		return 0
 	}
 	log.Info("relayd stopped")
 	return 0

@@ -11,6 +11,14 @@
 #   stop     SIGTERM, wait up to RELAY_WAIT seconds, then SIGKILL. Exit 0 if
 #            the relay was not running.
 #   restart  stop, then start.
+#   handoff  start the release (/opt/relay/current/relayd, already switched)
+#            beside the running relayd, which hands it its UDP socket and
+#            lobby table over RELAYD_HANDOFF_SOCKET (docs/relayd.md,
+#            "Handoff"); wait up to RELAY_WAIT seconds until the old one has
+#            exited and the new one listens, then update the pid file. If
+#            the new one fails, stop it if it still runs, print the log's
+#            tail and whether the old one still serves, exit 1 (the pid file
+#            still names the old one). Not running: start instead.
 #   pid      print the relay's PID and exit 0; exit 3 printing nothing if it
 #            is not running.
 #   status   human-readable state; exit 0 if running, 3 if not.
@@ -81,6 +89,15 @@ listen_port() {
 	printf '%s\n' "$v"
 }
 
+# handoff_socket prints RELAYD_HANDOFF_SOCKET of the config, or nothing.
+handoff_socket() {
+	v=$(sed -n 's/^[[:space:]]*RELAYD_HANDOFF_SOCKET[[:space:]]*=[[:space:]]*//p' "$RELAY_CONFIG" 2>/dev/null | tail -n 1)
+	v=${v%%[[:space:]]*}
+	v=${v#[\"\']}
+	v=${v%[\"\']}
+	printf '%s\n' "$v"
+}
+
 # listening PID PORT: PID owns a UDP socket bound to PORT (any port if
 # empty), seen from inside the process's own network namespace.
 listening() {
@@ -133,21 +150,8 @@ do_start() {
 	mkdir -p "${RELAY_PIDFILE%/*}" "${RELAY_LOG%/*}" || return 1
 	rm -f "$RELAY_PIDFILE"
 	port=$(listen_port)
-	offset=0
-	if [ -f "$RELAY_LOG" ]; then offset=$(wc -c <"$RELAY_LOG") || offset=0; fi
-	if [ -n "$RELAY_NETNS" ]; then
-		set -- ip netns exec "$RELAY_NETNS"
-	else
-		set --
-	fi
-	# setsid: a session of its own, so the relay outlives the SSH session that
-	# started it; the inner sh writes its own pid, which every exec after it
-	# (nohup, ip netns exec, relayd) keeps. All three descriptors leave the
-	# session, or the SSH channel would stay open until the relay exits.
-	setsid sh -c 'echo "$$" >"$0" && exec "$@"' "$RELAY_PIDFILE" \
-		nohup "$@" "$bin" --config "$RELAY_CONFIG" \
-		</dev/null >>"$RELAY_LOG" 2>&1 &
-	job=$!
+	log_offset
+	spawn "$RELAY_PIDFILE"
 	what="listening on udp port $port"
 	[ -n "$port" ] || what="listening on udp"
 	n=0
@@ -168,6 +172,104 @@ do_start() {
 			kill_pid "$job"
 			log_tail "$offset"
 			rm -f "$RELAY_PIDFILE"
+			return 1
+		fi
+		sleep 0.1
+		n=$((n + 1))
+	done
+}
+
+# log_offset sets offset to the log's length, so log_tail shows only what
+# the relay about to start writes.
+log_offset() {
+	offset=0
+	if [ -f "$RELAY_LOG" ]; then offset=$(wc -c <"$RELAY_LOG") || offset=0; fi
+}
+
+# spawn PIDFILE: start the release detached, its pid in PIDFILE and in job.
+spawn() {
+	if [ -n "$RELAY_NETNS" ]; then
+		set -- "$1" ip netns exec "$RELAY_NETNS"
+	fi
+	pf=$1
+	shift
+	# setsid: a session of its own, so the relay outlives the SSH session that
+	# started it; the inner sh writes its own pid, which every exec after it
+	# (nohup, ip netns exec, relayd) keeps. All three descriptors leave the
+	# session, or the SSH channel would stay open until the relay exits.
+	setsid sh -c 'echo "$$" >"$0" && exec "$@"' "$pf" \
+		nohup "$@" "$bin" --config "$RELAY_CONFIG" \
+		</dev/null >>"$RELAY_LOG" 2>&1 &
+	job=$!
+}
+
+# old_state OLD: say on stderr whether the relayd that was to hand over
+# still serves.
+old_state() {
+	if is_relayd "$1"; then
+		err "handoff: the old relayd (pid $1) still serves"
+	else
+		err "handoff: the old relayd (pid $1) is gone too: nothing serves; run start"
+		rm -f "$RELAY_PIDFILE"
+	fi
+}
+
+# handed_over NEW: the old relayd logged that it handed over to NEW (after
+# byte offset of the log): NEW reads the socket, whatever the old one does.
+handed_over() {
+	tail -c "+$((offset + 1))" "$RELAY_LOG" 2>/dev/null | grep -q "msg=\"handed over\" to_pid=$1 "
+}
+
+do_handoff() {
+	if ! old=$(running_pid); then
+		echo "relayd not running: starting it instead of a handoff"
+		do_start
+		return
+	fi
+	if [ ! -x "$bin" ]; then
+		err "handoff: $bin: no executable release installed"
+		return 1
+	fi
+	if [ -z "$(handoff_socket)" ]; then
+		err "handoff: RELAYD_HANDOFF_SOCKET is not set in $RELAY_CONFIG, so relayd (pid $old) cannot hand over: use restart, or set it and restart once"
+		return 1
+	fi
+	port=$(listen_port)
+	newpid=$RELAY_PIDFILE.new
+	rm -f "$newpid"
+	log_offset
+	spawn "$newpid"
+	what="listening on udp port $port"
+	[ -n "$port" ] || what="listening on udp"
+	n=0
+	while :; do
+		if ! alive "$job"; then
+			wait "$job"
+			err "handoff: the new relayd exited (status $?) before it took over"
+			log_tail "$offset"
+			rm -f "$newpid"
+			old_state "$old"
+			return 1
+		fi
+		# The new one holds the socket as soon as it has received it; it
+		# serves once the old one, having handed over, has exited.
+		if ! alive "$old" && is_relayd "$job" && listening "$job" "$port"; then
+			mv -f "$newpid" "$RELAY_PIDFILE"
+			echo "relayd handed over (pid $old -> $job, $what)"
+			return 0
+		fi
+		if [ "$n" -ge "$((RELAY_WAIT * 10))" ] && handed_over "$job"; then
+			# The new one reads the socket; the old one has only to exit.
+			err "handoff: relayd (pid $old) handed over to relayd (pid $job) but is still running after ${RELAY_WAIT}s, stopping it"
+			kill_pid "$old" || return 1
+			continue
+		fi
+		if [ "$n" -ge "$((RELAY_WAIT * 10))" ]; then
+			err "handoff: relayd (pid $old) has not handed over to relayd (pid $job) after ${RELAY_WAIT}s, stopping the new one"
+			kill_pid "$job"
+			log_tail "$offset"
+			rm -f "$newpid"
+			old_state "$old"
 			return 1
 		fi
 		sleep 0.1
@@ -206,10 +308,11 @@ case ${1-} in
 start) do_start ;;
 stop) do_stop ;;
 restart) do_stop && do_start ;;
+handoff) do_handoff ;;
 pid) p=$(running_pid) || exit 3; printf '%s\n' "$p" ;;
 status) do_status ;;
 *)
-	echo "usage: relay-service start|stop|restart|pid|status" >&2
+	echo "usage: relay-service start|stop|restart|handoff|pid|status" >&2
 	exit 2
 	;;
 esac

@@ -14,6 +14,7 @@ import (
 	"math"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +43,10 @@ type Config struct {
 	MaxLobbies    int           // lobby ids are 0 <= id < MaxLobbies
 	IdleTimeout   time.Duration // a silent player is removed after this long
 	Batch         int           // datagrams per recvmmsg/sendmmsg; 1 turns batching off
+	// HandoffSocket is the Unix socket where a running relayd hands its UDP
+	// socket and lobby table to a new one started with the same config; ""
+	// turns handoff off (docs/relayd.md, "Handoff").
+	HandoffSocket string
 }
 
 // Default returns the configuration relayd uses when nothing is set.
@@ -85,6 +90,8 @@ var keys = []key{
 		func(c Config) string { return c.IdleTimeout.String() }},
 	{"RELAYD_BATCH", func(c *Config, v string) (err error) { c.Batch, err = parseInt(v, 1, MaxBatch); return },
 		func(c Config) string { return strconv.Itoa(c.Batch) }},
+	{"RELAYD_HANDOFF_SOCKET", func(c *Config, v string) error { c.HandoffSocket = v; return checkHandoffSocket(v) },
+		func(c Config) string { return c.HandoffSocket }},
 }
 
 func lookup(name string) (key, bool) {
@@ -219,11 +226,16 @@ func (c Config) Validate() error {
 }
 
 // Render writes c as an environment file that Parse reads back to c: a
-// header comment, then every key in a fixed order.
+// header comment, then every key in a fixed order. RELAYD_HANDOFF_SOCKET
+// is written only when set, so configs rendered before it existed do not
+// change.
 func (c Config) Render() []byte {
 	var b strings.Builder
 	b.WriteString("# written by relayctl; relayd reads it at start, so restart relayd to apply a change\n")
 	for _, k := range keys {
+		if k.name == "RELAYD_HANDOFF_SOCKET" && c.HandoffSocket == "" {
+			continue
+		}
 		b.WriteString(k.name)
 		b.WriteByte('=')
 		b.WriteString(k.render(c))
@@ -264,6 +276,26 @@ func checkListen(v string) error {
 	ap, err := netip.ParseAddrPort(v)
 	if err != nil || !ap.Addr().Is4() {
 		return fmt.Errorf("want an IPv4 address and port like 0.0.0.0:7788, got %q", v)
+	}
+	return nil
+}
+
+// MaxSocketPath is the longest Unix socket path: sun_path holds 108 bytes
+// with the terminating NUL.
+const MaxSocketPath = 107
+
+// checkHandoffSocket accepts "" (no handoff) or a clean absolute path short
+// enough for a Unix socket. Whether its folder is safe is checked when
+// relayd starts, on the host it runs on.
+func checkHandoffSocket(v string) error {
+	if v == "" {
+		return nil
+	}
+	if !filepath.IsAbs(v) || filepath.Clean(v) != v || strings.ContainsAny(v, "\x00\n") || filepath.Dir(v) == v {
+		return fmt.Errorf("want a clean absolute path like /run/relayd/handoff.sock, or nothing, got %q", v)
+	}
+	if len(v) > MaxSocketPath {
+		return fmt.Errorf("path %q is %d bytes, a Unix socket path takes at most %d", v, len(v), MaxSocketPath)
 	}
 	return nil
 }

@@ -67,6 +67,10 @@ func TestParseErrors(t *testing.T) {
 		{"listen no port", "RELAYD_LISTEN=0.0.0.0", "RELAYD_LISTEN: want an IPv4 address and port"},
 		{"listen hostname", "RELAYD_LISTEN=localhost:7788", "RELAYD_LISTEN: want an IPv4 address and port"},
 		{"control public", "RELAYD_CONTROL=0.0.0.0:7789", "RELAYD_CONTROL: want a loopback address and port"},
+		{"handoff relative", "RELAYD_HANDOFF_SOCKET=run/handoff.sock", "RELAYD_HANDOFF_SOCKET: want a clean absolute path"},
+		{"handoff dotdot", "RELAYD_HANDOFF_SOCKET=/run/relayd/../handoff.sock", "RELAYD_HANDOFF_SOCKET: want a clean absolute path"},
+		{"handoff root", "RELAYD_HANDOFF_SOCKET=/", "RELAYD_HANDOFF_SOCKET: want a clean absolute path"},
+		{"handoff too long", "RELAYD_HANDOFF_SOCKET=/run/" + strings.Repeat("x", 110), "a Unix socket path takes at most 107"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,7 +89,8 @@ func TestRenderRoundTrip(t *testing.T) {
 	configs := []Config{
 		Default(),
 		{Listen: "10.1.2.3:1", Control: "127.0.0.1:0", SORcvbuf: MaxSORcvbuf, SORcvbufForce: true,
-			LobbySize: 256, MaxLobbies: 1 << 20, IdleTimeout: 1500 * time.Millisecond, Batch: 1024},
+			LobbySize: 256, MaxLobbies: 1 << 20, IdleTimeout: 1500 * time.Millisecond, Batch: 1024,
+			HandoffSocket: "/run/relayd/handoff.sock"},
 	}
 	for _, c := range configs {
 		out := c.Render()

@@ -18,9 +18,10 @@ const (
 )
 
 var (
-	ErrLobbyRange  = errors.New("lobby id out of range")
-	ErrPlayerTaken = errors.New("player id held by another address in this lobby")
-	ErrLobbyFull   = errors.New("lobby full")
+	ErrLobbyRange   = errors.New("lobby id out of range")
+	ErrPlayerTaken  = errors.New("player id held by another address in this lobby")
+	ErrLobbyFull    = errors.New("lobby full")
+	ErrNoNewLobbies = errors.New("no new lobbies: the relay is draining")
 )
 
 // Config sizes a Table.
@@ -45,6 +46,9 @@ type Table struct {
 	cfg     Config
 	lobbies map[uint32]*lobby
 	players int
+	// noNew refuses datagrams for lobbies that do not exist yet, so the
+	// existing ones play out before a restart (the drain gate).
+	noNew bool
 }
 
 // New returns an empty table.
@@ -71,6 +75,9 @@ func (t *Table) Route(id, player uint32, addr netip.AddrPort, now time.Time, dst
 		return dst, ErrLobbyRange
 	}
 	l := t.lobbies[id]
+	if l == nil && t.noNew {
+		return dst, ErrNoNewLobbies
+	}
 	if l == nil {
 		l = &lobby{members: make([]member, 0, t.cfg.Size)}
 		t.lobbies[id] = l
@@ -123,6 +130,15 @@ func (t *Table) Expire(now time.Time) int {
 	t.players -= removed
 	return removed
 }
+
+// SetNoNewLobbies turns the drain gate on or off. While it is on, Route
+// refuses a datagram for a lobby that does not exist (ErrNoNewLobbies);
+// existing lobbies go on, and a player may still join one of them (a
+// player of a lobby in progress coming back from a new address, say).
+func (t *Table) SetNoNewLobbies(on bool) { t.noNew = on }
+
+// NoNewLobbies reports whether the drain gate is on.
+func (t *Table) NoNewLobbies() bool { return t.noNew }
 
 // Lobbies returns the number of lobbies with at least one player.
 func (t *Table) Lobbies() int { return len(t.lobbies) }

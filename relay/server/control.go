@@ -3,8 +3,11 @@ package server
 import (
 	"encoding/json"
 	"net/http"
+	"net/netip"
 	"os"
 	"time"
+
+	"github.com/relayctl/relayctl/relay/handoff"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -26,9 +29,36 @@ type Status struct {
 	Players           int       `json:"players"`
 	Counters          Counters  `json:"counters"`
 	StartedAt         time.Time `json:"started_at"`
+
+	// Draining: the drain gate is on (POST /drain): datagrams for lobbies
+	// that do not exist yet are refused, existing lobbies play out.
+	Draining bool `json:"draining"`
+	// SocketInode is the UDP socket's inode (ss -e ino:): the same number
+	// before and after a handoff proves the socket was not replaced.
+	SocketInode uint64 `json:"socket_inode"`
+	// Handoff is the handoff protocol this process serves on its handoff
+	// socket ("unix/1"), "" when it has none (RELAYD_HANDOFF_SOCKET unset).
+	Handoff       string `json:"handoff"`
+	HandoffSocket string `json:"handoff_socket,omitempty"`
+	// HandoffFromPID is the relayd this process took its socket over from,
+	// 0 when it bound the socket itself; the fields after it are set only
+	// then.
+	HandoffFromPID int `json:"handoff_from_pid"`
+	// HandoffGapUS: microseconds from the old process's last read of a
+	// datagram to this process's first; absent until that first read.
+	HandoffGapUS *int64 `json:"handoff_gap_us,omitempty"`
+	// HandoffPauseUS: microseconds during which no process read the socket
+	// (the old one stopped reading, this one started).
+	HandoffPauseUS *int64 `json:"handoff_pause_us,omitempty"`
+	// HandoffLobbies and HandoffPlayers: what the lobby table held when it
+	// was handed over, all of which this process restored.
+	HandoffLobbies int `json:"handoff_lobbies,omitempty"`
+	HandoffPlayers int `json:"handoff_players,omitempty"`
 }
 
-// Counters count since start. RxPackets = Forwarded + Malformed + LobbyFull;
+// Counters count since the socket was created: a process that takes the
+// socket over carries on from its predecessor's counters. RxPackets =
+// Forwarded + Malformed + LobbyFull + RefusedDraining;
 // TxPackets counts the copies sent, so it is 7*Forwarded in full lobbies of
 // eight. RxDrops is the socket's kernel drop count (SO_RXQ_OVFL), which
 // reaches the relay with the next datagram it reads.
@@ -43,18 +73,21 @@ type Counters struct {
 	Forwarded      uint64 `json:"forwarded"`
 	LobbyFull      uint64 `json:"lobby_full"`
 	ExpiredPlayers uint64 `json:"expired_players"`
+	// RefusedDraining counts datagrams for new lobbies refused while
+	// draining.
+	RefusedDraining uint64 `json:"refused_draining"`
 }
 
 // Status returns the relay's state now.
 func (s *Server) Status() Status {
 	s.mu.Lock()
-	lobbies, players := s.table.Lobbies(), s.table.Players()
+	lobbies, players, draining := s.table.Lobbies(), s.table.Players(), s.table.NoNewLobbies()
 	s.mu.Unlock()
 	var malformed uint64
 	for i := range s.c.malformed {
 		malformed += s.c.malformed[i].Load()
 	}
-	return Status{
+	st := Status{
 		Version:           s.version,
 		PID:               os.Getpid(),
 		Listen:            s.ListenAddr().String(),
@@ -66,18 +99,63 @@ func (s *Server) Status() Status {
 		Lobbies:           lobbies,
 		Players:           players,
 		Counters: Counters{
-			RxPackets:      s.c.rxPackets.Load(),
-			RxBytes:        s.c.rxBytes.Load(),
-			TxPackets:      s.c.txPackets.Load(),
-			TxBytes:        s.c.txBytes.Load(),
-			TxErrors:       s.c.txErrors.Load(),
-			RxDrops:        s.c.rxDrops.Load(),
-			Malformed:      malformed,
-			Forwarded:      s.c.forwarded.Load(),
-			LobbyFull:      s.c.lobbyFull.Load(),
-			ExpiredPlayers: s.c.expired.Load(),
+			RxPackets:       s.c.rxPackets.Load(),
+			RxBytes:         s.c.rxBytes.Load(),
+			TxPackets:       s.c.txPackets.Load(),
+			TxBytes:         s.c.txBytes.Load(),
+			TxErrors:        s.c.txErrors.Load(),
+			RxDrops:         s.c.rxDrops.Load(),
+			Malformed:       malformed,
+			Forwarded:       s.c.forwarded.Load(),
+			LobbyFull:       s.c.lobbyFull.Load(),
+			ExpiredPlayers:  s.c.expired.Load(),
+			RefusedDraining: s.c.refusedDraining.Load(),
 		},
-		StartedAt: s.started.UTC(),
+		StartedAt:   s.started.UTC(),
+		Draining:    draining,
+		SocketInode: s.inode,
+	}
+	if s.handoffLn != nil {
+		st.Handoff, st.HandoffSocket = handoff.Protocol, s.handoffLn.Path()
+	}
+	if f := s.from; f != nil {
+		st.HandoffFromPID = f.fromPID
+		st.HandoffLobbies, st.HandoffPlayers = f.lobbies, f.players
+		pause := (f.reading - f.paused) / 1e3
+		st.HandoffPauseUS = &pause
+		if first := s.firstRead.Load(); first > 0 && f.lastRead > 0 {
+			gap := (first - f.lastRead) / 1e3
+			st.HandoffGapUS = &gap
+		}
+	}
+	return st
+}
+
+// drain turns the drain gate on or off (POST and DELETE /drain). The
+// control plane listens on loopback only; the checks here keep a browser
+// on the relay host from calling it for a web page (a cross-site POST
+// carries an Origin header).
+func (s *Server) drain(on bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err != nil || !ap.Addr().Unmap().IsLoopback() || r.Header.Get("Origin") != "" {
+			http.Error(w, "drain: refused: only a client on the relay host itself (loopback, no browser Origin) may call it", http.StatusForbidden)
+			return
+		}
+		s.mu.Lock()
+		s.table.SetNoNewLobbies(on)
+		lobbies, players := s.table.Lobbies(), s.table.Players()
+		s.mu.Unlock()
+		if on {
+			s.log.Info("draining: no new lobbies", "lobbies", lobbies, "players", players)
+		} else {
+			s.log.Info("drain ended: new lobbies welcome", "lobbies", lobbies, "players", players)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(struct {
+			Draining bool `json:"draining"`
+			Lobbies  int  `json:"lobbies"`
+			Players  int  `json:"players"`
+		}{on, lobbies, players})
 	}
 }
 
@@ -96,6 +174,8 @@ func (s *Server) handler() http.Handler {
 		enc.SetIndent("", "  ")
 		enc.Encode(s.Status())
 	})
+	mux.HandleFunc("POST /drain", s.drain(true))
+	mux.HandleFunc("DELETE /drain", s.drain(false))
 	return mux
 }
 
@@ -113,6 +193,8 @@ var (
 	descMalformed   = prometheus.NewDesc("relayd_malformed_total", "Datagrams dropped as malformed, by reason.", []string{"reason"}, nil)
 	descForwarded   = desc("forwarded_total", "Datagrams forwarded to the other members of their lobby.")
 	descLobbyFull   = desc("lobby_full_total", "Datagrams dropped because their lobby was full.")
+	descRefused     = desc("refused_draining_total", "Datagrams for new lobbies refused while draining.")
+	descDraining    = desc("draining", "1 while the drain gate refuses new lobbies.")
 	descExpired     = desc("expired_players_total", "Players removed after the idle timeout.")
 	descLobbies     = desc("lobbies", "Lobbies with at least one player.")
 	descPlayers     = desc("players", "Players in all lobbies.")
@@ -151,6 +233,12 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descForwarded, c.Forwarded)
 	counter(descLobbyFull, c.LobbyFull)
+	counter(descRefused, c.RefusedDraining)
+	draining := 0.0
+	if st.Draining {
+		draining = 1
+	}
+	gauge(descDraining, draining)
 	counter(descExpired, c.ExpiredPlayers)
 	gauge(descLobbies, float64(st.Lobbies))
 	gauge(descPlayers, float64(st.Players))

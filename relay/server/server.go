@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/relayctl/relayctl/relay/config"
+	"github.com/relayctl/relayctl/relay/handoff"
 	"github.com/relayctl/relayctl/relay/lobby"
 	"github.com/relayctl/relayctl/relay/wire"
 )
@@ -45,16 +46,34 @@ type Server struct {
 	io        *batchIO
 	ctl       net.Listener
 	http      *http.Server
+	handoffLn *handoff.Listener // nil without RELAYD_HANDOFF_SOCKET
 	closeOnce sync.Once
+	done      chan struct{} // closed by Close
 
-	effective int // SO_RCVBUF read back with getsockopt
-	rmemMax   int // net.core.rmem_max at start, 0 if unreadable
+	effective int          // SO_RCVBUF read back with getsockopt
+	rmemMax   int          // net.core.rmem_max at start, 0 if unreadable
+	inode     uint64       // the UDP socket's inode, as ss -e shows it (ino:)
+	boundAt   time.Time    // when this process bound the socket (not after a handoff)
+	closedAt  time.Time    // when Close closed it
+	from      *handoffInfo // set when this process took over from another
 
 	mu    sync.Mutex // guards table
 	table *lobby.Table
 
 	c       counters
 	targets []netip.AddrPort // scratch for the fan-out of one datagram
+
+	// The relay loop's reads, Unix ns: the last (handed to the next
+	// process) and the first (the end of a handoff's gap).
+	lastRead, firstRead atomic.Int64
+
+	// Pausing for a handoff: Pause sets pausing and a read deadline in the
+	// past; the relay loop parks (parked) until wake says resume or stop.
+	pausing     atomic.Bool
+	parked      chan struct{}
+	wake        chan bool
+	forwardDone chan struct{}
+	handedTo    atomic.Int64
 }
 
 // counters are updated once per batch by the forwarding goroutine and read
@@ -62,6 +81,7 @@ type Server struct {
 type counters struct {
 	rxPackets, rxBytes, txPackets, txBytes, txErrors atomic.Uint64
 	rxDrops, forwarded, lobbyFull, expired           atomic.Uint64
+	refusedDraining                                  atomic.Uint64
 	malformed                                        [numReasons]atomic.Uint64
 }
 
@@ -82,6 +102,11 @@ var reasonNames = [numReasons]string{"short", "magic", "player_id", "lobby_range
 
 // New opens the relay's UDP socket (applying SO_RCVBUF as cfg asks) and its
 // control listener, and logs the start line. Nothing is served until Run.
+//
+// With cfg.HandoffSocket set, it first asks a relayd running there for its
+// sockets and lobby table (package handoff), and binds a socket of its own
+// only when nobody answers. Then it listens there itself, for the next
+// release.
 func New(cfg config.Config, version string, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("check config: %w", err)
@@ -91,40 +116,92 @@ func New(cfg config.Config, version string, log *slog.Logger) (*Server, error) {
 		return nil, fmt.Errorf("create lobby table: %w", err)
 	}
 	s := &Server{cfg: cfg, version: version, log: log, table: table, started: time.Now(),
-		targets: make([]netip.AddrPort, 0, cfg.LobbySize-1)}
+		targets: make([]netip.AddrPort, 0, cfg.LobbySize-1),
+		done:    make(chan struct{}), parked: make(chan struct{}), wake: make(chan bool), forwardDone: make(chan struct{})}
 
 	s.rmemMax, err = readIntFile(RmemMaxPath)
 	if err != nil {
 		log.Warn("cannot read net.core.rmem_max", "err", err)
+	}
+	if cfg.HandoffSocket != "" {
+		in, err := handoff.Dial(cfg.HandoffSocket)
+		switch {
+		case err == nil:
+			if _, err := s.takeOver(in); err != nil {
+				return nil, err
+			}
+			return s, s.finishStart()
+		case !errors.Is(err, handoff.ErrNoPeer):
+			return nil, fmt.Errorf("RELAYD_HANDOFF_SOCKET %s: %w", cfg.HandoffSocket, err)
+		}
 	}
 	lc := net.ListenConfig{Control: s.setSockopts}
 	pc, err := lc.ListenPacket(context.Background(), "udp4", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen udp %s: %w", cfg.Listen, err)
 	}
+	s.boundAt = time.Now()
 	s.conn = pc.(*net.UDPConn)
-	raw, err := s.conn.SyscallConn()
-	if err != nil {
-		s.conn.Close()
-		return nil, fmt.Errorf("get raw udp socket: %w", err)
-	}
-	var gerr error
-	if err := raw.Control(func(fd uintptr) {
-		s.effective, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
-	}); err != nil || gerr != nil {
-		s.conn.Close()
-		return nil, fmt.Errorf("read back SO_RCVBUF: %w", errors.Join(err, gerr))
-	}
-	s.io = newBatchIO(raw, cfg.Batch, cfg.LobbySize-1)
-
 	s.ctl, err = net.Listen("tcp", cfg.Control)
 	if err != nil {
 		s.conn.Close()
 		return nil, fmt.Errorf("listen control %s: %w", cfg.Control, err)
 	}
+	if err := s.setup(); err != nil {
+		s.closeSockets()
+		return nil, err
+	}
+	return s, s.finishStart()
+}
+
+// setup reads the socket's buffer and inode back and builds what serves
+// it.
+func (s *Server) setup() error {
+	raw, err := s.conn.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("get raw udp socket: %w", err)
+	}
+	var gerr, serr error
+	var st unix.Stat_t
+	if err := raw.Control(func(fd uintptr) {
+		s.effective, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+		serr = unix.Fstat(int(fd), &st)
+	}); err != nil || gerr != nil || serr != nil {
+		return fmt.Errorf("read back SO_RCVBUF and inode: %w", errors.Join(err, gerr, serr))
+	}
+	s.inode = st.Ino
+	s.io = newBatchIO(raw, s.cfg.Batch, s.cfg.LobbySize-1)
 	s.http = &http.Server{Handler: s.handler(), ReadHeaderTimeout: 10 * time.Second}
+	return nil
+}
+
+// finishStart listens on the handoff socket, if configured, and logs the
+// start line. A process that took over keeps serving without a handoff
+// socket if it cannot make one: the old process has already exited.
+func (s *Server) finishStart() error {
+	if s.cfg.HandoffSocket != "" {
+		ln, err := handoff.Listen(s.cfg.HandoffSocket, s.log)
+		switch {
+		case err == nil:
+			s.handoffLn = ln
+		case s.from != nil:
+			s.log.Error("no handoff socket: the next release cannot take over, it must restart", "err", err)
+		default:
+			s.closeSockets()
+			return fmt.Errorf("RELAYD_HANDOFF_SOCKET %s: %w", s.cfg.HandoffSocket, err)
+		}
+	}
 	s.logStart()
-	return s, nil
+	return nil
+}
+
+func (s *Server) closeSockets() {
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	if s.ctl != nil {
+		s.ctl.Close()
+	}
 }
 
 // setSockopts runs on the socket before bind: the requested buffer, and
@@ -150,13 +227,26 @@ func (s *Server) setSockopts(_, _ string, c syscall.RawConn) error {
 }
 
 func (s *Server) logStart() {
-	s.log.Info("relayd started",
-		"version", s.version, "pid", os.Getpid(),
+	attrs := []any{"version", s.version, "pid", os.Getpid(),
 		"listen", s.ListenAddr().String(), "control", s.ControlAddr().String(),
 		"so_rcvbuf_requested", s.cfg.SORcvbuf, "so_rcvbuf_force", s.cfg.SORcvbufForce,
 		"so_rcvbuf_effective", s.effective, "rmem_max", s.rmemMax,
 		"batch", s.cfg.Batch, "lobby_size", s.cfg.LobbySize, "max_lobbies", s.cfg.MaxLobbies,
-		"idle_timeout", s.cfg.IdleTimeout.String())
+		"idle_timeout", s.cfg.IdleTimeout.String(), "socket_inode", s.inode}
+	if s.handoffLn != nil {
+		attrs = append(attrs, "handoff_socket", s.handoffLn.Path())
+	}
+	if f := s.from; f != nil {
+		attrs = append(attrs, "handoff_from_pid", f.fromPID, "handoff_from_version", f.fromVersion,
+			"lobbies_restored", f.lobbies, "players_restored", f.players,
+			"handoff_pause_us", (f.reading-f.paused)/1e3)
+	} else {
+		attrs = append(attrs, "socket_bound_at", s.boundAt.UTC().Format(time.RFC3339Nano))
+	}
+	s.log.Info("relayd started", attrs...)
+	if f := s.from; f != nil && s.cfg.SORcvbuf == 0 {
+		s.log.Warn("inherited socket keeps its receive buffer: RELAYD_SO_RCVBUF is 0, and net.core.rmem_default applies only to a new socket")
+	}
 	if msg := cappedWarning(s.cfg.SORcvbuf, s.cfg.SORcvbufForce, s.effective, s.rmemMax); msg != "" {
 		s.log.Warn(msg)
 	}
@@ -186,8 +276,9 @@ func (s *Server) ControlAddr() netip.AddrPort {
 	return s.ctl.Addr().(*net.TCPAddr).AddrPort()
 }
 
-// Run relays and serves the control plane until ctx is done or either
-// fails, then closes both. It returns nil after a clean stop.
+// Run relays and serves the control plane until ctx is done, either fails,
+// or the relay is handed over to a new process, then closes both. It
+// returns nil after a clean stop or a handoff (HandedTo says which).
 func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
 	stopExpiry := make(chan struct{})
@@ -195,6 +286,7 @@ func (s *Server) Run(ctx context.Context) error {
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
+		defer close(s.forwardDone)
 		errc <- s.forward()
 	}()
 	go func() {
@@ -209,6 +301,15 @@ func (s *Server) Run(ctx context.Context) error {
 		defer wg.Done()
 		s.expireLoop(stopExpiry)
 	}()
+	if s.handoffLn != nil {
+		wg.Go(func() {
+			// A failure here leaves the relay serving; only the next
+			// handoff is lost, and /status says so.
+			if _, err := s.handoffLn.Serve(s); err != nil {
+				s.log.Error("handoff socket stopped", "err", err)
+			}
+		})
+	}
 
 	var err error
 	select {
@@ -216,8 +317,15 @@ func (s *Server) Run(ctx context.Context) error {
 	case err = <-errc:
 	}
 	close(stopExpiry)
+	s.mu.Lock()
+	lobbies, players := s.table.Lobbies(), s.table.Players()
+	s.mu.Unlock()
 	s.Close()
 	wg.Wait()
+	if s.HandedTo() == 0 { // a handoff logged "handed over" instead
+		s.log.Info("socket closed", "at", s.closedAt.UTC().Format(time.RFC3339Nano), "lobbies", lobbies, "players", players,
+			"rx_packets", s.c.rxPackets.Load(), "last_read_at", unixNano(s.lastRead.Load()))
+	}
 	return err
 }
 
@@ -226,7 +334,16 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
-		err = s.conn.Close()
+		close(s.done)
+		if s.handoffLn != nil {
+			if s.HandedTo() > 0 {
+				s.handoffLn.Leave() // the path is the new process's now
+			} else {
+				err = s.handoffLn.Close()
+			}
+		}
+		err = errors.Join(err, s.conn.Close())
+		s.closedAt = time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		err = errors.Join(err, s.http.Shutdown(ctx))
@@ -240,10 +357,17 @@ func (s *Server) Close() error {
 }
 
 // forward is the relay loop: read a batch, route each datagram, send every
-// copy, count. It allocates nothing per datagram.
+// copy, count. It allocates nothing per datagram. It parks while a handoff
+// holds it (Pause) and ends when the relay is handed over.
 func (s *Server) forward() error {
 	for {
 		n, err := s.io.recv()
+		if err != nil && s.pausing.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+			if s.park() {
+				continue
+			}
+			return nil
+		}
 		if err != nil {
 			err = fmt.Errorf("receive: %w", err)
 		} else {
@@ -261,10 +385,14 @@ func (s *Server) forward() error {
 // relayBatch routes the n datagrams of the last recv, sends their copies
 // and counts.
 func (s *Server) relayBatch(n int) error {
-	var rxBytes, forwarded, lobbyFull uint64
+	var rxBytes, forwarded, lobbyFull, noNew uint64
 	var bad [numReasons]uint64
 	drops, sawDrops := uint32(0), false
 	now := time.Now()
+	s.lastRead.Store(now.UnixNano())
+	if s.firstRead.Load() == 0 && n > 0 {
+		s.noteFirstRead(now)
+	}
 
 	s.mu.Lock()
 	for i := 0; i < n; i++ {
@@ -287,6 +415,9 @@ func (s *Server) relayBatch(n int) error {
 		case errors.Is(err, lobby.ErrLobbyFull):
 			lobbyFull++ // well formed, so counted apart from malformed
 			continue
+		case errors.Is(err, lobby.ErrNoNewLobbies):
+			noNew++
+			continue
 		case errors.Is(err, lobby.ErrLobbyRange):
 			bad[reasonLobbyRange]++
 			continue
@@ -306,6 +437,7 @@ func (s *Server) relayBatch(n int) error {
 	s.c.rxBytes.Add(rxBytes)
 	s.c.forwarded.Add(forwarded)
 	s.c.lobbyFull.Add(lobbyFull)
+	s.c.refusedDraining.Add(noNew)
 	for r, v := range bad {
 		if v > 0 {
 			s.c.malformed[r].Add(v)
@@ -321,6 +453,19 @@ func (s *Server) relayBatch(n int) error {
 		return fmt.Errorf("send: %w", err)
 	}
 	return nil
+}
+
+// noteFirstRead logs this process's first read, once: after a handoff it
+// ends the gap that began with the old process's last read.
+func (s *Server) noteFirstRead(now time.Time) {
+	if !s.firstRead.CompareAndSwap(0, now.UnixNano()) {
+		return
+	}
+	attrs := []any{"at", now.UTC().Format(time.RFC3339Nano)}
+	if f := s.from; f != nil && f.lastRead > 0 {
+		attrs = append(attrs, "handoff_gap_us", (now.UnixNano()-f.lastRead)/1e3)
+	}
+	s.log.Info("first datagram read", attrs...)
 }
 
 func decodeReason(err error) reason {

@@ -24,7 +24,7 @@ type Socket struct {
 	Wmem    uint64 // skmem t
 	Sndbuf  uint64 // skmem tb
 	Drops   uint64 // skmem d: datagrams dropped on this socket, the same counter as /proc/net/udp's drops
-	Inode   uint64 // ino:N with -e: the socket's inode, the same while the socket lives; 0 without -e
+	Inode   uint64 // ino: with ss -e, the socket's inode (fstat's st_ino), the same while the socket lives; 0 without -e
 	PIDs    []int  // users:(...) process ids, in ss's order, without repeats; empty without -p
 	Process string // the first process name in users:(...); "" without -p
 }
@@ -89,18 +89,16 @@ func parseSSLine(text string) (Socket, error) {
 		return s, fmt.Errorf("want state, Recv-Q, Send-Q, local and peer address before skmem, got %q", clip(head))
 	}
 	s.State = f[0]
-	for _, x := range f[5:] {
-		if v, ok := strings.CutPrefix(x, "ino:"); ok {
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				return s, fmt.Errorf("ino %q is not a number", clip(v))
-			}
-			s.Inode = n
-		}
-	}
 	var err error
 	if s.Local, s.Port, err = splitAddrPort(f[3]); err != nil {
 		return s, err
+	}
+	for _, x := range f[5:] { // ss -e: ino:78944 sk:104d cgroup:/ <->
+		if v, ok := strings.CutPrefix(x, "ino:"); ok {
+			if s.Inode, err = strconv.ParseUint(v, 10, 64); err != nil {
+				return s, fmt.Errorf("ino %q is not a number", clip(v))
+			}
+		}
 	}
 	end := strings.IndexByte(text[si:], ')')
 	if end < 0 {

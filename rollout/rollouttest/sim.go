@@ -30,6 +30,7 @@ type Sim struct {
 	Releases map[string]bool   // versions installed
 	PID      int               // 0: the relay is not running
 	RB       uint64            // the relay socket's rb
+	Inode    uint64            // the relay socket's inode: a restart makes a new socket, a handoff keeps it
 	Exe      string            // the running relay's executable
 	Journal  string            // an unfinished run's journal
 	Paths    plans.PlanPaths
@@ -46,6 +47,9 @@ type Sim struct {
 	Fetch func(url string) ([]byte, error)
 
 	Restarts int
+	Handoffs int
+	Draining bool         // the relay refuses new lobbies (relay-drain POST)
+	Players  []int        // what /status reports, one reading after another; the last repeats
 	Ops      []rollout.Op // every primitive received, in order
 	Uploaded int          // bytes received
 	Fetched  int          // bytes the host fetched from a url
@@ -117,8 +121,16 @@ func (s *Sim) Facts() *plans.Facts {
 	sort.Strings(f.Release.Installed)
 	if s.PID > 0 {
 		f.Service = plans.ServiceFact{Running: true, PID: s.PID}
+		if len(s.Players) > 0 {
+			n := s.Players[0]
+			if len(s.Players) > 1 {
+				s.Players = s.Players[1:]
+			}
+			f.RelayStatus = &plans.RelayStatusFact{Read: true, Version: plans.ReleaseOf(s.Paths, s.Link), PID: s.PID, Players: n, Lobbies: (n + 7) / 8,
+				SORcvbufEffective: int(s.RB), SocketInode: s.Inode}
+		}
 		f.Release.RunningExe = s.Exe
-		f.Socket = plans.SocketFact{Found: true, Port: 7788, Rcvbuf: s.RB}
+		f.Socket = plans.SocketFact{Found: true, Port: 7788, Rcvbuf: s.RB, Inode: s.Inode}
 	} else {
 		f.Service = plans.ServiceFact{Detail: "not running"}
 		f.Socket = plans.SocketFact{Port: 7788}
@@ -248,6 +260,15 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 	case "restart":
 		s.restart()
 		return rollout.Result{Value: strconv.FormatInt(time.Now().UnixNano(), 10)}, nil
+	case "handoff":
+		s.Handoffs++
+		inode := s.Inode
+		s.restart()
+		s.Restarts--
+		s.Inode = inode
+		return rollout.Result{Value: strconv.FormatInt(time.Now().UnixNano(), 10)}, nil
+	case "relay-drain":
+		s.Draining = a(2) == "POST"
 	case "stop":
 		s.PID = 0
 	case "unit-log":
@@ -263,6 +284,7 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 // restart starts the release the link points at, with its config.
 func (s *Sim) restart() {
 	s.Restarts++
+	s.Inode++
 	s.PID += 100
 	s.Exe = s.Link + "/relayd"
 	cfg, err := config.Parse(strings.NewReader(s.Files[s.Paths.RelayConfig]), "sim")
