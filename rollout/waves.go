@@ -19,7 +19,7 @@ type WaveResult struct {
 	Applied        int      `json:"applied"`
 	Unchanged      int      `json:"unchanged"`
 	Staged         int      `json:"staged,omitempty"`
-	Failures       int      `json:"failures"` // failed, rolled back, refused
+	Failures       int      `json:"failures"`          // failed, rolled back, refused
 	Skipped        int      `json:"skipped,omitempty"` // left for a later run at the drain gate's deadline
 	Unreachable    int      `json:"unreachable"`
 	NotStarted     int      `json:"not_started"`
