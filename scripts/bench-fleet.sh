@@ -371,11 +371,19 @@ import glob, json, statistics, sys
 res = sys.argv[1]
 for n in sys.argv[2:]:
     for kind in ("apply", "staged-apply"):
-        w = []
+        w, pre = [], []
         for f in glob.glob("%s/%s-%s-*.receipt.json" % (res, kind, n)):
-            w += [h["window_ms"] for h in json.load(open(f))["hosts"] if h.get("window_ms")]
+            for h in json.load(open(f))["hosts"]:
+                if h.get("window_ms"):
+                    w.append(h["window_ms"])
+                # ms since the host's own start when its window began:
+                # connect, lock, observe and the stage (the upload, if any).
+                win = [s["ms"] for s in h.get("steps", []) if s.get("phase") == "window"]
+                if win:
+                    pre.append(win[0])
         if w:
-            print("%s hosts, %s: restart window median %d ms, max %d ms (%d host-runs)" % (n, kind, statistics.median(w), max(w), len(w)))
+            print("%s hosts, %-12s restart window median %d ms, max %d ms; before its window a host spent %d ms (median; %d host-runs)"
+                  % (n, kind + ":", statistics.median(w), max(w), statistics.median(pre) if pre else -1, len(w)))
 EOF
 	if [ "$FAILURES" -gt 0 ]; then
 		printf '\nFAILED runs (not in the medians):\n'
