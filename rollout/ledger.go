@@ -119,33 +119,84 @@ func (l *Ledger) Todo() []int {
 	return out
 }
 
-// JSON is the ledger file's bytes.
+// JSON is the ledger file's bytes: the header's fields, then one host a
+// line, so a person can read (and grep) it and a save re-encodes only the
+// host that changed (ledgerBook).
 func (l *Ledger) JSON() ([]byte, error) {
+	lines := make([][]byte, len(l.Hosts))
+	for i := range l.Hosts {
+		b, err := hostLine(&l.Hosts[i])
+		if err != nil {
+			return nil, err
+		}
+		lines[i] = b
+	}
+	return l.assemble(lines)
+}
+
+func hostLine(h *LedgerHost) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(h); err != nil {
+		return nil, fmt.Errorf("encode ledger: %w", err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+func (l *Ledger) assemble(lines [][]byte) ([]byte, error) {
+	head := *l
+	head.Hosts = nil
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(l); err != nil {
+	if err := enc.Encode(head); err != nil {
 		return nil, fmt.Errorf("encode ledger: %w", err)
 	}
-	return b.Bytes(), nil
+	// The header ends `"hosts": null\n}\n`: the hosts go in its place.
+	out, ok := bytes.CutSuffix(b.Bytes(), []byte("null\n}\n"))
+	if !ok {
+		return nil, errors.New("encode ledger: unexpected header")
+	}
+	out = append(out, "[\n"...)
+	for i, line := range lines {
+		out = append(out, "    "...)
+		out = append(out, line...)
+		if i < len(lines)-1 {
+			out = append(out, ',')
+		}
+		out = append(out, '\n')
+	}
+	return append(out, "  ]\n}\n"...), nil
 }
 
 // ledgerBook keeps the ledger of a run and saves it after each change.
 // A ledger that cannot be saved stops the fleet: a resume would not know
 // where the run got to.
+// Each host's line is kept encoded: a save costs one host's encoding and
+// a copy of the file, not the whole fleet's encoding again.
 type ledgerBook struct {
-	mu   sync.Mutex
-	l    *Ledger
-	save func([]byte) error
-	now  func() time.Time
-	err  error
+	mu    sync.Mutex
+	l     *Ledger
+	lines [][]byte // encoded hosts; nil: not yet
+	save  func([]byte) error
+	now   func() time.Time
+	err   error
 }
 
 func (b *ledgerBook) update(i int, f func(h *LedgerHost)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	f(&b.l.Hosts[i])
+	if b.lines != nil {
+		line, err := hostLine(&b.l.Hosts[i])
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.lines[i] = line
+	}
 	b.flush()
 }
 
@@ -154,7 +205,18 @@ func (b *ledgerBook) flush() {
 		return
 	}
 	b.l.Updated = b.now().UTC().Format(time.RFC3339)
-	body, err := b.l.JSON()
+	if b.lines == nil {
+		b.lines = make([][]byte, len(b.l.Hosts))
+		for i := range b.l.Hosts {
+			line, err := hostLine(&b.l.Hosts[i])
+			if err != nil {
+				b.err = err
+				return
+			}
+			b.lines[i] = line
+		}
+	}
+	body, err := b.l.assemble(b.lines)
 	if err == nil {
 		err = b.save(body)
 	}
@@ -192,5 +254,6 @@ func (b *ledgerBook) notStarted(results []*HostResult) {
 			*h = LedgerHost{Host: h.Host, Outcome: string(NotStarted), State: r.State, Reason: r.Reason, Run: b.l.Run, Wave: r.Wave}
 		}
 	}
+	b.lines = nil // every line again
 	b.flush()
 }

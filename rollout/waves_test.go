@@ -317,3 +317,27 @@ func TestLedgerOfAnotherPlan(t *testing.T) {
 		}
 	}
 }
+
+// The ledger file is JSON with one host a line, and the book's saves
+// (re-encoding only the host that changed) give the same bytes as
+// encoding the whole ledger.
+func TestLedgerFile(t *testing.T) {
+	d, p, sims := fleet(t, 3, "")
+	sims[1].IgnoreRB = true
+	var led ledgers
+	applyWith(t, context.Background(), d, p, rollout.ApplyOptions{Parallel: 1, SaveLedger: led.save})
+	for i, b := range led.saved {
+		l, err := rollout.LoadLedger("x", b, p)
+		if err != nil {
+			t.Fatalf("save %d: %v\n%s", i, err, b)
+		}
+		again, _ := l.JSON()
+		if string(again) != string(b) {
+			t.Errorf("save %d differs from the ledger encoded whole:\n%s\n---\n%s", i, b, again)
+		}
+	}
+	last := string(led.saved[len(led.saved)-1])
+	if !strings.Contains(last, "\n    {\"host\":\"h2\",\"outcome\":\"rolled back\"") || strings.Count(last, "\n") != 12 {
+		t.Errorf("ledger file:\n%s", last)
+	}
+}
