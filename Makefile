@@ -10,14 +10,35 @@ GO ?= go
 # bin/relayd and check a plan's sha256 (cmd/relayd/reproducible_test.go;
 # internal/lab.BuildFlags are the same flags).
 GOBUILD = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false
+# make install PREFIX=/usr/local (DESTDIR for packaging).
+PREFIX ?= /usr/local
+DESTDIR ?=
 
-.PHONY: demo-systemd build test test-unit lab-deps lint demo demo-bench fuzz bench-apply bench-plan clean
+.PHONY: build install test test-unit lab-deps lint demo demo-systemd demo-bench fuzz bench-apply bench-plan clean
 
 build:
 	$(GOBUILD) -ldflags "-s -w -X main.Version=$(VERSION)" -o bin/relayctl ./cmd/relayctl
 	$(GOBUILD) -ldflags "-s -w -X main.Version=$(RELAY_VERSION)" -o bin/relayd ./cmd/relayd
 	$(GOBUILD) -ldflags "-s -w" -o bin/relaylab ./internal/cmd/relaylab
 	@cd bin && sha256sum relayctl relayd
+
+# relayctl and relayd in PREFIX/bin, relayctl(1) and the bash, zsh and fish
+# completions, each made by the relayctl just built (relayctl man,
+# relayctl completion SHELL).
+install: build
+	bin/relayctl man > bin/relayctl.1
+	bin/relayctl completion bash > bin/relayctl.bash
+	bin/relayctl completion zsh > bin/_relayctl
+	bin/relayctl completion fish > bin/relayctl.fish
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+	  $(DESTDIR)$(PREFIX)/share/zsh/site-functions \
+	  $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 0755 bin/relayctl bin/relayd $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 bin/relayctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/relayctl.1
+	install -m 0644 bin/relayctl.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/relayctl
+	install -m 0644 bin/_relayctl $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_relayctl
+	install -m 0644 bin/relayctl.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/relayctl.fish
 
 # Every test, the lab tests included (they need root, openssh-server, iproute2).
 # -p 1 keeps test binaries from competing for this machine's two cores and

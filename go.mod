@@ -3,6 +3,7 @@ module github.com/relayctl/relayctl
 go 1.26.0
 
 require (
+	github.com/cpuguy83/go-md2man/v2 v2.0.7
 	github.com/hashicorp/go-version v1.9.0
 	github.com/hiddeco/sshsig v0.2.0
 	github.com/kevinburke/ssh_config v1.6.0
@@ -18,7 +19,6 @@ require (
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect

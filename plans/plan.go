@@ -158,14 +158,15 @@ type SysctlChange struct {
 // derives it again and checks it against SHA256, and the review shows Diff,
 // with secrets masked.
 type FileChange struct {
-	Path          string     `json:"path"`
-	Change        bool       `json:"change"`
-	Exists        bool       `json:"exists"`
-	Remove        bool       `json:"remove,omitempty"`         // the plan removes the file
-	SHA256        string     `json:"sha256,omitempty"`         // of the planned content
-	CurrentSHA256 string     `json:"current_sha256,omitempty"` // of the content found
-	Diff          []DiffLine `json:"diff,omitempty"`           // current → planned, secrets masked
-	Content       string     `json:"-"`                        // the planned content, derived, never stored
+	Path          string      `json:"path"`
+	Change        bool        `json:"change"`
+	Exists        bool        `json:"exists"`
+	Remove        bool        `json:"remove,omitempty"`         // the plan removes the file
+	SHA256        string      `json:"sha256,omitempty"`         // of the planned content
+	CurrentSHA256 string      `json:"current_sha256,omitempty"` // of the content found
+	Diff          []DiffLine  `json:"diff,omitempty"`           // current → planned, secrets masked
+	Changes       []KeyChange `json:"changes,omitempty"`        // the same per key, secrets masked
+	Content       string      `json:"-"`                        // the planned content, derived, never stored
 }
 
 // ReleaseChange is the relay release on one host.
@@ -462,6 +463,14 @@ func planSysctls(h *HostPlan, p *Plan, f *Facts) {
 			_, h.DropIn.Diff[i].Managed = planned[strings.TrimSpace(k)]
 		}
 	}
+	if h.DropIn.Change {
+		managed := map[string]bool{}
+		for k := range planned {
+			managed[k] = true
+		}
+		// Sysctl values are no secret: any user reads them in /proc/sys.
+		h.DropIn.Changes = keyChanges(dropInKeys(cur.Content), dropInKeys(content), managed, noSecret)
+	}
 
 	// Which file decides each key at the next boot, with our drop-in as planned.
 	var files []tune.ConfFile
@@ -491,7 +500,11 @@ func planSysctls(h *HostPlan, p *Plan, f *Facts) {
 		sf := f.Sysctls[s.Key]
 		c := SysctlChange{Key: s.Key, Current: sf.Value, Planned: s.Value, Writable: sf.Writable}
 		if !sf.Exists {
-			h.Blockers = append(h.Blockers, fmt.Sprintf("%s does not exist on this host (kernel %s): nothing can set it; remove it from the spec or plan for a kernel that has it", s.Key, f.Kernel))
+			fix := "remove it from the spec or plan for a kernel that has it"
+			if near, ok := tune.NearestSysctl(s.Key); ok {
+				fix = "did you mean " + near + "? Otherwise " + fix
+			}
+			h.Blockers = append(h.Blockers, fmt.Sprintf("%s does not exist on this host (kernel %s): nothing can set it; %s", s.Key, f.Kernel, fix))
 			h.Sysctls = append(h.Sysctls, c)
 			continue
 		}
@@ -702,6 +715,9 @@ func planConfig(h *HostPlan, p *Plan, f *Facts) {
 	}
 	h.Config = fileChange(p.Paths.RelayConfig, f.Config, planned, false)
 	h.Config.Diff = maskDiff(h.Config.Diff, managedKeys(managed))
+	if h.Config.Change {
+		h.Config.Changes = keyChanges(configKeys(f.Config.Content), configKeys(planned), managedKeys(managed), IsSecretKey)
+	}
 }
 
 func managedKeys(s []config.Setting) map[string]bool {
@@ -793,7 +809,7 @@ func planUnitDropIn(h *HostPlan, p *Plan, f *Facts) {
 
 // Plan is the service as a plan records it.
 func (s Service) Plan() PlanService {
-	return PlanService{Manager: s.Manager, Name: s.Name, Start: s.Start, Stop: s.Stop, Handoff: s.Handoff, PIDFile: s.PIDFile}
+	return PlanService(s)
 }
 
 // Changes reports whether any host has something to do.

@@ -260,6 +260,14 @@ func TestPlanWarningsAndBlockers(t *testing.T) {
 			want:   "the relay socket's rb 212992 does not meet the promised capacity (200 players at 60 Hz, 200-byte datagrams, a 50 ms stall)",
 		},
 		{
+			name: "a typo in a key: the nearest known key",
+			spec: func(s string) string {
+				return strings.Replace(s, "  net.core.rmem_max: 8388608\n", "  net.core.rmem_max: 8388608\n  net.core.rmem_defualt: 262144\n", 1)
+			},
+			action: ActionBlocked,
+			want:   "net.core.rmem_defualt does not exist on this host (kernel 6.18.44): nothing can set it; did you mean net.core.rmem_default? Otherwise remove it from the spec",
+		},
+		{
 			name:   "relay not running",
 			facts:  func(f *Facts) { f.Service = ServiceFact{Detail: "not running"}; f.Socket = SocketFact{Port: 7788} },
 			action: ActionChange,

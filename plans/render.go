@@ -209,8 +209,8 @@ func (p *Plan) Markdown(planFile string) []byte {
 			fc   FileChange
 		}{{"Relay config", h.Config}, {"Sysctl drop-in", h.DropIn}} {
 			if len(f.fc.Diff) > 0 {
-				w("%s %s, current → planned (`*` marks a key relayctl manages; secrets masked):\n\n", f.name, MDCode(f.fc.Path))
-				w("%s", diffBlock(f.fc.Diff))
+				w("%s %s, current → planned (`*` marks a line relayctl manages; the others are kept as they are; secrets masked):\n\n", f.name, MDCode(f.fc.Path))
+				w("%s", diffBlock(f.fc))
 			}
 		}
 		if len(h.Steps) > 0 {
@@ -242,18 +242,65 @@ func (p *Plan) Markdown(planFile string) []byte {
 	return []byte(b.String())
 }
 
-// diffBlock renders a diff as an indented code block (four spaces, so no
-// line of it can close a fence), one line per changed or kept line.
-func diffBlock(d []DiffLine) string {
-	var b strings.Builder
-	for _, l := range d {
-		mark := " "
-		if l.Managed {
-			mark = "*"
-		}
-		fmt.Fprintf(&b, "    %s%s %s\n", l.Op, mark, Visible(l.Text))
+// diffBlock renders a file's change as a unified diff (diff -u: a ---/+++
+// header, @@ hunks with three lines of context) in a fenced diff block, so
+// a Markdown viewer colours it. After the +/-/space of each line, a * marks
+// a line relayctl manages. The fence is longer than any run of backticks
+// in the diff, so no line of it can close the block.
+func diffBlock(f FileChange) string {
+	var lines []string
+	from, to := f.Path+" (current)", f.Path+" (planned)"
+	if !f.Exists {
+		from = "/dev/null"
 	}
-	return b.String() + "\n"
+	if f.Remove {
+		to = "/dev/null"
+	}
+	lines = append(lines, "--- "+Visible(from), "+++ "+Visible(to))
+	hunks := Hunks(f.Diff, DiffContext)
+	for _, h := range hunks {
+		lines = append(lines, h.Header())
+		for _, l := range h.Lines {
+			mark := " "
+			if l.Managed {
+				mark = "*"
+			}
+			lines = append(lines, diffOp(l.Op)+mark+" "+Visible(l.Text))
+		}
+	}
+	if len(hunks) == 0 {
+		// The lines are equal: the file differs in its final newline, or
+		// is too long to show (the diff says so in its one line).
+		note := "(the lines are the same; the planned file differs only in its final newline)"
+		if len(f.Diff) == 1 && strings.HasPrefix(f.Diff[0].Text, "(too long") {
+			note = f.Diff[0].Text
+		}
+		lines = append(lines, "# "+Visible(note))
+	}
+	longest := 0
+	for _, l := range lines {
+		run := 0
+		for _, r := range l {
+			if r == '`' {
+				run++
+				longest = max(longest, run)
+			} else {
+				run = 0
+			}
+		}
+	}
+	fence := strings.Repeat("`", max(3, longest+1))
+	return fence + "diff\n" + strings.Join(lines, "\n") + "\n" + fence + "\n\n"
+}
+
+// diffOp is a diff line's op as the review prints it; a plan holds no other
+// (plans.Validate), but a review never prints what it does not know.
+func diffOp(op string) string {
+	switch op {
+	case "+", "-":
+		return op
+	}
+	return " "
 }
 
 // drainText says what the drain gate will do on a host, with the players

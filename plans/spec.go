@@ -191,10 +191,23 @@ func (e SpecErrors) Unwrap() []error {
 
 // ParseSpec reads a spec and reports every problem it finds at once, as
 // SpecErrors. file names it in errors. Checks that need the filesystem (the
-// artifact exists) are the caller's: see Spec.ArtifactPath. The same parser
+// artifact exists) are the caller's (relayctl reads it). The same parser
 // checks the spec recorded in a plan, so a plan can hold nothing a spec
 // could not.
 func ParseSpec(file string, data []byte) (*Spec, error) {
+	s, errs := ParseSpecAll(file, data)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return s, nil
+}
+
+// ParseSpecAll is ParseSpec for checking a spec (relayctl validate, and
+// plan before it connects): besides every problem, it returns what it could
+// read of a spec that has problems (nil when it is not even YAML), so the
+// caller can check the rest, such as the artifact, in the same run. A spec
+// with problems is never planned.
+func ParseSpecAll(file string, data []byte) (*Spec, SpecErrors) {
 	p := &specParser{file: file}
 	if len(data) > MaxSpecSize {
 		return nil, SpecErrors{{File: file, Msg: fmt.Sprintf("the spec is %d bytes, more than the %d a spec may have", len(data), MaxSpecSize)}}
@@ -221,10 +234,16 @@ func ParseSpec(file string, data []byte) (*Spec, error) {
 	s := p.spec(doc.Content[0])
 	s.Source = data
 	if len(p.errs) > 0 {
-		sort.SliceStable(p.errs, func(i, j int) bool { return p.errs[i].Line < p.errs[j].Line })
-		return nil, SpecErrors(p.errs)
+		SortSpecErrors(p.errs)
+		return s, SpecErrors(p.errs)
 	}
 	return s, nil
+}
+
+// SortSpecErrors sorts problems by line, keeping the order of those on one
+// line.
+func SortSpecErrors(errs []*SpecError) {
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Line < errs[j].Line })
 }
 
 // MaxSpecSize bounds a spec file: a spec is a page of YAML.

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/relayctl/relayctl/tune"
 )
 
 const goodSpec = `name: ashburn-rcvbuf
@@ -250,5 +252,34 @@ func TestExampleSpecParses(t *testing.T) {
 	}
 	if s.Relay.SORcvbuf != 4194304 || s.Sysctl[0].Key != "net.core.rmem_max" || s.Window == nil {
 		t.Errorf("example spec: got %+v", s)
+	}
+}
+
+func TestSpecWarnings(t *testing.T) {
+	src := "name: x\nhosts: [a]\nsysctl:\n  net.core.rmem_maxx: 8388608\n  net.core.rmem_default: 262144\n  vendor.acme.turbo: 1\n"
+	s, errs := ParseSpecAll("x.yaml", []byte(src))
+	if s == nil || len(errs) != 1 || errs[0].Field != "relay" {
+		t.Fatalf("ParseSpecAll: got %v, %v; want the spec read and one error (relay missing)", s, errs)
+	}
+	w := s.Warnings()
+	if len(w) != 2 {
+		t.Fatalf("got %d warnings (%v), want 2", len(w), w)
+	}
+	kernel := tune.KnownSysctlsKernel()
+	want := []string{
+		"x.yaml:4: sysctl.net.core.rmem_maxx: not a sysctl of Linux " + kernel + " (the list relayctl ships, tune/known_sysctls.txt); did you mean net.core.rmem_max?",
+		"x.yaml:6: sysctl.vendor.acme.turbo: not a sysctl of Linux " + kernel + " (the list relayctl ships, tune/known_sysctls.txt)",
+	}
+	for i, e := range w {
+		if e.Error() != want[i] {
+			t.Errorf("warning %d: got %q, want %q", i, e.Error(), want[i])
+		}
+	}
+}
+
+func TestParseSpecAllNotYAML(t *testing.T) {
+	s, errs := ParseSpecAll("x.yaml", []byte("name: [x\n"))
+	if s != nil || len(errs) != 1 {
+		t.Errorf("got %v, %v; want no spec and one error", s, errs)
 	}
 }

@@ -173,8 +173,21 @@ func validateHost(p *Plan, h *HostPlan) error {
 		return fmt.Errorf("expected rb %d, the kernel rule gives %d", h.Readback.Expected, rb.Effective)
 	}
 	for _, f := range []FileChange{h.DropIn, h.Config} {
-		if (f.SHA256 != "" && !sha256Re.MatchString(f.SHA256)) || len(f.Diff) > maxDiffLines+1 {
+		if (f.SHA256 != "" && !sha256Re.MatchString(f.SHA256)) || len(f.Diff) > maxDiffLines+1 || len(f.Changes) > maxDiffLines {
 			return fmt.Errorf("file change %s is malformed", f.Path)
+		}
+		// The review shows these as they are: only the ops and kinds relayctl writes.
+		for _, l := range f.Diff {
+			if l.Op != " " && l.Op != "+" && l.Op != "-" {
+				return fmt.Errorf("file change %s: diff op %q", f.Path, l.Op)
+			}
+		}
+		for _, c := range f.Changes {
+			switch c.Change {
+			case KeyAdded, KeyRemoved, KeyChanged, KeyKept:
+			default:
+				return fmt.Errorf("file change %s: key change %q", f.Path, c.Change)
+			}
 		}
 	}
 	if h.DropIn.Path != p.Paths.SysctlFile || h.Config.Path != p.Paths.RelayConfig {

@@ -58,6 +58,8 @@ func TestValidateRefusesRechecksummedEdits(t *testing.T) {
 		{"another release on a host", func(p *Plan) { p.Hosts[0].Release.Planned = "9.9.9" }, "release"},
 		{"host renamed", func(p *Plan) { p.Hosts[0].Host = "evil" }, "not relay-ash-1"},
 		{"escape in a note", func(p *Plan) { p.Hosts[0].Kernel = "6.18\x1b[2J" }, "control character"},
+		{"diff op", func(p *Plan) { p.Hosts[0].Config.Diff[0].Op = "\x1b[2J" }, "diff op"},
+		{"key change kind", func(p *Plan) { p.Hosts[0].Config.Changes[0].Change = "rewritten" }, `key change "rewritten"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

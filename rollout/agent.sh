@@ -1,6 +1,6 @@
 # shellcheck shell=sh
 # relayctl agent: runs on a host for the length of one apply, as
-#   sh -c AGENT relayctl-agent STATE_DIR
+#   sh -c AGENT relayctl-agent STATE_DIR OBSERVE_SCRIPT
 # and interprets a handful of primitives that relayctl sends on stdin, one a
 # line, fields separated by tabs. It is a constant of relayctl: everything
 # from a plan reaches it as data, validated first, never as code. It answers
@@ -49,6 +49,8 @@
 #   relay-drain PID HOST:PORT POST|DELETE   the relay's no-new-lobbies mode on or off,
 #                            through its control plane in its network namespace
 #   unit-log UNIT SINCE_NS   DATA: the unit's journal lines since then
+#   observe BOUNDARY N       N lines follow, observe.sh's arguments; DATA is
+#                            its framed output (the boundary goes to its stdin)
 #   clock                    VAL: the host clock (ns)
 #   clear                    archive an unfinished run's journal and stage
 #   commit NAME OUTCOME SIZE SIZE bytes of receipt follow; the journal is filed beside it
@@ -59,6 +61,7 @@ export LC_ALL
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 umask 022
 state=$1
+observe_script=${2:-}
 journal=$state/journal
 stage=$state/stage
 tab=$(printf '\t')
@@ -428,6 +431,25 @@ head -c 200 <&3' "${b%:*}" "${b##*:}" "$c" 2>&1)
 		;;
 	clock)
 		val "$(date +%s%N)"
+		;;
+	observe)
+		# observe.sh in this session: the read-back needs no SSH session of
+		# its own. Its output goes through a file, which keeps it byte for
+		# byte (a command substitution would eat the final newline).
+		f=$state/observe.out
+		(
+			n=$b
+			set --
+			while [ "$n" -gt 0 ]; do
+				IFS= read -r w || exit 1
+				set -- "$@" "$w"
+				n=$((n - 1))
+			done
+			printf '%s\n' "$a" | sh -c "$observe_script" relayctl-observe "$@" 9>&-
+		) >"$f" 2>/dev/null
+		printf 'DATA %d\n' "$(wc -c <"$f")"
+		cat -- "$f"
+		rm -f -- "$f"
 		;;
 	clear)
 		old=$state/receipts/abandoned-$(date -u +%Y%m%dT%H%M%SZ)

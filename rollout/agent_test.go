@@ -176,3 +176,25 @@ func TestAgentSysctlReadsBack(t *testing.T) {
 func restartFixture(prog, word string) plans.PlanService {
 	return plans.PlanService{Manager: "command", Stop: []string{"/bin/true"}, Start: []string{prog, word}}
 }
+
+// While locked, the host is observed in the agent's own session: the same
+// facts as a session of its own, with no SSH session more.
+func TestAgentObserves(t *testing.T) {
+	r := startFakeRelay(t)
+	h := lockedAgent(t, filepath.Join(rootDir(t), "state"))
+	trips := h.RoundTrips()
+	f, err := h.Observe(context.Background(), r.query(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.RoundTrips() != trips {
+		t.Errorf("observe through the agent opened %d sessions", h.RoundTrips()-trips)
+	}
+	if !f.Service.Running || f.Service.PID != r.pid || f.Socket.Rcvbuf != r.rcvbuf(t) || f.Release.Current != "1.7.0" {
+		t.Errorf("facts through the agent: service %+v, socket %+v, release %+v", f.Service, f.Socket, f.Release)
+	}
+	// And the agent still answers afterwards.
+	if _, err := runOps(h, op("clock")); err != nil {
+		t.Errorf("after observe: %v", err)
+	}
+}

@@ -101,6 +101,9 @@ type HostResult struct {
 	RoundTrips   int           `json:"round_trips"`
 	Verify       []Check       `json:"verify,omitempty"`
 	UnitLog      string        `json:"unit_log,omitempty"` // systemd's journal of a failed start
+	// Timeline is where the host's time went, phase by phase, on
+	// relayctl's clock (ms since the host's apply started).
+	Timeline []Phase `json:"timeline,omitempty"`
 	// The players: what the relay held when the window began (at the drain
 	// gate, or when observed), how long the gate waited, and how many
 	// players the switch cut (a restart cuts every lobby; a handoff none).
@@ -115,7 +118,16 @@ type HostResult struct {
 	BytesUploaded int64         `json:"bytes_uploaded"`
 	TowardPlan    []plans.Drift `json:"toward_plan,omitempty"` // facts that moved toward the plan since it was made (staged ahead)
 	FromLedger    string        `json:"from_ledger,omitempty"` // not touched: its outcome is an earlier run's (apply --resume)
-	started       time.Time
+	started       time.Time     // on the options' clock (a test's may be fixed)
+	clock         time.Time     // the real clock at the start, for the timeline
+}
+
+// Phase is one span of a host's apply: connect, lock, observe, stage,
+// drain, window, read-back, commit.
+type Phase struct {
+	Name    string `json:"name"`
+	StartMs int64  `json:"start_ms"`
+	Ms      int64  `json:"ms"`
 }
 
 // Report is the whole apply.
@@ -262,8 +274,10 @@ func (hr *hostRun) end(out Outcome, state, reason string) *HostResult {
 }
 
 func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPlan, o ApplyOptions, pr *progress, yield func() func()) *HostResult {
-	res := &HostResult{Host: h.Host, Address: h.Address, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}, started: o.Now()}
+	res := &HostResult{Host: h.Host, Address: h.Address, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}, started: o.Now(), clock: time.Now()}
+	t0 := res.clock
 	host, err := d.DialHost(ctx, h.Host)
+	res.Timeline = append(res.Timeline, Phase{Name: "connect", Ms: time.Since(t0).Milliseconds()})
 	if err != nil {
 		res.Outcome, res.Reason = Unreachable, err.Error()
 		if IsRefusal(err) {
@@ -281,7 +295,10 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	p, stored := hr.p, hr.h
 	// The lock first: while another apply runs, the host's journal and the
 	// drift it causes are that run's business, not evidence of a dead run.
-	if err := hr.host.Lock(ctx, hr.o.Owner, hr.o.BreakLock); err != nil {
+	end := hr.phase("lock")
+	err := hr.host.Lock(ctx, hr.o.Owner, hr.o.BreakLock)
+	end()
+	if err != nil {
 		if isConnLost(err) {
 			return hr.end(Unreachable, StateAsWas, err.Error())
 		}
@@ -290,7 +307,9 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	defer hr.host.Unlock()
 
 	hr.pr.say(stored.Host, "observe")
+	end = hr.phase("observe")
 	before, err := hr.observe(ctx)
+	end()
 	if err != nil {
 		return hr.end(Failed, StateAsWas, "observe: "+err.Error())
 	}
@@ -366,7 +385,10 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	if hr.o.StageOnly {
 		st = stageSteps(st)
 	}
-	if err := hr.stage(ctx, st); err != nil {
+	end = hr.phase("stage")
+	err = hr.stage(ctx, st)
+	end()
+	if err != nil {
 		// Folders others can write, or a symlink where a file goes: the
 		// host is refused before anything is written.
 		if n := len(hr.res.Steps); n > 0 && hr.res.Steps[n-1].Kind == KindCheckFolders {
@@ -389,7 +411,10 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	if p.Drain != nil {
 		var out Outcome
 		var why string
-		if gate, out, why = hr.drainGate(ctx, before); gate == nil {
+		end = hr.phase("drain")
+		gate, out, why = hr.drainGate(ctx, before)
+		end()
+		if gate == nil {
 			return hr.end(out, StateAsWas, why)
 		}
 	}
@@ -400,11 +425,15 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	// From here on the host is in its window: it finishes or rolls back,
 	// whatever happens to ctx (an interrupt stops other hosts, not this one).
 	wctx := context.WithoutCancel(ctx)
+	end = hr.phase("window")
 	started, stopClock, werr := hr.window(wctx, st)
+	end()
 	windowFailed := werr != nil // a step of the window failed (not its read-back)
 	var after *plans.Facts
 	if werr == nil {
+		end = hr.phase("read-back")
 		after, werr = hr.verify(wctx, before)
+		end()
 		if after != nil && stopClock > 0 && after.ClockNanos > stopClock {
 			hr.res.WindowMillis = (after.ClockNanos - stopClock) / 1e6
 		}
@@ -757,8 +786,17 @@ func restoredChecks(undone []step, c *checkCtx) []Check {
 	return out
 }
 
+// phase starts a span of the timeline; the returned func ends it.
+func (hr *hostRun) phase(name string) func() {
+	start := time.Now()
+	return func() {
+		hr.res.Timeline = append(hr.res.Timeline, Phase{Name: name, StartMs: start.Sub(hr.res.clock).Milliseconds(), Ms: time.Since(start).Milliseconds()})
+	}
+}
+
 // commit files the journal and the host's receipt on the host.
 func (hr *hostRun) commit(ctx context.Context, out Outcome) {
+	defer hr.phase("commit")()
 	hr.res.Outcome = out
 	hr.res.RoundTrips = hr.host.RoundTrips()
 	body, err := receiptJSON(hr.p, hr.res)

@@ -88,13 +88,27 @@ func (q Query) Validate() error {
 // query's words, all quoted. The frame boundary is not among them: it
 // travels on stdin.
 func (q Query) command() (string, error) {
-	if err := q.Validate(); err != nil {
+	args, err := q.args()
+	if err != nil {
 		return "", err
 	}
-	argv := []string{"sh", "-c", observeScript, "relayctl-observe", strconv.Itoa(q.Port), q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir,
+	return Command(append([]string{"sh", "-c", observeScript, "relayctl-observe"}, args...)...), nil
+}
+
+// args are observe.sh's arguments for the query.
+func (q Query) args() ([]string, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	args := []string{strconv.Itoa(q.Port), q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir,
 		q.Service.Manager, q.Service.Name, q.Service.PIDFile, strings.Join(q.Keys, ","), q.Control, strconv.Itoa(plans.MaxHostFile), unitDropIn(q.Service)}
-	argv = append(argv, tune.SysctlDirs...)
-	return Command(argv...), nil
+	return append(args, tune.SysctlDirs...), nil
+}
+
+// observeRunner runs observe.sh itself, with these arguments and the
+// boundary on its stdin: the agent does, in the session it already holds.
+type observeRunner interface {
+	runObserve(ctx context.Context, args []string, boundary string, stdout io.Writer) error
 }
 
 // unitDropIn is the drop-in relayctl owns for a systemd relay, or "-".
@@ -111,14 +125,24 @@ func Observe(ctx context.Context, r Runner, host, address, user string, q Query)
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := q.command()
-	if err != nil {
-		return nil, err
-	}
 	out := &limitedBuffer{max: MaxObserveOutput}
-	var errb bytes.Buffer
-	if err := r.Run(ctx, cmd, strings.NewReader(boundary+"\n"), out, &errb); err != nil {
-		return nil, fmt.Errorf("observe: %w", err)
+	if or, ok := r.(observeRunner); ok {
+		args, err := q.args()
+		if err != nil {
+			return nil, err
+		}
+		if err := or.runObserve(ctx, args, boundary, out); err != nil {
+			return nil, fmt.Errorf("observe: %w", err)
+		}
+	} else {
+		cmd, err := q.command()
+		if err != nil {
+			return nil, err
+		}
+		var errb bytes.Buffer
+		if err := r.Run(ctx, cmd, strings.NewReader(boundary+"\n"), out, &errb); err != nil {
+			return nil, fmt.Errorf("observe: %w", err)
+		}
 	}
 	if out.over {
 		return nil, fmt.Errorf("observe: the host printed more than %d bytes", MaxObserveOutput)

@@ -64,6 +64,7 @@ type HostReceipt struct {
 	HandoffGapUS    *int64         `json:"handoff_gap_us,omitempty"`
 	RoundTrips      int            `json:"round_trips"`
 	Steps           []StepRecord   `json:"steps"`
+	Timeline        []Phase        `json:"timeline,omitempty"`
 	Verify          []Check        `json:"verify,omitempty"`
 	Wave            int            `json:"wave,omitempty"`
 	BytesUploaded   int64          `json:"bytes_uploaded"`        // release, config, drop-in: 0 when staged ahead
@@ -75,7 +76,7 @@ type HostReceipt struct {
 func Receipt(p *plans.Plan, r *HostResult) HostReceipt {
 	hr := HostReceipt{Plan: p.Name, Checksum: p.Checksum, Host: r.Host, Address: r.Address, Outcome: r.Outcome, State: r.State,
 		Reason: r.Reason, Drift: r.Drift, Journal: r.Journal, UnitLog: r.UnitLog, ExpectedRB: r.ExpectedRB, WindowMillis: r.WindowMillis,
-		Restarts: r.Restarts, Handoffs: r.Handoffs, RoundTrips: r.RoundTrips, Steps: r.Steps, Verify: r.Verify,
+		Restarts: r.Restarts, Handoffs: r.Handoffs, RoundTrips: r.RoundTrips, Steps: r.Steps, Timeline: r.Timeline, Verify: r.Verify,
 		PlayersAtWindow: r.PlayersAtWindow, DrainWaitMillis: r.DrainWaitMillis, PlayersCut: r.PlayersCut, HandoffGapUS: r.HandoffGapUS,
 		Wave: r.Wave, BytesUploaded: r.BytesUploaded, TowardPlan: r.TowardPlan, FromLedger: r.FromLedger}
 	keys := p.ReadKeys()
@@ -108,21 +109,29 @@ func receiptJSON(p *plans.Plan, r *HostResult) ([]byte, error) {
 	return json.MarshalIndent(Receipt(p, r), "", "  ")
 }
 
-// FleetReceipt is the local receipt written beside the plan.
+// ReceiptFormatVersion is the layout version of the fleet receipt
+// (PLAN.receipt.json, apply --json), documented in docs/json.md. A
+// field added keeps it; one renamed, removed or changed in meaning bumps it.
+const ReceiptFormatVersion = 1
+
+// FleetReceipt is the local receipt written beside the plan, and what
+// apply --json prints.
 type FleetReceipt struct {
-	Plan     string        `json:"plan"`
-	Checksum string        `json:"plan_checksum"`
-	Started  string        `json:"started"`
-	Millis   int64         `json:"ms"`
-	Run      int           `json:"run,omitempty"`
-	Waves    []*WaveResult `json:"waves,omitempty"`
-	Stopped  string        `json:"stopped,omitempty"`
-	Hosts    []HostReceipt `json:"hosts"`
+	FormatVersion int           `json:"format_version"`
+	Plan          string        `json:"plan"`
+	Checksum      string        `json:"plan_checksum"`
+	Started       string        `json:"started"`
+	Millis        int64         `json:"ms"`
+	Run           int           `json:"run,omitempty"`     // 1, then one more per apply --resume
+	Waves         []*WaveResult `json:"waves,omitempty"`   // the waves as they ran
+	Stopped       string        `json:"stopped,omitempty"` // why hosts were left not started
+	Hosts         []HostReceipt `json:"hosts"`
 }
 
 // ReceiptJSON is the fleet receipt as JSON.
 func ReceiptJSON(p *plans.Plan, rep *Report) ([]byte, error) {
-	fr := FleetReceipt{Plan: rep.Plan, Checksum: rep.Checksum, Started: rep.Started, Millis: rep.Millis, Run: rep.Run, Waves: rep.Waves, Stopped: rep.Stopped}
+	fr := FleetReceipt{FormatVersion: ReceiptFormatVersion, Plan: rep.Plan, Checksum: rep.Checksum, Started: rep.Started, Millis: rep.Millis,
+		Run: rep.Run, Waves: rep.Waves, Stopped: rep.Stopped}
 	for _, h := range rep.Hosts {
 		fr.Hosts = append(fr.Hosts, Receipt(p, h))
 	}
@@ -223,7 +232,15 @@ func ReceiptMarkdown(p *plans.Plan, rep *Report) []byte {
 			if r.HandoffGapUS != nil {
 				w("- Handoff gap (the relay's own: old's last read to new's first): %d µs\n", *r.HandoffGapUS)
 			}
-			w("- Round trips: %d\n\n", r.RoundTrips)
+			w("- Round trips: %d\n", r.RoundTrips)
+			if len(r.Timeline) > 0 {
+				var parts []string
+				for _, ph := range r.Timeline {
+					parts = append(parts, fmt.Sprintf("%s %d ms", ph.Name, ph.Ms))
+				}
+				w("- Timeline: %s\n", strings.Join(parts, ", "))
+			}
+			w("\n")
 			w("| counter | before | after |\n|---|---|---|\n")
 			a := r.DropsAfter
 			if a == nil {

@@ -77,9 +77,34 @@ func (h *ShellHost) Close() error {
 	return h.conn.Close()
 }
 
-// Observe runs observe.sh.
+// Observe runs observe.sh: in the agent's session while the host is locked
+// (no SSH session of its own), on its own otherwise (plan, verify).
 func (h *ShellHost) Observe(ctx context.Context, q Query) (*plans.Facts, error) {
-	return Observe(ctx, &h.count, h.name, h.conn.Address(), h.conn.User(), q)
+	h.mu.Lock()
+	locked := h.agent != nil
+	h.mu.Unlock()
+	if !locked {
+		return Observe(ctx, &h.count, h.name, h.conn.Address(), h.conn.User(), q)
+	}
+	return Observe(ctx, agentRunner{h}, h.name, h.conn.Address(), h.conn.User(), q)
+}
+
+// agentRunner runs observe.sh through the agent: the "observe" primitive
+// takes the boundary in its request (stdin, never a command line) and the
+// script's arguments as lines.
+type agentRunner struct{ h *ShellHost }
+
+func (r agentRunner) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return errors.New("the agent runs observe.sh only")
+}
+
+func (r agentRunner) runObserve(ctx context.Context, args []string, boundary string, stdout io.Writer) error {
+	o := op("observe", boundary, strconv.Itoa(len(args)))
+	o.Argv = args
+	return r.h.Run(ctx, []Op{o}, func(_ int, res Result) error {
+		_, err := io.WriteString(stdout, res.Value)
+		return err
+	})
 }
 
 // agentSession is agent.sh running on the host: requests go to its stdin,
@@ -116,7 +141,7 @@ func (h *ShellHost) Lock(ctx context.Context, owner string, breakLock bool) erro
 	if breakLock {
 		mode = "break"
 	}
-	cmd := Command("sh", "-c", agentScript, "relayctl-agent", h.state)
+	cmd := Command("sh", "-c", agentScript, "relayctl-agent", h.state, observeScript)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	var stderr bytes.Buffer
@@ -242,7 +267,7 @@ func (h *ShellHost) Run(ctx context.Context, ops []Op, each func(i int, r Result
 			return &OpError{Op: o, Msg: rest}
 		case "DATA":
 			n, err := strconv.Atoi(rest)
-			if err != nil || n < 0 || n > 1<<20 {
+			if err != nil || n < 0 || n > MaxObserveOutput {
 				return fmt.Errorf("run on host: bad answer %q", clip(line))
 			}
 			buf := make([]byte, n)

@@ -56,6 +56,12 @@ func ParseConf(path string, content []byte) ([]Setting, error) {
 	return settings, nil
 }
 
+// ParseConfLenient is ParseConf that skips bad lines instead of failing,
+// returning them apart: for showing what a file sets, not for deciding.
+func ParseConfLenient(path string, content []byte) ([]Setting, []*LineError) {
+	return parseConf(path, content)
+}
+
 // LineError is a line of a sysctl.d file that is not an assignment.
 type LineError struct {
 	Path   string

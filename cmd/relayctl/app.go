@@ -1,11 +1,16 @@
 package main
 
 // Output rules, written once:
-//   - stdout carries results: tables, the plan summary, --json documents.
-//   - stderr carries progress, errors ("relayctl: error: …") and hints
-//     ("relayctl: hint: …").
-//   - no colour is used anywhere, so there is nothing to switch off for
-//     NO_COLOR or pipes.
+//   - stdout carries results: tables, the plan summary, reviews (show),
+//     --json documents. With --json, stdout is that one document and
+//     nothing else; each names its layout with a format_version.
+//   - stderr carries progress, errors ("relayctl: error: …"), warnings
+//     ("relayctl: warning: …") and hints ("relayctl: hint: …").
+//   - colour only on a terminal, never when stdout is a file or a pipe,
+//     and never with NO_COLOR set or TERM=dumb (colorOn in show.go). Only
+//     show colours; stderr never does.
+//   - every string from a host, a spec or a plan goes through
+//     plans.Visible (or the review's escaping) before it is printed.
 //
 // Exit codes are chosen here only: 0 success / nothing to change, 1 error,
 // 2 changes planned (plan), 3 live state differs from the plan (verify),
@@ -77,15 +82,26 @@ func newApp(e *env) *cli.App {
 		Writer:          e.stdout,
 		ErrWriter:       e.stderr,
 		HideHelpCommand: true,
-		ExitErrHandler:  func(*cli.Context, error) {}, // run() prints once and picks the code
-		Commands:        commands(e),
+		// relayctl completion: the scripts ask with --generate-bash-completion.
+		EnableBashCompletion: true,
+		ExitErrHandler:       func(*cli.Context, error) {}, // run() prints once and picks the code
+		Commands:             commands(e),
 	}
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	app := newApp(e)
-	err := app.Run(flagsFirst(app, args))
+	if request, safe := completionRequest(args); request {
+		if !safe {
+			return 0 // after "--" the flag is an argument: run nothing
+		}
+		// The flag must stay last for urfave/cli to see the request.
+		args = append(flagsFirst(app, args[:len(args)-1]), completeFlag)
+	} else {
+		args = flagsFirst(app, args)
+	}
+	err := app.Run(args)
 	if err == nil {
 		return 0
 	}

@@ -60,10 +60,15 @@ plan must be the one whose checksum the review showed. Then apply derives
 each host's steps again from the recorded spec and what it observes, and
 refuses a host where they differ from the plan's.
 
+With --json, stdout is the receipt as JSON (the shape of PLAN.receipt.json,
+format_version 1, docs/json.md) instead of the recap; progress and
+errors stay on stderr.
+
 Exit status: 0 every host applied or already as planned, 1 otherwise.
 
 Examples:
    relayctl apply ashburn.plan
+   relayctl apply ashburn.plan --json > receipt.json
    relayctl apply ashburn.plan --parallel 5
    relayctl apply fleet.plan --waves 1,5,25%,100% --max-failures 2 --max-unreachable 5%
    relayctl apply fleet.plan --resume              # after a stop or an interrupt
@@ -86,6 +91,7 @@ Examples:
 			&cli.BoolFlag{Name: "resume", Usage: "go on from PLAN.ledger.json with the hosts it does not show applied or unchanged"},
 			&cli.BoolFlag{Name: "stage-only", Usage: "stage every host and stop before the window, as relayctl stage"},
 			&cli.DurationFlag{Name: "fetch-timeout", Value: rollout.DefaultFetchTimeout, Usage: "how long a host may take to fetch a release from the plan's url"},
+			&cli.BoolFlag{Name: "json", Usage: "print the receipt (PLAN.receipt.json, docs/json.md) on stdout instead of the recap; progress stays on stderr"},
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runApply(c, e) },
 	}
@@ -148,14 +154,18 @@ func runApply(c *cli.Context, e *env) error {
 	if err := writeFileAtomic(file+".receipt.md", rollout.ReceiptMarkdown(p, rep), 0o600); err != nil {
 		return err
 	}
-	fmt.Fprint(e.stdout, rollout.Recap(rep))
-	for _, h := range rep.Hosts {
-		if h.Outcome != rollout.Applied && h.Outcome != rollout.Unchanged && h.Outcome != rollout.NotStarted {
-			fmt.Fprintf(e.stdout, "%s: %s (%s): %s\n", plans.Visible(h.Host), h.Outcome, plans.Visible(h.State), plans.Visible(h.Reason))
+	if c.Bool("json") {
+		e.stdout.Write(body)
+	} else {
+		fmt.Fprint(e.stdout, rollout.Recap(rep))
+		for _, h := range rep.Hosts {
+			if h.Outcome != rollout.Applied && h.Outcome != rollout.Unchanged && h.Outcome != rollout.NotStarted {
+				fmt.Fprintf(e.stdout, "%s: %s (%s): %s\n", plans.Visible(h.Host), h.Outcome, plans.Visible(h.State), plans.Visible(h.Reason))
+			}
 		}
-	}
-	if rep.Stopped != "" {
-		fmt.Fprintf(e.stdout, "stopped: %s\n", plans.Visible(rep.Stopped))
+		if rep.Stopped != "" {
+			fmt.Fprintf(e.stdout, "stopped: %s\n", plans.Visible(rep.Stopped))
+		}
 	}
 	fmt.Fprintf(e.stderr, "relayctl: receipt in %s.receipt.json and %s.receipt.md, every host's outcome in %s\n", file, file, ledgerFile(file))
 	if ledgerErr != nil {

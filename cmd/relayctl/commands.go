@@ -6,7 +6,9 @@ import "github.com/urfave/cli/v2"
 // help subcommand: a host named h or help is a host (--help still works).
 func commands(e *env) []*cli.Command {
 	cmds := []*cli.Command{
+		validateCommand(e),
 		planCommand(e),
+		showCommand(e),
 		factsCommand(e),
 		applyCommand(e),
 		stageCommand(e),
@@ -14,6 +16,8 @@ func commands(e *env) []*cli.Command {
 		verifyCommand(e),
 		benchCommand(e),
 		sizeCommand(e),
+		completionCommand(e),
+		manCommand(e),
 	}
 	for _, c := range cmds {
 		c.HideHelpCommand = true

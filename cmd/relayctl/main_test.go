@@ -12,6 +12,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/tune"
 )
 
 // The CLI's behaviour (exit codes, messages, artifacts) is pinned by the
@@ -26,7 +27,12 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:           "testdata/script",
 		UpdateScripts: os.Getenv("UPDATE_SCRIPTS") == "1",
-		Cmds:          map[string]func(ts *testscript.TestScript, neg bool, args []string){"relayctl-exit": relayctlExit, "plan-edit": planEdit},
+		Setup: func(env *testscript.Env) error {
+			// The kernel the shipped list of sysctls comes from, for cmpenv.
+			env.Setenv("KNOWN_KERNEL", tune.KnownSysctlsKernel())
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"relayctl-exit": relayctlExit, "plan-edit": planEdit, "json": jsonField},
 	})
 }
 
@@ -103,4 +109,57 @@ func planEdit(ts *testscript.TestScript, neg bool, args []string) {
 	out, err := p.JSON()
 	ts.Check(err)
 	ts.Check(os.WriteFile(file, out, 0o600))
+}
+
+// jsonField is "json FILE PATH WANT": decode FILE (or stdout, the last
+// command's) as JSON and check the value at PATH (dotted; a number indexes
+// a list; "@len" is the length of a list or object) equals WANT, itself JSON.
+// So --json output is checked field by field as a program reads it.
+func jsonField(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: json FILE|stdout PATH WANT")
+	}
+	data := ts.ReadFile(args[0])
+	var doc any
+	if err := json.Unmarshal([]byte(data), &doc); err != nil {
+		ts.Fatalf("json: %s is not JSON: %v", args[0], err)
+	}
+	cur := doc
+	if args[1] != "." {
+		for _, k := range strings.Split(args[1], ".") {
+			switch c := cur.(type) {
+			case map[string]any:
+				if k == "@len" {
+					cur = float64(len(c))
+					continue
+				}
+				v, ok := c[k]
+				if !ok {
+					ts.Fatalf("json: %s has no %q at %s", args[0], k, args[1])
+				}
+				cur = v
+			case []any:
+				if k == "@len" {
+					cur = float64(len(c))
+					continue
+				}
+				n, err := strconv.Atoi(k)
+				if err != nil || n < 0 || n >= len(c) {
+					ts.Fatalf("json: %s: index %q out of range (%d items) at %s", args[0], k, len(c), args[1])
+				}
+				cur = c[n]
+			default:
+				ts.Fatalf("json: %s: %q of a %T at %s", args[0], k, cur, args[1])
+			}
+		}
+	}
+	var want any
+	if err := json.Unmarshal([]byte(args[2]), &want); err != nil {
+		ts.Fatalf("json: want %q is not JSON: %v", args[2], err)
+	}
+	got, _ := json.Marshal(cur)
+	wantB, _ := json.Marshal(want)
+	if (string(got) == string(wantB)) == neg {
+		ts.Fatalf("json: %s %s = %s, want %s", args[0], args[1], got, wantB)
+	}
 }

@@ -39,7 +39,7 @@ Examples:
    relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts facts.json -out ashburn.plan`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the plan to `PLAN` and the review to PLAN.md"},
-			&cli.StringSliceFlag{Name: "facts", Usage: "plan offline from facts recorded by `relayctl facts --json` (`FILE`, repeatable) instead of SSH"},
+			&cli.StringSliceFlag{Name: "facts", Usage: "plan offline from the `FILE` that relayctl facts --json wrote (repeatable) instead of SSH"},
 			&cli.BoolFlag{Name: "allow-downgrade", Usage: "allow a release older than the one running"},
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runPlan(c, e) },
@@ -50,11 +50,8 @@ func runPlan(c *cli.Context, e *env) error {
 	if c.NArg() != 1 {
 		return withHint(errors.New("plan needs exactly one SPEC"), "relayctl plan plans/examples/ashburn-rcvbuf.yaml -out ashburn.plan")
 	}
-	spec, err := readSpec(c.Args().First())
-	if err != nil {
-		return err
-	}
-	art, err := readArtifact(spec)
+	// Every problem of the spec, the artifact's included, before anything connects.
+	spec, art, err := loadSpec(e, c.Args().First())
 	if err != nil {
 		return err
 	}

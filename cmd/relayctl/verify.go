@@ -24,13 +24,19 @@ a SPEC: what a plan made now would promise). Nothing changes and nothing the
 plan names runs: the plan is checked against its recorded spec first, as
 apply does, and the relay is found through systemd or its pid file.
 
+With --json, stdout is one document (format_version 1, docs/json.md):
+per host every check with what, want, got and ok, and a summary.
+
 Exit status: 0 every host matches, 3 some host differs (a table says what),
 1 error.
 
 Examples:
    relayctl verify ashburn.plan
+   relayctl verify ashburn.plan --json | jq '.hosts[] | select(.ok | not)'
    relayctl verify plans/examples/ashburn-rcvbuf.yaml`,
-		Flags:  sshFlags(),
+		Flags: append([]cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "print every check of every host as JSON on stdout (docs/json.md) instead of the table"},
+		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runVerify(c, e) },
 	}
 }
@@ -57,38 +63,80 @@ func runVerify(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	differ := 0
-	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOST\tCHECK\tWANT\tGOT\t")
+	rep := verifyReport{FormatVersion: VerifyFormatVersion, Source: arg, Plan: p.Name, Checksum: p.Checksum, Hosts: []verifyHost{}}
 	for i, h := range p.Hosts {
-		checks := rollout.PlannedChecks(p, h, nil, facts[i])
-		bad := false
-		for _, ch := range checks {
-			if !ch.OK {
-				bad = true
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", plans.Visible(h.Host), plans.Visible(ch.What), plans.Visible(ch.Want), plans.Visible(ch.Got))
-			}
+		vh := verifyHost{Host: h.Host, Address: h.Address, OK: true, Checks: append([]rollout.Check{}, rollout.PlannedChecks(p, h, nil, facts[i])...)}
+		for _, ch := range vh.Checks {
+			vh.OK = vh.OK && ch.OK
 		}
-		if bad {
-			differ++
+		if vh.OK {
+			rep.Summary.Match++
 		} else {
-			fmt.Fprintf(tw, "%s\tall %d checks\tas planned\tas planned\t\n", plans.Visible(h.Host), len(checks))
+			rep.Summary.Differ++
 		}
+		rep.Hosts = append(rep.Hosts, vh)
 	}
-	tw.Flush()
-	if differ > 0 {
-		return &exitCode{code: 3, err: fmt.Errorf("%d of %d hosts differ from the plan", differ, len(p.Hosts))}
+	rep.Summary.Hosts = len(rep.Hosts)
+	if c.Bool("json") {
+		if err := writeJSON(e.stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		printVerifyTable(e, rep)
+	}
+	if rep.Summary.Differ > 0 {
+		return &exitCode{code: 3, err: fmt.Errorf("%d of %d hosts differ from the plan", rep.Summary.Differ, rep.Summary.Hosts)}
 	}
 	return nil
 }
 
+// VerifyFormatVersion is the layout version of verify --json.
+const VerifyFormatVersion = 1
+
+// verifyReport is verify --json: what each host reads back against what
+// the plan (or a plan made now from the spec) promises.
+type verifyReport struct {
+	FormatVersion int          `json:"format_version"`
+	Source        string       `json:"source"`        // the PLAN or SPEC file verified
+	Plan          string       `json:"plan"`          // the plan's name
+	Checksum      string       `json:"plan_checksum"` // empty when verifying a spec
+	Hosts         []verifyHost `json:"hosts"`
+	Summary       struct {
+		Hosts  int `json:"hosts"`
+		Match  int `json:"match"`
+		Differ int `json:"differ"`
+	} `json:"summary"`
+}
+
+type verifyHost struct {
+	Host    string          `json:"host"`
+	Address string          `json:"address"`
+	OK      bool            `json:"ok"`
+	Checks  []rollout.Check `json:"checks"`
+}
+
+// printVerifyTable prints the checks that differ, one row each, and one
+// row for a host where all match.
+func printVerifyTable(e *env, rep verifyReport) {
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tCHECK\tWANT\tGOT\t")
+	for _, h := range rep.Hosts {
+		if h.OK {
+			fmt.Fprintf(tw, "%s\tall %d checks\tas planned\tas planned\t\n", plans.Visible(h.Host), len(h.Checks))
+			continue
+		}
+		for _, ch := range h.Checks {
+			if !ch.OK {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", plans.Visible(h.Host), plans.Visible(ch.What), plans.Visible(ch.Want), plans.Visible(ch.Got))
+			}
+		}
+	}
+	tw.Flush()
+}
+
 // planFromSpec makes a plan in memory from a spec and live facts.
 func planFromSpec(c *cli.Context, e *env, file string) (*plans.Plan, []*plans.Facts, error) {
-	spec, err := readSpec(file)
-	if err != nil {
-		return nil, nil, err
-	}
-	art, err := readArtifact(spec)
+	spec, art, err := loadSpec(e, file)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,0 +1,17 @@
+package plans
+
+import "github.com/relayctl/relayctl/tune"
+
+// Warnings are what is odd but not wrong in a spec, by line: a sysctl key
+// that is not a sysctl of the kernel relayctl's list comes from (likely a
+// typo, with the nearest key). A host's own /proc/sys decides at plan time.
+func (s *Spec) Warnings() []*SpecError {
+	var out []*SpecError
+	for _, k := range s.Sysctl {
+		if !tune.IsKnownSysctl(k.Key) {
+			out = append(out, &SpecError{File: s.File, Line: k.Line, Field: "sysctl." + k.Key, Msg: tune.UnknownSysctlHint(k.Key)})
+		}
+	}
+	SortSpecErrors(out)
+	return out
+}
