@@ -130,6 +130,14 @@ safe_dir() {
 # fresh_temp DIR: a new, empty, exclusively created file in DIR.
 fresh_temp() { mktemp -- "$1/.relayctl.XXXXXXXX"; }
 
+# take N FILE: read exactly N bytes of stdin into FILE. Whatever happens to
+# the write (a full disk), all N bytes are read, so the next request line is
+# the next request and never the rest of a file; the write's own error, if
+# any, is printed.
+take() {
+	head -c "$1" | { cat 2>&1 >"$2" || { cat >/dev/null; false; }; }
+}
+
 # put FROM PATH MODE: write FROM's content as PATH through a fresh temp
 # file in PATH's folder and a rename, which replaces PATH itself (a symlink
 # there is replaced, never followed).
@@ -215,7 +223,7 @@ EOF
 		;;
 	recv)
 		case $a in *[!A-Za-z0-9._-]* | '') err "bad staged name"; continue ;; esac
-		head -c "$b" >"$stage/$a" || { err "receive $a"; continue; }
+		if ! out=$(take "$b" "$stage/$a"); then err "receive $a: $out"; continue; fi
 		got=$(wc -c <"$stage/$a" | tr -d ' ')
 		[ "$got" = "$b" ] || { err "received $got of $b bytes of $a"; continue; }
 		ok
@@ -271,7 +279,11 @@ EOF
 		if ! t=$(fresh_temp "$dir"); then err "cannot create a file in $dir"; continue; fi
 		if [ "$op" = keep ]; then
 			printf 'SEND\n'
-			head -c "$c" >"$t"
+			if ! out=$(take "$c" "$t"); then
+				rm -f -- "$t"
+				err "write $a: $out"
+				continue
+			fi
 			max=$c mode=$d how=sent
 		else
 			max=$d mode=0755 how=fetched
@@ -461,7 +473,8 @@ head -c 200 <&3' "${b%:*}" "${b##*:}" "$c" 2>&1)
 	commit)
 		case $a in *[!A-Za-z0-9._-]* | '') err "bad receipt name"; continue ;; esac
 		r=$state/receipts/$a
-		head -c "$c" >"$r.json.relayctl-new" && mv -f -- "$r.json.relayctl-new" "$r.json" || { err "write receipt"; continue; }
+		if ! out=$(take "$c" "$r.json.relayctl-new"); then err "write receipt: $out"; continue; fi
+		mv -f -- "$r.json.relayctl-new" "$r.json" || { err "write receipt"; continue; }
 		jlog "end $b"
 		mv -f -- "$journal" "$r.journal" || { err "file the journal"; continue; }
 		rm -rf -- "$stage"

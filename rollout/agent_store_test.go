@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -120,5 +121,31 @@ func TestAgentFetch(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(root, "releases", ".sha256", other, ".relayctl.*"))
 	if len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// A write that fails on a full disk keeps the host's own words, and the
+// bytes that could not be written are still read: the next request is read
+// as a request, not as the rest of the file.
+func TestAgentKeepOnAFullDisk(t *testing.T) {
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	full := filepath.Join(root, "small")
+	os.Mkdir(full, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "relayctl-agent-test", full).CombinedOutput(); err != nil {
+		t.Skipf("mount a small tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", full).Run() })
+	data := []byte(strings.Repeat("relayd bytes\n", 40000)) // 520,000 bytes: more than fits
+	sha := plans.SHA256(string(data))
+	_, err := runOps(h, keepOp(filepath.Join(full, "relayd"), sha, data, "0755"))
+	if err == nil || !strings.Contains(err.Error(), "No space left on device") {
+		t.Fatalf("keep on a full disk: got %v, want the host's own error", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(full, ".relayctl.*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+	if res, err := runOps(h, op("clock")); err != nil || res[0].Value == "" {
+		t.Errorf("the next request after a failed keep: %v %v; want it answered", res, err)
 	}
 }
