@@ -14,7 +14,7 @@ GOBUILD = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: build install test test-unit lab-deps lint demo demo-systemd demo-bench fuzz bench-apply bench-plan clean
+.PHONY: build install test test-unit lab-deps lint demo demo-systemd demo-bench fuzz bench-apply bench-plan restart-impact clean
 
 build:
 	$(GOBUILD) -ldflags "-s -w -X main.Version=$(VERSION)" -o bin/relayctl ./cmd/relayctl
@@ -93,6 +93,13 @@ bench-apply: lab-deps
 # relayctl plan against 1 and 20 lab hosts (median of 5).
 bench-plan: lab-deps
 	./scripts/bench-plan.sh
+
+# What a window costs the players (datagrams lost, lobbies cut, the gap) for a
+# plain restart, the drain gate (forced and not) and the handoff, through
+# relay-service and through relayctl apply, on one lab host: docs/restart.md.
+# Needs root; sets and restores net.core.rmem_max under the kerneltest lock.
+restart-impact: lab-deps
+	./scripts/restart-impact.sh --runs 5
 
 clean:
 	rm -rf bin demo

@@ -91,6 +91,7 @@ func newApp(e *env) *cli.App {
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	defer startProfile(stderr)()
 	app := newApp(e)
 	if request, safe := completionRequest(args); request {
 		if !safe {

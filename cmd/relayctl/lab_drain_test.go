@@ -313,8 +313,12 @@ func TestLabHandoffFailureGivesTheSocketBack(t *testing.T) {
 	pidBefore, inodeBefore := e.status()["pid"], e.status()["socket_inode"]
 	var code int
 	var out, errs string
-	rep := <-e.step(16, 4*time.Second, 1500*time.Millisecond, func() { code, out, errs = e.relayctl("apply", e.plan) })
-	time.Sleep(200 * time.Millisecond)
+	done := make(chan struct{})
+	rep := <-e.step(16, 4*time.Second, 1500*time.Millisecond, func() {
+		code, out, errs = e.relayctl("apply", e.plan)
+		close(done)
+	})
+	<-done
 	if code != 1 || !strings.Contains(out, "rolled back (as it was)") || !strings.Contains(out, "still serves") {
 		t.Errorf("apply: exit %d, want rolled back, the old relay still serving\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}

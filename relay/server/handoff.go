@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -151,7 +152,12 @@ func (s *Server) takeOver(in handoff.Incoming) (*Server, error) {
 			ctlF.Close()
 		}
 	}
+	// undo puts back the socket's receive buffer if this process changed it
+	// and then gives the socket back: the old process must read on with
+	// the buffer it had, or a failed handoff leaves a host in between.
+	undo := func() {}
 	fail := func(err error) (*Server, error) {
+		undo()
 		in.Abort(err.Error())
 		closeFiles()
 		if s.conn != nil {
@@ -184,9 +190,15 @@ func (s *Server) takeOver(in handoff.Incoming) (*Server, error) {
 	}
 	// The buffer this release asks for, against the rmem_max in force now:
 	// the point of handing over rather than restarting with a new socket.
+	var before int
+	var gerr error
+	if cerr := raw.Control(func(fd uintptr) { before, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF) }); cerr != nil || gerr != nil {
+		return fail(fmt.Errorf("read the inherited socket's SO_RCVBUF: %w", errors.Join(cerr, gerr)))
+	}
 	if err := s.setSockopts("", "", raw); err != nil {
 		return fail(err)
 	}
+	undo = func() { restoreRcvbuf(raw, before, s.log) }
 	if ctlF != nil {
 		if ln, err := net.FileListener(ctlF); err == nil {
 			if sameAddr(ln.Addr().(*net.TCPAddr).AddrPort(), s.cfg.Control) == nil {
@@ -227,6 +239,22 @@ func (s *Server) takeOver(in handoff.Incoming) (*Server, error) {
 	s.from = &handoffInfo{fromPID: from.PID, fromVersion: from.Version, lastRead: st.LastRead, paused: st.Paused,
 		reading: time.Now().UnixNano(), lobbies: len(snap), players: snap.Players()}
 	return s, nil
+}
+
+// restoreRcvbuf asks for the receive buffer a socket had (getsockopt's
+// doubled value): the kernel doubles a request, so half of it; with
+// SO_RCVBUFFORCE first, which ignores rmem_max where this process may.
+func restoreRcvbuf(raw syscall.RawConn, rb int, log *slog.Logger) {
+	var got int
+	raw.Control(func(fd uintptr) {
+		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rb/2) != nil {
+			unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rb/2)
+		}
+		got, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+	})
+	if got != rb {
+		log.Warn("handoff aborted: could not put the socket's receive buffer back", "had", rb, "now", got)
+	}
 }
 
 // sameAddr checks that a socket's address is the configured one; a

@@ -1,11 +1,18 @@
 // Command restartimpact measures what restarting relayd costs the players,
 // for a plain restart (relay-service restart) and a handoff
-// (relay-service handoff), on one lab host in one run (docs/restart.md).
+// (relay-service handoff), and for the windows relayctl apply opens (a
+// plain restart, a drain gate forced at its deadline, a drain gate that
+// waits until the players have left, a handoff), on one lab host in one
+// run (docs/restart.md).
 //
 // Each measurement is one bench step of synthetic lobbies through the lab
-// host's relayd; --at into the step the next release is switched in (its
-// link flipped and its config, with the next SO_RCVBUF, written before the
-// step) by the mode's relay-service command. Per measurement it prints the
+// host's relayd; --at into the step the next release is switched in: for
+// the relay-service modes its link flipped and its config, with the next
+// SO_RCVBUF, written before the step, then the mode's relay-service
+// command; for the relayctl modes (apply-*) a spec of the next release and
+// SO_RCVBUF planned right before the step, then relayctl apply, whose
+// receipt gives the window, the drain wait and the players cut. Per
+// measurement it prints the
 // bench's own accounting (datagrams lost per direction, duplicates, ICMP
 // errors at the players), the kernel's counters of the relay's network
 // namespace (Udp NoPorts, Icmp OutDestUnreachs, RcvbufErrors), the lobbies
@@ -17,7 +24,10 @@
 // It runs inside the relay's network namespace, beside relayd, so that the
 // kernel counters it reads are the relay's and nobody else's:
 //
-//	ip netns exec NS restartimpact --lab DIR --release 1.9.0=PATH --release 1.9.1=PATH
+//	ip netns exec NS restartimpact --lab DIR --release 1.9.0=PATH --release 1.9.1=PATH --relayctl PATH
+//
+// relayctl runs in the network namespace of the host's sshd (nsenter),
+// which it reaches over SSH as an operator would.
 //
 // scripts/restart-impact.sh starts the lab, builds the releases and runs it.
 //
@@ -46,8 +56,10 @@ import (
 
 	"github.com/relayctl/relayctl/bench"
 	"github.com/relayctl/relayctl/internal/lab"
+	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/relay/server"
 	"github.com/relayctl/relayctl/relay/sockstat"
+	"github.com/relayctl/relayctl/rollout"
 	"github.com/relayctl/relayctl/tune"
 )
 
@@ -76,17 +88,20 @@ const (
 )
 
 type options struct {
-	lab      string
-	host     string
-	releases []release
-	rcvbufs  []int
-	modes    []string
-	runs     int
-	players  int
-	step     time.Duration
-	at       time.Duration
-	hz       int
-	jsonOut  bool
+	lab           string
+	host          string
+	relayctl      string
+	releases      []release
+	rcvbufs       []int
+	modes         []string
+	runs          int
+	players       int
+	step          time.Duration
+	at            time.Duration
+	hz            int
+	drainDeadline time.Duration
+	drainPoll     time.Duration
+	jsonOut       bool
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -104,7 +119,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return nil
 	})
 	rcvbufs := fs.String("rcvbuf", "2097152,4194304", "RELAYD_SO_RCVBUF of the releases, in turn: each switch ships the next")
-	modes := fs.String("modes", "none,restart,handoff", "what each measurement does at --at: none (a baseline), restart, handoff")
+	modes := fs.String("modes", strings.Join(allModes, ","), "what each measurement does at --at: none (a baseline), restart, handoff (relay-service), "+
+		"apply-restart, apply-drain-force, apply-drain-wait, apply-handoff (relayctl apply)")
+	fs.StringVar(&o.relayctl, "relayctl", "", "the relayctl binary, for the apply-* modes")
+	fs.DurationVar(&o.drainDeadline, "drain-deadline", 2*time.Second, "apply-drain-force: the gate's deadline (it ends inside the step)")
+	fs.DurationVar(&o.drainPoll, "drain-poll", 200*time.Millisecond, "apply-drain-*: how often the gate reads the relay's players")
 	fs.IntVar(&o.runs, "runs", 3, "rounds of every mode, interleaved")
 	fs.IntVar(&o.players, "players", 64, "players (lobbies of 8)")
 	fs.DurationVar(&o.step, "step", 12*time.Second, "length of each bench step")
@@ -123,12 +142,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	o.modes = strings.Split(*modes, ",")
 	for _, m := range o.modes {
-		if m != "none" && m != "restart" && m != "handoff" {
-			return fmt.Errorf("--modes: unknown mode %q (none, restart, handoff)", m)
+		if !slices.Contains(allModes, m) {
+			return fmt.Errorf("--modes: unknown mode %q (%s)", m, strings.Join(allModes, ", "))
+		}
+		if isApplyMode(m) && o.relayctl == "" {
+			return fmt.Errorf("--modes: %s runs relayctl apply: give --relayctl PATH", m)
 		}
 	}
 	if o.lab == "" || len(o.releases) != 2 || o.runs < 1 || o.at >= o.step {
-		return errors.New("usage: restartimpact --lab DIR --release V1=PATH --release V2=PATH [--runs N] [--players N] [--step D] [--at D] [--modes none,restart,handoff]")
+		return errors.New("usage: restartimpact --lab DIR --release V1=PATH --release V2=PATH [--relayctl PATH] [--runs N] [--players N] [--step D] [--at D] [--modes " + strings.Join(allModes, ",") + "]")
+	}
+	if slices.Contains(o.modes, modeApplyDrainForce) && o.at+o.drainDeadline >= o.step {
+		return fmt.Errorf("--drain-deadline %v: the forced window must come inside the step (--at %v, --step %v)", o.drainDeadline, o.at, o.step)
 	}
 	l, err := lab.Load(o.lab)
 	if err != nil {
@@ -141,7 +166,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := inNetns(h.RelayNetns); err != nil {
 		return err
 	}
-	m := &meter{o: o, h: h, log: stderr}
+	m := &meter{o: o, l: l, h: h, log: stderr}
 	if err := m.install(0); err != nil {
 		return err
 	}
@@ -186,6 +211,7 @@ func inNetns(name string) error {
 
 type meter struct {
 	o    options
+	l    *lab.Lab
 	h    *lab.Host
 	log  io.Writer
 	next int // index of the release and buffer the next switch ships
@@ -233,16 +259,30 @@ type result struct {
 	RcvbufErrors    uint64 `json:"kernel_udp_rcvbuf_errors"`
 
 	// The relay's own account (its log).
-	LobbiesAtSwitch int     `json:"lobbies_at_switch"`
-	PlayersAtSwitch int     `json:"players_at_switch"`
-	LobbiesRestored int     `json:"lobbies_restored"`
-	PlayersRestored int     `json:"players_restored"`
-	LobbiesCut      int     `json:"lobbies_cut"`
-	PlayersCut      int     `json:"players_cut"`
-	UnboundMS       float64 `json:"unbound_ms"`  // no socket bound: closed → bound again
-	PauseMS         float64 `json:"pause_ms"`    // handoff: nobody read the socket (old stopped → new allowed to)
-	ReadGapMS       float64 `json:"read_gap_ms"` // last read by the old process → first by the new
-	WindowMS        float64 `json:"window_ms"`   // the relay-service command
+	LobbiesAtSwitch int      `json:"lobbies_at_switch"`
+	PlayersAtSwitch int      `json:"players_at_switch"`
+	LobbiesRestored int      `json:"lobbies_restored"`
+	PlayersRestored int      `json:"players_restored"`
+	LobbiesCut      int      `json:"lobbies_cut"`
+	PlayersCut      int      `json:"players_cut"`
+	UnboundMS       float64  `json:"unbound_ms"`            // no socket bound: closed → bound again
+	PauseMS         float64  `json:"pause_ms"`              // handoff: nobody read the socket (old stopped → new allowed to)
+	ReadGapMS       *float64 `json:"read_gap_ms,omitempty"` // last read by the old process → first by the new; nil when no datagram came after the switch
+	SwitchAtS       float64  `json:"switch_at_s"`           // when the old process stopped, in seconds into the step
+	WindowMS        float64  `json:"window_ms"`             // the relay-service command; apply-*: the receipt's window_ms
+
+	// relayctl apply (apply-* modes): the plan's switch and the receipt.
+	Switch                 string          `json:"switch,omitempty"`
+	ApplyMS                float64         `json:"apply_ms,omitempty"` // the whole relayctl apply
+	DrainWaitMS            float64         `json:"drain_wait_ms,omitempty"`
+	ReceiptPlayersAtWindow int             `json:"receipt_players_at_window"`
+	ReceiptPlayersCut      int             `json:"receipt_players_cut"`
+	ReceiptHandoffGapMS    float64         `json:"receipt_handoff_gap_ms,omitempty"`
+	ReceiptRestarts        int             `json:"receipt_restarts"`
+	ReceiptHandoffs        int             `json:"receipt_handoffs"`
+	ReceiptRbExpected      int             `json:"receipt_rb_expected,omitempty"`
+	ReceiptRbAfter         uint64          `json:"receipt_rb_after,omitempty"`
+	Timeline               []rollout.Phase `json:"timeline,omitempty"`
 
 	OldPID            int    `json:"old_pid"`
 	NewPID            int    `json:"new_pid"`
@@ -268,7 +308,15 @@ func (m *meter) measure(runN int, mode string) (result, error) {
 		return res, err
 	}
 	res.OldPID, res.InodeBefore, res.RbBefore = before.PID, sockBefore.Inode, sockBefore.Rcvbuf
-	if mode != "none" {
+	var plan string
+	switch {
+	case isApplyMode(mode):
+		var hp *plans.HostPlan
+		if plan, hp, err = m.plan(ctx, runN, m.next+1, mode); err != nil {
+			return res, err
+		}
+		res.Switch = hp.Switch
+	case mode != "none":
 		if err := m.install(m.next + 1); err != nil {
 			return res, err
 		}
@@ -295,9 +343,13 @@ func (m *meter) measure(runN int, mode string) (result, error) {
 	cfg.LobbyBase = uint32(m.runs * ((m.o.players+7)/8 + 1))
 
 	switched := make(chan error, 1)
-	var windowStart, windowEnd time.Time
+	var windowStart, windowEnd, stepStart time.Time
+	var did applied
 	started := false
 	opt := bench.Options{Progress: func(p bench.Progress) {
+		if stepStart.IsZero() {
+			stepStart = time.Now().Add(-p.Elapsed)
+		}
 		if started || p.Elapsed < m.o.at {
 			return
 		}
@@ -307,6 +359,12 @@ func (m *meter) measure(runN int, mode string) (result, error) {
 			return
 		}
 		go func() {
+			if isApplyMode(mode) {
+				var err error
+				did, err = m.apply(ctx, plan)
+				switched <- err
+				return
+			}
 			windowStart = time.Now()
 			out, err := m.h.Exec(ctx, lab.ServiceScript, mode)
 			windowEnd = time.Now()
@@ -322,10 +380,16 @@ func (m *meter) measure(runN int, mode string) (result, error) {
 	if !started {
 		return res, errors.New("the step never reached --at: no progress reading")
 	}
+	// The waiting drain gate opens after the step, once the players have
+	// gone: the switch may still be under way.
 	if err := <-switched; err != nil {
-		return res, fmt.Errorf("relay-service %s: %w", mode, err)
+		return res, fmt.Errorf("%s: %w", mode, err)
 	}
-	if mode != "none" {
+	switch {
+	case isApplyMode(mode):
+		m.next++
+		fromReceipt(did, &res)
+	case mode != "none":
 		m.next++
 		res.WindowMS = ms(windowEnd.Sub(windowStart))
 	}
@@ -358,7 +422,7 @@ func (m *meter) measure(runN int, mode string) (result, error) {
 	rmemMax, rmemDefault := readInt("/proc/sys/net/core/rmem_max"), readInt("/proc/sys/net/core/rmem_default")
 	res.RbPlanned = tune.ExpectRcvbuf(m.o.rcvbufs[m.next%len(m.o.rcvbufs)], false, rmemMax, rmemDefault).Effective
 	if mode != "none" {
-		if err := fromLog(readFrom(logPath, offset), &res); err != nil {
+		if err := fromLog(readFrom(logPath, offset), stepStart, &res); err != nil {
 			return res, fmt.Errorf("read the relay's log: %w", err)
 		}
 	}
@@ -453,8 +517,10 @@ func logLine(log, msg string) map[string]string {
 
 // fromLog takes the relay's own account of the switch from its log: what
 // the old process held and when it last read and closed, what the new one
-// restored and when it bound and first read.
-func fromLog(log string, res *result) error {
+// restored and when it bound and first read (no datagram may come after a
+// drain gate that waited for the players to leave), and when the old one
+// stopped, against the step's start.
+func fromLog(log string, stepStart time.Time, res *result) error {
 	ts := func(m map[string]string, k string) (time.Time, error) {
 		return time.Parse(time.RFC3339Nano, m[k])
 	}
@@ -463,22 +529,35 @@ func fromLog(log string, res *result) error {
 	if handed != nil {
 		stop = handed
 	}
-	start, first := logLine(log, "relayd started"), logLine(log, "first datagram read")
-	if stop == nil || start == nil || first == nil {
-		return fmt.Errorf("want the old relayd's stop line, the new one's start line and its first read; got:\n%s", log)
+	start := logLine(log, "relayd started")
+	if stop == nil || start == nil {
+		return fmt.Errorf("want the old relayd's stop line and the new one's start line; got:\n%s", log)
 	}
+	// The new process's first read follows its start line; one before it
+	// is the old process's, when the old one first read in this step.
+	first := logLine(log[strings.LastIndex(log, `msg="relayd started"`):], "first datagram read")
 	res.LobbiesAtSwitch, _ = strconv.Atoi(stop["lobbies"])
 	res.PlayersAtSwitch, _ = strconv.Atoi(stop["players"])
 	res.LobbiesRestored, _ = strconv.Atoi(start["lobbies_restored"])
 	res.PlayersRestored, _ = strconv.Atoi(start["players_restored"])
 	res.LobbiesCut = res.LobbiesAtSwitch - res.LobbiesRestored
 	res.PlayersCut = res.PlayersAtSwitch - res.PlayersRestored
-	lastRead, err1 := ts(stop, "last_read_at")
-	firstRead, err2 := ts(first, "at")
-	if err := errors.Join(err1, err2); err != nil {
+	stopped, err := ts(stop, "time")
+	if err != nil {
 		return err
 	}
-	res.ReadGapMS = ms(firstRead.Sub(lastRead))
+	if !stepStart.IsZero() {
+		res.SwitchAtS = stopped.Sub(stepStart).Seconds()
+	}
+	if first != nil {
+		lastRead, err1 := ts(stop, "last_read_at")
+		firstRead, err2 := ts(first, "at")
+		if err := errors.Join(err1, err2); err != nil {
+			return err
+		}
+		gap := ms(firstRead.Sub(lastRead))
+		res.ReadGapMS = &gap
+	}
 	if handed != nil {
 		us, err := strconv.ParseFloat(start["handoff_pause_us"], 64)
 		if err != nil {
@@ -531,11 +610,11 @@ func writeTables(w io.Writer, o options, rs []result) error {
 	fmt.Fprintf(w, "relayd on one lab host (its own network namespace), %d players in lobbies of 8 at %d Hz, 200-byte datagrams; %v steps, the switch at %v; %d runs\n\n",
 		o.players, o.hz, o.step, o.at, o.runs)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "run\tmode\tloss\tlost in\tlost out\tdup\trefused\tICMP (players)\tNoPorts\tICMP out\trcvbuf errors\tcut lobbies/players\tunbound ms\tpause ms\tread gap ms\twindow ms\tsame inode\trb before\trb after\tplanned\tvalid\t")
+	fmt.Fprintln(tw, "run\tmode\tloss\tlost in\tlost out\tdup\trefused\tICMP (players)\tNoPorts\tICMP out\trcvbuf errors\tcut lobbies/players\tswitch at s\tunbound ms\tpause ms\tread gap ms\twindow ms\tsame inode\trb before\trb after\tplanned\tvalid\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%d/%d\t%.1f\t%.2f\t%.1f\t%.0f\t%s\t%d\t%d\t%d\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%d/%d\t%s\t%.1f\t%.2f\t%s\t%.0f\t%s\t%d\t%d\t%d\t%s\t\n",
 			r.Run, r.Mode, r.Loss, r.LostIn, r.LostOut, r.Duplicates, r.SendRefused, r.ICMPErrors, r.ICMPPlayers,
-			r.NoPorts, r.OutDestUnreachs, r.RcvbufErrors, r.LobbiesCut, r.PlayersCut, r.UnboundMS, r.PauseMS, r.ReadGapMS, r.WindowMS,
+			r.NoPorts, r.OutDestUnreachs, r.RcvbufErrors, r.LobbiesCut, r.PlayersCut, switchAt(r), r.UnboundMS, r.PauseMS, orDash(r.ReadGapMS, "%.1f"), r.WindowMS,
 			yesNo(r.InodeAfter == r.InodeBefore), r.RbBefore, r.RbAfter, r.RbPlanned, yesNo(r.Valid))
 	}
 	tw.Flush()
@@ -545,9 +624,27 @@ func writeTables(w io.Writer, o options, rs []result) error {
 			fmt.Fprintf(w, "run %d %s: %s\n", r.Run, r.Mode, n)
 		}
 	}
+	if slices.ContainsFunc(o.modes, isApplyMode) {
+		fmt.Fprintf(w, "\nrelayctl apply, by its receipt:\n")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "run\tmode\tswitch\tplayers at window\tdrain wait ms\tplayers cut\thandoff gap ms\trestarts\thandoffs\twindow ms\tapply ms\trb after\trb expected\ttimeline ms\t")
+		for _, r := range rs {
+			if !isApplyMode(r.Mode) {
+				continue
+			}
+			var phases []string
+			for _, p := range r.Timeline {
+				phases = append(phases, fmt.Sprintf("%s %d", p.Name, p.Ms))
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%.0f\t%d\t%.2f\t%d\t%d\t%.0f\t%.0f\t%d\t%d\t%s\t\n", r.Run, r.Mode, r.Switch,
+				r.ReceiptPlayersAtWindow, r.DrainWaitMS, r.ReceiptPlayersCut, r.ReceiptHandoffGapMS, r.ReceiptRestarts, r.ReceiptHandoffs,
+				r.WindowMS, r.ApplyMS, r.ReceiptRbAfter, r.ReceiptRbExpected, strings.Join(phases, ", "))
+		}
+		tw.Flush()
+	}
 	fmt.Fprintf(w, "\nmedians per mode:\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tloss\tlost in\tlost out\tICMP errors\tNoPorts\tplayers cut\tlobbies cut\tunbound ms\tpause ms\tread gap ms\twindow ms\tsame inode\trb as planned\t")
+	fmt.Fprintln(tw, "mode\tloss\tlost in\tlost out\tICMP errors\tNoPorts\tplayers cut\tlobbies cut\tswitch at s\tunbound ms\tpause ms\tread gap ms\twindow ms\tdrain wait ms\tsame inode\trb as planned\t")
 	for _, mode := range o.modes {
 		var sel []result
 		for _, r := range rs {
@@ -560,26 +657,75 @@ func writeTables(w io.Writer, o options, rs []result) error {
 			for i, r := range sel {
 				v[i] = get(r)
 			}
-			slices.Sort(v)
-			return v[len(v)/2]
+			return median(v)
+		}
+		var gaps []float64
+		for _, r := range sel {
+			if r.ReadGapMS != nil {
+				gaps = append(gaps, *r.ReadGapMS)
+			}
+		}
+		readGap := "-"
+		if len(gaps) > 0 {
+			readGap = fmt.Sprintf("%.1f", median(gaps))
+		}
+		drainWait, at := "-", "-"
+		if isApplyMode(mode) {
+			drainWait = fmt.Sprintf("%.0f", f(func(r result) float64 { return r.DrainWaitMS }))
+		}
+		if mode != "none" {
+			at = fmt.Sprintf("%.1f", f(func(r result) float64 { return r.SwitchAtS }))
 		}
 		same, planned := 0, 0
 		for _, r := range sel {
 			if r.InodeAfter == r.InodeBefore {
 				same++
 			}
-			if int(r.RbAfter) == r.RbPlanned && r.StatusRcvbufAfter == r.RbPlanned {
+			if asPlanned(r) {
 				planned++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.1f\t%.2f\t%.1f\t%.0f\t%d of %d\t%d of %d\t\n", mode,
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%s\t%.1f\t%.2f\t%s\t%.0f\t%s\t%d of %d\t%d of %d\t\n", mode,
 			f(func(r result) float64 { return float64(r.Loss) }), f(func(r result) float64 { return float64(r.LostIn) }),
 			f(func(r result) float64 { return float64(r.LostOut) }), f(func(r result) float64 { return float64(r.ICMPErrors) }),
 			f(func(r result) float64 { return float64(r.NoPorts) }), f(func(r result) float64 { return float64(r.PlayersCut) }),
-			f(func(r result) float64 { return float64(r.LobbiesCut) }), f(func(r result) float64 { return r.UnboundMS }),
-			f(func(r result) float64 { return r.PauseMS }),
-			f(func(r result) float64 { return r.ReadGapMS }), f(func(r result) float64 { return r.WindowMS }),
+			f(func(r result) float64 { return float64(r.LobbiesCut) }), at, f(func(r result) float64 { return r.UnboundMS }),
+			f(func(r result) float64 { return r.PauseMS }), readGap, f(func(r result) float64 { return r.WindowMS }), drainWait,
 			same, len(sel), planned, len(sel))
 	}
 	return tw.Flush()
+}
+
+// asPlanned: ss's rb and /status's effective buffer are what the kernel's
+// rule gives the release's request; for relayctl, its plan and read-back
+// say the same.
+func asPlanned(r result) bool {
+	ok := int(r.RbAfter) == r.RbPlanned && r.StatusRcvbufAfter == r.RbPlanned
+	if isApplyMode(r.Mode) {
+		ok = ok && r.ReceiptRbExpected == r.RbPlanned && int(r.ReceiptRbAfter) == r.RbPlanned
+	}
+	return ok
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+func switchAt(r result) string {
+	if r.Mode == "none" {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", r.SwitchAtS)
+}
+
+func orDash(v *float64, format string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
 }
