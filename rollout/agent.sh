@@ -135,7 +135,7 @@ fresh_temp() { mktemp -- "$1/.relayctl.XXXXXXXX"; }
 # the next request and never the rest of a file; the write's own error, if
 # any, is printed.
 take() {
-	head -c "$1" | { cat 2>&1 >"$2" || { cat >/dev/null; false; }; }
+	head -c "$1" | { { cat >"$2"; } 2>&1 || { cat >/dev/null; false; }; }
 }
 
 # put FROM PATH MODE: write FROM's content as PATH through a fresh temp
