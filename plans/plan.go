@@ -44,6 +44,7 @@ type Plan struct {
 	Sysctl         []PlannedSysctl `json:"sysctl"`
 	Relay          PlannedRelay    `json:"relay"`
 	Paths          PlanPaths       `json:"paths"`
+	Rollout        *Rollout        `json:"rollout,omitempty"` // the spec's rollout section (rollout.go)
 	Hosts          []*HostPlan     `json:"hosts"`
 }
 
@@ -67,7 +68,8 @@ type PlannedRelay struct {
 	SORcvbufForce bool        `json:"so_rcvbuf_force"`
 	HandoffSocket string      `json:"handoff_socket,omitempty"`
 	Version       string      `json:"version"`
-	Artifact      string      `json:"artifact"` // as written in the spec, relative to it
+	Artifact      string      `json:"artifact"`      // as written in the spec, relative to it
+	URL           string      `json:"url,omitempty"` // each host fetches the release from here
 	SHA256        string      `json:"sha256"`
 	Size          int64       `json:"size"`
 	Capabilities  []string    `json:"capabilities,omitempty"` // what the release says it can do (relay/capability)
@@ -289,6 +291,11 @@ func header(s *Spec, art Artifact, allowDowngrade bool) *Plan {
 		Capacity: s.Capacity,
 		Hosts:    []*HostPlan{},
 	}
+	if s.Rollout != nil {
+		r := *s.Rollout
+		p.Rollout = &r
+	}
+	p.Relay.URL = s.Relay.Release.URL
 	if s.Window != nil {
 		p.Window = &PlanWindow{
 			NotBefore: s.Window.NotBefore.Format(timeLayout),

@@ -87,7 +87,11 @@ func (p *Plan) Markdown(planFile string) []byte {
 	w("# relayctl plan: %s\n\n", MDText(p.Name))
 	w("- Plan file: %s (format %d, checksum %s)\n", MDCode(planFile), p.FormatVersion, MDCode(p.Checksum))
 	w("- Spec: %s (sha256 %s)\n", MDCode(p.SpecFile), MDCode(short(p.SpecSHA256)))
-	w("- Release: %s from %s (sha256 %s, %d bytes)\n", MDText(p.Relay.Version), MDCode(p.Relay.Artifact), MDCode(p.Relay.SHA256), p.Relay.Size)
+	if p.Relay.URL != "" {
+		w("- Release: %s, fetched by each host from %s (sha256 %s, checked on the host before anything is staged)\n", MDText(p.Relay.Version), MDCode(p.Relay.URL), MDCode(p.Relay.SHA256))
+	} else {
+		w("- Release: %s from %s (sha256 %s, %d bytes)\n", MDText(p.Relay.Version), MDCode(p.Relay.Artifact), MDCode(p.Relay.SHA256), p.Relay.Size)
+	}
 	force := ""
 	if p.Relay.SORcvbufForce {
 		force = " with SO_RCVBUFFORCE (ignores net.core.rmem_max)"
@@ -123,7 +127,11 @@ func (p *Plan) Markdown(planFile string) []byte {
 			blocked++
 		}
 	}
-	w("- Hosts: %d to change, %d already as planned, %d blocked\n\n", change, none, blocked)
+	w("- Hosts: %d to change, %d already as planned, %d blocked\n", change, none, blocked)
+	if len(p.Hosts) > 0 {
+		w("%s", rolloutMarkdown(p))
+	}
+	w("\n")
 
 	var notes []string
 	for _, h := range p.Hosts {

@@ -35,6 +35,9 @@ type Spec struct {
 	Relay  RelaySpec
 	Window *Window
 	Paths  HostPaths
+	// Rollout is the optional rollout section (rollout.go): waves and
+	// failure budgets.
+	Rollout *Rollout
 	// Capacity is what the region promises to carry, when the spec says:
 	// the plan checks each host's planned rb against it.
 	Capacity *tune.Promise
@@ -90,6 +93,9 @@ type Release struct {
 	Artifact string // as written, relative to the spec file's folder
 	SHA256   string // optional; when given the artifact must match it
 	Line     int    // of the artifact field, for messages about the file
+	// URL, when given, is where each host fetches the release itself
+	// (http or https); SHA256 is then required and Artifact optional.
+	URL string
 }
 
 // Service says how the relay is stopped, started and found. Only apply runs
@@ -509,7 +515,8 @@ const MaxHosts = 10000
 
 func (p *specParser) spec(root *yaml.Node) *Spec {
 	s := &Spec{File: p.file, Paths: DefaultPaths}
-	f, ok := p.fields(root, "", "name", "hosts", "sysctl", "relay", "window", "host", "capacity", "drain")
+	f, ok := p.fields(root, "", "name", "hosts", "sysctl", "relay", "window", "host", "capacity", "drain",
+		"rollout")
 	if !ok {
 		return s
 	}
@@ -536,6 +543,9 @@ func (p *specParser) spec(root *yaml.Node) *Spec {
 	}
 	if n := f["host"]; n != nil {
 		p.paths(n, &s.Paths)
+	}
+	if n := f["rollout"]; n != nil {
+		s.Rollout = p.rollout(n)
 	}
 	if n := f["capacity"]; n != nil {
 		s.Capacity = p.capacity(n)
@@ -680,12 +690,18 @@ func ValidVersion(v string) error {
 
 func (p *specParser) release(n *yaml.Node) Release {
 	var r Release
-	f, ok := p.fields(n, "relay.release", "version", "artifact", "sha256")
+	f, ok := p.fields(n, "relay.release", "version", "artifact", "sha256", "url")
 	if !ok {
 		return r
 	}
-	if f["version"] == nil || f["artifact"] == nil {
-		p.fail(n, "relay.release", "needs both version and artifact")
+	if f["version"] == nil || (f["artifact"] == nil && f["url"] == nil) {
+		p.fail(n, "relay.release", "needs version, and artifact (a local file relayctl uploads) or url (where each host fetches it, with sha256)")
+	}
+	if v := f["url"]; v != nil {
+		r.URL = p.releaseURL(v)
+		if f["sha256"] == nil {
+			p.fail(v, "relay.release.sha256", "missing; a release fetched from a url needs its sha256, which relayctl checks on each host before anything is staged")
+		}
 	}
 	if v := f["version"]; v != nil {
 		if s, ok := p.str(v, "relay.release.version"); ok {

@@ -6,7 +6,8 @@
 # from a plan reaches it as data, validated first, never as code. It answers
 # each primitive with one line on stdout:
 #   OK | VAL <text> | ERR <text> | DATA <n> followed by n bytes
-# where <text> is one line, cleaned of control characters.
+# where <text> is one line, cleaned of control characters; keep first
+# answers SEND when it needs the bytes, and answers again once they came.
 #
 # The first line must be "lock<TAB>OWNER<TAB>MODE": the agent checks that
 # STATE_DIR and every folder above it belong to root and nobody else can
@@ -27,7 +28,14 @@
 #   rename FROM TO           atomic rename in one folder
 #   remove PATH              unlink PATH (never what it points at)
 #   link PATH TARGET         PATH becomes a symlink to TARGET: new link, rename
-#   place-release DIR NAME SHA256   DIR/relayd from NAME, sha256 checked on the host
+#   keep PATH SHA256 SIZE MODE   PATH holds those bytes: VAL kept when it already
+#                            does (a regular file only root can change), else
+#                            SEND, SIZE bytes follow, written through a temp file
+#                            and a rename, sha256 checked, VAL sent SIZE
+#   fetch PATH SHA256 URL MAXSIZE TIMEOUT   the same, but the host fetches URL
+#                            itself (curl, else wget), at most MAXSIZE bytes in
+#                            TIMEOUT seconds: VAL kept or VAL fetched SIZE
+#   place-release DIR FILE SHA256   DIR/relayd copied from FILE, sha256 checked on the host
 #   check-release DIR SHA256 DIR/relayd has that sha256
 #   backup PATH NAME         keep PATH's content (or its absence) for restore
 #   restore PATH NAME        put back what backup kept
@@ -122,6 +130,14 @@ safe_dir() {
 # fresh_temp DIR: a new, empty, exclusively created file in DIR.
 fresh_temp() { mktemp -- "$1/.relayctl.XXXXXXXX"; }
 
+# take N FILE: read exactly N bytes of stdin into FILE. Whatever happens to
+# the write (a full disk), all N bytes are read, so the next request line is
+# the next request and never the rest of a file; the write's own error, if
+# any, is printed.
+take() {
+	head -c "$1" | { { cat >"$2"; } 2>&1 || { cat >/dev/null; false; }; }
+}
+
 # put FROM PATH MODE: write FROM's content as PATH through a fresh temp
 # file in PATH's folder and a rename, which replaces PATH itself (a symlink
 # there is replaced, never followed).
@@ -187,11 +203,11 @@ printf 'LOCKED\n'
 done_op() { printf '%s ok %s %s\n' "$(now)" "$op" "$a" >>"$journal"; }
 
 while IFS= read -r line; do
-	IFS=$tab read -r op a b c d <<EOF
+	IFS=$tab read -r op a b c d e <<EOF
 $line
 EOF
 	case $op in
-	put | rename | remove | link | place-release | restore | restore-link | sysctl | restart | stop | handoff | daemon-reload) done_op_after=1 ;;
+	put | rename | remove | link | keep | fetch | place-release | restore | restore-link | sysctl | restart | stop | handoff | daemon-reload) done_op_after=1 ;;
 	*) done_op_after= ;;
 	esac
 	case $op in
@@ -207,7 +223,7 @@ EOF
 		;;
 	recv)
 		case $a in *[!A-Za-z0-9._-]* | '') err "bad staged name"; continue ;; esac
-		head -c "$b" >"$stage/$a" || { err "receive $a"; continue; }
+		if ! out=$(take "$b" "$stage/$a"); then err "receive $a: $out"; continue; fi
 		got=$(wc -c <"$stage/$a" | tr -d ' ')
 		[ "$got" = "$b" ] || { err "received $got of $b bytes of $a"; continue; }
 		ok
@@ -250,10 +266,71 @@ EOF
 		t=$a.relayctl-link
 		if out=$(rm -f -- "$t" 2>&1 && ln -s -- "$b" "$t" 2>&1 && mv -fT -- "$t" "$a" 2>&1); then ok; else err "point $a at $b: $out"; fi
 		;;
+	keep | fetch)
+		# Content-addressed: bytes already there (checked, not trusted)
+		# are never sent or fetched again.
+		if [ -L "$a" ]; then err "$a is a symlink; relayctl writes no file through or over a symlink"; continue; fi
+		if [ -f "$a" ] && owned_by_root_only "$a" && [ "$(sha256sum -- "$a" | cut -d' ' -f1)" = "$b" ]; then
+			val kept
+			continue
+		fi
+		dir=$(dirname -- "$a")
+		if ! why=$(safe_dir "$dir"); then err "$why"; continue; fi
+		if ! t=$(fresh_temp "$dir"); then err "cannot create a file in $dir"; continue; fi
+		if [ "$op" = keep ]; then
+			printf 'SEND\n'
+			if ! out=$(take "$c" "$t"); then
+				rm -f -- "$t"
+				err "write $a: $out"
+				continue
+			fi
+			max=$c mode=$d how=sent
+		else
+			max=$d mode=0755 how=fetched
+			if command -v curl >/dev/null 2>&1; then
+				out=$(curl -fsS -L --proto =http,https --proto-redir =http,https --max-redirs 5 \
+					--connect-timeout "$e" --max-time "$e" --max-filesize "$d" -o "$t" --url "$c" 2>&1 </dev/null 9>&-)
+				rc=$?
+			elif command -v wget >/dev/null 2>&1; then
+				out=$(timeout "$e" wget -q --max-redirect=5 -O "$t" -- "$c" 2>&1 </dev/null 9>&-)
+				rc=$?
+				[ "$rc" = 124 ] && out="timed out after $e seconds"
+			else
+				out="no curl or wget on the host" rc=127
+			fi
+			if [ "$rc" != 0 ]; then
+				rm -f -- "$t"
+				err "fetch $c: $(printf '%s' "$out" | tail -c 300) (nothing was written)"
+				continue
+			fi
+		fi
+		got=$(wc -c <"$t" | tr -d ' ')
+		if [ "$how" = sent ] && [ "$got" != "$c" ]; then
+			rm -f -- "$t"
+			err "received $got of $c bytes for $a"
+			continue
+		fi
+		if [ "$got" -gt "$max" ]; then
+			rm -f -- "$t"
+			err "fetch $c: $got bytes, more than $max (nothing was written)"
+			continue
+		fi
+		sum=$(sha256sum -- "$t" | cut -d' ' -f1)
+		if [ "$sum" != "$b" ]; then
+			rm -f -- "$t"
+			if [ "$how" = fetched ]; then err "the file fetched from $c has sha256 $sum, want $b (nothing was written)"; else err "the bytes received for $a have sha256 $sum, want $b"; fi
+			continue
+		fi
+		if out=$(chmod "$mode" -- "$t" 2>&1 && mv -fT -- "$t" "$a" 2>&1); then val "$how $got"; else
+			rm -f -- "$t"
+			err "write $a: $out"
+		fi
+		;;
 	place-release)
 		new=$a.relayctl-new
 		if ! why=$(safe_dir "$(dirname -- "$a")"); then err "$why"; continue; fi
-		if ! out=$(rm -rf -- "$new" 2>&1 && mkdir -m 0755 -- "$new" 2>&1 && cp -- "$stage/$b" "$new/relayd" 2>&1 && chmod 0755 -- "$new/relayd" 2>&1); then
+		if [ -L "$b" ] || [ ! -f "$b" ]; then err "$b is not a regular file"; continue; fi
+		if ! out=$(rm -rf -- "$new" 2>&1 && mkdir -m 0755 -- "$new" 2>&1 && cp -- "$b" "$new/relayd" 2>&1 && chmod 0755 -- "$new/relayd" 2>&1); then
 			rm -rf -- "$new"
 			err "$out"
 			continue
@@ -396,7 +473,8 @@ head -c 200 <&3' "${b%:*}" "${b##*:}" "$c" 2>&1)
 	commit)
 		case $a in *[!A-Za-z0-9._-]* | '') err "bad receipt name"; continue ;; esac
 		r=$state/receipts/$a
-		head -c "$c" >"$r.json.relayctl-new" && mv -f -- "$r.json.relayctl-new" "$r.json" || { err "write receipt"; continue; }
+		if ! out=$(take "$c" "$r.json.relayctl-new"); then err "write receipt: $out"; continue; fi
+		mv -f -- "$r.json.relayctl-new" "$r.json" || { err "write receipt"; continue; }
 		jlog "end $b"
 		mv -f -- "$journal" "$r.journal" || { err "file the journal"; continue; }
 		rm -rf -- "$stage"

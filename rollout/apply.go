@@ -30,10 +30,11 @@ const (
 	Skipped     Outcome = "skipped"     // left for a later run: its players had not gone at the drain deadline (skip)
 	Unreachable Outcome = "unreachable" // no connection
 	NotStarted  Outcome = "not started" // an earlier failure or an interrupt stopped the fleet first
+	Staged      Outcome = "staged"      // relayctl stage: staged for the window; nothing in force changed
 )
 
 // Outcomes lists every outcome in recap order.
-var Outcomes = []Outcome{Applied, Unchanged, RolledBack, Failed, Refused, Skipped, Unreachable, NotStarted}
+var Outcomes = []Outcome{Applied, Unchanged, Staged, RolledBack, Failed, Refused, Skipped, Unreachable, NotStarted}
 
 // Host states after an apply: a failed apply leaves each host as it was or
 // as planned, and says which; anything else is named exactly.
@@ -59,6 +60,15 @@ type ApplyOptions struct {
 	// applied. 0 is one read-back for the command manager and a second for
 	// systemd, where Restart=on-failure can hide a crash behind a new PID.
 	StableFor time.Duration
+
+	// The fleet (waves.go, ledger.go, fleetview.go).
+	Rollout      *plans.Resolved    // waves and budgets; nil: the plan's own
+	Resume       *Ledger            // go on with the hosts this ledger has not applied
+	SaveLedger   func([]byte) error // called with the ledger each time a host starts or ends
+	Live         bool               // Progress is a terminal: a live fleet view instead of step lines
+	LiveWidth    int                // its columns
+	StageOnly    bool               // stop each host after its stage (relayctl stage)
+	FetchTimeout time.Duration      // a host's fetch of a url release
 }
 
 // StepRecord is one step as it ran.
@@ -101,8 +111,15 @@ type HostResult struct {
 	DrainWaitMillis int64          `json:"drain_wait_ms,omitempty"`
 	PlayersCut      *int           `json:"players_cut,omitempty"`
 	HandoffGapUS    *int64         `json:"handoff_gap_us,omitempty"` // the relay's own: old's last read → new's first
-	started         time.Time      // on the options' clock (a test's may be fixed)
-	clock           time.Time      // the real clock at the start, for the timeline
+	Wave            int            `json:"wave,omitempty"`
+	// BytesUploaded counts the file bytes relayctl sent to the host
+	// (release, config, drop-in; not the receipt): 0 when all of it was
+	// staged ahead.
+	BytesUploaded int64         `json:"bytes_uploaded"`
+	TowardPlan    []plans.Drift `json:"toward_plan,omitempty"` // facts that moved toward the plan since it was made (staged ahead)
+	FromLedger    string        `json:"from_ledger,omitempty"` // not touched: its outcome is an earlier run's (apply --resume)
+	started       time.Time     // on the options' clock (a test's may be fixed)
+	clock         time.Time     // the real clock at the start, for the timeline
 }
 
 // Phase is one span of a host's apply: connect, lock, observe, stage,
@@ -120,12 +137,16 @@ type Report struct {
 	Started  string        `json:"started"`
 	Millis   int64         `json:"ms"`
 	Hosts    []*HostResult `json:"hosts"`
+	Run      int           `json:"run,omitempty"` // 1, then one more per apply --resume
+	Waves    []*WaveResult `json:"waves,omitempty"`
+	Stopped  string        `json:"stopped,omitempty"` // why hosts were left not started
 }
 
-// Succeeded is true when every host is applied or unchanged.
+// Succeeded is true when every host is applied or unchanged (or staged,
+// for relayctl stage).
 func (r *Report) Succeeded() bool {
 	for _, h := range r.Hosts {
-		if h.Outcome != Applied && h.Outcome != Unchanged {
+		if h.Outcome != Applied && h.Outcome != Unchanged && h.Outcome != Staged {
 			return false
 		}
 	}
@@ -165,10 +186,12 @@ func stepDiff(stored, derived []plans.Step) string {
 	return ""
 }
 
-// Apply applies a plan: the first host alone as a canary, then the rest,
-// parallel at a time. The first failure, or ctx being cancelled (SIGINT),
-// stops new hosts from starting; a host inside its window finishes it or
-// rolls back whatever happens to ctx.
+// Apply applies a plan in waves (waves.go): by default the first host
+// alone as a canary, then the rest, parallel at a time. A wave over its
+// failure budget, or ctx being cancelled (SIGINT), stops new hosts from
+// starting; a host inside its window finishes it or rolls back whatever
+// happens to ctx. The ledger (ledger.go) is saved as each host starts and
+// ends; with o.Resume, hosts it has applied or unchanged are not touched.
 func Apply(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*Report, error) {
 	if err := CheckPlan(p); err != nil {
 		return nil, err
@@ -199,85 +222,7 @@ func Apply(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*R
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	start := o.Now()
-	rep := &Report{Plan: p.Name, Checksum: p.Checksum, Started: start.UTC().Format(time.RFC3339)}
-	results := make([]*HostResult, len(p.Hosts))
-	for i, h := range p.Hosts {
-		results[i] = &HostResult{Host: h.Host, Address: h.Address, Outcome: NotStarted, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}}
-	}
-	rep.Hosts = results
-	pr := &progress{w: o.Progress}
-
-	var (
-		mu      sync.Mutex
-		stopped bool
-	)
-	stop := func() bool { mu.Lock(); defer mu.Unlock(); return stopped || ctx.Err() != nil }
-	// yield gives a host's parallel slot to another host while it waits at
-	// its drain gate, and returns how to take one back: draining hosts do
-	// not hold up ready ones.
-	var sem chan struct{}
-	yield := func() func() {
-		if sem == nil {
-			return func() {}
-		}
-		<-sem
-		return func() { sem <- struct{}{} }
-	}
-	one := func(i int) {
-		if stop() {
-			return
-		}
-		r := applyHost(ctx, d, p, p.Hosts[i], o, pr, yield)
-		results[i] = r
-		if r.Outcome != Applied && r.Outcome != Unchanged {
-			mu.Lock()
-			stopped = true
-			mu.Unlock()
-		}
-	}
-	if len(p.Hosts) > 0 {
-		one(0) // the canary
-	}
-	var wg sync.WaitGroup
-	mu.Lock()
-	sem = make(chan struct{}, o.Parallel)
-	mu.Unlock()
-	for i := 1; i < len(p.Hosts); i++ {
-		if stop() {
-			break
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			one(i)
-		}()
-	}
-	wg.Wait()
-	for _, r := range results {
-		if r.Outcome == NotStarted && r.Reason == "" {
-			if ctx.Err() != nil {
-				r.Reason = "interrupted before this host started"
-			} else {
-				r.Reason = "an earlier host did not apply cleanly"
-			}
-		}
-	}
-	rep.Millis = o.Now().Sub(start).Milliseconds()
-	return rep, nil
-}
-
-type progress struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (p *progress) say(host, format string, a ...any) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	fmt.Fprintf(p.w, "%s: %s\n", plans.Visible(host), plans.Visible(fmt.Sprintf(format, a...)))
+	return runFleet(ctx, d, p, o)
 }
 
 // countingRunner counts round trips.
@@ -338,7 +283,6 @@ func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPl
 		if IsRefusal(err) {
 			res.Outcome = Refused
 		}
-		pr.say(h.Host, "%s: %v", res.Outcome, err)
 		return res
 	}
 	defer host.Close()
@@ -391,7 +335,7 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	if len(stored.Blockers) > 0 {
 		return hr.end(Refused, StateAsWas, "blocked in the plan: "+strings.Join(stored.Blockers, "; "))
 	}
-	if p.Window != nil && !hr.o.IgnoreWindow {
+	if p.Window != nil && !hr.o.IgnoreWindow && !hr.o.StageOnly {
 		nb, _ := plans.ParseWindowTime(p.Window.NotBefore) // checked by plans.Validate
 		na, _ := plans.ParseWindowTime(p.Window.NotAfter)
 		if now := hr.o.Now(); now.Before(nb) || now.After(na) {
@@ -422,9 +366,11 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 			return hr.end(Refused, StateAsWas, fmt.Sprintf("the plan is stale: %d fact(s) changed since it was made (%s); make a new plan", len(drift), driftText(drift)))
 		}
 		// Only planned sysctls moved, and to their planned values (a global
-		// key set through another host of the same machine): the rest of the
-		// plan stands, without those steps.
-		hr.pr.say(stored.Host, "already at the planned value: %s", driftText(drift))
+		// key set through another host of the same machine), or the planned
+		// release was staged ahead (staged.go): the rest of the plan stands,
+		// without those steps.
+		hr.res.TowardPlan = drift
+		hr.pr.say(stored.Host, "%s", towardText(p, drift))
 	}
 	hr.h = derived
 	if derived.Action == plans.ActionNone {
@@ -435,7 +381,10 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 		return hr.end(Refused, StateAsWas, "the relay config derived now does not hash to the reviewed one; make a new plan")
 	}
 
-	st := steps(p, derived, stepInput{artifact: hr.o.Artifact}, false)
+	st := steps(p, derived, stepInput{artifact: hr.o.Artifact, fetchTimeout: hr.o.FetchTimeout}, false)
+	if hr.o.StageOnly {
+		st = stageSteps(st)
+	}
 	end = hr.phase("stage")
 	err = hr.stage(ctx, st)
 	end()
@@ -445,7 +394,15 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 		if n := len(hr.res.Steps); n > 0 && hr.res.Steps[n-1].Kind == KindCheckFolders {
 			return hr.end(Refused, StateAsWas, err.Error()+" (nothing was written)")
 		}
+		// A release the host could not fetch, or whose sha256 is not the
+		// plan's: nothing was written either (agent.sh fetch).
+		if oe := (*OpError)(nil); errors.As(err, &oe) && oe.Op.Kind == "fetch" {
+			return hr.end(Refused, StateAsWas, err.Error())
+		}
 		return hr.end(Failed, StateAsWas, err.Error()+" (nothing in force changed)")
+	}
+	if hr.o.StageOnly {
+		return hr.endStaged(ctx)
 	}
 	if ctx.Err() != nil {
 		return hr.end(NotStarted, StateAsWas, "interrupted after staging, before its window (nothing in force changed)")
@@ -505,7 +462,7 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 func subsequence(a, b []plans.Step) bool {
 	j := 0
 	for _, s := range a {
-		for j < len(b) && b[j] != s {
+		for j < len(b) && !sameStep(s, b[j]) {
 			j++
 		}
 		if j == len(b) {
@@ -517,12 +474,15 @@ func subsequence(a, b []plans.Step) bool {
 }
 
 // towardPlan reports whether every drifted fact is a planned sysctl that
-// now holds its planned value.
+// now holds its planned value, or the planned release staged ahead.
 func towardPlan(p *plans.Plan, drift []plans.Drift) bool {
 	if len(drift) == 0 {
 		return false
 	}
 	for _, d := range drift {
+		if stagedRelease(p, d) {
+			continue
+		}
 		key, ok := strings.CutPrefix(d.Name, "sysctl ")
 		if !ok {
 			return false
@@ -580,12 +540,13 @@ func (hr *hostRun) runSteps(ctx context.Context, phase string, st []step, ops fu
 			d.Title = "prepare for " + d.Title
 		}
 		started = i + 1
-		hr.pr.say(hr.h.Host, "[%s] %s", phase, d.Title)
+		hr.pr.step(hr.h.Host, phase, d.Title)
 		// The journal says where a run that dies stopped: each step's
 		// start and end, by kind and title.
 		list = append([]Op{op("step", "start "+d.Kind+": "+d.Title)}, list...)
 		list = append(list, op("step", "done "+d.Kind+": "+d.Title))
 		err := hr.host.Run(ctx, list, func(j int, r Result) error {
+			hr.res.BytesUploaded += int64(r.Sent)
 			if k := list[j].Kind; k == "restart" || k == "handoff" {
 				fmt.Sscan(r.Value, &clock)
 			}

@@ -47,8 +47,13 @@ type HostDialer interface {
 type Op struct {
 	Kind string
 	Args []string
-	Data []byte   // recv, commit: the bytes that follow the line
-	Argv []string // restart/stop command: the stop then start words
+	Data []byte // recv, keep, commit: the bytes that follow the line
+	// Offer sends Data only if the host asks for it (answers SEND): keep
+	// offers bytes by their sha256, and a host that has them already
+	// (staged ahead, or the same release under another version) is sent
+	// nothing.
+	Offer bool
+	Argv  []string // restart/stop command: the stop then start words
 
 	// expect checks the answer (a sysctl's read-back) before the next Op
 	// is sent; an error stops the run there.
@@ -66,6 +71,7 @@ func (o Op) Check(r Result) error {
 // Result is what the agent answered to one Op.
 type Result struct {
 	Value string // VAL's text, or DATA's bytes
+	Sent  int    // bytes of the Op's Data that went to the host
 }
 
 // OpError is an Op the host refused or failed, with the host's own words.

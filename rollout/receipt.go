@@ -66,6 +66,10 @@ type HostReceipt struct {
 	Steps           []StepRecord   `json:"steps"`
 	Timeline        []Phase        `json:"timeline,omitempty"`
 	Verify          []Check        `json:"verify,omitempty"`
+	Wave            int            `json:"wave,omitempty"`
+	BytesUploaded   int64          `json:"bytes_uploaded"`        // release, config, drop-in: 0 when staged ahead
+	TowardPlan      []plans.Drift  `json:"toward_plan,omitempty"` // moved toward the plan since it was made
+	FromLedger      string         `json:"from_ledger,omitempty"` // not touched by this run (apply --resume)
 }
 
 // Receipt builds the receipt of one host.
@@ -73,7 +77,8 @@ func Receipt(p *plans.Plan, r *HostResult) HostReceipt {
 	hr := HostReceipt{Plan: p.Name, Checksum: p.Checksum, Host: r.Host, Address: r.Address, Outcome: r.Outcome, State: r.State,
 		Reason: r.Reason, Drift: r.Drift, Journal: r.Journal, UnitLog: r.UnitLog, ExpectedRB: r.ExpectedRB, WindowMillis: r.WindowMillis,
 		Restarts: r.Restarts, Handoffs: r.Handoffs, RoundTrips: r.RoundTrips, Steps: r.Steps, Timeline: r.Timeline, Verify: r.Verify,
-		PlayersAtWindow: r.PlayersAtWindow, DrainWaitMillis: r.DrainWaitMillis, PlayersCut: r.PlayersCut, HandoffGapUS: r.HandoffGapUS}
+		PlayersAtWindow: r.PlayersAtWindow, DrainWaitMillis: r.DrainWaitMillis, PlayersCut: r.PlayersCut, HandoffGapUS: r.HandoffGapUS,
+		Wave: r.Wave, BytesUploaded: r.BytesUploaded, TowardPlan: r.TowardPlan, FromLedger: r.FromLedger}
 	keys := p.ReadKeys()
 	if f := r.Before; f != nil {
 		hr.SysctlsBefore = sysctlValues(f, keys)
@@ -117,12 +122,16 @@ type FleetReceipt struct {
 	Checksum      string        `json:"plan_checksum"`
 	Started       string        `json:"started"`
 	Millis        int64         `json:"ms"`
+	Run           int           `json:"run,omitempty"`     // 1, then one more per apply --resume
+	Waves         []*WaveResult `json:"waves,omitempty"`   // the waves as they ran
+	Stopped       string        `json:"stopped,omitempty"` // why hosts were left not started
 	Hosts         []HostReceipt `json:"hosts"`
 }
 
 // ReceiptJSON is the fleet receipt as JSON.
 func ReceiptJSON(p *plans.Plan, rep *Report) ([]byte, error) {
-	fr := FleetReceipt{FormatVersion: ReceiptFormatVersion, Plan: rep.Plan, Checksum: rep.Checksum, Started: rep.Started, Millis: rep.Millis}
+	fr := FleetReceipt{FormatVersion: ReceiptFormatVersion, Plan: rep.Plan, Checksum: rep.Checksum, Started: rep.Started, Millis: rep.Millis,
+		Run: rep.Run, Waves: rep.Waves, Stopped: rep.Stopped}
 	for _, h := range rep.Hosts {
 		fr.Hosts = append(fr.Hosts, Receipt(p, h))
 	}
@@ -168,12 +177,29 @@ func ReceiptMarkdown(p *plans.Plan, rep *Report) []byte {
 	w("# relayctl receipt: %s\n\n", md(rep.Plan))
 	w("- Plan checksum %s\n- Started %s, took %d ms\n\n", code(rep.Checksum), md(rep.Started), rep.Millis)
 	w("%s\n", indent(Recap(rep)))
+	if rep.Stopped != "" {
+		w("The rollout stopped: %s\n\n", md(rep.Stopped))
+	}
+	if len(rep.Waves) > 0 {
+		w("| wave | hosts | applied | unchanged | failed, rolled back, refused (budget) | unreachable (budget) | not started | ms |\n|---|---|---|---|---|---|---|---|\n")
+		for _, x := range rep.Waves {
+			w("| %d | %s | %d | %d | %d (%d) | %d (%d) | %d | %d |\n", x.Wave, cell(hostRange(x.Hosts)), x.Applied+x.Staged, x.Unchanged,
+				x.Failures, x.MaxFailures, x.Unreachable, x.MaxUnreachable, x.NotStarted, x.EndMillis-x.StartMillis)
+		}
+		w("\n")
+	}
 	for _, h := range rep.Hosts {
 		r := Receipt(p, h)
 		w("## %s (%s): %s\n\n", md(r.Host), md(r.Address), r.Outcome)
 		w("- State: %s\n", md(r.State))
 		if r.Reason != "" {
 			w("- Why: %s\n", md(r.Reason))
+		}
+		if r.FromLedger == "" && r.Outcome != NotStarted {
+			w("- Wave %d; %d bytes uploaded\n", r.Wave, r.BytesUploaded)
+		}
+		for _, d := range r.TowardPlan {
+			w("- Toward the plan already: %s: planned %s, now %s\n", md(d.Name), code(d.Planned), code(d.Observed))
 		}
 		for _, d := range r.Drift {
 			w("- Drifted: %s: planned %s, now %s\n", md(d.Name), code(d.Planned), code(d.Observed))

@@ -245,8 +245,20 @@ func (h *ShellHost) Run(ctx context.Context, ops []Op, each func(i int, r Result
 		if err != nil {
 			return &connLost{err}
 		}
-		word, rest, _ := strings.Cut(line, " ")
 		var r Result
+		if !o.Offer {
+			r.Sent = len(o.Data)
+		} else if line == "SEND" {
+			// The host does not have these bytes yet.
+			if _, err := a.in.Write(o.Data); err != nil {
+				return &connLost{err}
+			}
+			r.Sent = len(o.Data)
+			if line, err = readLine(a.out); err != nil {
+				return &connLost{err}
+			}
+		}
+		word, rest, _ := strings.Cut(line, " ")
 		switch word {
 		case "OK":
 		case "VAL":
@@ -288,6 +300,8 @@ func encodeOp(o Op) []byte {
 		b.WriteString(w)
 		b.WriteByte('\n')
 	}
-	b.Write(o.Data)
+	if !o.Offer {
+		b.Write(o.Data)
+	}
 	return b.Bytes()
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/relayctl/relayctl/plans"
 )
@@ -39,15 +40,18 @@ type checkCtx struct {
 	before, after *plans.Facts // before is nil for verify
 }
 
-// stepInput is what steps need besides the plan: the bytes they upload.
+// stepInput is what steps need besides the plan: the bytes they upload,
+// and how long a host may take to fetch a release from the plan's url.
 type stepInput struct {
-	artifact []byte
+	artifact     []byte
+	fetchTimeout time.Duration
 }
 
 // Step kinds, as journals and receipts name them.
 const (
 	KindCheckFolders  = "check-folders"
 	KindPlaceRelease  = "place-release"
+	KindFetchRelease  = "fetch-release"
 	KindCheckRelease  = "check-release"
 	KindStageFile     = "stage-file"
 	KindSetSysctl     = "set-sysctl"
@@ -72,8 +76,12 @@ func steps(p *plans.Plan, h *plans.HostPlan, in stepInput, target bool) []step {
 		if changeRelease {
 			if h.Release.Installed {
 				st = append(st, checkRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256})
+			} else if p.Relay.URL != "" {
+				st = append(st, fetchRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256, url: p.Relay.URL,
+					store: storeFile(p, p.Relay.SHA256), timeout: in.fetchTimeout})
 			} else {
-				st = append(st, placeRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256, data: in.artifact})
+				st = append(st, placeRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256, data: in.artifact,
+					store: storeFile(p, p.Relay.SHA256)})
 			}
 		}
 		if h.Config.Change {

@@ -1,16 +1,15 @@
 package rollout
 
-import (
-	"strconv"
+import "github.com/relayctl/relayctl/plans"
 
-	"github.com/relayctl/relayctl/plans"
-)
-
-// placeRelease uploads the release and installs it in its own folder under
-// the releases dir, its sha256 checked on the host. Nothing in force
-// changes: the current link still points at the running release.
+// placeRelease uploads the release into the host's release store (only if
+// the store does not hold those bytes yet: store.go) and installs it from
+// there in its own folder under the releases dir, its sha256 checked on
+// the host. Nothing in force changes: the current link still points at
+// the running release.
 type placeRelease struct {
 	dir, version, sha string
+	store             string // the store's file for sha
 	data              []byte
 }
 
@@ -22,9 +21,7 @@ func (s placeRelease) describe() plans.Step {
 func (placeRelease) prepare() []Op { return nil }
 
 func (s placeRelease) do() []Op {
-	up := op("recv", "relayd", strconv.Itoa(len(s.data)))
-	up.Data = s.data
-	return []Op{up, op("place-release", s.dir, "relayd", s.sha)}
+	return []Op{keepOp(s.store, s.sha, s.data, "0755"), op("place-release", s.dir, s.store, s.sha)}
 }
 
 func (placeRelease) undo() []Op                 { return nil }

@@ -1,13 +1,10 @@
 package rollout
 
-import (
-	"strconv"
-
-	"github.com/relayctl/relayctl/plans"
-)
+import "github.com/relayctl/relayctl/plans"
 
 // stageFile writes a file's planned content beside it (PATH.relayctl-new),
-// not yet in place: the window then only renames it.
+// not yet in place: the window then only renames it. A file staged ahead
+// with the same content (relayctl stage) is not sent again.
 type stageFile struct {
 	what, name, path, content string
 }
@@ -20,9 +17,7 @@ func (s stageFile) describe() plans.Step {
 func (stageFile) prepare() []Op { return nil }
 
 func (s stageFile) do() []Op {
-	up := op("recv", s.name, strconv.Itoa(len(s.content)))
-	up.Data = []byte(s.content)
-	return []Op{up, op("put", s.name, s.path+".relayctl-new", "0644")}
+	return []Op{keepOp(s.path+".relayctl-new", plans.SHA256(s.content), []byte(s.content), "0644")}
 }
 
 func (stageFile) undo() []Op                 { return nil }

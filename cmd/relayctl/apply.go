@@ -33,11 +33,23 @@ the relay's new PID and version, ss's rb on its port in its network
 namespace, the runtime sysctls, and the relay's own /status. Any failure in
 the window restores the previous state, restarts once more and verifies it.
 
-The first host is a canary: the rest start only when it verifies, then
---parallel at a time; the first failure or an interrupt stops new hosts
-(a host inside its window finishes or rolls back). A receipt is kept on
+Hosts go in waves (--waves, or the spec's rollout section; by default a
+canary, then the rest), --parallel at a time within a wave; a wave starts
+only when the one before has ended within its budgets: --max-failures
+failed, rolled back or refused hosts and --max-unreachable unreachable ones
+(both default 0), exactly at a budget goes on, over it stops; a wave where
+no host applied stops whatever the budgets. An interrupt stops new hosts
+too (a host inside its window finishes or rolls back). A receipt is kept on
 each host under the state dir and written beside the plan as
-PLAN.receipt.json and PLAN.receipt.md.
+PLAN.receipt.json and PLAN.receipt.md, and PLAN.ledger.json holds every
+host's outcome so far, written as each host starts and ends: --resume goes
+on with the hosts it does not show applied or unchanged, and refuses a
+ledger of another plan. On a terminal, progress is a live view of the wave
+and the fleet; otherwise one line per step.
+
+relayctl stage PLAN (or apply --stage-only) does everything before the
+window ahead of it; apply then finds the release and files staged, checks
+their sha256 on the host and uploads nothing.
 
 Before anything connects, the plan is checked against the spec it records
 (a value the spec parser refuses is refused here too), and against its
@@ -58,6 +70,8 @@ Examples:
    relayctl apply ashburn.plan
    relayctl apply ashburn.plan --json > receipt.json
    relayctl apply ashburn.plan --parallel 5
+   relayctl apply fleet.plan --waves 1,5,25%,100% --max-failures 2 --max-unreachable 5%
+   relayctl apply fleet.plan --resume              # after a stop or an interrupt
    relayctl apply ashburn.plan --require-approval ~/.config/relayctl/allowed_signers
    relayctl apply ashburn.plan --checksum sha256:4f1c...   # pinned from ashburn.plan.md
    relayctl apply ashburn.plan --ignore-window     # an emergency outside the window`,
@@ -71,6 +85,12 @@ Examples:
 			&cli.StringFlag{Name: "require-approval", EnvVars: []string{"RELAYCTL_REQUIRE_APPROVAL"}, Usage: "refuse the plan unless PLAN.sig is a signature of it by a key in this allowed_signers `FILE`"},
 			&cli.StringFlag{Name: "signature", Usage: "the plan's signature `FILE` (default PLAN.sig)"},
 			&cli.StringFlag{Name: "checksum", Usage: "refuse the plan unless its checksum is this `sha256:...` (copied from the review)"},
+			&cli.StringFlag{Name: "waves", Usage: "wave `SIZES`, e.g. 1,5,25%,100%: hosts, or a share of the hosts left; the last repeats (default: the plan's rollout, else 1,100%)"},
+			&cli.StringFlag{Name: "max-failures", Usage: "failed, rolled back or refused hosts a wave may have for the rollout to go on: `N` or N% of the wave (default: the plan's rollout, else 0)"},
+			&cli.StringFlag{Name: "max-unreachable", Usage: "unreachable hosts a wave may have for the rollout to go on: `N` or N% of the wave (default: the plan's rollout, else 0)"},
+			&cli.BoolFlag{Name: "resume", Usage: "go on from PLAN.ledger.json with the hosts it does not show applied or unchanged"},
+			&cli.BoolFlag{Name: "stage-only", Usage: "stage every host and stop before the window, as relayctl stage"},
+			&cli.DurationFlag{Name: "fetch-timeout", Value: rollout.DefaultFetchTimeout, Usage: "how long a host may take to fetch a release from the plan's url"},
 			&cli.BoolFlag{Name: "json", Usage: "print the receipt (PLAN.receipt.json, docs/json.md) on stdout instead of the recap; progress stays on stderr"},
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runApply(c, e) },
@@ -81,6 +101,9 @@ func runApply(c *cli.Context, e *env) error {
 	if c.NArg() != 1 {
 		return withHint(errors.New("apply needs exactly one PLAN"), "relayctl apply ashburn.plan")
 	}
+	if c.Bool("stage-only") {
+		return runStage(c, e)
+	}
 	file := c.Args().First()
 	p, raw, err := loadPlan(file)
 	if err != nil {
@@ -89,12 +112,17 @@ func runApply(c *cli.Context, e *env) error {
 	if err := checkApproval(c, e, file, p, raw); err != nil {
 		return err
 	}
+	fleet, err := fleetOptions(c, e, file, p)
+	if err != nil || fleet == nil {
+		return err
+	}
 	artifact, err := planArtifact(c.String("artifact"), p)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	live, width := terminal(e.stderr)
 	rep, err := rollout.Apply(ctx, sshHosts(c), p, rollout.ApplyOptions{
 		Parallel:      c.Int("parallel"),
 		Artifact:      artifact,
@@ -105,10 +133,17 @@ func runApply(c *cli.Context, e *env) error {
 		Progress:      e.stderr,
 		VerifyTimeout: c.Duration("verify-timeout"),
 		StableFor:     c.Duration("stable-for"),
+		Rollout:       fleet.rollout,
+		Resume:        fleet.resume,
+		SaveLedger:    func(b []byte) error { return writeFileAtomic(ledgerFile(file), b, 0o600) },
+		Live:          live,
+		LiveWidth:     width,
+		FetchTimeout:  c.Duration("fetch-timeout"),
 	})
-	if err != nil {
+	if rep == nil {
 		return err
 	}
+	ledgerErr := err
 	body, err := rollout.ReceiptJSON(p, rep)
 	if err != nil {
 		return err
@@ -128,16 +163,26 @@ func runApply(c *cli.Context, e *env) error {
 				fmt.Fprintf(e.stdout, "%s: %s (%s): %s\n", plans.Visible(h.Host), h.Outcome, plans.Visible(h.State), plans.Visible(h.Reason))
 			}
 		}
+		if rep.Stopped != "" {
+			fmt.Fprintf(e.stdout, "stopped: %s\n", plans.Visible(rep.Stopped))
+		}
 	}
-	fmt.Fprintf(e.stderr, "relayctl: receipt in %s.receipt.json and %s.receipt.md\n", file, file)
+	fmt.Fprintf(e.stderr, "relayctl: receipt in %s.receipt.json and %s.receipt.md, every host's outcome in %s\n", file, file, ledgerFile(file))
+	if ledgerErr != nil {
+		return ledgerErr
+	}
 	for _, h := range rep.Hosts {
 		if h.Outcome == rollout.Skipped {
-			fmt.Fprintf(e.stderr, "relayctl: hint: skipped hosts still have players; apply %s again when they have gone (applied hosts are unchanged then)\n", file)
+			fmt.Fprintf(e.stderr, "relayctl: hint: skipped hosts still have players; apply %s --resume again when they have gone (applied hosts are not touched then)\n", file)
 			break
 		}
 	}
 	if !rep.Succeeded() {
-		return &exitCode{code: 1, err: errors.New("not every host applied; see the recap and the receipt")}
+		err := errors.New("not every host applied; see the recap and the receipt")
+		if left := len(notDone(rep)); left > 0 {
+			return &exitCode{code: 1, err: withHint(err, fmt.Sprintf("fix the cause, then relayctl apply %s --resume goes on with the %d host(s) not applied or unchanged", file, left))}
+		}
+		return &exitCode{code: 1, err: err}
 	}
 	return nil
 }
@@ -193,7 +238,14 @@ func checkApproval(c *cli.Context, e *env, file string, p *plans.Plan, raw []byt
 }
 
 // planArtifact reads the release file and checks it is the one reviewed.
+// A release with a url is fetched by each host itself: nothing to read.
 func planArtifact(override string, p *plans.Plan) ([]byte, error) {
+	if p.Relay.URL != "" {
+		if override != "" {
+			return nil, fmt.Errorf("--artifact: plan %s's release is fetched by each host from %s; there is no file to upload", p.Name, p.Relay.URL)
+		}
+		return nil, nil
+	}
 	path := override
 	if path == "" {
 		path = p.Relay.Artifact

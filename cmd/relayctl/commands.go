@@ -11,6 +11,7 @@ func commands(e *env) []*cli.Command {
 		showCommand(e),
 		factsCommand(e),
 		applyCommand(e),
+		stageCommand(e),
 		approveCommand(e),
 		verifyCommand(e),
 		benchCommand(e),

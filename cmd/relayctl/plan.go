@@ -146,7 +146,12 @@ func readSpec(file string) (*plans.Spec, error) {
 }
 
 // readArtifact finds the release file relative to the spec and hashes it.
+// A release that hosts fetch from a url needs no local file: its sha256 is
+// the spec's (an artifact given as well must match it).
 func readArtifact(s *plans.Spec) (plans.Artifact, error) {
+	if s.Relay.Release.URL != "" && s.Relay.Release.Artifact == "" {
+		return plans.Artifact{SHA256: s.Relay.Release.SHA256}, nil
+	}
 	p := s.Relay.Release.Artifact
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(filepath.Dir(s.File), p)

@@ -118,7 +118,9 @@ func examineSpec(file string) *specFindings {
 		return sc
 	}
 	sc.warnings = sc.spec.Warnings()
-	if sc.spec.Relay.Release.Artifact != "" {
+	// A release the hosts fetch from a url may have no local artifact:
+	// readArtifact then gives the spec's sha256.
+	if sc.spec.Relay.Release.Artifact != "" || sc.spec.Relay.Release.URL != "" {
 		art, err := readArtifact(sc.spec)
 		var se *plans.SpecError
 		switch {

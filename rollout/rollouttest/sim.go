@@ -43,6 +43,8 @@ type Sim struct {
 	DropIn    string        // a primitive kind at which the connection is lost
 	InWindow  chan struct{} // closed when the restart is reached
 	ReleaseIn chan struct{} // the restart waits for it
+	// Fetch is what the host gets for a release url (nil: no network).
+	Fetch func(url string) ([]byte, error)
 
 	Restarts int
 	Handoffs int
@@ -50,6 +52,7 @@ type Sim struct {
 	Players  []int        // what /status reports, one reading after another; the last repeats
 	Ops      []rollout.Op // every primitive received, in order
 	Uploaded int          // bytes received
+	Fetched  int          // bytes the host fetched from a url
 	staged   map[string]string
 	backups  map[string]*string
 }
@@ -166,6 +169,11 @@ func (s *Sim) run(ctx context.Context, ops []rollout.Op, each func(int, rollout.
 			return &rollout.OpError{Op: o, Msg: s.FailMsg}
 		}
 		r, err := s.apply(o)
+		if o.Offer && r.Value != "kept" {
+			r.Sent = len(o.Data)
+		} else if !o.Offer {
+			r.Sent = len(o.Data)
+		}
 		s.mu.Unlock()
 		if err != nil {
 			return &rollout.OpError{Op: o, Msg: err.Error()}
@@ -202,7 +210,32 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 		delete(s.Files, a(0))
 	case "link":
 		s.Link = a(1)
+	case "keep", "fetch":
+		if c, ok := s.Files[a(0)]; ok && plans.SHA256(c) == a(1) {
+			return rollout.Result{Value: "kept"}, nil
+		}
+		data := o.Data
+		if o.Kind == "fetch" {
+			if s.Fetch == nil {
+				return rollout.Result{}, fmt.Errorf("fetch %s: Could not resolve host (nothing was written)", a(2))
+			}
+			var err error
+			if data, err = s.Fetch(a(2)); err != nil {
+				return rollout.Result{}, fmt.Errorf("fetch %s: %v (nothing was written)", a(2), err)
+			}
+			s.Fetched += len(data)
+		} else {
+			s.Uploaded += len(data)
+		}
+		if got := plans.SHA256(string(data)); got != a(1) {
+			return rollout.Result{}, fmt.Errorf("the file fetched from %s has sha256 %s, want %s (nothing was written)", a(2), got, a(1))
+		}
+		s.Files[a(0)] = string(data)
+		return rollout.Result{Value: o.Kind + " " + strconv.Itoa(len(data))}, nil
 	case "place-release":
+		if c, ok := s.Files[a(1)]; !ok || plans.SHA256(c) != a(2) {
+			return rollout.Result{}, fmt.Errorf("%s is not a regular file", a(1))
+		}
 		s.Releases[path.Base(a(0))] = true
 	case "backup":
 		if c, ok := s.Files[a(0)]; ok {

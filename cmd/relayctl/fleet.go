@@ -1,0 +1,116 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/rollout"
+)
+
+// fleetRun is how apply walks the fleet this time: the waves and budgets,
+// and the ledger it resumes from.
+type fleetRun struct {
+	rollout *plans.Resolved
+	resume  *rollout.Ledger
+}
+
+// ledgerFile is where apply keeps the fleet's ledger: beside the plan.
+func ledgerFile(plan string) string { return plan + ".ledger.json" }
+
+// fleetOptions reads --waves, --max-failures, --max-unreachable (over the
+// plan's own rollout) and --resume, and says what the run will do. It
+// returns nil and no error when there is nothing left to resume.
+func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun, error) {
+	r, err := p.Rollout.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	from := "the plan's rollout"
+	if p.Rollout == nil || len(p.Rollout.Waves) == 0 {
+		from = "the default"
+	}
+	if v := c.String("waves"); v != "" {
+		if r.Waves, err = plans.ParseWaves(strings.Split(v, ",")); err != nil {
+			return nil, withHint(fmt.Errorf("--waves: %w", err), "--waves 1,5,25%,100%")
+		}
+		from = "--waves"
+	}
+	for _, b := range []struct {
+		flag string
+		dst  *plans.Amount
+	}{{"max-failures", &r.MaxFailures}, {"max-unreachable", &r.MaxUnreachable}} {
+		if v := c.String(b.flag); v != "" {
+			if *b.dst, err = plans.ParseAmount(v, 0); err != nil {
+				return nil, withHint(fmt.Errorf("--%s: %w", b.flag, err), "--"+b.flag+" 2, or --"+b.flag+" 10%")
+			}
+		}
+	}
+	run := &fleetRun{rollout: &r}
+	hosts := len(p.Hosts)
+	if c.Bool("resume") {
+		name := ledgerFile(file)
+		data, err := readRegular(name, rollout.MaxLedgerSize)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, withHint(fmt.Errorf("no ledger %s: nothing to resume", name), "relayctl apply "+file+" (without --resume) applies every host")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read ledger: %w", err)
+		}
+		if run.resume, err = rollout.LoadLedger(name, data, p); err != nil {
+			if errors.Is(err, rollout.ErrLedgerOtherPlan) {
+				return nil, withHint(err, "a ledger goes with the plan whose apply wrote it; apply this plan without --resume, or resume the plan that ledger belongs to")
+			}
+			return nil, err
+		}
+		hosts = len(run.resume.Todo())
+		if hosts == 0 {
+			fmt.Fprintf(e.stderr, "relayctl: %s shows every host applied or unchanged: nothing to resume\n", name)
+			return nil, nil
+		}
+		fmt.Fprintf(e.stderr, "relayctl: resuming %s (run %d): %d of %d host(s) not applied or unchanged; the others are not touched\n",
+			name, run.resume.Run+1, hosts, len(p.Hosts))
+	}
+	sizes := plans.SplitWaves(r.Waves, hosts)
+	counts := make([]string, len(sizes))
+	for i, n := range sizes {
+		counts[i] = fmt.Sprint(n)
+	}
+	fmt.Fprintf(e.stderr, "relayctl: %d host(s) in %d wave(s) of %s (waves %s, %s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
+		hosts, len(sizes), strings.Join(counts, " + "), plans.WavesText(r.Waves), from, r.MaxFailures, r.MaxUnreachable)
+	return run, nil
+}
+
+// notDone lists the hosts a resume would go on with.
+func notDone(rep *rollout.Report) []string {
+	var out []string
+	for _, h := range rep.Hosts {
+		if h.Outcome != rollout.Applied && h.Outcome != rollout.Unchanged {
+			out = append(out, h.Host)
+		}
+	}
+	return out
+}
+
+// terminal reports whether w is a terminal (not a pipe, a file or
+// /dev/null) and its width: the fleet view is live only there.
+func terminal(w io.Writer) (bool, int) {
+	f, ok := w.(*os.File)
+	if !ok || os.Getenv("TERM") == "dumb" {
+		return false, 0
+	}
+	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
+		return false, 0
+	}
+	width := 80
+	if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+		width = int(ws.Col)
+	}
+	return true, width
+}

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/rollout"
+)
+
+func stageCommand(e *env) *cli.Command {
+	return &cli.Command{
+		Name:      "stage",
+		Usage:     "before the window: put the release, config and sysctl drop-in on every host, checked; nothing in force changes",
+		ArgsUsage: "PLAN",
+		Description: `Does on every host what apply does before the window, ahead of it: take the
+host lock, observe, check the plan as apply does, then place the release
+(uploaded, or fetched by the host from the plan's url) with its sha256
+checked on the host, and write the relay config and sysctl drop-in beside
+their files (PATH.relayctl-new). The running relay, the sysctls in force,
+the current link and the files in use do not change, and the window is not
+checked. Hosts go --parallel at a time, all of them: a failure on one host
+stops nobody else.
+
+Releases are kept on each host by content (RELEASES_DIR/.sha256/SHA256):
+bytes a host already has, checked by their sha256, are never sent again, so
+a second stage uploads nothing, and apply inside the window finds what was
+staged, checks it and uploads nothing: the window is the restart, not the
+transfer. A receipt is kept on each host and written beside the plan as
+PLAN.stage.json and PLAN.stage.md, with the bytes uploaded per host.
+
+Exit status: 0 every host staged (or already as planned), 1 otherwise.
+
+Examples:
+   relayctl stage fleet.plan --parallel 20       # the day before
+   relayctl apply fleet.plan                     # in the window
+   relayctl apply fleet.plan --stage-only        # the same as relayctl stage`,
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "artifact", Usage: "the release `FILE` (default: the spec's artifact, relative to the spec as recorded in the plan); its sha256 must match the plan"},
+			&cli.BoolFlag{Name: "break-lock", Usage: "take a host lock that a dead run left behind (after checking the host)"},
+			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal (and lock) of a run that stopped in its window, after checking the host, and stage"},
+			&cli.DurationFlag{Name: "fetch-timeout", Value: rollout.DefaultFetchTimeout, Usage: "how long a host may take to fetch a release from the plan's url"},
+			&cli.StringFlag{Name: "require-approval", EnvVars: []string{"RELAYCTL_REQUIRE_APPROVAL"}, Usage: "refuse the plan unless PLAN.sig is a signature of it by a key in this allowed_signers `FILE`"},
+			&cli.StringFlag{Name: "signature", Usage: "the plan's signature `FILE` (default PLAN.sig)"},
+			&cli.StringFlag{Name: "checksum", Usage: "refuse the plan unless its checksum is this `sha256:...` (copied from the review)"},
+		}, sshFlags()...),
+		Action: func(c *cli.Context) error { return runStage(c, e) },
+	}
+}
+
+// runStage is relayctl stage, and apply --stage-only (whose flags are a
+// superset of stage's).
+func runStage(c *cli.Context, e *env) error {
+	if c.NArg() != 1 {
+		return withHint(errors.New("stage needs exactly one PLAN"), "relayctl stage fleet.plan")
+	}
+	// apply --stage-only: apply's flags for the window and the fleet do
+	// not apply to staging; say so rather than ignore them.
+	for _, f := range []string{"waves", "max-failures", "max-unreachable", "resume", "ignore-window", "verify-timeout", "stable-for", "json"} {
+		if c.IsSet(f) {
+			return withHint(fmt.Errorf("--%s does not apply to --stage-only: staging runs on every host at once and stops before the window", f), "relayctl stage PLAN, then relayctl apply PLAN --"+f+" …")
+		}
+	}
+	file := c.Args().First()
+	p, raw, err := loadPlan(file)
+	if err != nil {
+		return err
+	}
+	if err := checkApproval(c, e, file, p, raw); err != nil {
+		return err
+	}
+	artifact, err := planArtifact(c.String("artifact"), p)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	live, width := terminal(e.stderr)
+	rep, err := rollout.Stage(ctx, sshHosts(c), p, rollout.ApplyOptions{
+		Parallel:     c.Int("parallel"),
+		Artifact:     artifact,
+		BreakLock:    c.Bool("break-lock") || c.Bool("clear-journal"),
+		ClearJournal: c.Bool("clear-journal"),
+		Owner:        owner(p),
+		Progress:     e.stderr,
+		Live:         live,
+		LiveWidth:    width,
+		FetchTimeout: c.Duration("fetch-timeout"),
+		Now:          time.Now,
+	})
+	if err != nil {
+		return err
+	}
+	body, err := rollout.ReceiptJSON(p, rep)
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(file+".stage.json", body, 0o600); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(file+".stage.md", rollout.ReceiptMarkdown(p, rep), 0o600); err != nil {
+		return err
+	}
+	fmt.Fprint(e.stdout, rollout.Recap(rep))
+	var sent int64
+	for _, h := range rep.Hosts {
+		sent += h.BytesUploaded
+		if h.Outcome != rollout.Staged && h.Outcome != rollout.Unchanged && h.Outcome != rollout.NotStarted {
+			fmt.Fprintf(e.stdout, "%s: %s (%s): %s\n", plans.Visible(h.Host), h.Outcome, plans.Visible(h.State), plans.Visible(h.Reason))
+		}
+	}
+	fmt.Fprintf(e.stdout, "uploaded: %d bytes in all\n", sent)
+	fmt.Fprintf(e.stderr, "relayctl: stage receipt in %s.stage.json and %s.stage.md\n", file, file)
+	if !rep.Succeeded() {
+		return &exitCode{code: 1, err: errors.New("not every host staged; see the recap and the stage receipt")}
+	}
+	return nil
+}

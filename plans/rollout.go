@@ -1,0 +1,263 @@
+package plans
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Rollout is how apply walks a fleet: in waves, each of which starts only
+// when the previous one has ended within its failure budgets. The spec's
+// rollout section sets it, the plan records it (as written, normalised),
+// and apply's --waves, --max-failures and --max-unreachable override it.
+//
+// The rules, written once (README "Waves and failure budgets"):
+//   - A wave is N hosts, or P% of the hosts not yet in a wave (rounded
+//     down, at least one). When the list runs out, its last entry repeats
+//     until every host is in a wave. The default is 1, 100%: a canary, then
+//     the rest.
+//   - Each wave has two budgets, checked as its hosts end. Failed, rolled
+//     back and refused hosts count against max_failures (the host was
+//     reached and did not end as planned); unreachable hosts count against
+//     max_unreachable (nothing was done to them). N is a number of hosts,
+//     P% a share of the wave's hosts (the wave stops when count × 100 >
+//     P × wave size). Exactly at a budget the rollout goes on; over it, no
+//     other host of the wave starts and no later wave starts. Both default
+//     to 0: the first problem stops the fleet, as before waves.
+//   - A wave in which every host failed, rolled back, was refused or was
+//     unreachable stops the rollout whatever the budgets say: nothing in it
+//     worked. (A host skipped at the drain gate counts against no budget.)
+type Rollout struct {
+	Waves          []string `json:"waves,omitempty"`           // e.g. ["1", "5", "25%", "100%"]
+	MaxFailures    string   `json:"max_failures,omitempty"`    // "0", "2", "10%"
+	MaxUnreachable string   `json:"max_unreachable,omitempty"` // the same
+}
+
+// Amount is a number of hosts, or a percentage of some number of hosts.
+type Amount struct {
+	N       int
+	Percent bool
+}
+
+func (a Amount) String() string {
+	if a.Percent {
+		return strconv.Itoa(a.N) + "%"
+	}
+	return strconv.Itoa(a.N)
+}
+
+// DefaultWaves is a canary of one host, then every other host at once.
+var DefaultWaves = []Amount{{N: 1}, {N: 100, Percent: true}}
+
+// MaxWaves bounds the list of wave sizes.
+const MaxWaves = 100
+
+// ParseAmount reads "N" or "P%". min is the smallest N allowed (1 for a
+// wave, 0 for a budget); P is from min to 100.
+func ParseAmount(s string, min int) (Amount, error) {
+	v := strings.TrimSpace(s)
+	pct := strings.HasSuffix(v, "%")
+	v = strings.TrimSuffix(v, "%")
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil || v == "" || v[0] == '+' || v[0] == '-':
+		return Amount{}, fmt.Errorf("want a number of hosts or a percentage such as 5 or 25%%, got %q", s)
+	case pct && (n < min || n > 100):
+		return Amount{}, fmt.Errorf("a percentage from %d%% to 100%%, got %q", min, s)
+	case !pct && (n < min || n > MaxHosts):
+		return Amount{}, fmt.Errorf("a number of hosts from %d to %d, got %q", min, MaxHosts, s)
+	}
+	return Amount{N: n, Percent: pct}, nil
+}
+
+// ParseWaves reads a list of wave sizes: "1,5,25%,100%" on the command
+// line, or the items of the spec's rollout.waves.
+func ParseWaves(items []string) ([]Amount, error) {
+	if len(items) == 0 {
+		return nil, fmt.Errorf("want at least one wave size, e.g. 1,5,25%%,100%%")
+	}
+	if len(items) > MaxWaves {
+		return nil, fmt.Errorf("%d wave sizes; at most %d (the last one repeats)", len(items), MaxWaves)
+	}
+	out := make([]Amount, len(items))
+	for i, s := range items {
+		a, err := ParseAmount(s, 1)
+		if err != nil {
+			return nil, fmt.Errorf("wave %d: %w", i+1, err)
+		}
+		out[i] = a
+	}
+	return out, nil
+}
+
+// SplitWaves cuts n hosts into waves: the size of each, in order.
+func SplitWaves(waves []Amount, n int) []int {
+	if len(waves) == 0 {
+		waves = DefaultWaves
+	}
+	var out []int
+	for left, i := n, 0; left > 0; i++ {
+		w := waves[min(i, len(waves)-1)]
+		k := w.N
+		if w.Percent {
+			k = left * w.N / 100
+		}
+		k = max(1, min(k, left))
+		out = append(out, k)
+		left -= k
+	}
+	return out
+}
+
+// Allows reports whether count hosts of a wave of size hosts are within
+// the budget: exactly at it is within.
+func (a Amount) Allows(count, size int) bool {
+	if a.Percent {
+		return count*100 <= a.N*size
+	}
+	return count <= a.N
+}
+
+// Hosts is the budget in hosts for a wave of size hosts.
+func (a Amount) Hosts(size int) int {
+	if a.Percent {
+		return a.N * size / 100
+	}
+	return a.N
+}
+
+// Resolved is a rollout with its sizes parsed and defaults filled in.
+type Resolved struct {
+	Waves          []Amount
+	MaxFailures    Amount
+	MaxUnreachable Amount
+}
+
+// Resolve parses a rollout recorded in a plan (nil: the defaults).
+func (r *Rollout) Resolve() (Resolved, error) {
+	out := Resolved{Waves: DefaultWaves}
+	if r == nil {
+		return out, nil
+	}
+	if len(r.Waves) > 0 {
+		w, err := ParseWaves(r.Waves)
+		if err != nil {
+			return out, fmt.Errorf("rollout.waves: %w", err)
+		}
+		out.Waves = w
+	}
+	for _, b := range []struct {
+		field, v string
+		dst      *Amount
+	}{{"max_failures", r.MaxFailures, &out.MaxFailures}, {"max_unreachable", r.MaxUnreachable, &out.MaxUnreachable}} {
+		if b.v == "" {
+			continue
+		}
+		a, err := ParseAmount(b.v, 0)
+		if err != nil {
+			return out, fmt.Errorf("rollout.%s: %w", b.field, err)
+		}
+		*b.dst = a
+	}
+	return out, nil
+}
+
+// WavesText is a list of wave sizes as written: "1, 5, 25%, 100%".
+func WavesText(w []Amount) string {
+	s := make([]string, len(w))
+	for i, a := range w {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+// rollout parses the spec's rollout section.
+func (p *specParser) rollout(n *yaml.Node) *Rollout {
+	f, ok := p.fields(n, "rollout", "waves", "max_failures", "max_unreachable")
+	if !ok {
+		return nil
+	}
+	r := &Rollout{}
+	if v := f["waves"]; v != nil {
+		if v.Kind != yaml.SequenceNode || len(v.Content) == 0 {
+			p.fail(v, "rollout.waves", "want a list of wave sizes, each a number of hosts or a percentage of the hosts left, e.g. [1, 5, 25%%, 100%%]")
+		} else if len(v.Content) > MaxWaves {
+			p.fail(v, "rollout.waves", "%d wave sizes; at most %d (the last one repeats)", len(v.Content), MaxWaves)
+		} else {
+			for i, item := range v.Content {
+				field := fmt.Sprintf("rollout.waves[%d]", i)
+				s, ok := p.str(item, field)
+				if !ok {
+					continue
+				}
+				a, err := ParseAmount(s, 1)
+				if err != nil {
+					p.fail(item, field, "%v", err)
+					continue
+				}
+				r.Waves = append(r.Waves, a.String())
+			}
+		}
+	}
+	for _, b := range []struct {
+		key string
+		dst *string
+	}{{"max_failures", &r.MaxFailures}, {"max_unreachable", &r.MaxUnreachable}} {
+		v := f[b.key]
+		if v == nil {
+			continue
+		}
+		s, ok := p.str(v, "rollout."+b.key)
+		if !ok {
+			continue
+		}
+		a, err := ParseAmount(s, 0)
+		if err != nil {
+			p.fail(v, "rollout."+b.key, "%v", err)
+			continue
+		}
+		*b.dst = a.String()
+	}
+	return r
+}
+
+// rolloutMarkdown is the review's account of the rollout: the waves this
+// plan's hosts fall into, with their budgets, and which hosts each holds.
+func rolloutMarkdown(p *Plan) string {
+	r, err := p.Rollout.Resolve()
+	if err != nil { // Validate parsed it; a plan that got here is fine
+		return "- Rollout: " + MDText(err.Error()) + "\n"
+	}
+	from := "the default: a canary, then the rest"
+	if p.Rollout != nil && len(p.Rollout.Waves) > 0 {
+		from = "from the spec"
+	}
+	sizes := SplitWaves(r.Waves, len(p.Hosts))
+	counts := make([]string, len(sizes))
+	for i, n := range sizes {
+		counts[i] = strconv.Itoa(n)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "- Rollout: waves %s (%s) → %s host(s); a wave starts when the one before has ended with at most %s failed, rolled back or refused and %s unreachable "+
+		"(apply's --waves, --max-failures, --max-unreachable override)\n",
+		WavesText(r.Waves), from, strings.Join(counts, " + "), budgetText(r.MaxFailures), budgetText(r.MaxUnreachable))
+	at := 0
+	for i, n := range sizes {
+		names := p.Hosts[at].Host
+		if n > 1 {
+			names += " … " + p.Hosts[at+n-1].Host
+		}
+		fmt.Fprintf(&b, "  - wave %d: %d host(s), %s\n", i+1, n, MDText(names))
+		at += n
+	}
+	return b.String()
+}
+
+func budgetText(a Amount) string {
+	if a.Percent {
+		return a.String() + " of the wave"
+	}
+	return a.String()
+}

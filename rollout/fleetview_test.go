@@ -1,0 +1,54 @@
+package rollout
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relayctl/relayctl/plans"
+)
+
+// The live view counts the wave's hosts by phase, names the slowest host
+// in flight, keeps lines within the terminal's width, and leaves its last
+// state on screen with the wave and problem lines above it.
+func TestLiveFleetView(t *testing.T) {
+	var out bytes.Buffer
+	p := newProgress(ApplyOptions{Progress: &out, Live: true, LiveWidth: 200}, 4, 2)
+	w := &WaveResult{Wave: 1, Hosts: []string{"a", "b", "c", "d"}, MaxFailures: 1}
+	p.waveStart(w)
+	p.hostStart("a")
+	p.hostStart("b")
+	p.hostStart("c")
+	time.Sleep(10 * time.Millisecond)
+	p.hostStart("d")
+	p.step("b", plans.PhaseWindow, "restart relay once")
+	p.say("a", "this line is for plain output only")
+	p.hostEnd(&HostResult{Host: "a", Outcome: Applied})
+	p.hostEnd(&HostResult{Host: "c", Outcome: RolledBack, State: StateAsWas, Reason: "read-back: ss rb on udp/7788: got 212992, want 8388608"})
+	p.mu.Lock()
+	block := strings.Join(p.block(), "\n")
+	p.mu.Unlock()
+	if want := "wave 1/2  4 hosts: 1 applied · 1 in window · 1 staging · 0 waiting · 1 failed  slowest b "; !strings.Contains(block, want) {
+		t.Errorf("block:\n%s\nwant %q", block, want)
+	}
+	if want := "fleet     4 hosts: 1 applied · 0 unchanged · 1 failed, rolled back or refused · 0 unreachable · 2 to go"; !strings.Contains(block, want) {
+		t.Errorf("block:\n%s\nwant %q", block, want)
+	}
+	w.Applied, w.Failures, w.EndMillis = 1, 1, 1500
+	p.waveEnd(w)
+	p.finish()
+	s := out.String()
+	if strings.Contains(s, "plain output only") || strings.Contains(s, "a: applied") {
+		t.Errorf("live output has step or success lines:\n%s", s)
+	}
+	for _, want := range []string{"c: rolled back (as it was): read-back: ss rb", "wave 1/2 ended after 1.5 s: 1 applied, 1 failed, rolled back or refused", "\x1b[2A\r\x1b[J"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("live output lacks %q:\n%q", want, s)
+		}
+	}
+	p.width = 20
+	if got := p.fit(strings.Repeat("x", 30)); len([]rune(got)) != 19 {
+		t.Errorf("fit: %q", got)
+	}
+}
