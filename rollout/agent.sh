@@ -67,7 +67,19 @@ stage=$state/stage
 tab=$(printf '\t')
 
 # clean TEXT: one line of at most 2000 bytes without control characters.
-clean() { printf '%s' "$*" | tr '\n\t\r' '   ' | tr -d '\000-\037\177' | head -c 2000; }
+# Most text is already clean: it is printed without starting a process
+# (three a call were a third of an apply's processes on the host).
+clean() {
+	clean_=$*
+	case $clean_ in
+	*[![:print:]]*) ;;
+	*) if [ ${#clean_} -le 2000 ]; then
+		printf '%s' "$clean_"
+		return
+	fi ;;
+	esac
+	printf '%s' "$clean_" | tr '\n\t\r' '   ' | tr -d '\000-\037\177' | head -c 2000
+}
 ok() {
 	[ -n "${done_op_after:-}" ] && done_op
 	printf 'OK\n'
@@ -97,11 +109,65 @@ owned_by_root_only() {
 	return 0
 }
 
+# root_dirs PATH...: every PATH is a folder (not a symlink) that belongs
+# to root and that neither its group nor others may write, with one stat
+# for all of them.
+root_dirs() {
+	st=$(stat -c '%u %a %F' -- "$@" 2>/dev/null) || return 1
+	n_=0
+	ifs_=$IFS
+	IFS='
+'
+	set -f
+	for l_ in $st; do
+		n_=$((n_ + 1))
+		m=${l_#* }
+		m=${m%% *}
+		while [ ${#m} -lt 3 ]; do m=0$m; done
+		case $l_ in "0 "*" directory") ;; *) n_=-1 ;; esac
+		case $m in *[2367][0-7] | *[2367]) n_=-1 ;; esac
+		[ "$n_" -gt 0 ] || break
+	done
+	IFS=$ifs_
+	set +f
+	[ "$n_" = "$#" ]
+}
+
+# prefixes PATH: "/" and every folder from it down to PATH, one a line
+# (PATH is absolute and clean).
+prefixes() {
+	printf '/\n'
+	p_=
+	rest_=${1#/}
+	while [ -n "$rest_" ]; do
+		p_=$p_/${rest_%%/*}
+		case $rest_ in */*) rest_=${rest_#*/} ;; *) rest_= ;; esac
+		printf '%s\n' "$p_"
+	done
+}
+
 # safe_dir PATH: every folder from / down to PATH, as written and as
 # resolved, belongs to root and only root can write it, so nobody else can
 # plant a symlink or swap a file between our check and our write. Missing
 # folders are made (0755). Prints the reason when it fails.
+#
+# The usual case (every folder there, none a symlink, all root's) costs
+# one stat; anything else takes the careful path below, which also finds
+# the reason to print.
 safe_dir() {
+	safe_target_=$1
+	ifs_=$IFS
+	IFS='
+'
+	set -f
+	# shellcheck disable=SC2046 # one path a line, globbing off
+	set -- $(prefixes "$safe_target_")
+	IFS=$ifs_
+	set +f
+	root_dirs "$@" && return 0
+	safe_dir_careful "$safe_target_"
+}
+safe_dir_careful() {
 	p=
 	rest=${1#/}
 	owned_by_root_only / || { echo "/ is writable by others"; return 1; }
@@ -127,6 +193,42 @@ safe_dir() {
 	return 0
 }
 
+# sha256_of FILE [SIZE]: the file's sha256 in hex (nothing, and false, if
+# it cannot be read). openssl uses the CPU's SHA instructions and coreutils'
+# sha256sum does not: 17 ms against 82 ms for a 9 MB release on the lab
+# machine, and a host hashes a release two or three times an apply. A file
+# known to be small (SIZE under 1 MiB) goes to sha256sum, which starts
+# faster.
+sha256_of() {
+	sha_=''
+	big_=yes
+	case ${2:-} in '' | *[!0-9]*) ;; *) [ "$2" -ge 1048576 ] || big_= ;; esac
+	if [ -n "$big_" ] && command -v openssl >/dev/null 2>&1; then
+		sha_=$(openssl dgst -sha256 -r <"$1" 2>/dev/null) || sha_=
+		sha_=${sha_%% *}
+	fi
+	case $sha_ in
+	'' | *[!0-9a-f]*)
+		sha_=$(sha256sum -- "$1" 2>/dev/null) || return 1
+		sha_=${sha_%% *}
+		;;
+	esac
+	[ ${#sha_} = 64 ] || return 1
+	printf '%s' "$sha_"
+}
+
+# size_of FILE: its size in bytes.
+size_of() {
+	size_=$(wc -c <"$1") || return 1
+	printf '%s' $((size_))
+}
+
+# parent PATH: the folder PATH is in (PATH is absolute and clean).
+parent() {
+	parent_=${1%/*}
+	printf '%s' "${parent_:-/}"
+}
+
 # fresh_temp DIR: a new, empty, exclusively created file in DIR.
 fresh_temp() { mktemp -- "$1/.relayctl.XXXXXXXX"; }
 
@@ -142,7 +244,7 @@ take() {
 # file in PATH's folder and a rename, which replaces PATH itself (a symlink
 # there is replaced, never followed).
 put() {
-	d=$(dirname -- "$2")
+	d=$(parent "$2")
 	why=$(safe_dir "$d") || { echo "$why"; return 1; }
 	t=$(fresh_temp "$d") || return 1
 	if cat -- "$1" >"$t" && chmod "$3" -- "$t" && mv -fT -- "$t" "$2"; then return 0; fi
@@ -224,7 +326,7 @@ EOF
 	recv)
 		case $a in *[!A-Za-z0-9._-]* | '') err "bad staged name"; continue ;; esac
 		if ! out=$(take "$b" "$stage/$a"); then err "receive $a: $out"; continue; fi
-		got=$(wc -c <"$stage/$a" | tr -d ' ')
+		got=$(size_of "$stage/$a")
 		[ "$got" = "$b" ] || { err "received $got of $b bytes of $a"; continue; }
 		ok
 		;;
@@ -249,9 +351,9 @@ EOF
 			err "$a is not an executable file"
 		elif ! owned_by_root_only "$real"; then
 			err "$real is not owned by root or is writable by its group or others: whoever can change it would run as root"
-		elif ! why=$(safe_dir "$(dirname -- "$a")"); then
+		elif ! why=$(safe_dir "$(parent "$a")"); then
 			err "$why"
-		elif why=$(safe_dir "$(dirname -- "$real")"); then ok; else err "$why"; fi
+		elif why=$(safe_dir "$(parent "$real")"); then ok; else err "$why"; fi
 		;;
 	put)
 		if out=$(put "$stage/$a" "$b" "$c" 2>&1); then ok; else err "write $b: $out"; fi
@@ -264,17 +366,20 @@ EOF
 		;;
 	link)
 		t=$a.relayctl-link
-		if out=$(rm -f -- "$t" 2>&1 && ln -s -- "$b" "$t" 2>&1 && mv -fT -- "$t" "$a" 2>&1); then ok; else err "point $a at $b: $out"; fi
+		if [ -e "$t" ] || [ -L "$t" ]; then rm -f -- "$t"; fi
+		if out=$(ln -s -- "$b" "$t" 2>&1 && mv -fT -- "$t" "$a" 2>&1); then ok; else err "point $a at $b: $out"; fi
 		;;
 	keep | fetch)
 		# Content-addressed: bytes already there (checked, not trusted)
 		# are never sent or fetched again.
 		if [ -L "$a" ]; then err "$a is a symlink; relayctl writes no file through or over a symlink"; continue; fi
-		if [ -f "$a" ] && owned_by_root_only "$a" && [ "$(sha256sum -- "$a" | cut -d' ' -f1)" = "$b" ]; then
+		size_hint=
+		[ "$op" = keep ] && size_hint=$c
+		if [ -f "$a" ] && owned_by_root_only "$a" && [ "$(sha256_of "$a" "$size_hint")" = "$b" ]; then
 			val kept
 			continue
 		fi
-		dir=$(dirname -- "$a")
+		dir=$(parent "$a")
 		if ! why=$(safe_dir "$dir"); then err "$why"; continue; fi
 		if ! t=$(fresh_temp "$dir"); then err "cannot create a file in $dir"; continue; fi
 		if [ "$op" = keep ]; then
@@ -304,7 +409,7 @@ EOF
 				continue
 			fi
 		fi
-		got=$(wc -c <"$t" | tr -d ' ')
+		got=$(size_of "$t")
 		if [ "$how" = sent ] && [ "$got" != "$c" ]; then
 			rm -f -- "$t"
 			err "received $got of $c bytes for $a"
@@ -315,7 +420,7 @@ EOF
 			err "fetch $c: $got bytes, more than $max (nothing was written)"
 			continue
 		fi
-		sum=$(sha256sum -- "$t" | cut -d' ' -f1)
+		sum=$(sha256_of "$t" "$got")
 		if [ "$sum" != "$b" ]; then
 			rm -f -- "$t"
 			if [ "$how" = fetched ]; then err "the file fetched from $c has sha256 $sum, want $b (nothing was written)"; else err "the bytes received for $a have sha256 $sum, want $b"; fi
@@ -328,14 +433,14 @@ EOF
 		;;
 	place-release)
 		new=$a.relayctl-new
-		if ! why=$(safe_dir "$(dirname -- "$a")"); then err "$why"; continue; fi
+		if ! why=$(safe_dir "$(parent "$a")"); then err "$why"; continue; fi
 		if [ -L "$b" ] || [ ! -f "$b" ]; then err "$b is not a regular file"; continue; fi
 		if ! out=$(rm -rf -- "$new" 2>&1 && mkdir -m 0755 -- "$new" 2>&1 && cp -- "$b" "$new/relayd" 2>&1 && chmod 0755 -- "$new/relayd" 2>&1); then
 			rm -rf -- "$new"
 			err "$out"
 			continue
 		fi
-		sum=$(sha256sum -- "$new/relayd" | cut -d' ' -f1)
+		sum=$(sha256_of "$new/relayd")
 		if [ "$sum" != "$c" ]; then
 			rm -rf -- "$new"
 			err "the release on the host has sha256 $sum, want $c"
@@ -344,7 +449,7 @@ EOF
 		if out=$(rm -rf -- "$a" 2>&1 && mv -T -- "$new" "$a" 2>&1); then ok; else err "install release folder $a: $out"; fi
 		;;
 	check-release)
-		sum=$(sha256sum -- "$a/relayd" 2>/dev/null | cut -d' ' -f1)
+		sum=$(sha256_of "$a/relayd")
 		if [ "$sum" = "$b" ]; then ok; else err "the release already in $a has sha256 ${sum:-none}, want $b"; fi
 		;;
 	backup)
