@@ -72,8 +72,9 @@ writable() { if [ -w "$1" ]; then echo yes; else echo no; fi; }
 absent() { echo "absent"; return 2; }
 
 emit clock date +%s%N
-emit kernel uname -r
-emit hostname head -c 256 /proc/sys/kernel/hostname
+# The kernel's short values are read with the shell's own read (no process).
+if IFS= read -r v </proc/sys/kernel/osrelease; then value kernel 0 "$v"; else emit kernel uname -r; fi
+if IFS= read -r v </proc/sys/kernel/hostname; then value hostname 0 "$v"; else emit hostname head -c 256 /proc/sys/kernel/hostname; fi
 emit uid id -u
 emit netns-self readlink /proc/self/ns/net
 # Global net.core values are mode 0444 in any network namespace but the
@@ -85,7 +86,11 @@ old_ifs=$IFS
 IFS=,
 for key in $keys; do
 	IFS=$old_ifs
-	f=/proc/sys/$(printf '%s' "$key" | tr . /)
+	f=/proc/sys rest=$key
+	while :; do
+		f=$f/${rest%%.*}
+		case $rest in *.*) rest=${rest#*.} ;; *) break ;; esac
+	done
 	if [ -e "$f" ]; then
 		emit "sysctl $key" head -c 4096 "$f"
 		emit "sysctl-writable $key" writable "$f"
@@ -140,7 +145,11 @@ command)
 	fi
 	;;
 esac
-pid=$(printf '%s' "$pid" | tr -d ' \n')
+set -f
+p=
+for w in $pid; do p=$p$w; done # the pid file's words, without blanks or newlines
+set +f
+pid=$p
 case $pid in '' | 0 | *[!0-9]*) pid= ;; esac
 
 # The process is the relay only if it runs a release: a pid file or unit
