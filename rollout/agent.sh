@@ -5,9 +5,15 @@
 # line, fields separated by tabs. It is a constant of relayctl: everything
 # from a plan reaches it as data, validated first, never as code. It answers
 # each primitive with one line on stdout:
-#   OK | VAL <text> | ERR <text> | DATA <n> followed by n bytes
-# where <text> is one line, cleaned of control characters; keep first
-# answers SEND when it needs the bytes, and answers again once they came.
+#   OK | VAL <text> | ERR <text> | DATA <n> followed by n bytes | NEED | SKIP
+# where <text> is one line, cleaned of control characters.
+#
+# relayctl sends a whole batch of primitives at once, ended by "sync", and
+# then reads the answers (one network round trip a batch, not one a
+# primitive). After an ERR, or a NEED (keep: the host lacks those bytes),
+# nothing more of the batch is done: every primitive up to the sync is
+# answered SKIP (its data or argv lines read and dropped), and the sync
+# answers OK and ends the skipping.
 #
 # The first line must be "lock<TAB>OWNER<TAB>MODE": the agent checks that
 # STATE_DIR and every folder above it belong to root and nobody else can
@@ -29,9 +35,11 @@
 #   remove PATH              unlink PATH (never what it points at)
 #   link PATH TARGET         PATH becomes a symlink to TARGET: new link, rename
 #   keep PATH SHA256 SIZE MODE   PATH holds those bytes: VAL kept when it already
-#                            does (a regular file only root can change), else
-#                            SEND, SIZE bytes follow, written through a temp file
-#                            and a rename, sha256 checked, VAL sent SIZE
+#                            does (a regular file only root can change), else NEED
+#   keep-data PATH SHA256 SIZE MODE   the same with the SIZE bytes following:
+#                            written through a temp file and a rename, sha256
+#                            checked, VAL sent SIZE (VAL kept, the bytes dropped,
+#                            if PATH holds them already)
 #   fetch PATH SHA256 URL MAXSIZE TIMEOUT   the same, but the host fetches URL
 #                            itself (curl, else wget), at most MAXSIZE bytes in
 #                            TIMEOUT seconds: VAL kept or VAL fetched SIZE
@@ -40,7 +48,8 @@
 #   backup PATH NAME         keep PATH's content (or its absence) for restore
 #   restore PATH NAME        put back what backup kept
 #   backup-link PATH NAME / restore-link PATH NAME   the same for a symlink
-#   sysctl KEY VALUE         write /proc/sys/KEY; VAL is what it reads back
+#   sysctl KEY VALUE [WANT]  write /proc/sys/KEY; VAL is what it reads back, ERR if
+#                            that is not WANT (blanks squeezed, as tune.Equal)
 #   restart systemd UNIT     VAL is the host clock (ns) when the relay stopped
 #   restart command NSTOP NSTART   NSTOP then NSTART lines follow: the stop and start argv
 #   stop systemd UNIT / stop command NSTOP   stop the relay
@@ -54,6 +63,7 @@
 #   clock                    VAL: the host clock (ns)
 #   clear                    archive an unfinished run's journal and stage
 #   commit NAME OUTCOME SIZE SIZE bytes of receipt follow; the journal is filed beside it
+#   sync                     end of a batch: OK, and the skipping after an ERR ends
 #   unlock                   remove the owner file and exit
 set -u
 LC_ALL=C
@@ -90,6 +100,7 @@ val() {
 	printf 'VAL %s\n' "$(clean "$*")"
 }
 err() {
+	skipping=1
 	msg=$(clean "$*")
 	[ -d "$state" ] && [ -n "${locked:-}" ] && printf '%s fail %s\n' "$(now)" "$msg" >>"$journal"
 	printf 'ERR %s\n' "$msg"
@@ -300,6 +311,40 @@ printf '%s\n' "$owner" >"$state/lock.owner"
 locked=1
 printf 'LOCKED\n'
 
+# squeeze TEXT: its words joined by single spaces (tune.Normalize).
+squeeze() {
+	set -f
+	# shellcheck disable=SC2086 # splitting at blanks is the point
+	set -- $1
+	set +f
+	printf '%s' "$*"
+}
+
+# drop_payload: read and drop what follows a skipped primitive (its data
+# or its argv lines), so the next line read is the next primitive.
+drop_payload() {
+	case $op in
+	recv) n_=$b ;;
+	keep-data | commit) n_=$c ;;
+	*) n_= ;;
+	esac
+	if [ -n "$n_" ]; then
+		case $n_ in *[!0-9]*) return 1 ;; esac
+		head -c "$n_" >/dev/null
+		return
+	fi
+	case $op in
+	restart)
+		[ "$a" = command ] || return 0
+		read_argv "$b" && read_argv "$c"
+		;;
+	stop) [ "$a" = command ] || return 0; read_argv "$b" ;;
+	handoff | observe) read_argv "$b" ;;
+	esac
+}
+
+skipping=
+
 # done_op: the journal notes each change made, even when relayctl has
 # gone away meanwhile (a lost connection): the next run reads where it
 # stopped. Values here were validated by relayctl: no control characters.
@@ -309,11 +354,25 @@ while IFS= read -r line; do
 	IFS=$tab read -r op a b c d e <<EOF
 $line
 EOF
+	if [ -n "$skipping" ]; then
+		case $op in
+		sync | unlock) ;;
+		*)
+			drop_payload || exit 2
+			printf 'SKIP\n'
+			continue
+			;;
+		esac
+	fi
 	case $op in
-	put | rename | remove | link | keep | fetch | place-release | restore | restore-link | sysctl | restart | stop | handoff | daemon-reload) done_op_after=1 ;;
+	put | rename | remove | link | keep | keep-data | fetch | place-release | restore | restore-link | sysctl | restart | stop | handoff | daemon-reload) done_op_after=1 ;;
 	*) done_op_after= ;;
 	esac
 	case $op in
+	sync)
+		skipping=
+		printf 'OK\n'
+		;;
 	begin)
 		rm -rf -- "$stage" && mkdir -m 0700 -- "$stage" || { err "cannot create $stage"; continue; }
 		mkdir -p -- "$state/receipts"
@@ -370,21 +429,36 @@ EOF
 		if [ -e "$t" ] || [ -L "$t" ]; then rm -f -- "$t"; fi
 		if out=$(ln -s -- "$b" "$t" 2>&1 && mv -fT -- "$t" "$a" 2>&1); then ok; else err "point $a at $b: $out"; fi
 		;;
-	keep | fetch)
+	keep | keep-data | fetch)
 		# Content-addressed: bytes already there (checked, not trusted)
 		# are never sent or fetched again.
 		if [ -L "$a" ]; then err "$a is a symlink; relayctl writes no file through or over a symlink"; continue; fi
 		size_hint=
-		[ "$op" = keep ] && size_hint=$c
+		[ "$op" = fetch ] || size_hint=$c
 		if [ -f "$a" ] && owned_by_root_only "$a" && [ "$(sha256_of "$a" "$size_hint")" = "$b" ]; then
+			[ "$op" = keep-data ] && head -c "$c" >/dev/null
 			val kept
 			continue
 		fi
-		dir=$(parent "$a")
-		if ! why=$(safe_dir "$dir"); then err "$why"; continue; fi
-		if ! t=$(fresh_temp "$dir"); then err "cannot create a file in $dir"; continue; fi
 		if [ "$op" = keep ]; then
-			printf 'SEND\n'
+			# Asked for nothing but whether the bytes are here: they are
+			# not. The rest of the batch waits for them (keep-data).
+			skipping=1
+			printf 'NEED\n'
+			continue
+		fi
+		dir=$(parent "$a")
+		if ! why=$(safe_dir "$dir"); then
+			[ "$op" = keep-data ] && head -c "$c" >/dev/null
+			err "$why"
+			continue
+		fi
+		if ! t=$(fresh_temp "$dir"); then
+			[ "$op" = keep-data ] && head -c "$c" >/dev/null
+			err "cannot create a file in $dir"
+			continue
+		fi
+		if [ "$op" = keep-data ]; then
 			if ! out=$(take "$c" "$t"); then
 				rm -f -- "$t"
 				err "write $a: $out"
@@ -493,7 +567,12 @@ EOF
 			err "write $a: $out; it reads $(head -c 200 "$f")"
 			continue
 		fi
-		val "$(head -c 4096 "$f")"
+		got=$(head -c 4096 "$f")
+		if [ -n "$c" ] && [ "$(squeeze "$got")" != "$(squeeze "$c")" ]; then
+			err "$a: read back $(squeeze "$got"), want $c"
+			continue
+		fi
+		val "$got"
 		;;
 	handoff)
 		t=$(date +%s%N)

@@ -178,17 +178,18 @@ func restartFixture(prog, word string) plans.PlanService {
 }
 
 // While locked, the host is observed in the agent's own session: the same
-// facts as a session of its own, with no SSH session more.
+// facts as a session of its own, with no SSH session more and one round
+// trip.
 func TestAgentObserves(t *testing.T) {
 	r := startFakeRelay(t)
 	h := lockedAgent(t, filepath.Join(rootDir(t), "state"))
-	trips := h.RoundTrips()
+	trips, sessions := h.RoundTrips(), h.count.count()
 	f, err := h.Observe(context.Background(), r.query(""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.RoundTrips() != trips {
-		t.Errorf("observe through the agent opened %d sessions", h.RoundTrips()-trips)
+	if h.count.count() != sessions || h.RoundTrips() != trips+1 {
+		t.Errorf("observe through the agent: %d sessions more, %d round trips more; want 0 and 1", h.count.count()-sessions, h.RoundTrips()-trips)
 	}
 	if !f.Service.Running || f.Service.PID != r.pid || f.Socket.Rcvbuf != r.rcvbuf(t) || f.Release.Current != "1.7.0" {
 		t.Errorf("facts through the agent: service %+v, socket %+v, release %+v", f.Service, f.Socket, f.Release)

@@ -251,6 +251,8 @@ type hostRun struct {
 	pr    *progress
 	q     Query
 	yield func() func() // gives up the parallel slot while draining; returns how to take one back
+	// stepsDone is when the answer to the last step of a runSteps came.
+	stepsDone time.Time
 }
 
 func (hr *hostRun) observe(ctx context.Context) (*plans.Facts, error) {
@@ -260,6 +262,57 @@ func (hr *hostRun) observe(ctx context.Context) (*plans.Facts, error) {
 	}
 	f.Host, f.Address, f.User = hr.h.Host, hr.host.Address(), hr.host.User()
 	return f, nil
+}
+
+// Hosts that batch (ShellHost) save round trips where the engine knows
+// what comes next: the lock and the first observe go together, the
+// read-back follows the window's last step in its batch, and the unlock
+// follows the receipt.
+type (
+	lockObserver interface {
+		LockObserve(ctx context.Context, owner string, breakLock bool, q Query) (locked time.Time, f *plans.Facts, lockErr, err error)
+	}
+	observeOper interface {
+		ObserveOp(q Query) (Op, func(Result) (*plans.Facts, error), error)
+	}
+	batchUnlocker interface {
+		UnlocksInBatch() bool
+	}
+)
+
+// lockAndObserve takes the host lock and reads the host, in one round trip
+// where the host can; the timeline gets both phases.
+func (hr *hostRun) lockAndObserve(ctx context.Context) (before *plans.Facts, lockErr, err error) {
+	lo, ok := hr.host.(lockObserver)
+	if !ok {
+		end := hr.phase("lock")
+		lockErr = hr.host.Lock(ctx, hr.o.Owner, hr.o.BreakLock)
+		end()
+		if lockErr != nil {
+			return nil, lockErr, nil
+		}
+		hr.pr.say(hr.h.Host, "observe")
+		end = hr.phase("observe")
+		before, err = hr.observe(ctx)
+		end()
+		return before, nil, err
+	}
+	start := time.Now()
+	locked, f, lockErr, err := lo.LockObserve(ctx, hr.o.Owner, hr.o.BreakLock, hr.q)
+	if locked.IsZero() {
+		locked = time.Now()
+	}
+	hr.span("lock", start, locked)
+	if lockErr != nil {
+		return nil, lockErr, nil
+	}
+	hr.pr.say(hr.h.Host, "observe")
+	hr.span("observe", locked, time.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	f.Host, f.Address, f.User = hr.h.Host, hr.host.Address(), hr.host.User()
+	return f, nil, nil
 }
 
 func (hr *hostRun) record(phase string, s plans.Step, status, detail string) {
@@ -295,21 +348,14 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	p, stored := hr.p, hr.h
 	// The lock first: while another apply runs, the host's journal and the
 	// drift it causes are that run's business, not evidence of a dead run.
-	end := hr.phase("lock")
-	err := hr.host.Lock(ctx, hr.o.Owner, hr.o.BreakLock)
-	end()
-	if err != nil {
-		if isConnLost(err) {
-			return hr.end(Unreachable, StateAsWas, err.Error())
+	before, lockErr, err := hr.lockAndObserve(ctx)
+	if lockErr != nil {
+		if isConnLost(lockErr) {
+			return hr.end(Unreachable, StateAsWas, lockErr.Error())
 		}
-		return hr.end(Refused, StateAsWas, err.Error())
+		return hr.end(Refused, StateAsWas, lockErr.Error())
 	}
 	defer hr.host.Unlock()
-
-	hr.pr.say(stored.Host, "observe")
-	end = hr.phase("observe")
-	before, err := hr.observe(ctx)
-	end()
 	if err != nil {
 		return hr.end(Failed, StateAsWas, "observe: "+err.Error())
 	}
@@ -385,7 +431,7 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	if hr.o.StageOnly {
 		st = stageSteps(st)
 	}
-	end = hr.phase("stage")
+	end := hr.phase("stage")
 	err = hr.stage(ctx, st)
 	end()
 	if err != nil {
@@ -425,15 +471,22 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	// From here on the host is in its window: it finishes or rolls back,
 	// whatever happens to ctx (an interrupt stops other hosts, not this one).
 	wctx := context.WithoutCancel(ctx)
-	end = hr.phase("window")
-	started, stopClock, werr := hr.window(wctx, st)
-	end()
+	wstart := time.Now()
+	started, stopClock, first, werr := hr.window(wctx, st)
 	windowFailed := werr != nil // a step of the window failed (not its read-back)
 	var after *plans.Facts
-	if werr == nil {
-		end = hr.phase("read-back")
-		after, werr = hr.verify(wctx, before)
-		end()
+	if werr != nil {
+		hr.span("window", wstart, time.Now())
+	} else {
+		// The window ends with its last step's answer; the first read-back
+		// may have come in the same batch.
+		rstart := hr.stepsDone
+		if rstart.IsZero() {
+			rstart = time.Now()
+		}
+		hr.span("window", wstart, rstart)
+		after, werr = hr.verify(wctx, before, first)
+		hr.span("read-back", rstart, time.Now())
 		if after != nil && stopClock > 0 && after.ClockNanos > stopClock {
 			hr.res.WindowMillis = (after.ClockNanos - stopClock) / 1e6
 		}
@@ -525,12 +578,21 @@ func lastLine(s string) string {
 }
 
 // runSteps runs the given phase's primitives of each step in order,
-// journalled and recorded under the step's title. It returns how many
-// steps started and the host clock a restart reported.
-func (hr *hostRun) runSteps(ctx context.Context, phase string, st []step, ops func(step) []Op) (started int, clock int64, err error) {
+// journalled and recorded under the step's title, as one batch (one round
+// trip on a real host; the host stops at the first failure). It returns
+// how many steps started and the host clock a restart reported.
+func (hr *hostRun) runSteps(ctx context.Context, phase string, st []step, ops func(step) []Op, lead []Op, tail *tailOp) (started int, clock int64, err error) {
+	type span struct {
+		step       int // index in st
+		d          plans.Step
+		first, end int // the step's ops in list: [first, end)
+	}
+	hr.stepsDone = time.Time{}
+	list := append([]Op(nil), lead...)
+	var spans []span
 	for i, s := range st {
-		list := ops(s)
-		if len(list) == 0 {
+		l := ops(s)
+		if len(l) == 0 {
 			continue
 		}
 		d := s.describe()
@@ -539,29 +601,64 @@ func (hr *hostRun) runSteps(ctx context.Context, phase string, st []step, ops fu
 			// will need.
 			d.Title = "prepare for " + d.Title
 		}
-		started = i + 1
-		hr.pr.step(hr.h.Host, phase, d.Title)
 		// The journal says where a run that dies stopped: each step's
 		// start and end, by kind and title.
-		list = append([]Op{op("step", "start "+d.Kind+": "+d.Title)}, list...)
+		first := len(list)
+		list = append(list, op("step", "start "+d.Kind+": "+d.Title))
+		list = append(list, l...)
 		list = append(list, op("step", "done "+d.Kind+": "+d.Title))
-		err := hr.host.Run(ctx, list, func(j int, r Result) error {
-			hr.res.BytesUploaded += int64(r.Sent)
-			if k := list[j].Kind; k == "restart" || k == "handoff" {
-				fmt.Sscan(r.Value, &clock)
-			}
-			return list[j].Check(r)
-		})
-		if err != nil {
-			hr.record(phase, d, "failed", err.Error())
-			if isConnLost(err) {
-				return started, clock, err
-			}
-			return started, clock, fmt.Errorf("%s: %s: %w", phase, stepName(d), err)
+		spans = append(spans, span{step: i, d: d, first: first, end: len(list)})
+	}
+	if len(spans) == 0 {
+		return 0, 0, nil
+	}
+	if tail != nil {
+		list = append(list, tail.op)
+	}
+	cur := 0 // the span the next answer belongs to
+	begin := func(k int) {
+		started = spans[k].step + 1
+		hr.pr.step(hr.h.Host, phase, spans[k].d.Title)
+	}
+	begin(0)
+	err = hr.host.Run(ctx, list, func(j int, r Result) error {
+		if cur == len(spans) { // past the steps: the tail's answer
+			tail.got(r)
+			return nil
 		}
-		hr.record(phase, d, "done", "")
+		hr.res.BytesUploaded += int64(r.Sent)
+		if k := list[j].Kind; k == "restart" || k == "handoff" {
+			fmt.Sscan(r.Value, &clock)
+		}
+		if err := list[j].Check(r); err != nil {
+			return err
+		}
+		if j == spans[cur].end-1 {
+			hr.record(phase, spans[cur].d, "done", "")
+			if cur++; cur < len(spans) {
+				begin(cur)
+			} else {
+				hr.stepsDone = time.Now()
+			}
+		}
+		return nil
+	})
+	if err != nil && cur < len(spans) {
+		d := spans[cur].d
+		hr.record(phase, d, "failed", err.Error())
+		if isConnLost(err) {
+			return started, clock, err
+		}
+		return started, clock, fmt.Errorf("%s: %s: %w", phase, stepName(d), err)
 	}
 	return started, clock, nil
+}
+
+// tailOp is a primitive sent behind a phase's steps in their batch, done
+// only if they all were (the read-back after the window).
+type tailOp struct {
+	op  Op
+	got func(Result)
 }
 
 // stepName is a step's title up to its details: "place release", "set sysctl".
@@ -584,21 +681,31 @@ func (hr *hostRun) stage(ctx context.Context, st []step) error {
 			ops = append(ops, s.do()...)
 		}
 		return ops
-	})
+	}, nil, nil)
 	return err
 }
 
-// window runs the window steps in order.
-func (hr *hostRun) window(ctx context.Context, st []step) (int, int64, error) {
-	if err := hr.host.Run(ctx, []Op{op("step", "start window")}, nil); err != nil {
-		return 0, 0, &connLost{err}
+// window runs the window steps in order and, on a host that batches, the
+// first read-back right behind them (first; nil otherwise or if the
+// window failed).
+func (hr *hostRun) window(ctx context.Context, st []step) (started int, clock int64, first *plans.Facts, err error) {
+	var tail *tailOp
+	if oo, ok := hr.host.(observeOper); ok {
+		if o, read, err := oo.ObserveOp(hr.q); err == nil {
+			tail = &tailOp{op: o, got: func(r Result) {
+				if f, err := read(r); err == nil {
+					f.Host, f.Address, f.User = hr.h.Host, hr.host.Address(), hr.host.User()
+					first = f
+				}
+			}}
+		}
 	}
-	started, clock, err := hr.runSteps(ctx, plans.PhaseWindow, st, func(s step) []Op {
+	started, clock, err = hr.runSteps(ctx, plans.PhaseWindow, st, func(s step) []Op {
 		if s.describe().Phase != plans.PhaseWindow {
 			return nil
 		}
 		return s.do()
-	})
+	}, []Op{op("step", "start window")}, tail)
 	for _, r := range hr.res.Steps {
 		if r.Phase == plans.PhaseWindow && r.Status == "done" {
 			switch r.Kind {
@@ -609,7 +716,7 @@ func (hr *hostRun) window(ctx context.Context, st []step) (int, int64, error) {
 			}
 		}
 	}
-	return started, clock, err
+	return started, clock, first, err
 }
 
 // unitLog keeps systemd's own account of a failed start in the receipt.
@@ -642,15 +749,19 @@ func isConnLost(err error) bool {
 // verify reads the host back until it matches the plan, and has for
 // StableFor with the same relay process, or time runs out. It returns the
 // first reading that matched: the window ends there.
-func (hr *hostRun) verify(ctx context.Context, before *plans.Facts) (*plans.Facts, error) {
+func (hr *hostRun) verify(ctx context.Context, before, reading *plans.Facts) (*plans.Facts, error) {
 	deadline := time.Now().Add(hr.o.VerifyTimeout) // a real clock: Now may be a test's fixed one
 	d := plans.Step{Phase: plans.PhaseVerify, Kind: KindReadBack, Title: "read back"}
 	var first *plans.Facts // the first matching reading of the process seen now
 	var since time.Time
 	for {
-		after, err := hr.observe(ctx)
-		if err != nil {
-			return nil, &connLost{err}
+		after := reading // a reading made already (in the window's batch)
+		reading = nil
+		if after == nil {
+			var err error
+			if after, err = hr.observe(ctx); err != nil {
+				return nil, &connLost{err}
+			}
 		}
 		checks := PlannedChecks(hr.p, hr.h, before, after)
 		ok := allOK(checks)
@@ -789,16 +900,19 @@ func restoredChecks(undone []step, c *checkCtx) []Check {
 // phase starts a span of the timeline; the returned func ends it.
 func (hr *hostRun) phase(name string) func() {
 	start := time.Now()
-	return func() {
-		hr.res.Timeline = append(hr.res.Timeline, Phase{Name: name, StartMs: start.Sub(hr.res.clock).Milliseconds(), Ms: time.Since(start).Milliseconds()})
-	}
+	return func() { hr.span(name, start, time.Now()) }
+}
+
+// span adds a phase that ran from start to end to the timeline.
+func (hr *hostRun) span(name string, start, end time.Time) {
+	hr.res.Timeline = append(hr.res.Timeline, Phase{Name: name, StartMs: start.Sub(hr.res.clock).Milliseconds(), Ms: end.Sub(start).Milliseconds()})
 }
 
 // commit files the journal and the host's receipt on the host.
 func (hr *hostRun) commit(ctx context.Context, out Outcome) {
 	defer hr.phase("commit")()
 	hr.res.Outcome = out
-	hr.res.RoundTrips = hr.host.RoundTrips()
+	hr.res.RoundTrips = hr.host.RoundTrips() + 1 // with the commit's own
 	body, err := receiptJSON(hr.p, hr.res)
 	if err != nil {
 		hr.pr.say(hr.h.Host, "receipt: %v", err)
@@ -807,7 +921,11 @@ func (hr *hostRun) commit(ctx context.Context, out Outcome) {
 	name := receiptName(hr.p, hr.o.Now())
 	o := op("commit", name, strings.ReplaceAll(string(out), " ", "-"), fmt.Sprint(len(body)))
 	o.Data = body
-	if err := hr.host.Run(ctx, []Op{o}, nil); err != nil {
+	ops := []Op{o}
+	if bu, ok := hr.host.(batchUnlocker); ok && bu.UnlocksInBatch() {
+		ops = append(ops, op("unlock")) // the deferred Unlock finds it done
+	}
+	if err := hr.host.Run(ctx, ops, nil); err != nil {
 		hr.pr.say(hr.h.Host, "could not file the receipt on the host: %v", err)
 	}
 }

@@ -31,7 +31,9 @@ type Host interface {
 	// Address is the host:port dialled; User the remote user.
 	Address() string
 	User() string
-	// RoundTrips is how many commands (SSH sessions) the host has run.
+	// RoundTrips is how many times relayctl waited on the host's answer:
+	// each command (SSH session) started, and each batch of primitives
+	// sent to the agent.
 	RoundTrips() int
 	Close() error
 }
@@ -48,16 +50,20 @@ type Op struct {
 	Kind string
 	Args []string
 	Data []byte // recv, keep, commit: the bytes that follow the line
-	// Offer sends Data only if the host asks for it (answers SEND): keep
-	// offers bytes by their sha256, and a host that has them already
+	// Offer sends Data only if the host lacks it: keep offers bytes by
+	// their sha256 (the host answers NEED when it does not hold them, and
+	// the bytes follow in a keep-data), and a host that has them already
 	// (staged ahead, or the same release under another version) is sent
 	// nothing.
 	Offer bool
 	Argv  []string // restart/stop command: the stop then start words
 
-	// expect checks the answer (a sysctl's read-back) before the next Op
-	// is sent; an error stops the run there.
-	expect func(Result) error
+	// expect checks the answer (a sysctl's read-back); an error stops the
+	// run there. Ops are sent in batches, so an Op with an expect ends its
+	// batch unless hostChecked says the host makes the same check itself
+	// and stops the batch on it (agent.sh sysctl WANT).
+	expect      func(Result) error
+	hostChecked bool
 }
 
 // Check runs the Op's own check of its answer, if it has one.

@@ -105,10 +105,10 @@ func (q Query) args() ([]string, error) {
 	return append(args, tune.SysctlDirs...), nil
 }
 
-// observeRunner runs observe.sh itself, with these arguments and the
-// boundary on its stdin: the agent does, in the session it already holds.
+// observeRunner runs observe.sh itself (the observe primitive): the agent
+// does, in the session it already holds. It returns what the script printed.
 type observeRunner interface {
-	runObserve(ctx context.Context, args []string, boundary string, stdout io.Writer) error
+	runObserve(ctx context.Context, o Op) (string, error)
 }
 
 // unitDropIn is the drop-in relayctl owns for a systemd relay, or "-".
@@ -119,43 +119,76 @@ func unitDropIn(s plans.PlanService) string {
 	return plans.UnitDropInPath(s.Name)
 }
 
-// Observe gathers a host's facts in one command (one SSH session).
+// Observe gathers a host's facts in one command (one SSH session), or in
+// the agent's session when r is one.
 func Observe(ctx context.Context, r Runner, host, address, user string, q Query) (*plans.Facts, error) {
-	boundary, err := newBoundary()
+	if or, ok := r.(observeRunner); ok {
+		c, o, err := newObserveCall(q, host, address, user)
+		if err != nil {
+			return nil, err
+		}
+		out, err := or.runObserve(ctx, o)
+		if err != nil {
+			return nil, fmt.Errorf("observe: %w", err)
+		}
+		return c.facts([]byte(out))
+	}
+	c, _, err := newObserveCall(q, host, address, user)
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := q.command()
 	if err != nil {
 		return nil, err
 	}
 	out := &limitedBuffer{max: MaxObserveOutput}
-	if or, ok := r.(observeRunner); ok {
-		args, err := q.args()
-		if err != nil {
-			return nil, err
-		}
-		if err := or.runObserve(ctx, args, boundary, out); err != nil {
-			return nil, fmt.Errorf("observe: %w", err)
-		}
-	} else {
-		cmd, err := q.command()
-		if err != nil {
-			return nil, err
-		}
-		var errb bytes.Buffer
-		if err := r.Run(ctx, cmd, strings.NewReader(boundary+"\n"), out, &errb); err != nil {
-			return nil, fmt.Errorf("observe: %w", err)
-		}
+	var errb bytes.Buffer
+	if err := r.Run(ctx, cmd, strings.NewReader(c.boundary+"\n"), out, &errb); err != nil {
+		return nil, fmt.Errorf("observe: %w", err)
 	}
 	if out.over {
 		return nil, fmt.Errorf("observe: the host printed more than %d bytes", MaxObserveOutput)
 	}
-	frames, err := ParseFrames(out.Bytes(), boundary)
+	return c.facts(out.Bytes())
+}
+
+// observeCall is one observe through the agent: newObserveCall gives the
+// primitive to send (which can go in a batch with others), facts reads
+// its answer.
+type observeCall struct {
+	q                   Query
+	boundary            string
+	host, address, user string
+}
+
+func newObserveCall(q Query, host, address, user string) (*observeCall, Op, error) {
+	boundary, err := newBoundary()
+	if err != nil {
+		return nil, Op{}, err
+	}
+	args, err := q.args()
+	if err != nil {
+		return nil, Op{}, err
+	}
+	o := op("observe", boundary, strconv.Itoa(len(args)))
+	o.Argv = args
+	return &observeCall{q: q, boundary: boundary, host: host, address: address, user: user}, o, nil
+}
+
+// facts parses what observe.sh printed.
+func (c *observeCall) facts(out []byte) (*plans.Facts, error) {
+	if len(out) > MaxObserveOutput {
+		return nil, fmt.Errorf("observe: the host printed more than %d bytes", MaxObserveOutput)
+	}
+	frames, err := ParseFrames(out, c.boundary)
 	if err != nil {
 		return nil, fmt.Errorf("observe: %w", err)
 	}
-	f, err := FactsFromFrames(frames, q)
+	f, err := FactsFromFrames(frames, c.q)
 	if err != nil {
 		return nil, fmt.Errorf("observe: %w", err)
 	}
-	f.Host, f.Address, f.User = host, address, user
+	f.Host, f.Address, f.User = c.host, c.address, c.user
 	if err := plans.ValidateFacts(f); err != nil {
 		return nil, fmt.Errorf("observe: %w", err)
 	}

@@ -28,8 +28,9 @@ type ShellHost struct {
 	state string
 	count countingRunner
 
-	mu    sync.Mutex
-	agent *agentSession
+	mu      sync.Mutex
+	agent   *agentSession
+	batches int // batches of primitives sent to the agent (each one round trip)
 }
 
 var _ Host = (*ShellHost)(nil)
@@ -62,8 +63,12 @@ func (h *ShellHost) Address() string { return h.conn.Address() }
 // User is the remote user.
 func (h *ShellHost) User() string { return h.conn.User() }
 
-// RoundTrips counts commands run on the host.
-func (h *ShellHost) RoundTrips() int { return h.count.count() }
+// RoundTrips counts commands run on the host and batches sent its agent.
+func (h *ShellHost) RoundTrips() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.count.count() + h.batches
+}
 
 // Close ends the agent (if any) and the connection.
 func (h *ShellHost) Close() error {
@@ -98,13 +103,24 @@ func (r agentRunner) Run(ctx context.Context, cmd string, stdin io.Reader, stdou
 	return errors.New("the agent runs observe.sh only")
 }
 
-func (r agentRunner) runObserve(ctx context.Context, args []string, boundary string, stdout io.Writer) error {
-	o := op("observe", boundary, strconv.Itoa(len(args)))
-	o.Argv = args
-	return r.h.Run(ctx, []Op{o}, func(_ int, res Result) error {
-		_, err := io.WriteString(stdout, res.Value)
-		return err
+func (r agentRunner) runObserve(ctx context.Context, o Op) (string, error) {
+	var out string
+	err := r.h.Run(ctx, []Op{o}, func(_ int, res Result) error {
+		out = res.Value
+		return nil
 	})
+	return out, err
+}
+
+// ObserveOp is an observe as a primitive, to send in a batch with others
+// (the read-back right after the window's last step); read parses its
+// answer.
+func (h *ShellHost) ObserveOp(q Query) (o Op, read func(Result) (*plans.Facts, error), err error) {
+	c, o, err := newObserveCall(q, h.name, h.conn.Address(), h.conn.User())
+	if err != nil {
+		return Op{}, nil, err
+	}
+	return o, func(r Result) (*plans.Facts, error) { return c.facts([]byte(r.Value)) }, nil
 }
 
 // agentSession is agent.sh running on the host: requests go to its stdin,
@@ -128,6 +144,41 @@ func (a *agentSession) close() {
 
 // Lock starts agent.sh and takes the host lock.
 func (h *ShellHost) Lock(ctx context.Context, owner string, breakLock bool) error {
+	return h.lock(ctx, owner, breakLock, nil, nil)
+}
+
+// LockObserve takes the host lock and observes the host in one round
+// trip: the observe primitive goes right behind the lock request, and the
+// agent reads it only once it holds the lock (it exits otherwise). It
+// returns when the lock answer came, the facts, and the lock's error or
+// the observe's.
+func (h *ShellHost) LockObserve(ctx context.Context, owner string, breakLock bool, q Query) (locked time.Time, f *plans.Facts, lockErr, err error) {
+	o, read, err := h.ObserveOp(q)
+	if err != nil {
+		return time.Time{}, nil, nil, err
+	}
+	var answer Result
+	lockErr = h.lock(ctx, owner, breakLock, []Op{o}, func(time.Time) { locked = time.Now() })
+	if lockErr != nil {
+		return locked, nil, lockErr, nil
+	}
+	h.mu.Lock()
+	a := h.agent
+	h.mu.Unlock()
+	if _, err := h.answers(a, []Op{o}, 0, false, true, func(_ int, r Result) error {
+		answer = r
+		return nil
+	}); err != nil {
+		return locked, nil, nil, fmt.Errorf("observe: %w", err)
+	}
+	f, err = read(answer)
+	return locked, f, nil, err
+}
+
+// lock starts agent.sh, sends the lock request and, behind it, the ops of
+// then (and a sync) without waiting, and reads the lock's answer; gotLock
+// hears when it came. The answers to then are the caller's to read.
+func (h *ShellHost) lock(ctx context.Context, owner string, breakLock bool, then []Op, gotLock func(time.Time)) error {
 	owner = strings.Map(func(r rune) rune {
 		if r < ' ' || r == 0x7f {
 			return ' '
@@ -155,8 +206,25 @@ func (h *ShellHost) Lock(ctx context.Context, owner string, breakLock bool) erro
 		inR.Close()
 		a.done <- err
 	}()
-	fmt.Fprintf(inW, "lock\t%s\t%s\n", owner, mode)
+	req := []byte(fmt.Sprintf("lock\t%s\t%s\n", owner, mode))
+	for _, o := range then {
+		if err := o.Validate(); err != nil {
+			a.close()
+			return err
+		}
+		req = append(req, encodeOp(o, false)...)
+	}
+	if len(then) > 0 {
+		req = append(req, "sync\n"...)
+	}
+	h.mu.Lock()
+	h.batches++
+	h.mu.Unlock()
+	inW.Write(req)
 	line, err := readLine(a.out)
+	if gotLock != nil {
+		gotLock(time.Now())
+	}
 	if err != nil {
 		a.close()
 		return fmt.Errorf("take host lock: %v %s", err, strings.TrimSpace(stderr.String()))
@@ -189,6 +257,10 @@ func (h *ShellHost) Lock(ctx context.Context, owner string, breakLock bool) erro
 	return fmt.Errorf("take host lock: unexpected answer %q", clip(line))
 }
 
+// UnlocksInBatch says Run takes an unlock primitive at the end of a batch
+// (after the receipt), which ends the agent.
+func (h *ShellHost) UnlocksInBatch() bool { return true }
+
 // Unlock releases the lock cleanly, which removes the owner file.
 func (h *ShellHost) Unlock() error {
 	h.mu.Lock()
@@ -198,6 +270,9 @@ func (h *ShellHost) Unlock() error {
 	if a == nil {
 		return nil
 	}
+	h.mu.Lock()
+	h.batches++
+	h.mu.Unlock()
 	io.WriteString(a.in, "unlock\n")
 	_, err := readLine(a.out)
 	a.close()
@@ -224,9 +299,14 @@ func readLine(r *bufio.Reader) (string, error) {
 	}
 }
 
-// Run sends ops one at a time and reads each answer before the next, so
-// the engine decides after each (a sysctl that reads back wrong stops the
-// window before the restart).
+// Run sends ops to the agent in batches: a batch is written at once, ended
+// by "sync", and its answers read after (one round trip a batch, however
+// many primitives). The agent stops doing things at the first ERR of a
+// batch and answers SKIP to the rest, so nothing runs after a failure.
+// A batch ends early after an Op whose answer relayctl must check before
+// anything else runs (expect, unless the host checks the same), and when
+// the host lacks a keep's bytes (NEED): the keep is sent again with its
+// bytes, and the Ops after it, in the next batch.
 func (h *ShellHost) Run(ctx context.Context, ops []Op, each func(i int, r Result) error) error {
 	h.mu.Lock()
 	a := h.agent
@@ -234,63 +314,162 @@ func (h *ShellHost) Run(ctx context.Context, ops []Op, each func(i int, r Result
 	if a == nil {
 		return errors.New("run on host: the host is not locked")
 	}
-	for i, o := range ops {
+	for _, o := range ops {
 		if err := o.Validate(); err != nil {
 			return err
 		}
-		if _, err := a.in.Write(encodeOp(o)); err != nil {
-			return &connLost{err}
+	}
+	withData := false // after a NEED: the batch's keeps carry their bytes
+	for start := 0; start < len(ops); {
+		end := start
+		for end < len(ops) {
+			o := ops[end]
+			end++
+			if o.expect != nil && !o.hostChecked {
+				break
+			}
 		}
-		line, err := readLine(a.out)
+		batch := ops[start:end]
+		var buf bytes.Buffer
+		for i, o := range batch {
+			if o.Kind == "unlock" && i != len(batch)-1 {
+				return errors.New("run on host: unlock must end the ops")
+			}
+			buf.Write(encodeOp(o, withData))
+		}
+		// The agent exits at unlock: nothing after it, not even a sync.
+		last := batch[len(batch)-1].Kind == "unlock"
+		if !last {
+			buf.WriteString("sync\n")
+		}
+		h.mu.Lock()
+		h.batches++
+		h.mu.Unlock()
+		// Written while the answers are read: a batch with a release in it
+		// is larger than what the connection buffers, and the agent answers
+		// as it goes.
+		wrote := make(chan error, 1)
+		go func() {
+			_, err := a.in.Write(buf.Bytes())
+			wrote <- err
+		}()
+		need, err := h.answers(a, batch, start, withData, !last, each)
+		var oos *errOutOfStep
+		if err != nil && (isConnLost(err) || errors.As(err, &oos)) {
+			// The session is of no more use (lost, or out of step): end
+			// it, which also ends a write still under way.
+			a.in.CloseWithError(err)
+		}
+		if werr := <-wrote; werr != nil && err == nil {
+			err = &connLost{werr}
+		}
 		if err != nil {
-			return &connLost{err}
+			return err
 		}
-		var r Result
-		if !o.Offer {
-			r.Sent = len(o.Data)
-		} else if line == "SEND" {
-			// The host does not have these bytes yet.
-			if _, err := a.in.Write(o.Data); err != nil {
-				return &connLost{err}
-			}
-			r.Sent = len(o.Data)
-			if line, err = readLine(a.out); err != nil {
-				return &connLost{err}
-			}
+		if need < 0 {
+			start, withData = end, false
+			continue
 		}
-		word, rest, _ := strings.Cut(line, " ")
-		switch word {
-		case "OK":
-		case "VAL":
-			r.Value = rest
-		case "ERR":
-			return &OpError{Op: o, Msg: rest}
-		case "DATA":
-			n, err := strconv.Atoi(rest)
-			if err != nil || n < 0 || n > MaxObserveOutput {
-				return fmt.Errorf("run on host: bad answer %q", clip(line))
-			}
-			buf := make([]byte, n)
-			if _, err := io.ReadFull(a.out, buf); err != nil {
-				return &connLost{err}
-			}
-			r.Value = string(buf)
-		default:
-			return fmt.Errorf("run on host: unexpected answer %q to %s", clip(line), o.Kind)
-		}
-		if each != nil {
-			if err := each(i, r); err != nil {
-				return err
-			}
-		}
+		start, withData = start+need, true
 	}
 	return nil
 }
 
-// encodeOp is the line (and data) agent.sh reads for one Op.
-func encodeOp(o Op) []byte {
+// answers reads a batch's answers and its sync's. It returns the index in
+// the batch of a keep the host lacks the bytes of (NEED), or -1.
+func (h *ShellHost) answers(a *agentSession, batch []Op, base int, withData, synced bool, each func(int, Result) error) (int, error) {
+	need := -1
+	var failure error
+	for i, o := range batch {
+		line, err := readLine(a.out)
+		if err != nil {
+			return -1, &connLost{err}
+		}
+		word, rest, _ := strings.Cut(line, " ")
+		var r Result
+		switch word {
+		case "SKIP":
+			if failure == nil && need < 0 {
+				return -1, outOfStep("run on host: %s skipped with no failure before it", o.Kind)
+			}
+			continue
+		case "NEED":
+			if !o.Offer || withData || failure != nil || need >= 0 {
+				return -1, outOfStep("run on host: unexpected NEED to %s", o.Kind)
+			}
+			need = i
+			continue
+		case "ERR":
+			if failure == nil && need < 0 {
+				failure = &OpError{Op: o, Msg: rest}
+			}
+			continue
+		case "OK":
+		case "VAL":
+			r.Value = rest
+		case "DATA":
+			n, err := strconv.Atoi(rest)
+			if err != nil || n < 0 || n > MaxObserveOutput {
+				return -1, outOfStep("run on host: bad answer %q", clip(line))
+			}
+			buf := make([]byte, n)
+			if _, err := io.ReadFull(a.out, buf); err != nil {
+				return -1, &connLost{err}
+			}
+			r.Value = string(buf)
+		default:
+			return -1, outOfStep("run on host: unexpected answer %q to %s", clip(line), o.Kind)
+		}
+		if failure != nil || need >= 0 {
+			return -1, outOfStep("run on host: %s answered %s after the batch stopped", o.Kind, word)
+		}
+		if !o.Offer || withData {
+			r.Sent = len(o.Data) // a keep-data's bytes go whether or not the host had them
+		}
+		if o.Kind == "unlock" {
+			h.mu.Lock()
+			h.agent = nil
+			h.mu.Unlock()
+			a.close()
+		}
+		if each != nil {
+			if err := each(base+i, r); err != nil {
+				failure = err
+			}
+		}
+	}
+	if synced {
+		line, err := readLine(a.out)
+		if err != nil {
+			return -1, &connLost{err}
+		}
+		if line != "OK" {
+			return -1, outOfStep("run on host: unexpected answer %q to sync", clip(line))
+		}
+	}
+	if failure != nil {
+		return -1, failure
+	}
+	return need, nil
+}
+
+// errOutOfStep is an answer the agent should not have given: the session
+// is out of step and of no more use.
+type errOutOfStep struct{ msg string }
+
+func (e *errOutOfStep) Error() string { return e.msg }
+
+func outOfStep(format string, a ...any) error { return &errOutOfStep{fmt.Sprintf(format, a...)} }
+
+// encodeOp is the line (and data) agent.sh reads for one Op. A keep goes
+// as an offer (no bytes), or with withData as keep-data and its bytes.
+func encodeOp(o Op, withData bool) []byte {
 	var b bytes.Buffer
-	b.WriteString(o.Kind)
+	kind := o.Kind
+	if o.Offer && withData {
+		kind = "keep-data"
+	}
+	b.WriteString(kind)
 	for _, a := range o.Args {
 		b.WriteByte('\t')
 		b.WriteString(a)
@@ -300,7 +479,7 @@ func encodeOp(o Op) []byte {
 		b.WriteString(w)
 		b.WriteByte('\n')
 	}
-	if !o.Offer {
+	if !o.Offer || withData {
 		b.Write(o.Data)
 	}
 	return b.Bytes()

@@ -31,7 +31,10 @@ func (s setSysctl) undo() []Op {
 }
 
 func (s setSysctl) write(v string) Op {
-	o := op("sysctl", s.key, v)
+	// The agent compares the read-back with v too, and stops its batch
+	// there: the restart after it never runs on a wrong value.
+	o := op("sysctl", s.key, v, v)
+	o.hostChecked = true
 	o.expect = func(r Result) error {
 		if !tune.Equal(r.Value, v) {
 			return fmt.Errorf("%s: read back %s, want %s", s.key, tune.Normalize(r.Value), v)

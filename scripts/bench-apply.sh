@@ -25,6 +25,10 @@
 #   QUICK=1       RUNS=1 HOSTS=3, for development
 #   MITOGEN=1     also time the full job under ansible-mitogen (0: skip)
 #   ANSIBLE=0     skip the Ansible rows (e.g. to profile an older commit)
+#   RTT_MS=N      a network round trip of N ms between every tool and the
+#                 lab hosts, as to hosts in another region: tc netem on lo
+#                 delays each packet to or from port 2222 (the lab sshds) by
+#                 N/2 ms, removed at exit (default 0: loopback as it is)
 #   PROFILE=1     after the timed runs of each host count, one more full
 #                 apply and one staged apply, untimed, under `perf record -a`
 #                 (CPU by process name, host side included) and with
@@ -56,6 +60,8 @@ HOSTS=${HOSTS:-20}
 KEEP=${KEEP:-0}
 MITOGEN=${MITOGEN:-1}
 ANSIBLE=${ANSIBLE:-1}
+RTT_MS=${RTT_MS:-0}
+case $RTT_MS in '' | *[!0-9]*) echo "bench-apply: RTT_MS must be a whole number of milliseconds" >&2; exit 2 ;; esac
 PROFILE=${PROFILE:-0}
 [ "$ANSIBLE" = 1 ] || MITOGEN=0
 LOCK_WAIT=${LOCK_WAIT:-900}
@@ -93,6 +99,7 @@ need_pkgs=()
 command -v parallel-ssh >/dev/null || need_pkgs+=(pssh)
 [ "$ANSIBLE" != 1 ] || command -v ansible-playbook >/dev/null || need_pkgs+=(ansible)
 [ "$PROFILE" != 1 ] || command -v perf >/dev/null || need_pkgs+=(linux-perf)
+[ "$RTT_MS" = 0 ] || command -v tc >/dev/null || need_pkgs+=(iproute2)
 [ -x /usr/bin/time ] || need_pkgs+=(time)
 command -v flock >/dev/null || need_pkgs+=(util-linux)
 if [ "$MITOGEN" = 1 ] && ! /usr/bin/python3 -c 'import ansible_mitogen' 2>/dev/null; then need_pkgs+=(ansible-mitogen); fi
@@ -153,6 +160,26 @@ fi
 declare -A SAVED
 for k in $GLOBAL_KEYS; do SAVED[$k]=$(sysctl_read "$k"); done
 
+# The network's round trip (RTT_MS): netem on lo for the lab sshds' port.
+NETEM=0
+netem_on() {
+	[ "$RTT_MS" != 0 ] || return 0
+	local half
+	half=$(awk -v r="$RTT_MS" 'BEGIN { printf "%.1f", r / 2 }')
+	tc qdisc show dev lo | grep -q '^qdisc noqueue' ||
+		die "lo already has a qdisc ($(tc qdisc show dev lo | head -n 1)): not touching it"
+	NETEM=1
+	tc qdisc add dev lo root handle 1: prio bands 4 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1
+	tc qdisc add dev lo parent 1:4 handle 40: netem delay "${half}ms"
+	tc filter add dev lo parent 1:0 protocol ip prio 1 u32 match ip dport 2222 0xffff flowid 1:4
+	tc filter add dev lo parent 1:0 protocol ip prio 1 u32 match ip sport 2222 0xffff flowid 1:4
+	log "lo: packets to and from port 2222 delayed ${half} ms each way (a ${RTT_MS} ms round trip); removed at exit"
+}
+netem_off() {
+	[ "$NETEM" = 1 ] || return 0
+	tc qdisc del dev lo root && NETEM=0
+}
+
 LAB=""
 lab_down() {
 	[ -n "$LAB" ] && [ -f "$LAB/lab.json" ] || return 0
@@ -164,6 +191,7 @@ cleanup() {
 	local rc=$? k
 	trap - EXIT INT TERM
 	set +e
+	netem_off || { log "error: could not remove the netem qdisc from lo (tc qdisc del dev lo root)"; rc=1; }
 	lab_down || rc=1
 	for k in $GLOBAL_KEYS; do
 		local now
@@ -191,6 +219,7 @@ for k in net.core.rmem_max net.core.rmem_default; do
 	log "changing the machine's $k: ${SAVED[$k]} -> $INCIDENT for the bench (restored at exit)"
 	sysctl_set "$k" "$INCIDENT"
 done
+netem_on
 
 # --- per host count: the lab, its spec, Ansible's and pssh's files ----------
 # setup_size N: start N lab hosts with relayd 1.7.0 running and write the
@@ -672,6 +701,7 @@ done
 {
 	printf 'bench-apply  %s  (relayctl %s; repo %s)\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$REV" "$(git rev-parse --short HEAD)"
 	printf 'machine      %s CPUs, kernel %s\n' "$CPUS" "$KERNEL"
+	[ "$RTT_MS" = 0 ] || printf 'network      %s ms round trip to every lab host (netem on lo, port 2222)\n' "$RTT_MS"
 	dirty=$(tail -n +2 "$RES_ALL/git.txt" 2>/dev/null | awk '{ print $2 }' | paste -sd' ' -)
 	[ -z "$dirty" ] || printf 'uncommitted  %s\n' "$dirty"
 	cat "${TABLES[@]}"

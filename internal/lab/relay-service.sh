@@ -189,25 +189,23 @@ do_start() {
 }
 
 # start_ready: start relayd with --ready-fd on a FIFO and wait for its
-# READY line: it arrives the moment relayd relays. The FIFO stays open here
-# read-write (so relayd's open of it never blocks), so a relayd that exits
-# first is noticed by checking between reads of at most 0.2 s.
+# READY line: it arrives the moment relayd relays. One blocking read, for
+# at most RELAY_WAIT seconds of wall time: relayd holds the FIFO's only
+# write end, so the read ends at once, empty, if relayd exits first. (A
+# loop of short timed reads lost the line on a busy machine: a reader
+# killed by its timeout before it ran counted as a wait of 0.2 s.)
 start_ready() {
 	fifo=${RELAY_PIDFILE%/*}/ready.$$
 	rm -f "$fifo"
 	mkfifo -m 0600 "$fifo" || return 1
-	exec 3<>"$fifo"
 	READY_FIFO=$fifo spawn "$RELAY_PIDFILE"
-	n=0 ok=
-	while :; do
-		line=$(timeout 0.2 sh -c 'IFS= read -r l && printf %s "$l"' <&3)
-		if [ "$line" = READY ]; then ok=1; break; fi
-		alive "$job" || break
-		[ "$n" -lt "$((RELAY_WAIT * 5))" ] || break
-		n=$((n + 1))
-	done
-	exec 3<&-
+	# The open is inside the timeout too: it waits for the writer's.
+	line=$(timeout "$RELAY_WAIT" sh -c 'exec 3<"$0" && IFS= read -r l <&3; printf %s "$l"' "$fifo" 2>/dev/null)
 	rm -f "$fifo"
+	ok=
+	[ "$line" = READY ] && ok=1
+	# An end of file can come while relayd is still exiting.
+	[ -n "$ok" ] || wait_gone "$job" 50 || :
 	if [ -n "$ok" ] && is_relayd "$job" && listening "$job" "$port"; then
 		echo "relayd started (pid $job, $what)"
 		return 0
