@@ -610,6 +610,14 @@ func (hr *hostRun) runSteps(ctx context.Context, phase string, st []step, ops fu
 		spans = append(spans, span{step: i, d: d, first: first, end: len(list)})
 	}
 	if len(spans) == 0 {
+		if len(lead) > 0 {
+			if err := hr.host.Run(ctx, lead, nil); err != nil {
+				if isConnLost(err) {
+					return 0, 0, err
+				}
+				return 0, 0, fmt.Errorf("%s: %s: %w", phase, lead[0].Kind, err)
+			}
+		}
 		return 0, 0, nil
 	}
 	if tail != nil {
@@ -621,7 +629,9 @@ func (hr *hostRun) runSteps(ctx context.Context, phase string, st []step, ops fu
 		hr.pr.step(hr.h.Host, phase, spans[k].d.Title)
 	}
 	begin(0)
+	next := 0 // the op whose answer comes next
 	err = hr.host.Run(ctx, list, func(j int, r Result) error {
+		next = j + 1
 		if cur == len(spans) { // past the steps: the tail's answer
 			tail.got(r)
 			return nil
@@ -643,6 +653,13 @@ func (hr *hostRun) runSteps(ctx context.Context, phase string, st []step, ops fu
 		}
 		return nil
 	})
+	if err != nil && next < len(lead) {
+		// A lead op (the journal's begin): no step started.
+		if isConnLost(err) {
+			return 0, clock, err
+		}
+		return 0, clock, fmt.Errorf("%s: %s: %w", phase, list[next].Kind, err)
+	}
 	if err != nil && cur < len(spans) {
 		d := spans[cur].d
 		hr.record(phase, d, "failed", err.Error())
@@ -672,16 +689,13 @@ func stepName(d plans.Step) string {
 // stage runs before the window: begin the journal, then every step's
 // preparation and the stage steps themselves. Nothing in force changes.
 func (hr *hostRun) stage(ctx context.Context, st []step) error {
-	if err := hr.host.Run(ctx, []Op{op("begin", hr.p.Name, hr.p.Checksum)}, nil); err != nil {
-		return fmt.Errorf("stage: begin: %w", err)
-	}
 	_, _, err := hr.runSteps(ctx, plans.PhaseStage, st, func(s step) []Op {
 		ops := s.prepare()
 		if s.describe().Phase == plans.PhaseStage {
 			ops = append(ops, s.do()...)
 		}
 		return ops
-	}, nil, nil)
+	}, []Op{op("begin", hr.p.Name, hr.p.Checksum)}, nil)
 	return err
 }
 

@@ -26,9 +26,10 @@
 #   MITOGEN=1     also time the full job under ansible-mitogen (0: skip)
 #   ANSIBLE=0     skip the Ansible rows (e.g. to profile an older commit)
 #   RTT_MS=N      a network round trip of N ms between every tool and the
-#                 lab hosts, as to hosts in another region: tc netem on lo
-#                 delays each packet to or from port 2222 (the lab sshds) by
-#                 N/2 ms, removed at exit (default 0: loopback as it is)
+#                 lab hosts, as to hosts in another region: every tool
+#                 reaches the hosts through delayproxy (internal/cmd), which
+#                 holds each byte back N/2 ms each way (this kernel has no
+#                 netem); default 0: loopback as it is
 #   PROFILE=1     after the timed runs of each host count, one more full
 #                 apply and one staged apply, untimed, under `perf record -a`
 #                 (CPU by process name, host side included) and with
@@ -99,7 +100,6 @@ need_pkgs=()
 command -v parallel-ssh >/dev/null || need_pkgs+=(pssh)
 [ "$ANSIBLE" != 1 ] || command -v ansible-playbook >/dev/null || need_pkgs+=(ansible)
 [ "$PROFILE" != 1 ] || command -v perf >/dev/null || need_pkgs+=(linux-perf)
-[ "$RTT_MS" = 0 ] || command -v tc >/dev/null || need_pkgs+=(iproute2)
 [ -x /usr/bin/time ] || need_pkgs+=(time)
 command -v flock >/dev/null || need_pkgs+=(util-linux)
 if [ "$MITOGEN" = 1 ] && ! /usr/bin/python3 -c 'import ansible_mitogen' 2>/dev/null; then need_pkgs+=(ansible-mitogen); fi
@@ -136,6 +136,7 @@ CGO_ENABLED=0 go build "${RELEASE_FLAGS[@]}" -ldflags "-s -w -X main.Version=$RE
 CGO_ENABLED=0 go build "${RELEASE_FLAGS[@]}" -ldflags "-s -w -X main.Version=1.7.0" -o "$WORK/relayd-1.7.0" ./cmd/relayd
 CGO_ENABLED=0 go build "${RELEASE_FLAGS[@]}" -ldflags "-s -w -X main.Version=1.8.0" -o "$WORK/relayd-1.8.0" ./cmd/relayd
 go build -o "$WORK/relaylab" ./internal/cmd/relaylab
+go build -o "$WORK/delayproxy" ./internal/cmd/delayproxy
 RELAYCTL=$REPO/bin/relayctl
 RELAYLAB=$WORK/relaylab
 RELEASE_SHA1=$(sha1sum "$WORK/relayd-1.8.0" | cut -d' ' -f1)
@@ -160,24 +161,55 @@ fi
 declare -A SAVED
 for k in $GLOBAL_KEYS; do SAVED[$k]=$(sysctl_read "$k"); done
 
-# The network's round trip (RTT_MS): netem on lo for the lab sshds' port.
-NETEM=0
-netem_on() {
+# The network's round trip (RTT_MS): a delayproxy in front of every lab
+# sshd, at 127.0.1.N:2222, and an ssh_config and known_hosts that name it.
+PROXY_PID=""
+proxy_on() {
 	[ "$RTT_MS" != 0 ] || return 0
-	local half
+	local half pairs
 	half=$(awk -v r="$RTT_MS" 'BEGIN { printf "%.1f", r / 2 }')
-	tc qdisc show dev lo | grep -q '^qdisc noqueue' ||
-		die "lo already has a qdisc ($(tc qdisc show dev lo | head -n 1)): not touching it"
-	NETEM=1
-	tc qdisc add dev lo root handle 1: prio bands 4 priomap 1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1
-	tc qdisc add dev lo parent 1:4 handle 40: netem delay "${half}ms"
-	tc filter add dev lo parent 1:0 protocol ip prio 1 u32 match ip dport 2222 0xffff flowid 1:4
-	tc filter add dev lo parent 1:0 protocol ip prio 1 u32 match ip sport 2222 0xffff flowid 1:4
-	log "lo: packets to and from port 2222 delayed ${half} ms each way (a ${RTT_MS} ms round trip); removed at exit"
+	pairs=$(/usr/bin/python3 - "$LAB/lab.json" <<'PY'
+import json, sys
+for i, h in enumerate(json.load(open(sys.argv[1]))["hosts"]):
+    print("127.0.1.%d:2222=%s" % (i + 1, h["addr"]))
+PY
+)
+	# shellcheck disable=SC2086 # one LISTEN=TARGET a word
+	"$WORK/delayproxy" -delay "${half}ms" $pairs 2>>"$RES/delayproxy.log" &
+	PROXY_PID=$!
+	/usr/bin/python3 - "$LAB" <<'PY'
+import json, re, sys
+lab = sys.argv[1]
+hosts = json.load(open(lab + "/lab.json"))["hosts"]
+proxy = {"[%s]:%d" % (h["host_name"], h["port"]): "[127.0.1.%d]:2222" % (i + 1) for i, h in enumerate(hosts)}
+with open(lab + "/known_hosts") as f, open(lab + "/known_hosts.rtt", "w") as out:
+    for line in f:
+        host, rest = line.split(" ", 1)
+        out.write(" ".join([",".join(proxy.get(x, x) for x in host.split(",")), rest]))
+names = {h["name"]: i + 1 for i, h in enumerate(hosts)}
+cur = None
+with open(lab + "/ssh_config") as f, open(lab + "/ssh_config.rtt", "w") as out:
+    for line in f:
+        m = re.match(r"Host (\S+)", line)
+        if m:
+            cur = names.get(m.group(1))
+        if cur and line.strip().startswith("HostName "):
+            line = "  HostName 127.0.1.%d\n" % cur
+        elif cur and line.strip().startswith("Port "):
+            line = "  Port 2222\n"
+        elif line.strip().startswith("UserKnownHostsFile "):
+            line = "  UserKnownHostsFile %s/known_hosts.rtt\n" % lab
+        out.write(line)
+PY
+	SSH_CONFIG=$LAB/ssh_config.rtt
+	KNOWN_HOSTS=$LAB/known_hosts.rtt
+	log "every tool reaches the lab hosts through delayproxy: ${half} ms each way (a ${RTT_MS} ms round trip)"
 }
-netem_off() {
-	[ "$NETEM" = 1 ] || return 0
-	tc qdisc del dev lo root && NETEM=0
+proxy_off() {
+	[ -n "$PROXY_PID" ] || return 0
+	kill "$PROXY_PID" 2>/dev/null
+	wait "$PROXY_PID" 2>/dev/null || true # killed: 143
+	PROXY_PID=""
 }
 
 LAB=""
@@ -191,7 +223,7 @@ cleanup() {
 	local rc=$? k
 	trap - EXIT INT TERM
 	set +e
-	netem_off || { log "error: could not remove the netem qdisc from lo (tc qdisc del dev lo root)"; rc=1; }
+	proxy_off
 	lab_down || rc=1
 	for k in $GLOBAL_KEYS; do
 		local now
@@ -219,7 +251,6 @@ for k in net.core.rmem_max net.core.rmem_default; do
 	log "changing the machine's $k: ${SAVED[$k]} -> $INCIDENT for the bench (restored at exit)"
 	sysctl_set "$k" "$INCIDENT"
 done
-netem_on
 
 # --- per host count: the lab, its spec, Ansible's and pssh's files ----------
 # setup_size N: start N lab hosts with relayd 1.7.0 running and write the
@@ -235,6 +266,7 @@ setup_size() {
 	SSH_CONFIG=$LAB/ssh_config
 	KNOWN_HOSTS=$LAB/known_hosts
 	IDENTITY=$LAB/id_ed25519
+	proxy_on
 	NAMES=()
 	for i in $(seq 1 "$n"); do NAMES+=("lab-$i"); done
 
@@ -448,11 +480,13 @@ for i, h in enumerate(json.load(open(sys.argv[2]))["hosts"]):
 PY
 }
 
-# run_relayctl_apply NAME RUN PLAN: time relayctl apply PLAN and check it.
+# run_relayctl_apply NAME RUN PLAN [FLAGS...]: time relayctl apply PLAN
+# and check it.
 run_relayctl_apply() {
 	local name=$1 run=$2 plan=$3 why="" bad got
+	shift 3
 	timed "$name" "$run" "$RELAYCTL" apply "$plan" --parallel "${#NAMES[@]}" \
-		--ssh-config "$SSH_CONFIG" --known-hosts "$KNOWN_HOSTS" --identity "$IDENTITY"
+		--ssh-config "$SSH_CONFIG" --known-hosts "$KNOWN_HOSTS" --identity "$IDENTITY" "$@"
 	cp "$plan.receipt.json" "$RES/$name-$run.receipt.json" 2>/dev/null || true
 	cp "$plan.receipt.md" "$RES/$name-$run.receipt.md" 2>/dev/null || true
 	receipt_rows "$name" "$run" "$plan.receipt.json" 2>/dev/null || true
@@ -536,6 +570,7 @@ table_size() {
 		"relayctl-apply|relayctl apply (full: upload included)"
 		"relayctl-stage|relayctl stage (the day before)"
 		"relayctl-apply-staged|relayctl apply (release staged)"
+		"relayctl-apply-nocanary|  the same, --waves 100% (no canary)"
 		"relayctl-plan|relayctl plan"
 	)
 	if [ "$ANSIBLE" = 1 ]; then rows+=("ansible-full|ansible-playbook, same job"); fi
@@ -554,6 +589,7 @@ table_size() {
 	printf 'ratios of medians\n'
 	printf '  relayctl apply (full) / parallel-ssh             %s   (target <= 2.5)\n' "$(ratio "${MED[relayctl-apply]}" "${MED[pssh]}")"
 	printf '  relayctl apply (staged) / parallel-ssh           %s   (target <= 1.5)\n' "$(ratio "${MED[relayctl-apply-staged]}" "${MED[pssh]}")"
+	printf '  relayctl apply (staged, no canary) / parallel-ssh %s\n' "$(ratio "${MED[relayctl-apply-nocanary]}" "${MED[pssh]}")"
 	printf '  relayctl apply (full) / ansible, same job        %s\n' "$(ratio "${MED[relayctl-apply]}" "${MED[ansible-full]:--}")"
 	if [ "$MITOGEN" = 1 ]; then
 		printf '  relayctl apply (full) / ansible+mitogen, same job %s\n' "$(ratio "${MED[relayctl-apply]}" "${MED[ansible-mitogen]}")"
@@ -563,7 +599,7 @@ table_size() {
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "${MED[relayctl-apply]}" "${MED[relayctl-apply-staged]}" "${MED[relayctl-plan]}" \
 		"${MED[ansible-full]:--}" "${MED[ansible-mitogen]:--}" "${MED[pssh]}" >>"$RES_ALL/curve.tsv"
 	# Per-host phases from the receipts (medians, ms since the host's start).
-	for name in relayctl-apply relayctl-apply-staged; do
+	for name in relayctl-apply relayctl-apply-staged relayctl-apply-nocanary; do
 		[ -s "$RES/$name-hosts.tsv" ] || continue
 		/usr/bin/python3 - "$RES/$name-hosts.tsv" "$name" <<'PY'
 import statistics, sys
@@ -572,7 +608,7 @@ rows = [r for r in rows if int(r[3]) > 0]
 if not rows:
     sys.exit(0)
 med = lambda xs: int(statistics.median(xs)) if xs else 0
-print("%s, from the receipts (%d host-runs): window median %d ms, max %d ms; %d SSH round trips a host; %d bytes uploaded a host (median)"
+print("%s, from the receipts (%d host-runs): window median %d ms, max %d ms; %d round trips a host; %d bytes uploaded a host (median)"
       % (sys.argv[2], len(rows), med([int(r[3]) for r in rows]), max(int(r[3]) for r in rows),
          med([int(r[4]) for r in rows]), med([int(r[5]) for r in rows])))
 for label, group in (("canary", [r for r in rows if r[2] == "1"]), ("others", [r for r in rows if r[2] == "0"])):
@@ -664,6 +700,18 @@ for n in "${SIZES[@]}"; do
 			fi
 		fi
 
+		# The same without the canary (one wave of every host): what the
+		# default's canary, alone first, costs.
+		reset_hosts
+		plan=$SW/run-$run-nocanary.plan
+		if run_plan "$run" "$plan" relayctl-plan-nocanary &&
+			"$RELAYCTL" stage "$plan" --parallel "$n" --ssh-config "$SSH_CONFIG" --known-hosts "$KNOWN_HOSTS" \
+				--identity "$IDENTITY" >"$RES/relayctl-stage-nocanary-$run.out" 2>&1; then
+			run_relayctl_apply relayctl-apply-nocanary "$run" "$plan" --waves 100%
+		else
+			not_run relayctl-apply-nocanary "$run" "plan or stage failed"
+		fi
+
 		if [ "$ANSIBLE" = 1 ]; then
 			reset_hosts
 			run_ansible ansible-full "$run" "$SW/ansible.cfg" "$WORK/full.yml" "$FULL_RECAP"
@@ -694,6 +742,7 @@ for n in "${SIZES[@]}"; do
 		for f in "$RES"/profile-*.txt; do [ -f "$f" ] && cat "$f"; done
 	} >"$RES/table.txt"
 	TABLES+=("$RES/table.txt")
+	proxy_off
 	lab_down
 	LAB=""
 done
@@ -701,7 +750,7 @@ done
 {
 	printf 'bench-apply  %s  (relayctl %s; repo %s)\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$REV" "$(git rev-parse --short HEAD)"
 	printf 'machine      %s CPUs, kernel %s\n' "$CPUS" "$KERNEL"
-	[ "$RTT_MS" = 0 ] || printf 'network      %s ms round trip to every lab host (netem on lo, port 2222)\n' "$RTT_MS"
+	[ "$RTT_MS" = 0 ] || printf 'network      %s ms round trip to every lab host (delayproxy)\n' "$RTT_MS"
 	dirty=$(tail -n +2 "$RES_ALL/git.txt" 2>/dev/null | awk '{ print $2 }' | paste -sd' ' -)
 	[ -z "$dirty" ] || printf 'uncommitted  %s\n' "$dirty"
 	cat "${TABLES[@]}"
