@@ -212,15 +212,14 @@ func (h *ShellHost) lock(ctx context.Context, owner string, breakLock bool, then
 			a.close()
 			return err
 		}
-		req = append(req, encodeOp(o, false)...)
-	}
-	if len(then) > 0 {
-		req = append(req, "sync\n"...)
 	}
 	h.mu.Lock()
 	h.batches++
 	h.mu.Unlock()
 	inW.Write(req)
+	if len(then) > 0 {
+		writeBatch(inW, then, false, true)
+	}
 	line, err := readLine(a.out)
 	if gotLock != nil {
 		gotLock(time.Now())
@@ -330,18 +329,13 @@ func (h *ShellHost) Run(ctx context.Context, ops []Op, each func(i int, r Result
 			}
 		}
 		batch := ops[start:end]
-		var buf bytes.Buffer
 		for i, o := range batch {
 			if o.Kind == "unlock" && i != len(batch)-1 {
 				return errors.New("run on host: unlock must end the ops")
 			}
-			buf.Write(encodeOp(o, withData))
 		}
 		// The agent exits at unlock: nothing after it, not even a sync.
 		last := batch[len(batch)-1].Kind == "unlock"
-		if !last {
-			buf.WriteString("sync\n")
-		}
 		h.mu.Lock()
 		h.batches++
 		h.mu.Unlock()
@@ -349,10 +343,7 @@ func (h *ShellHost) Run(ctx context.Context, ops []Op, each func(i int, r Result
 		// is larger than what the connection buffers, and the agent answers
 		// as it goes.
 		wrote := make(chan error, 1)
-		go func() {
-			_, err := a.in.Write(buf.Bytes())
-			wrote <- err
-		}()
+		go func(withData bool) { wrote <- writeBatch(a.in, batch, withData, !last) }(withData)
 		need, err := h.answers(a, batch, start, withData, !last, each)
 		var oos *errOutOfStep
 		if err != nil && (isConnLost(err) || errors.As(err, &oos)) {
@@ -461,26 +452,44 @@ func (e *errOutOfStep) Error() string { return e.msg }
 
 func outOfStep(format string, a ...any) error { return &errOutOfStep{fmt.Sprintf(format, a...)} }
 
-// encodeOp is the line (and data) agent.sh reads for one Op. A keep goes
-// as an offer (no bytes), or with withData as keep-data and its bytes.
-func encodeOp(o Op, withData bool) []byte {
+// writeBatch writes a batch as agent.sh reads it: each Op's line, its argv
+// lines and its data, then "sync" (unless the batch ends the agent). A
+// keep goes as an offer (no bytes), or with withData as keep-data and its
+// bytes. Data is written from the Op's own slice, never copied: every host
+// shares the one copy of a release in memory.
+func writeBatch(w io.Writer, batch []Op, withData, sync bool) error {
 	var b bytes.Buffer
-	kind := o.Kind
-	if o.Offer && withData {
-		kind = "keep-data"
-	}
-	b.WriteString(kind)
-	for _, a := range o.Args {
-		b.WriteByte('\t')
-		b.WriteString(a)
-	}
-	b.WriteByte('\n')
-	for _, w := range o.Argv {
-		b.WriteString(w)
+	for _, o := range batch {
+		kind := o.Kind
+		if o.Offer && withData {
+			kind = "keep-data"
+		}
+		b.WriteString(kind)
+		for _, a := range o.Args {
+			b.WriteByte('\t')
+			b.WriteString(a)
+		}
 		b.WriteByte('\n')
+		for _, arg := range o.Argv {
+			b.WriteString(arg)
+			b.WriteByte('\n')
+		}
+		if len(o.Data) > 0 && (!o.Offer || withData) {
+			if _, err := w.Write(b.Bytes()); err != nil {
+				return err
+			}
+			b.Reset()
+			if _, err := w.Write(o.Data); err != nil {
+				return err
+			}
+		}
 	}
-	if !o.Offer || withData {
-		b.Write(o.Data)
+	if sync {
+		b.WriteString("sync\n")
 	}
-	return b.Bytes()
+	if b.Len() == 0 {
+		return nil
+	}
+	_, err := w.Write(b.Bytes())
+	return err
 }
