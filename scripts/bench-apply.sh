@@ -659,7 +659,7 @@ profile_apply() {
 			      printf "    %-16s %6.2f s\n", "(all)", sum / 1e9 }' | sort -k2 -rn
 		if [ -s "$pp" ]; then
 			printf '  relayctl, top functions (go tool pprof -top):\n'
-			go tool pprof -top -nodecount=12 "$pp" 2>/dev/null | sed -n '/flat%/,$p' | sed 's/^/    /'
+			go tool pprof -top -nodecount=12 "$pp" 2>>"$RES/pprof.err" | sed -n '/flat%/,$p' | sed 's/^/    /'
 		fi
 	} >"$RES/profile-$kind.txt"
 }
