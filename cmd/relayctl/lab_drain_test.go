@@ -364,3 +364,48 @@ func TestLabHandoffFailureGivesTheSocketBack(t *testing.T) {
 		t.Errorf("the bench counted loss %d (in %d) across the failed handoff; want none", s.Loss, s.LostIn)
 	}
 }
+
+// A handoff that succeeded but whose read-back fails is undone by a second
+// handoff, back to the restored release: the host ends as it was, on the
+// same socket, the players' lobbies kept through both.
+func TestLabHandoffReadBackFailureHandsBack(t *testing.T) {
+	// The new release takes the socket and serves, but it is relayd 1.9.0
+	// asking for 64 KiB: neither the planned version nor the planned rb.
+	wrapper := filepath.Join(t.TempDir(), "relayd")
+	os.WriteFile(wrapper, []byte("#!/bin/sh\n# relayd-capabilities: drain=http/1 handoff=unix/1\nRELAYD_SO_RCVBUF=65536 exec /opt/relay/releases/1.9.0/relayd \"$@\"\n"), 0o755)
+	e := startPlayersLab(t, true, "")
+	spec, _ := os.ReadFile(e.spec)
+	os.WriteFile(e.spec, []byte(strings.Replace(string(spec), "artifact: "+lab.BuildRelayd(t, "1.9.1"), "artifact: "+wrapper, 1)), 0o644)
+	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 || !strings.Contains(out, "handoff") {
+		t.Fatalf("plan: exit %d, want a handoff\n%s\n%s", code, out, errs)
+	}
+	before := e.status()
+	var code int
+	var out, errs string
+	done := make(chan struct{})
+	// The read-back waits --verify-timeout for the relay to come right
+	// before it gives up: 2 s, so both handoffs fall inside the step.
+	rep := <-e.step(16, 8*time.Second, 1500*time.Millisecond, func() {
+		code, out, errs = e.relayctl("apply", e.plan, "--verify-timeout", "2s")
+		close(done)
+	})
+	<-done
+	if code != 1 || !strings.Contains(out, "rolled back (as it was)") || !strings.Contains(errs+out, "read-back") {
+		t.Errorf("apply: exit %d, want a failed read-back, rolled back as it was\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	after := e.status()
+	if after["socket_inode"] != before["socket_inode"] || after["version"] != "1.9.0" || after["pid"] == before["pid"] || after["so_rcvbuf_effective"] != before["so_rcvbuf_effective"] {
+		t.Errorf("after: /status pid %v inode %v version %v rb %v; want a new 1.9.0 process on socket %v with rb %v",
+			after["pid"], after["socket_inode"], after["version"], after["so_rcvbuf_effective"], before["socket_inode"], before["so_rcvbuf_effective"])
+	}
+	if rc := receiptOf(t, e.plan); rc.Restarts != 0 || rc.State != "as it was" {
+		t.Errorf("receipt: %d restarts, %d handoffs, state %q; want no restart and as it was", rc.Restarts, rc.Handoffs, rc.State)
+	}
+	s := rep.Steps[0]
+	if len(s.Restarts) != 2 || !s.Restarts[0].Handoff || !s.Restarts[1].Handoff || s.Restarts[0].PlayersCut+s.Restarts[1].PlayersCut != 0 {
+		t.Errorf("the bench saw %+v; want two handoffs cutting nobody", s.Restarts)
+	}
+	if s.Valid && (s.Loss != 0 || s.LostIn != 0) {
+		t.Errorf("the bench counted loss %d (in %d) across the two handoffs; want none", s.Loss, s.LostIn)
+	}
+}

@@ -199,6 +199,9 @@ func (s *Server) takeOver(in handoff.Incoming) (*Server, error) {
 		return fail(err)
 	}
 	undo = func() { restoreRcvbuf(raw, before, s.log) }
+	if s.cfg.SORcvbuf == 0 {
+		s.defaultRcvbuf(raw)
+	}
 	if ctlF != nil {
 		if ln, err := net.FileListener(ctlF); err == nil {
 			if sameAddr(ln.Addr().(*net.TCPAddr).AddrPort(), s.cfg.Control) == nil {
@@ -244,6 +247,30 @@ func (s *Server) takeOver(in handoff.Incoming) (*Server, error) {
 // restoreRcvbuf asks for the receive buffer a socket had (getsockopt's
 // doubled value): the kernel doubles a request, so half of it; with
 // SO_RCVBUFFORCE first, which ignores rmem_max where this process may.
+// defaultRcvbuf gives an inherited socket the buffer a new socket would
+// get, net.core.rmem_default, for a release that asks for none: so a
+// handoff leaves the same rb as a restart would (what relayctl predicts and
+// reads back), and a handoff back to such a release, relayctl's rollback,
+// puts back the buffer the socket had. The kernel doubles the request:
+// rmem_default/2 gives rb rmem_default, unless rmem_max caps it.
+func (s *Server) defaultRcvbuf(raw syscall.RawConn) {
+	want, err := readIntFile(RmemDefaultPath)
+	if err != nil || want <= 0 {
+		s.log.Warn("inherited socket keeps its receive buffer: RELAYD_SO_RCVBUF is 0 and net.core.rmem_default cannot be read", "err", err)
+		return
+	}
+	var got int
+	var serr error
+	raw.Control(func(fd uintptr) {
+		if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, want/2); serr == nil {
+			got, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF)
+		}
+	})
+	if serr != nil || got != want {
+		s.log.Warn("inherited socket: could not give it net.core.rmem_default's buffer", "rmem_default", want, "rb", got, "err", serr)
+	}
+}
+
 func restoreRcvbuf(raw syscall.RawConn, rb int, log *slog.Logger) {
 	var got int
 	raw.Control(func(fd uintptr) {

@@ -311,3 +311,43 @@ func TestDrain(t *testing.T) {
 		t.Error("still draining after DELETE /drain")
 	}
 }
+
+// A release that asks for no buffer gives the inherited socket what a new
+// socket gets, rmem_default: a handoff leaves the rb a restart would, and a
+// handoff back to such a release (relayctl's rollback) puts it back.
+func TestHandoffToNoRequestGivesRmemDefault(t *testing.T) {
+	rmemDefault, err := readIntFile(RmemDefaultPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rmemMax, err := readIntFile(RmemMaxPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rmemDefault/2 > rmemMax {
+		t.Skipf("rmem_max %d caps a request of rmem_default/2 (%d)", rmemMax, rmemDefault/2)
+	}
+	sock := filepath.Join(t.TempDir(), "run", "handoff.sock")
+	old, err := newServer(t, testConfig(func(c *config.Config) { c.HandoffSocket = sock; c.SORcvbuf = 1 << 16 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldDone := startRun(t, old)
+	before := status(t, old)
+	if before.SORcvbufEffective == rmemDefault {
+		t.Fatalf("the old relay's rb is already rmem_default (%d): the test proves nothing", rmemDefault)
+	}
+	nw, err := newServer(t, testConfig(func(c *config.Config) { c.HandoffSocket = sock; c.SORcvbuf = 0 }))
+	if err != nil {
+		t.Fatalf("take over: %v", err)
+	}
+	if err := <-oldDone; err != nil {
+		t.Errorf("old relay's Run: %v", err)
+	}
+	startRun(t, nw)
+	after := status(t, nw)
+	if after.SocketInode != before.SocketInode || after.SORcvbufEffective != rmemDefault {
+		t.Errorf("after the handoff: inode %d (was %d), rb %d; want the same socket with rmem_default %d",
+			after.SocketInode, before.SocketInode, after.SORcvbufEffective, rmemDefault)
+	}
+}

@@ -35,6 +35,10 @@ import (
 // RmemMaxPath is where the kernel's cap on SO_RCVBUF is read at start.
 const RmemMaxPath = "/proc/sys/net/core/rmem_max"
 
+// RmemDefaultPath is the buffer a new socket gets, which a release asking
+// for none (RELAYD_SO_RCVBUF=0) puts on an inherited socket.
+const RmemDefaultPath = "/proc/sys/net/core/rmem_default"
+
 // Server is a running relay. Create it with New, then call Run.
 type Server struct {
 	cfg     config.Config
@@ -244,9 +248,6 @@ func (s *Server) logStart() {
 		attrs = append(attrs, "socket_bound_at", s.boundAt.UTC().Format(time.RFC3339Nano))
 	}
 	s.log.Info("relayd started", attrs...)
-	if f := s.from; f != nil && s.cfg.SORcvbuf == 0 {
-		s.log.Warn("inherited socket keeps its receive buffer: RELAYD_SO_RCVBUF is 0, and net.core.rmem_default applies only to a new socket")
-	}
 	if msg := cappedWarning(s.cfg.SORcvbuf, s.cfg.SORcvbufForce, s.effective, s.rmemMax); msg != "" {
 		s.log.Warn(msg)
 	}
