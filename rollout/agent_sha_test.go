@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -78,5 +79,79 @@ func TestAgentSha256OfEveryPath(t *testing.T) {
 	cmd.Env = []string{"PATH=" + bin("missing", "openssl", "sha256sum")}
 	if out, err := cmd.CombinedOutput(); err == nil || len(out) != 0 {
 		t.Errorf("a missing file: %q, %v; want nothing and false", out, err)
+	}
+}
+
+// read_n takes exactly N bytes of stdin, with GNU dd where it has
+// count_bytes and head -c elsewhere, and leaves the rest for the next
+// request line.
+func TestAgentReadNEveryPath(t *testing.T) {
+	start := strings.Index(agentScript, "\nif [ \"$(printf abc | dd ")
+	if start < 0 {
+		t.Fatal("agent.sh defines no read_n probe")
+	}
+	block := agentScript[start+1:]
+	block = block[:strings.Index(block, "\nfi\n")+4]
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log")
+	// A PATH of cat and printf, and of dd and head as given: each logs its
+	// name, so the test sees which one read.
+	bin := func(name string, tools map[string]string) string {
+		d := filepath.Join(dir, name)
+		os.Mkdir(d, 0o755)
+		for _, tool := range []string{"cat", "printf"} {
+			p, err := exec.LookPath(tool)
+			if err != nil {
+				t.Fatalf("%s: %v", tool, err)
+			}
+			os.Symlink(p, filepath.Join(d, tool))
+		}
+		for tool, body := range tools {
+			os.WriteFile(filepath.Join(d, tool), []byte("#!/bin/sh\necho "+tool+" >>"+log+"\n"+body+"\n"), 0o755)
+		}
+		return d
+	}
+	dd, err := exec.LookPath("dd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := exec.LookPath("head")
+	if err != nil {
+		t.Fatal(err)
+	}
+	realDD, realHead := "exec "+dd+` "$@"`, "exec "+head+` "$@"`
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := strings.Repeat("0123456789abcdef", 12345) + "x" // not a multiple of 64 KiB
+	for _, tt := range []struct {
+		name, path, uses string
+	}{
+		{"GNU dd", bin("gnu", map[string]string{"dd": realDD, "head": realHead}), "dd"},
+		{"no dd", bin("none", map[string]string{"head": realHead}), "head"},
+		{"dd without count_bytes", bin("busybox", map[string]string{"dd": "echo 'dd: unknown flag' >&2; exit 1", "head": realHead}), "head"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			os.Remove(log)
+			script := block + `read_n "$1" >"$2"; cat >"$3"`
+			out, rest := filepath.Join(dir, tt.name+".out"), filepath.Join(dir, tt.name+".rest")
+			cmd := exec.Command(sh, "-c", script, "sh", strconv.Itoa(len(data)), out, rest)
+			cmd.Env = []string{"PATH=" + tt.path}
+			cmd.Stdin = strings.NewReader(data + "NEXT request\n")
+			if b, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("%v: %s", err, b)
+			}
+			calls, _ := os.ReadFile(log)
+			lines := strings.Fields(string(calls))
+			if len(lines) == 0 || lines[len(lines)-1] != tt.uses {
+				t.Errorf("tools run: %q; want the read done by %s", lines, tt.uses)
+			}
+			got, _ := os.ReadFile(out)
+			left, _ := os.ReadFile(rest)
+			if string(got) != data || string(left) != "NEXT request\n" {
+				t.Errorf("read %d bytes (want %d), left %q", len(got), len(data), left)
+			}
+		})
 	}
 }
