@@ -370,6 +370,12 @@ func (p *specParser) argv(n *yaml.Node, field string) []string {
 			p.fail(w, field, "%v", err)
 			return nil
 		}
+		if s == "" {
+			// Without a shell on the host an empty word would vanish, and
+			// another command than the reviewed one would run.
+			p.fail(w, field, "a command word may not be empty; leave it out")
+			return nil
+		}
 		out = append(out, s)
 	}
 	if err := ValidProgram(out[0]); err != nil {

@@ -117,6 +117,12 @@ func TestParseSpecCommandService(t *testing.T) {
 	if _, err := ParseSpec("cmd.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), "relay.service.start: want a command as a list of words") {
 		t.Errorf("string command: got %v", err)
 	}
+	// An empty word would vanish on the host (no shell): another command
+	// than the reviewed one would run.
+	empty := strings.Replace(src, "stop: [/opt/relay/bin/relay-service, stop]", `stop: [/opt/relay/bin/relay-service, "", stop]`, 1)
+	if _, err := ParseSpec("cmd.yaml", []byte(empty)); err == nil || !strings.Contains(err.Error(), "relay.service.stop: a command word may not be empty") {
+		t.Errorf("empty word: got %v", err)
+	}
 	// The old pid command is refused with what to write instead: plan would
 	// run it as root on every host before anyone reviewed it.
 	old := strings.Replace(src, "pid_file: /opt/relay/run/relayd.pid", "pid: [/bin/sh, -c, reboot]", 1)

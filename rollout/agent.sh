@@ -274,19 +274,26 @@ put() {
 	return 1
 }
 
-# run_argv N: read N lines, each a word, and run them as one command with
+# read_argv N: read N lines, each a word, and run them as one command with
 # no shell in between: no eval, no word splitting, no globbing.
+# It reads all N lines whatever they hold, so the next line is the next
+# request; argv_empty is set when a word is empty: split at tabs, an empty
+# word would vanish, and run_list would run another command than the one
+# reviewed, so such a command is refused (empty_argv).
 read_argv() {
 	n=$1
+	argv_empty=
 	set --
 	while [ "$n" -gt 0 ]; do
 		IFS= read -r w || return 1
+		[ -n "$w" ] || argv_empty=1
 		set -- "$@" "$w"
 		n=$((n - 1))
 	done
 	argv_list=
 	for w in "$@"; do argv_list="$argv_list$w$tab"; done
 }
+empty_argv() { err "$op: a command word is empty; relayctl runs no command with one (without a shell it would vanish)"; }
 run_list() { # run_list: the words of argv_list (tab-separated) as a command
 	IFS=$tab
 	set -f
@@ -587,6 +594,7 @@ EOF
 	handoff)
 		t=$(date +%s%N)
 		read_argv "$b" || { err "short argv"; continue; }
+		[ -z "$argv_empty" ] || { empty_argv; continue; }
 		if out=$(run_list </dev/null 2>&1); then val "$t"; else err "handoff: $(printf '%s' "$out" | tail -c 400)"; fi
 		;;
 	restart | stop)
@@ -598,11 +606,13 @@ EOF
 		command)
 			read_argv "$b" || { err "short argv"; continue; }
 			stop_list=$argv_list
+			stop_empty=$argv_empty
 			start_list=
 			if [ "$op" = restart ]; then
 				read_argv "$c" || { err "short argv"; continue; }
 				start_list=$argv_list
 			fi
+			[ -z "$stop_empty$argv_empty" ] || { empty_argv; continue; }
 			argv_list=$stop_list
 			if ! out=$(run_list </dev/null 2>&1); then
 				err "stop: $(printf '%s' "$out" | tail -c 300)"
@@ -644,6 +654,8 @@ head -c 200 <&3' "${b%:*}" "${b##*:}" "$c" 2>&1)
 		# its own. Its output goes through a file, which keeps it byte for
 		# byte (a command substitution would eat the final newline).
 		f=$state/observe.out
+		# Not read_argv and run_list: observe's words may be empty (a unit
+		# name under the command manager), and splitting at tabs drops them.
 		(
 			n=$b
 			set --

@@ -199,3 +199,30 @@ func TestAgentObserves(t *testing.T) {
 		t.Errorf("after observe: %v", err)
 	}
 }
+
+// A command with an empty word is refused on the host, whatever the plan
+// says: split at tabs the word would vanish and another command would run.
+// All its words are still read, so the next primitive is read as one.
+func TestAgentRefusesAnEmptyArgvWord(t *testing.T) {
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	touch, _ := exec.LookPath("touch")
+	made := filepath.Join(root, "made")
+	s := restart{svc: plans.PlanService{Manager: "command", Stop: []string{touch, "", made}, Start: []string{touch, made + ".start"}}}
+	_, err := runOps(h, s.service("restart"))
+	if err == nil || !strings.Contains(err.Error(), "a command word is empty") {
+		t.Errorf("restart with an empty word: %v; want it refused", err)
+	}
+	for _, f := range []string{made, made + ".start"} {
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("%s exists: the command ran", f)
+		}
+	}
+	// The agent is still in step: the next request is answered.
+	if _, err := runOps(h, restart{svc: restartFixture(touch, made)}.service("restart")); err != nil {
+		t.Fatalf("the next restart: %v", err)
+	}
+	if _, err := os.Stat(made); err != nil {
+		t.Errorf("the next restart did not run: %v", err)
+	}
+}
