@@ -22,6 +22,23 @@ func agentFunc(t *testing.T, name string) string {
 	return body[:strings.Index(body, "\n}\n")+3]
 }
 
+// toolDir makes dir, a PATH of the named tools only (links to this
+// machine's).
+func toolDir(t *testing.T, dir string, tools ...string) string {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		os.Symlink(p, filepath.Join(dir, tool))
+	}
+	return dir
+}
+
 // sha256_of hashes a release with openssl when the host has it, and with
 // coreutils' sha256sum when it does not or when openssl prints something
 // that is not a hash: the same answer on every path.
@@ -36,18 +53,7 @@ func TestAgentSha256OfEveryPath(t *testing.T) {
 	want := hex.EncodeToString(sum[:])
 
 	// A PATH of only the tools each case may use.
-	bin := func(name string, tools ...string) string {
-		d := filepath.Join(dir, name)
-		os.Mkdir(d, 0o755)
-		for _, tool := range tools {
-			p, err := exec.LookPath(tool)
-			if err != nil {
-				t.Fatalf("%s: %v", tool, err)
-			}
-			os.Symlink(p, filepath.Join(d, tool))
-		}
-		return d
-	}
+	bin := func(name string, tools ...string) string { return toolDir(t, filepath.Join(dir, name), tools...) }
 	broken := bin("broken-openssl", "sha256sum")
 	os.WriteFile(filepath.Join(broken, "openssl"), []byte("#!/bin/sh\necho 'openssl: not what you think'\n"), 0o755)
 
@@ -97,15 +103,7 @@ func TestAgentReadNEveryPath(t *testing.T) {
 	// A PATH of cat and printf, and of dd and head as given: each logs its
 	// name, so the test sees which one read.
 	bin := func(name string, tools map[string]string) string {
-		d := filepath.Join(dir, name)
-		os.Mkdir(d, 0o755)
-		for _, tool := range []string{"cat", "printf"} {
-			p, err := exec.LookPath(tool)
-			if err != nil {
-				t.Fatalf("%s: %v", tool, err)
-			}
-			os.Symlink(p, filepath.Join(d, tool))
-		}
+		d := toolDir(t, filepath.Join(dir, name), "cat", "printf")
 		for tool, body := range tools {
 			os.WriteFile(filepath.Join(d, tool), []byte("#!/bin/sh\necho "+tool+" >>"+log+"\n"+body+"\n"), 0o755)
 		}

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,26 +26,6 @@ import (
 
 const handoffSocket = "/opt/relay/run/handoff.sock"
 
-// freePort is a UDP and TCP port number nobody on the machine holds now:
-// these relays run in the machine's network namespace, where the bench
-// reaches them.
-func freePort(t *testing.T) int {
-	t.Helper()
-	for {
-		udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := udp.LocalAddr().(*net.UDPAddr).Port
-		tcp, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-		udp.Close()
-		if err == nil {
-			tcp.Close()
-			return port
-		}
-	}
-}
-
 // playersEnv is a lab host whose relayd 1.9.0 runs in the machine's
 // network namespace on a port of its own, players drop out of it a second
 // after they go quiet, and a spec to ship relayd 1.9.1 to it.
@@ -57,7 +36,7 @@ type playersEnv struct {
 
 func startPlayersLab(t *testing.T, handoff bool, specExtra string) *playersEnv {
 	t.Helper()
-	port := freePort(t)
+	port := lab.FreePort(t)
 	conf := fmt.Sprintf("RELAYD_LISTEN=0.0.0.0:%d\nRELAYD_CONTROL=127.0.0.1:%d\nRELAYD_IDLE_TIMEOUT=1s\n", port, port)
 	if handoff {
 		conf += "RELAYD_HANDOFF_SOCKET=" + handoffSocket + "\n"
@@ -328,20 +307,29 @@ func TestLabHandoffUnderLoad(t *testing.T) {
 	}
 }
 
-// A new release that fails after it got the socket (it cannot hold the
-// running lobbies) gives it back: the old relay serves on, nothing is
-// lost, and the host is rolled back and verified without a restart.
-func TestLabHandoffFailureGivesTheSocketBack(t *testing.T) {
-	// The new release is relayd 1.9.1 told lobbies hold 4 players: the
-	// lobbies of 8 it receives do not fit, so it refuses the state.
+// planHandoffToWrapper starts a players lab whose next release is a script
+// that offers a handoff and runs the running relayd 1.9.0 with env set
+// (a release that misbehaves in a known way), and plans the handoff to it.
+func planHandoffToWrapper(t *testing.T, env string) *playersEnv {
+	t.Helper()
 	wrapper := filepath.Join(t.TempDir(), "relayd")
-	os.WriteFile(wrapper, []byte("#!/bin/sh\n# relayd-capabilities: drain=http/1 handoff=unix/1\nRELAYD_LOBBY_SIZE=4 exec /opt/relay/releases/1.9.0/relayd \"$@\"\n"), 0o755)
+	os.WriteFile(wrapper, []byte("#!/bin/sh\n# relayd-capabilities: drain=http/1 handoff=unix/1\n"+env+" exec /opt/relay/releases/1.9.0/relayd \"$@\"\n"), 0o755)
 	e := startPlayersLab(t, true, "")
 	spec, _ := os.ReadFile(e.spec)
 	os.WriteFile(e.spec, []byte(strings.Replace(string(spec), "artifact: "+lab.BuildRelayd(t, "1.9.1"), "artifact: "+wrapper, 1)), 0o644)
 	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 || !strings.Contains(out, "handoff") {
 		t.Fatalf("plan: exit %d, want a handoff\n%s\n%s", code, out, errs)
 	}
+	return e
+}
+
+// A new release that fails after it got the socket (it cannot hold the
+// running lobbies) gives it back: the old relay serves on, nothing is
+// lost, and the host is rolled back and verified without a restart.
+func TestLabHandoffFailureGivesTheSocketBack(t *testing.T) {
+	// The new release is relayd told lobbies hold 4 players: the
+	// lobbies of 8 it receives do not fit, so it refuses the state.
+	e := planHandoffToWrapper(t, "RELAYD_LOBBY_SIZE=4")
 	pidBefore, inodeBefore := e.status()["pid"], e.status()["socket_inode"]
 	var code int
 	var out, errs string
@@ -371,14 +359,7 @@ func TestLabHandoffFailureGivesTheSocketBack(t *testing.T) {
 func TestLabHandoffReadBackFailureHandsBack(t *testing.T) {
 	// The new release takes the socket and serves, but it is relayd 1.9.0
 	// asking for 64 KiB: neither the planned version nor the planned rb.
-	wrapper := filepath.Join(t.TempDir(), "relayd")
-	os.WriteFile(wrapper, []byte("#!/bin/sh\n# relayd-capabilities: drain=http/1 handoff=unix/1\nRELAYD_SO_RCVBUF=65536 exec /opt/relay/releases/1.9.0/relayd \"$@\"\n"), 0o755)
-	e := startPlayersLab(t, true, "")
-	spec, _ := os.ReadFile(e.spec)
-	os.WriteFile(e.spec, []byte(strings.Replace(string(spec), "artifact: "+lab.BuildRelayd(t, "1.9.1"), "artifact: "+wrapper, 1)), 0o644)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 || !strings.Contains(out, "handoff") {
-		t.Fatalf("plan: exit %d, want a handoff\n%s\n%s", code, out, errs)
-	}
+	e := planHandoffToWrapper(t, "RELAYD_SO_RCVBUF=65536")
 	before := e.status()
 	var code int
 	var out, errs string

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -229,7 +228,7 @@ func TestServiceHandoffFails(t *testing.T) {
 // datagram, neither loses one or delivers one twice, and no lobby is cut.
 func TestServiceHandoffUnderLoad(t *testing.T) {
 	t.Parallel()
-	port := freePort(t)
+	port := lab.FreePort(t)
 	conf := func(extra string) string {
 		return fmt.Sprintf("RELAYD_LISTEN=0.0.0.0:%d\nRELAYD_CONTROL=127.0.0.1:%d\nRELAYD_SO_RCVBUF=1048576\nRELAYD_HANDOFF_SOCKET=%s\n%s",
 			port, port, handoffSocket, extra)
@@ -339,22 +338,4 @@ func TestServiceHandoffUnderLoad(t *testing.T) {
 			t.Errorf("restarts: got %+v, want one handoff cutting nothing", s.Restarts)
 		}
 	})
-}
-
-// freePort is a UDP and TCP port number nobody on the machine holds now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	for {
-		udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := udp.LocalAddr().(*net.UDPAddr).Port
-		tcp, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-		udp.Close()
-		if err == nil {
-			tcp.Close()
-			return port
-		}
-	}
 }

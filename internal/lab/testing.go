@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,4 +126,24 @@ func BuildRelaydTo(ctx context.Context, version, out string) error {
 // the same commit builds the same bytes on any machine.
 func BuildFlags(version string) []string {
 	return []string{"-trimpath", "-buildvcs=false", "-ldflags", "-s -w -X main.Version=" + version}
+}
+
+// FreePort is a port number free for UDP and TCP both on 127.0.0.1 now: a
+// relay in the machine's network namespace listens on it (UDP) and serves
+// its control plane on it (TCP), where a bench on the machine reaches it.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	for {
+		udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := udp.LocalAddr().(*net.UDPAddr).Port
+		tcp, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
+		udp.Close()
+		if err == nil {
+			tcp.Close()
+			return port
+		}
+	}
 }
