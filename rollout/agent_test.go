@@ -226,3 +226,46 @@ func TestAgentRefusesAnEmptyArgvWord(t *testing.T) {
 		t.Errorf("the next restart did not run: %v", err)
 	}
 }
+
+// A value with a newline or a tab would be read on the host as a second
+// primitive or another field: such an Op never leaves relayctl, whatever
+// built it, and nothing of its batch reaches the host.
+func TestHostileValuesNeverReachTheAgent(t *testing.T) {
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	victim := filepath.Join(root, "victim")
+	touch, _ := exec.LookPath("touch")
+	made := filepath.Join(root, "made")
+	for _, tt := range []struct {
+		name string
+		o    Op
+	}{
+		{"newline in a field", op("remove", filepath.Join(root, "x")+"\nremove\t"+victim)},
+		{"tab in a field", op("remove", filepath.Join(root, "x")+"\t"+victim)},
+		{"newline in a command word", restart{svc: restartFixture(touch, made+"\nremove\t"+victim)}.service("restart")},
+		{"NUL in a field", op("remove", victim+"\x00")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := os.WriteFile(victim, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := runOps(h, op("remove", filepath.Join(root, "harmless")), tt.o)
+			if err == nil || !(strings.Contains(err.Error(), "newline") || strings.Contains(err.Error(), "tab")) {
+				t.Errorf("got %v; want the Op refused before it is sent", err)
+			}
+			if _, err := os.Stat(victim); err != nil {
+				t.Errorf("the victim is gone: %v", err)
+			}
+			if _, err := os.Stat(made); err == nil {
+				t.Error("the command ran")
+			}
+		})
+	}
+	// The agent is in step after all of it.
+	if _, err := runOps(h, op("remove", victim)); err != nil {
+		t.Fatalf("a clean remove after: %v", err)
+	}
+	if _, err := os.Stat(victim); !os.IsNotExist(err) {
+		t.Errorf("the clean remove did not run: %v", err)
+	}
+}
