@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 echo "host: $(nproc) cores, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ)"
-SIZING_TABLE="$out" go test -count=1 -timeout 30m -run '^TestStallModel$' "$@" ./bench >&2
+SIZING_TABLE="$out" go test -count=1 -timeout 30m -run '^TestStallModel$' "$@" ./relay/bench >&2
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 cat "$out"

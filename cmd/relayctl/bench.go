@@ -15,7 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
-	"github.com/relayctl/relayctl/bench"
+	"github.com/relayctl/relayctl/relay/bench"
 	"github.com/relayctl/relayctl/rollout/sshrun"
 )
 

@@ -20,7 +20,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
-	"github.com/relayctl/relayctl/bench"
+	"github.com/relayctl/relayctl/relay/bench"
 )
 
 // The bench command is tested as users run it: the relayctl binary, built

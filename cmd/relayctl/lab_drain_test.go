@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relayctl/relayctl/bench"
 	"github.com/relayctl/relayctl/internal/lab"
+	"github.com/relayctl/relayctl/relay/bench"
 	"github.com/relayctl/relayctl/rollout"
 )
 

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relayctl/relayctl/bench"
 	"github.com/relayctl/relayctl/internal/kerneltest"
 	"github.com/relayctl/relayctl/internal/lab"
+	"github.com/relayctl/relayctl/relay/bench"
 	"github.com/relayctl/relayctl/relay/server"
 	"github.com/relayctl/relayctl/relay/sockstat"
 	"github.com/relayctl/relayctl/tune"

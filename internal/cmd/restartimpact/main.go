@@ -54,9 +54,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/relayctl/relayctl/bench"
 	"github.com/relayctl/relayctl/internal/lab"
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/relay/bench"
 	"github.com/relayctl/relayctl/relay/server"
 	"github.com/relayctl/relayctl/relay/sockstat"
 	"github.com/relayctl/relayctl/rollout"
