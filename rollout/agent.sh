@@ -44,7 +44,8 @@
 #                            itself (curl, else wget), at most MAXSIZE bytes in
 #                            TIMEOUT seconds: VAL kept or VAL fetched SIZE
 #   place-release DIR FILE SHA256   DIR/relayd copied from FILE, sha256 checked on the host
-#   check-release DIR SHA256 DIR/relayd has that sha256
+#   check-release DIR SHA256 DIR/relayd has that sha256, and DIR is root's alone
+#                            all the way down (release_ok)
 #   backup PATH NAME         keep PATH's content (or its absence) for restore
 #   restore PATH NAME        put back what backup kept
 #   backup-link PATH NAME / restore-link PATH NAME   the same for a symlink
@@ -203,6 +204,30 @@ safe_dir_careful() {
 		owned_by_root_only "$p" || { echo "$p (through a symlink in $1) is not owned by root or is writable by its group or others"; return 1; }
 	done
 	return 0
+}
+
+# release_ok DIR: DIR is a release folder that root alone can change, all
+# the way down: DIR and every folder above it (safe_dir), and every file and
+# folder in it owned by root, writable by nobody else, and no symlink among
+# them. Whoever could change a release after its sha256 was checked would
+# run as root when the service starts it. Prints the reason when it fails.
+release_ok() {
+	if [ -L "$1" ] || [ ! -d "$1" ]; then
+		echo "$1 is not a folder"
+		return 1
+	fi
+	safe_dir "$1" || return 1
+	bad_=$(find "$1" -mindepth 1 \( -type l -o ! -user 0 -o -perm /022 \) -print -quit 2>&1) || {
+		echo "cannot read $1: $bad_"
+		return 1
+	}
+	[ -z "$bad_" ] && return 0
+	if [ -L "$bad_" ]; then
+		echo "$bad_ is a symlink; a release holds only root's own files and folders"
+	else
+		echo "$bad_ is not owned by root or is writable by its group or others: whoever can change it would run as root"
+	fi
+	return 1
 }
 
 # sha256_of FILE [SIZE]: the file's sha256 in hex (nothing, and false, if
@@ -452,6 +477,14 @@ EOF
 		if [ -L "$a" ]; then err "$a is a symlink; relayctl writes no file through or over a symlink"; continue; fi
 		size_hint=
 		[ "$op" = fetch ] || size_hint=$c
+		# Bytes are trusted only in a folder root alone can change: in
+		# any other, their owner could swap them after the check.
+		dir=$(parent "$a")
+		if ! why=$(safe_dir "$dir"); then
+			[ "$op" = keep-data ] && read_n "$c" >/dev/null
+			err "$why"
+			continue
+		fi
 		if [ -f "$a" ] && owned_by_root_only "$a" && [ "$(sha256_of "$a" "$size_hint")" = "$b" ]; then
 			[ "$op" = keep-data ] && read_n "$c" >/dev/null
 			val kept
@@ -462,12 +495,6 @@ EOF
 			# not. The rest of the batch waits for them (keep-data).
 			skipping=1
 			printf 'NEED\n'
-			continue
-		fi
-		dir=$(parent "$a")
-		if ! why=$(safe_dir "$dir"); then
-			[ "$op" = keep-data ] && read_n "$c" >/dev/null
-			err "$why"
 			continue
 		fi
 		if ! t=$(fresh_temp "$dir"); then
@@ -541,6 +568,7 @@ EOF
 		if out=$(rm -rf -- "$a" 2>&1 && mv -T -- "$new" "$a" 2>&1); then ok; else err "install release folder $a: $out"; fi
 		;;
 	check-release)
+		if ! why=$(release_ok "$a"); then err "$why"; continue; fi
 		sum=$(sha256_of "$a/relayd")
 		if [ "$sum" = "$b" ]; then ok; else err "the release already in $a has sha256 ${sum:-none}, want $b"; fi
 		;;

@@ -269,3 +269,50 @@ func TestHostileValuesNeverReachTheAgent(t *testing.T) {
 		t.Errorf("the clean remove did not run: %v", err)
 	}
 }
+
+// A release is trusted only when root alone can change it, all the way
+// down: a folder or file of another user's, a group-writable file or a
+// symlink inside refuses it even when its relayd has the planned sha256.
+// Bytes in the store are never "kept" in a folder another user owns.
+func TestAgentChecksReleaseOwnership(t *testing.T) {
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	rel := filepath.Join(root, "releases", "1.8.0")
+	os.MkdirAll(rel, 0o755)
+	body := []byte("#!/bin/sh\n")
+	os.WriteFile(filepath.Join(rel, "relayd"), body, 0o755)
+	sha := plans.SHA256(string(body))
+	if _, err := runOps(h, op("check-release", rel, sha)); err != nil {
+		t.Fatalf("a release root owns: %v", err)
+	}
+	nobody := 65534
+	for _, c := range []struct {
+		name        string
+		plant, undo func()
+		want        string
+	}{
+		{"folder of another user", func() { os.Chown(rel, nobody, 0) }, func() { os.Chown(rel, 0, 0) }, rel + " is not owned by root"},
+		{"binary of another user", func() { os.Chown(filepath.Join(rel, "relayd"), nobody, 0) }, func() { os.Chown(filepath.Join(rel, "relayd"), 0, 0) },
+			filepath.Join(rel, "relayd") + " is not owned by root"},
+		{"group-writable file", func() { os.WriteFile(filepath.Join(rel, "lib.so"), body, 0o664); os.Chmod(filepath.Join(rel, "lib.so"), 0o664) },
+			func() { os.Remove(filepath.Join(rel, "lib.so")) }, filepath.Join(rel, "lib.so") + " is not owned by root or is writable"},
+		{"symlink inside", func() { os.Symlink("/tmp", filepath.Join(rel, "lib")) }, func() { os.Remove(filepath.Join(rel, "lib")) },
+			filepath.Join(rel, "lib") + " is a symlink"},
+		{"parent of another user", func() { os.Chown(filepath.Dir(rel), nobody, 0) }, func() { os.Chown(filepath.Dir(rel), 0, 0) },
+			filepath.Dir(rel) + " is not owned by root"},
+	} {
+		c.plant()
+		if _, err := runOps(h, op("check-release", rel, sha)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want refused with %q", c.name, err, c.want)
+		}
+		c.undo()
+	}
+
+	store := filepath.Join(root, "releases", ".sha256", sha)
+	os.MkdirAll(store, 0o755)
+	os.WriteFile(filepath.Join(store, "relayd"), body, 0o755)
+	os.Chown(store, nobody, 0)
+	if r, err := runOps(h, keepOp(filepath.Join(store, "relayd"), sha, body, "0755")); err == nil || !strings.Contains(err.Error(), store+" is not owned by root") {
+		t.Errorf("keep in a store folder of another user: got %v %v, want refused naming it", r, err)
+	}
+}
