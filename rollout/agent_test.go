@@ -294,7 +294,10 @@ func TestAgentChecksReleaseOwnership(t *testing.T) {
 		{"folder of another user", func() { os.Chown(rel, nobody, 0) }, func() { os.Chown(rel, 0, 0) }, rel + " is not owned by root"},
 		{"binary of another user", func() { os.Chown(filepath.Join(rel, "relayd"), nobody, 0) }, func() { os.Chown(filepath.Join(rel, "relayd"), 0, 0) },
 			filepath.Join(rel, "relayd") + " is not owned by root"},
-		{"group-writable file", func() { os.WriteFile(filepath.Join(rel, "lib.so"), body, 0o664); os.Chmod(filepath.Join(rel, "lib.so"), 0o664) },
+		{"group-writable file", func() {
+			os.WriteFile(filepath.Join(rel, "lib.so"), body, 0o664)
+			os.Chmod(filepath.Join(rel, "lib.so"), 0o664)
+		},
 			func() { os.Remove(filepath.Join(rel, "lib.so")) }, filepath.Join(rel, "lib.so") + " is not owned by root or is writable"},
 		{"symlink inside", func() { os.Symlink("/tmp", filepath.Join(rel, "lib")) }, func() { os.Remove(filepath.Join(rel, "lib")) },
 			filepath.Join(rel, "lib") + " is a symlink"},
