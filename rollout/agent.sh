@@ -41,8 +41,8 @@
 #                            checked, VAL sent SIZE (VAL kept, the bytes dropped,
 #                            if PATH holds them already)
 #   fetch PATH SHA256 URL MAXSIZE TIMEOUT   the same, but the host fetches URL
-#                            itself (curl, else wget), at most MAXSIZE bytes in
-#                            TIMEOUT seconds: VAL kept or VAL fetched SIZE
+#                            itself (curl, else wget; fetch_url), at most MAXSIZE
+#                            bytes in TIMEOUT seconds: VAL kept or VAL fetched SIZE
 #   place-release DIR FILE SHA256   DIR/relayd copied from FILE, sha256 checked on the host
 #   check-release DIR SHA256 DIR/relayd has that sha256, and DIR is root's alone
 #                            all the way down (release_ok)
@@ -287,6 +287,54 @@ take() {
 	read_n "$1" | { { cat >"$2"; } 2>&1 || { cat >/dev/null; false; }; }
 }
 
+# capped MAX FILE: at most MAX bytes of stdin into FILE; rc 3 when there
+# was more (then FILE holds MAX bytes and the rest is left unread, so the
+# writer fails on its next write and stops). The cap holds whatever the
+# server says: curl 7.88 ignores --max-filesize when a response has no
+# Content-Length, and wget has no cap at all.
+capped() {
+	read_n "$1" >"$2" || return 1
+	[ "$(read_n 1 | wc -c)" -eq 0 ] || return 3
+}
+
+# fetch_url URL MAX SECS FILE: fetch URL into FILE, at most MAX bytes in
+# SECS seconds, http and https only (redirects too), no URL globbing. Sets
+# rc (0 when FILE holds the whole body) and out (the fetcher's words).
+# wget cannot be held to http(s) across a redirect (it follows one to
+# ftp://), so with wget a redirect is refused: give the final url, or
+# install curl.
+fetch_url() {
+	fu_rc=$4.rc
+	if command -v curl >/dev/null 2>&1; then
+		out=$({ { curl -fsS -L -g --proto =http,https --proto-redir =http,https --max-redirs 5 \
+			--connect-timeout "$3" --max-time "$3" --max-filesize "$2" -o - --url "$1" 2>&3 </dev/null 9>&-
+			echo $? >"$fu_rc"; } | capped "$2" "$4"; } 3>&1)
+		rc=$?
+		fetcher=curl
+	elif command -v wget >/dev/null 2>&1; then
+		out=$({ { timeout "$3" wget -q --max-redirect=0 -O - -- "$1" 2>&3 </dev/null 9>&-
+			echo $? >"$fu_rc"; } | capped "$2" "$4"; } 3>&1)
+		rc=$?
+		fetcher=wget
+	else
+		out="no curl or wget on the host" rc=127
+		return
+	fi
+	frc=$(cat -- "$fu_rc" 2>/dev/null)
+	rm -f -- "$fu_rc"
+	if [ "$rc" = 3 ]; then
+		out="more than $2 bytes (the cap); stopped there"
+		return
+	fi
+	[ "$rc" = 0 ] || { out="cannot write the file: $out"; return; }
+	rc=${frc:-1}
+	case $fetcher:$rc in
+	wget:124) out="timed out after $3 seconds" ;;
+	wget:0) ;;
+	wget:*) out="wget exit $rc (a redirect is refused with wget; give the release's final url, or install curl)${out:+: $out}" ;;
+	esac
+}
+
 # put FROM PATH MODE: write FROM's content as PATH through a fresh temp
 # file in PATH's folder and a rename, which replaces PATH itself (a symlink
 # there is replaced, never followed).
@@ -511,17 +559,7 @@ EOF
 			max=$c mode=$d how=sent
 		else
 			max=$d mode=0755 how=fetched
-			if command -v curl >/dev/null 2>&1; then
-				out=$(curl -fsS -L --proto =http,https --proto-redir =http,https --max-redirs 5 \
-					--connect-timeout "$e" --max-time "$e" --max-filesize "$d" -o "$t" --url "$c" 2>&1 </dev/null 9>&-)
-				rc=$?
-			elif command -v wget >/dev/null 2>&1; then
-				out=$(timeout "$e" wget -q --max-redirect=5 -O "$t" -- "$c" 2>&1 </dev/null 9>&-)
-				rc=$?
-				[ "$rc" = 124 ] && out="timed out after $e seconds"
-			else
-				out="no curl or wget on the host" rc=127
-			fi
+			fetch_url "$c" "$d" "$e" "$t"
 			if [ "$rc" != 0 ]; then
 				rm -f -- "$t"
 				err "fetch $c: $(printf '%s' "$out" | tail -c 300) (nothing was written)"
