@@ -34,9 +34,11 @@
 #   rename FROM TO           atomic rename in one folder
 #   remove PATH              unlink PATH (never what it points at)
 #   link PATH TARGET         PATH becomes a symlink to TARGET: new link, rename
-#   keep PATH SHA256 SIZE MODE   PATH holds those bytes: VAL kept when it already
-#                            does (a regular file only root can change), else NEED
-#   keep-data PATH SHA256 SIZE MODE   the same with the SIZE bytes following:
+#   keep PATH SHA256 SIZE MODE [LIKE]   PATH holds those bytes: VAL kept when it
+#                            already does (a regular file only root can change),
+#                            else NEED; with LIKE, PATH gets the mode and owner
+#                            of the file LIKE when there is one (mode_like)
+#   keep-data PATH SHA256 SIZE MODE [LIKE]   the same with the SIZE bytes following:
 #                            written through a temp file and a rename, sha256
 #                            checked, VAL sent SIZE (VAL kept, the bytes dropped,
 #                            if PATH holds them already)
@@ -47,7 +49,7 @@
 #   check-release DIR SHA256 DIR/relayd has that sha256, and DIR is root's alone
 #                            all the way down (release_ok)
 #   backup PATH NAME         keep PATH's content (or its absence) for restore
-#   restore PATH NAME        put back what backup kept
+#   restore PATH NAME        put back what backup kept, with its mode and owner
 #   backup-link PATH NAME / restore-link PATH NAME   the same for a symlink
 #   sysctl KEY VALUE [WANT]  write /proc/sys/KEY; VAL is what it reads back, ERR if
 #                            that is not WANT (blanks squeezed, as tune.Equal)
@@ -335,14 +337,26 @@ fetch_url() {
 	esac
 }
 
-# put FROM PATH MODE: write FROM's content as PATH through a fresh temp
-# file in PATH's folder and a rename, which replaces PATH itself (a symlink
-# there is replaced, never followed).
+# mode_like REF FILE: FILE gets REF's mode and owner when REF is a regular
+# file (not a symlink): a file relayctl replaces keeps its mode and owner, so
+# a 0600 config holding a secret stays 0600. stat -c and numeric chmod and
+# chown work with GNU coreutils and busybox alike.
+mode_like() {
+	[ -f "$1" ] && [ ! -L "$1" ] || return 0
+	ml_=$(stat -c '%a %u %g' -- "$1") || return 1
+	set -- "$2" $ml_
+	chmod "$2" -- "$1" && chown "$3:$4" -- "$1"
+}
+
+# put FROM PATH MODE [REF]: write FROM's content as PATH through a fresh
+# temp file in PATH's folder and a rename, which replaces PATH itself (a
+# symlink there is replaced, never followed); with REF, PATH gets REF's
+# mode and owner (mode_like) instead of MODE.
 put() {
 	d=$(parent "$2")
 	why=$(safe_dir "$d") || { echo "$why"; return 1; }
 	t=$(fresh_temp "$d") || return 1
-	if cat -- "$1" >"$t" && chmod "$3" -- "$t" && mv -fT -- "$t" "$2"; then return 0; fi
+	if cat -- "$1" >"$t" && chmod "$3" -- "$t" && mode_like "${4:-}" "$t" && mv -fT -- "$t" "$2"; then return 0; fi
 	rm -f -- "$t"
 	return 1
 }
@@ -533,8 +547,11 @@ EOF
 			err "$why"
 			continue
 		fi
+		like=
+		[ "$op" = fetch ] || like=$e
 		if [ -f "$a" ] && owned_by_root_only "$a" && [ "$(sha256_of "$a" "$size_hint")" = "$b" ]; then
 			[ "$op" = keep-data ] && read_n "$c" >/dev/null
+			if ! out=$(mode_like "$like" "$a" 2>&1); then err "set the mode of $a like $like: $out"; continue; fi
 			val kept
 			continue
 		fi
@@ -583,7 +600,7 @@ EOF
 			if [ "$how" = fetched ]; then err "the file fetched from $c has sha256 $sum, want $b (nothing was written)"; else err "the bytes received for $a have sha256 $sum, want $b"; fi
 			continue
 		fi
-		if out=$(chmod "$mode" -- "$t" 2>&1 && mv -fT -- "$t" "$a" 2>&1); then val "$how $got"; else
+		if out=$(chmod "$mode" -- "$t" 2>&1 && mode_like "$like" "$t" 2>&1 && mv -fT -- "$t" "$a" 2>&1); then val "$how $got"; else
 			rm -f -- "$t"
 			err "write $a: $out"
 		fi
@@ -614,7 +631,7 @@ EOF
 		if [ -L "$a" ]; then
 			err "$a is a symlink; relayctl writes no file through or over a symlink"
 		elif [ -f "$a" ]; then
-			if out=$(cp -- "$a" "$stage/$b" 2>&1); then ok; else err "back up $a: $out"; fi
+			if out=$(cp -p -- "$a" "$stage/$b" 2>&1); then ok; else err "back up $a: $out"; fi
 		else
 			: >"$stage/$b.absent"
 			ok
@@ -623,7 +640,7 @@ EOF
 	restore)
 		if [ -e "$stage/$b.absent" ]; then
 			if out=$(rm -f -- "$a" 2>&1); then ok; else err "remove $a: $out"; fi
-		elif out=$(put "$stage/$b" "$a" 0644 2>&1); then ok; else err "restore $a: $out"; fi
+		elif out=$(put "$stage/$b" "$a" 0644 "$stage/$b" 2>&1); then ok; else err "restore $a: $out"; fi
 		;;
 	backup-link)
 		if [ -L "$a" ]; then

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/relayctl/relayctl/plans"
@@ -317,5 +318,62 @@ func TestAgentChecksReleaseOwnership(t *testing.T) {
 	os.Chown(store, nobody, 0)
 	if r, err := runOps(h, keepOp(filepath.Join(store, "relayd"), sha, body, "0755")); err == nil || !strings.Contains(err.Error(), store+" is not owned by root") {
 		t.Errorf("keep in a store folder of another user: got %v %v, want refused naming it", r, err)
+	}
+}
+
+// A file relayctl replaces keeps its mode and owner through stage, window
+// and rollback: a 0640 config of group nogroup stays 0640 nogroup, never
+// the 0644 a new file gets.
+func TestAgentKeepsModeAndOwner(t *testing.T) {
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	etc := filepath.Join(root, "etc-relay")
+	os.Mkdir(etc, 0o755)
+	target := filepath.Join(etc, "relayd.env")
+	os.WriteFile(target, []byte("SECRET=1\n"), 0o640)
+	os.Chmod(target, 0o640)
+	os.Chown(target, 0, 65534)
+	modeOf := func(p string) (os.FileMode, uint32) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode().Perm(), fi.Sys().(*syscall.Stat_t).Gid
+	}
+	next := []byte("SECRET=2\n")
+	stage := keepOp(target+".relayctl-new", plans.SHA256(string(next)), next, "0644")
+	stage.Args = append(stage.Args, target)
+	if _, err := runOps(h, op("begin", "p", "sha256:x"), stage); err != nil && !strings.Contains(err.Error(), "NEED") {
+		// keep offers first; the bytes follow as keep-data in the same Run.
+		t.Fatal(err)
+	}
+	if m, g := modeOf(target + ".relayctl-new"); m != 0o640 || g != 65534 {
+		t.Errorf("staged file: mode %o gid %d, want 640 65534", m, g)
+	}
+	if _, err := runOps(h, op("backup", target, "backup-config"), op("rename", target+".relayctl-new", target)); err != nil {
+		t.Fatal(err)
+	}
+	if m, g := modeOf(target); m != 0o640 || g != 65534 {
+		t.Errorf("installed file: mode %o gid %d, want 640 65534", m, g)
+	}
+	os.Chmod(target, 0o644) // the window's file differs, so restore must set it back
+	if _, err := runOps(h, op("restore", target, "backup-config")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "SECRET=1\n" {
+		t.Errorf("restored %q", b)
+	}
+	if m, g := modeOf(target); m != 0o640 || g != 65534 {
+		t.Errorf("restored file: mode %o gid %d, want 640 65534", m, g)
+	}
+	// A new file (nothing to take after) gets 0644.
+	fresh := filepath.Join(etc, "new.env")
+	o := keepOp(fresh+".relayctl-new", plans.SHA256("A=1\n"), []byte("A=1\n"), "0644")
+	o.Args = append(o.Args, fresh)
+	if _, err := runOps(h, o); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := modeOf(fresh + ".relayctl-new"); m != 0o644 {
+		t.Errorf("a new file: mode %o, want 644", m)
 	}
 }
