@@ -12,6 +12,7 @@ import (
 // files, the link a symlink, and every program relayctl runs as root
 // (start, stop, handoff) root's alone.
 type checkFolders struct {
+	noStep
 	dirs, files, links, programs []string
 }
 
@@ -41,28 +42,29 @@ func (c checkFolders) describe() plans.Step {
 		Title: "check target folders: root alone can write " + joinWords(c.dirs) + "; the files there are not symlinks"}
 }
 
-func (checkFolders) prepare() []Op { return nil }
-
 func (c checkFolders) do() []Op {
 	var ops []Op
 	for _, d := range c.dirs {
-		ops = append(ops, op("dir", d))
+		ops = append(ops, refusing(op("dir", d)))
 	}
 	for _, f := range c.files {
-		ops = append(ops, op("file-ok", f))
+		ops = append(ops, refusing(op("file-ok", f)))
 	}
 	for _, l := range c.links {
-		ops = append(ops, op("link-ok", l))
+		ops = append(ops, refusing(op("link-ok", l)))
 	}
 	for _, p := range c.programs {
-		ops = append(ops, op("exec-ok", p))
+		ops = append(ops, refusing(op("exec-ok", p)))
 	}
 	return ops
 }
 
-func (checkFolders) undo() []Op                 { return nil }
-func (checkFolders) checks(*checkCtx) []Check   { return nil }
-func (checkFolders) restored(*checkCtx) []Check { return nil }
+// refusing marks a primitive whose failure means nothing was written: the
+// host is refused, not failed.
+func refusing(o Op) Op {
+	o.refuses = true
+	return o
+}
 
 func joinWords(w []string) string {
 	seen := map[string]bool{}

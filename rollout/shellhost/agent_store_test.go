@@ -1,4 +1,4 @@
-package rollout
+package shellhost
 
 // agent.sh's keep, fetch and place-release, run here as root through
 // ShellHost: the release store by content, data sent only on request, and
