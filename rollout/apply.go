@@ -69,6 +69,7 @@ type ApplyOptions struct {
 	LiveWidth    int                // its columns
 	StageOnly    bool               // stop each host after its stage (relayctl stage)
 	FetchTimeout time.Duration      // a host's fetch of a url release
+	Approval     *Approval          // how the caller decided the plan may run, for the receipt
 }
 
 // StepRecord is one step as it ran.
@@ -139,7 +140,8 @@ type Report struct {
 	Hosts    []*HostResult `json:"hosts"`
 	Run      int           `json:"run,omitempty"` // 1, then one more per apply --resume
 	Waves    []*WaveResult `json:"waves,omitempty"`
-	Stopped  string        `json:"stopped,omitempty"` // why hosts were left not started
+	Stopped  string        `json:"stopped,omitempty"`  // why hosts were left not started
+	Approval *Approval     `json:"approval,omitempty"` // ApplyOptions.Approval
 }
 
 // Succeeded is true when every host is applied or unchanged (or staged,
