@@ -816,6 +816,20 @@ func (s Service) Plan() PlanService {
 	return PlanService(s)
 }
 
+// Programs are the programs relayctl runs as root for this service
+// (start, stop, handoff: each command's first word), each once. Whoever
+// can change one of them is root on the host, so apply vets every one
+// (rollout's check-folders) before it writes or runs anything.
+func (s PlanService) Programs() []string {
+	var out []string
+	for _, argv := range [][]string{s.Start, s.Stop, s.Handoff} {
+		if len(argv) > 0 && !slices.Contains(out, argv[0]) {
+			out = append(out, argv[0])
+		}
+	}
+	return out
+}
+
 // Changes reports whether any host has something to do.
 func (p *Plan) Changes() bool {
 	for _, h := range p.Hosts {

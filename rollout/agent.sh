@@ -34,19 +34,22 @@
 #   rename FROM TO           atomic rename in one folder
 #   remove PATH              unlink PATH (never what it points at)
 #   link PATH TARGET         PATH becomes a symlink to TARGET: new link, rename
-#   keep PATH SHA256 SIZE MODE   PATH holds those bytes: VAL kept when it already
-#                            does (a regular file only root can change), else NEED
-#   keep-data PATH SHA256 SIZE MODE   the same with the SIZE bytes following:
+#   keep PATH SHA256 SIZE MODE [LIKE]   PATH holds those bytes: VAL kept when it
+#                            already does (a regular file only root can change),
+#                            else NEED; with LIKE, PATH gets the mode and owner
+#                            of the file LIKE when there is one (mode_like)
+#   keep-data PATH SHA256 SIZE MODE [LIKE]   the same with the SIZE bytes following:
 #                            written through a temp file and a rename, sha256
 #                            checked, VAL sent SIZE (VAL kept, the bytes dropped,
 #                            if PATH holds them already)
 #   fetch PATH SHA256 URL MAXSIZE TIMEOUT   the same, but the host fetches URL
-#                            itself (curl, else wget), at most MAXSIZE bytes in
-#                            TIMEOUT seconds: VAL kept or VAL fetched SIZE
+#                            itself (curl, else wget; fetch_url), at most MAXSIZE
+#                            bytes in TIMEOUT seconds: VAL kept or VAL fetched SIZE
 #   place-release DIR FILE SHA256   DIR/relayd copied from FILE, sha256 checked on the host
-#   check-release DIR SHA256 DIR/relayd has that sha256
+#   check-release DIR SHA256 DIR/relayd has that sha256, and DIR is root's alone
+#                            all the way down (release_ok)
 #   backup PATH NAME         keep PATH's content (or its absence) for restore
-#   restore PATH NAME        put back what backup kept
+#   restore PATH NAME        put back what backup kept, with its mode and owner
 #   backup-link PATH NAME / restore-link PATH NAME   the same for a symlink
 #   sysctl KEY VALUE [WANT]  write /proc/sys/KEY; VAL is what it reads back, ERR if
 #                            that is not WANT (blanks squeezed, as tune.Equal)
@@ -205,6 +208,30 @@ safe_dir_careful() {
 	return 0
 }
 
+# release_ok DIR: DIR is a release folder that root alone can change, all
+# the way down: DIR and every folder above it (safe_dir), and every file and
+# folder in it owned by root, writable by nobody else, and no symlink among
+# them. Whoever could change a release after its sha256 was checked would
+# run as root when the service starts it. Prints the reason when it fails.
+release_ok() {
+	if [ -L "$1" ] || [ ! -d "$1" ]; then
+		echo "$1 is not a folder"
+		return 1
+	fi
+	safe_dir "$1" || return 1
+	bad_=$(find "$1" -mindepth 1 \( -type l -o ! -user 0 -o -perm /022 \) -print -quit 2>&1) || {
+		echo "cannot read $1: $bad_"
+		return 1
+	}
+	[ -z "$bad_" ] && return 0
+	if [ -L "$bad_" ]; then
+		echo "$bad_ is a symlink; a release holds only root's own files and folders"
+	else
+		echo "$bad_ is not owned by root or is writable by its group or others: whoever can change it would run as root"
+	fi
+	return 1
+}
+
 # sha256_of FILE [SIZE]: the file's sha256 in hex (nothing, and false, if
 # it cannot be read). openssl uses the CPU's SHA instructions and coreutils'
 # sha256sum does not: 17 ms against 82 ms for a 9 MB release on the lab
@@ -262,14 +289,74 @@ take() {
 	read_n "$1" | { { cat >"$2"; } 2>&1 || { cat >/dev/null; false; }; }
 }
 
-# put FROM PATH MODE: write FROM's content as PATH through a fresh temp
-# file in PATH's folder and a rename, which replaces PATH itself (a symlink
-# there is replaced, never followed).
+# capped MAX FILE: at most MAX bytes of stdin into FILE; rc 3 when there
+# was more (then FILE holds MAX bytes and the rest is left unread, so the
+# writer fails on its next write and stops). The cap holds whatever the
+# server says: curl 7.88 ignores --max-filesize when a response has no
+# Content-Length, and wget has no cap at all.
+capped() {
+	read_n "$1" >"$2" || return 1
+	[ "$(read_n 1 | wc -c)" -eq 0 ] || return 3
+}
+
+# fetch_url URL MAX SECS FILE: fetch URL into FILE, at most MAX bytes in
+# SECS seconds, http and https only (redirects too), no URL globbing. Sets
+# rc (0 when FILE holds the whole body) and out (the fetcher's words).
+# wget cannot be held to http(s) across a redirect (it follows one to
+# ftp://), so with wget a redirect is refused: give the final url, or
+# install curl.
+fetch_url() {
+	fu_rc=$4.rc
+	if command -v curl >/dev/null 2>&1; then
+		out=$({ { curl -fsS -L -g --proto =http,https --proto-redir =http,https --max-redirs 5 \
+			--connect-timeout "$3" --max-time "$3" --max-filesize "$2" -o - --url "$1" 2>&3 </dev/null 9>&-
+			echo $? >"$fu_rc"; } | capped "$2" "$4"; } 3>&1)
+		rc=$?
+		fetcher=curl
+	elif command -v wget >/dev/null 2>&1; then
+		out=$({ { timeout "$3" wget -q --max-redirect=0 -O - -- "$1" 2>&3 </dev/null 9>&-
+			echo $? >"$fu_rc"; } | capped "$2" "$4"; } 3>&1)
+		rc=$?
+		fetcher=wget
+	else
+		out="no curl or wget on the host" rc=127
+		return
+	fi
+	frc=$(cat -- "$fu_rc" 2>/dev/null)
+	rm -f -- "$fu_rc"
+	if [ "$rc" = 3 ]; then
+		out="more than $2 bytes (the cap); stopped there"
+		return
+	fi
+	[ "$rc" = 0 ] || { out="cannot write the file: $out"; return; }
+	rc=${frc:-1}
+	case $fetcher:$rc in
+	wget:124) out="timed out after $3 seconds" ;;
+	wget:0) ;;
+	wget:*) out="wget exit $rc (a redirect is refused with wget; give the release's final url, or install curl)${out:+: $out}" ;;
+	esac
+}
+
+# mode_like REF FILE: FILE gets REF's mode and owner when REF is a regular
+# file (not a symlink): a file relayctl replaces keeps its mode and owner, so
+# a 0600 config holding a secret stays 0600. stat -c and numeric chmod and
+# chown work with GNU coreutils and busybox alike.
+mode_like() {
+	[ -f "$1" ] && [ ! -L "$1" ] || return 0
+	ml_=$(stat -c '%a %u %g' -- "$1") || return 1
+	set -- "$2" $ml_
+	chmod "$2" -- "$1" && chown "$3:$4" -- "$1"
+}
+
+# put FROM PATH MODE [REF]: write FROM's content as PATH through a fresh
+# temp file in PATH's folder and a rename, which replaces PATH itself (a
+# symlink there is replaced, never followed); with REF, PATH gets REF's
+# mode and owner (mode_like) instead of MODE.
 put() {
 	d=$(parent "$2")
 	why=$(safe_dir "$d") || { echo "$why"; return 1; }
 	t=$(fresh_temp "$d") || return 1
-	if cat -- "$1" >"$t" && chmod "$3" -- "$t" && mv -fT -- "$t" "$2"; then return 0; fi
+	if cat -- "$1" >"$t" && chmod "$3" -- "$t" && mode_like "${4:-}" "$t" && mv -fT -- "$t" "$2"; then return 0; fi
 	rm -f -- "$t"
 	return 1
 }
@@ -452,8 +539,19 @@ EOF
 		if [ -L "$a" ]; then err "$a is a symlink; relayctl writes no file through or over a symlink"; continue; fi
 		size_hint=
 		[ "$op" = fetch ] || size_hint=$c
+		# Bytes are trusted only in a folder root alone can change: in
+		# any other, their owner could swap them after the check.
+		dir=$(parent "$a")
+		if ! why=$(safe_dir "$dir"); then
+			[ "$op" = keep-data ] && read_n "$c" >/dev/null
+			err "$why"
+			continue
+		fi
+		like=
+		[ "$op" = fetch ] || like=$e
 		if [ -f "$a" ] && owned_by_root_only "$a" && [ "$(sha256_of "$a" "$size_hint")" = "$b" ]; then
 			[ "$op" = keep-data ] && read_n "$c" >/dev/null
+			if ! out=$(mode_like "$like" "$a" 2>&1); then err "set the mode of $a like $like: $out"; continue; fi
 			val kept
 			continue
 		fi
@@ -462,12 +560,6 @@ EOF
 			# not. The rest of the batch waits for them (keep-data).
 			skipping=1
 			printf 'NEED\n'
-			continue
-		fi
-		dir=$(parent "$a")
-		if ! why=$(safe_dir "$dir"); then
-			[ "$op" = keep-data ] && read_n "$c" >/dev/null
-			err "$why"
 			continue
 		fi
 		if ! t=$(fresh_temp "$dir"); then
@@ -484,17 +576,7 @@ EOF
 			max=$c mode=$d how=sent
 		else
 			max=$d mode=0755 how=fetched
-			if command -v curl >/dev/null 2>&1; then
-				out=$(curl -fsS -L --proto =http,https --proto-redir =http,https --max-redirs 5 \
-					--connect-timeout "$e" --max-time "$e" --max-filesize "$d" -o "$t" --url "$c" 2>&1 </dev/null 9>&-)
-				rc=$?
-			elif command -v wget >/dev/null 2>&1; then
-				out=$(timeout "$e" wget -q --max-redirect=5 -O "$t" -- "$c" 2>&1 </dev/null 9>&-)
-				rc=$?
-				[ "$rc" = 124 ] && out="timed out after $e seconds"
-			else
-				out="no curl or wget on the host" rc=127
-			fi
+			fetch_url "$c" "$d" "$e" "$t"
 			if [ "$rc" != 0 ]; then
 				rm -f -- "$t"
 				err "fetch $c: $(printf '%s' "$out" | tail -c 300) (nothing was written)"
@@ -518,7 +600,7 @@ EOF
 			if [ "$how" = fetched ]; then err "the file fetched from $c has sha256 $sum, want $b (nothing was written)"; else err "the bytes received for $a have sha256 $sum, want $b"; fi
 			continue
 		fi
-		if out=$(chmod "$mode" -- "$t" 2>&1 && mv -fT -- "$t" "$a" 2>&1); then val "$how $got"; else
+		if out=$(chmod "$mode" -- "$t" 2>&1 && mode_like "$like" "$t" 2>&1 && mv -fT -- "$t" "$a" 2>&1); then val "$how $got"; else
 			rm -f -- "$t"
 			err "write $a: $out"
 		fi
@@ -541,6 +623,7 @@ EOF
 		if out=$(rm -rf -- "$a" 2>&1 && mv -T -- "$new" "$a" 2>&1); then ok; else err "install release folder $a: $out"; fi
 		;;
 	check-release)
+		if ! why=$(release_ok "$a"); then err "$why"; continue; fi
 		sum=$(sha256_of "$a/relayd")
 		if [ "$sum" = "$b" ]; then ok; else err "the release already in $a has sha256 ${sum:-none}, want $b"; fi
 		;;
@@ -548,7 +631,7 @@ EOF
 		if [ -L "$a" ]; then
 			err "$a is a symlink; relayctl writes no file through or over a symlink"
 		elif [ -f "$a" ]; then
-			if out=$(cp -- "$a" "$stage/$b" 2>&1); then ok; else err "back up $a: $out"; fi
+			if out=$(cp -p -- "$a" "$stage/$b" 2>&1); then ok; else err "back up $a: $out"; fi
 		else
 			: >"$stage/$b.absent"
 			ok
@@ -557,7 +640,7 @@ EOF
 	restore)
 		if [ -e "$stage/$b.absent" ]; then
 			if out=$(rm -f -- "$a" 2>&1); then ok; else err "remove $a: $out"; fi
-		elif out=$(put "$stage/$b" "$a" 0644 2>&1); then ok; else err "restore $a: $out"; fi
+		elif out=$(put "$stage/$b" "$a" 0644 "$stage/$b" 2>&1); then ok; else err "restore $a: $out"; fi
 		;;
 	backup-link)
 		if [ -L "$a" ]; then

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/relayctl/relayctl/plans"
@@ -267,5 +268,112 @@ func TestHostileValuesNeverReachTheAgent(t *testing.T) {
 	}
 	if _, err := os.Stat(victim); !os.IsNotExist(err) {
 		t.Errorf("the clean remove did not run: %v", err)
+	}
+}
+
+// A release is trusted only when root alone can change it, all the way
+// down: a folder or file of another user's, a group-writable file or a
+// symlink inside refuses it even when its relayd has the planned sha256.
+// Bytes in the store are never "kept" in a folder another user owns.
+func TestAgentChecksReleaseOwnership(t *testing.T) {
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	rel := filepath.Join(root, "releases", "1.8.0")
+	os.MkdirAll(rel, 0o755)
+	body := []byte("#!/bin/sh\n")
+	os.WriteFile(filepath.Join(rel, "relayd"), body, 0o755)
+	sha := plans.SHA256(string(body))
+	if _, err := runOps(h, op("check-release", rel, sha)); err != nil {
+		t.Fatalf("a release root owns: %v", err)
+	}
+	nobody := 65534
+	for _, c := range []struct {
+		name        string
+		plant, undo func()
+		want        string
+	}{
+		{"folder of another user", func() { os.Chown(rel, nobody, 0) }, func() { os.Chown(rel, 0, 0) }, rel + " is not owned by root"},
+		{"binary of another user", func() { os.Chown(filepath.Join(rel, "relayd"), nobody, 0) }, func() { os.Chown(filepath.Join(rel, "relayd"), 0, 0) },
+			filepath.Join(rel, "relayd") + " is not owned by root"},
+		{"group-writable file", func() {
+			os.WriteFile(filepath.Join(rel, "lib.so"), body, 0o664)
+			os.Chmod(filepath.Join(rel, "lib.so"), 0o664)
+		},
+			func() { os.Remove(filepath.Join(rel, "lib.so")) }, filepath.Join(rel, "lib.so") + " is not owned by root or is writable"},
+		{"symlink inside", func() { os.Symlink("/tmp", filepath.Join(rel, "lib")) }, func() { os.Remove(filepath.Join(rel, "lib")) },
+			filepath.Join(rel, "lib") + " is a symlink"},
+		{"parent of another user", func() { os.Chown(filepath.Dir(rel), nobody, 0) }, func() { os.Chown(filepath.Dir(rel), 0, 0) },
+			filepath.Dir(rel) + " is not owned by root"},
+	} {
+		c.plant()
+		if _, err := runOps(h, op("check-release", rel, sha)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want refused with %q", c.name, err, c.want)
+		}
+		c.undo()
+	}
+
+	store := filepath.Join(root, "releases", ".sha256", sha)
+	os.MkdirAll(store, 0o755)
+	os.WriteFile(filepath.Join(store, "relayd"), body, 0o755)
+	os.Chown(store, nobody, 0)
+	if r, err := runOps(h, keepOp(filepath.Join(store, "relayd"), sha, body, "0755")); err == nil || !strings.Contains(err.Error(), store+" is not owned by root") {
+		t.Errorf("keep in a store folder of another user: got %v %v, want refused naming it", r, err)
+	}
+}
+
+// A file relayctl replaces keeps its mode and owner through stage, window
+// and rollback: a 0640 config of group nogroup stays 0640 nogroup, never
+// the 0644 a new file gets.
+func TestAgentKeepsModeAndOwner(t *testing.T) {
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	etc := filepath.Join(root, "etc-relay")
+	os.Mkdir(etc, 0o755)
+	target := filepath.Join(etc, "relayd.env")
+	os.WriteFile(target, []byte("SECRET=1\n"), 0o640)
+	os.Chmod(target, 0o640)
+	os.Chown(target, 0, 65534)
+	modeOf := func(p string) (os.FileMode, uint32) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode().Perm(), fi.Sys().(*syscall.Stat_t).Gid
+	}
+	next := []byte("SECRET=2\n")
+	stage := keepOp(target+".relayctl-new", plans.SHA256(string(next)), next, "0644")
+	stage.Args = append(stage.Args, target)
+	if _, err := runOps(h, op("begin", "p", "sha256:x"), stage); err != nil && !strings.Contains(err.Error(), "NEED") {
+		// keep offers first; the bytes follow as keep-data in the same Run.
+		t.Fatal(err)
+	}
+	if m, g := modeOf(target + ".relayctl-new"); m != 0o640 || g != 65534 {
+		t.Errorf("staged file: mode %o gid %d, want 640 65534", m, g)
+	}
+	if _, err := runOps(h, op("backup", target, "backup-config"), op("rename", target+".relayctl-new", target)); err != nil {
+		t.Fatal(err)
+	}
+	if m, g := modeOf(target); m != 0o640 || g != 65534 {
+		t.Errorf("installed file: mode %o gid %d, want 640 65534", m, g)
+	}
+	os.Chmod(target, 0o644) // the window's file differs, so restore must set it back
+	if _, err := runOps(h, op("restore", target, "backup-config")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "SECRET=1\n" {
+		t.Errorf("restored %q", b)
+	}
+	if m, g := modeOf(target); m != 0o640 || g != 65534 {
+		t.Errorf("restored file: mode %o gid %d, want 640 65534", m, g)
+	}
+	// A new file (nothing to take after) gets 0644.
+	fresh := filepath.Join(etc, "new.env")
+	o := keepOp(fresh+".relayctl-new", plans.SHA256("A=1\n"), []byte("A=1\n"), "0644")
+	o.Args = append(o.Args, fresh)
+	if _, err := runOps(h, o); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := modeOf(fresh + ".relayctl-new"); m != 0o644 {
+		t.Errorf("a new file: mode %o, want 644", m)
 	}
 }

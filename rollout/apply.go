@@ -437,9 +437,10 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 	err = hr.stage(ctx, st)
 	end()
 	if err != nil {
-		// Folders others can write, or a symlink where a file goes: the
-		// host is refused before anything is written.
-		if n := len(hr.res.Steps); n > 0 && hr.res.Steps[n-1].Kind == KindCheckFolders {
+		// Folders others can write, a symlink where a file goes, or a
+		// release already there that is not root's alone or not the
+		// reviewed bytes: the host is refused before anything is written.
+		if n := len(hr.res.Steps); n > 0 && (hr.res.Steps[n-1].Kind == KindCheckFolders || hr.res.Steps[n-1].Kind == KindCheckRelease) {
 			return hr.end(Refused, StateAsWas, err.Error()+" (nothing was written)")
 		}
 		// A release the host could not fetch, or whose sha256 is not the

@@ -155,7 +155,7 @@ func TestApplyWindowAndRollbackOrder(t *testing.T) {
 		t.Fatalf("got %s: %s", rep.Hosts[0].Outcome, rep.Hosts[0].Reason)
 	}
 	got := strings.Join(kinds(sims[0].Ops), " ")
-	want := "begin dir dir dir dir file-ok file-ok file-ok file-ok link-ok exec-ok exec-ok keep place-release keep keep backup backup-link backup " +
+	want := "begin dir dir dir dir dir file-ok file-ok file-ok file-ok link-ok exec-ok keep place-release keep keep backup backup-link backup " +
 		"sysctl rename link rename restart " +
 		"restore restore-link restore sysctl restart " +
 		"commit"

@@ -9,7 +9,8 @@ import (
 // checkFolders: before anything is written, every folder relayctl writes in
 // must belong to root and be writable by root alone (so nobody can plant a
 // symlink or swap a staged file), the files it replaces must be regular
-// files, the link a symlink, and the service's programs root's alone.
+// files, the link a symlink, and every program relayctl runs as root
+// (start, stop, handoff) root's alone.
 type checkFolders struct {
 	dirs, files, links, programs []string
 }
@@ -20,8 +21,13 @@ func newCheckFolders(p *plans.Plan, h *plans.HostPlan) checkFolders {
 		files: []string{p.Paths.SysctlFile, p.Paths.RelayConfig, p.Paths.SysctlFile + ".relayctl-new", p.Paths.RelayConfig + ".relayctl-new"},
 		links: []string{p.Paths.Current},
 	}
-	if s := p.Relay.Service; s.Manager == "command" {
-		c.programs = []string{s.Start[0], s.Stop[0]}
+	c.programs = p.Relay.Service.Programs()
+	if h.Release.Action != plans.ReleaseKeep {
+		// A release arrives in the store first (store.go): bytes there are
+		// trusted only in folders root alone can change. The store itself
+		// is vetted whether or not this host still needs the bytes, so a
+		// host staged ahead takes the same steps as the plan.
+		c.dirs = append(c.dirs, storeDir(p))
 	}
 	if u := h.UnitDropIn; u != nil && u.Change {
 		c.dirs = append(c.dirs, path.Dir(u.Path))

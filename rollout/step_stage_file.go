@@ -17,7 +17,11 @@ func (s stageFile) describe() plans.Step {
 func (stageFile) prepare() []Op { return nil }
 
 func (s stageFile) do() []Op {
-	return []Op{keepOp(s.path+".relayctl-new", plans.SHA256(s.content), []byte(s.content), "0644")}
+	// The staged file takes the mode and owner of the file it will
+	// replace (a 0600 config holding a secret stays 0600); 0644 when new.
+	o := keepOp(s.path+".relayctl-new", plans.SHA256(s.content), []byte(s.content), "0644")
+	o.Args = append(o.Args, s.path)
+	return []Op{o}
 }
 
 func (stageFile) undo() []Op                 { return nil }
