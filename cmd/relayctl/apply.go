@@ -75,6 +75,7 @@ Examples:
    relayctl apply fleet.plan --waves 1,5,25%,100% --max-failures 2 --max-unreachable 5%
    relayctl apply fleet.plan --resume              # after a stop or an interrupt
    relayctl apply ashburn.plan --require-approval ~/.config/relayctl/allowed_signers
+   relayctl apply ashburn.plan --skip-approval "outage 4711"   # unsigned although approval is configured: recorded
    relayctl apply ashburn.plan --checksum sha256:4f1c...   # pinned from ashburn.plan.md
    relayctl apply ashburn.plan --ignore-window     # an emergency outside the window`,
 		Flags: append([]cli.Flag{

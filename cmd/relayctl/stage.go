@@ -45,7 +45,8 @@ Exit status: 0 every host staged (or already as planned), 1 otherwise.
 Examples:
    relayctl stage fleet.plan --parallel 20       # the day before
    relayctl apply fleet.plan                     # in the window
-   relayctl apply fleet.plan --stage-only        # the same as relayctl stage`,
+   relayctl apply fleet.plan --stage-only        # the same as relayctl stage
+   relayctl stage fleet.plan --skip-approval "staging before review"   # recorded in PLAN.stage.json`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "artifact", Usage: "the release `FILE` (default: the spec's artifact, relative to the spec as recorded in the plan); its sha256 must match the plan"},
 			&cli.BoolFlag{Name: "break-lock", Usage: "take a host lock that a dead run left behind (after checking the host)"},
