@@ -37,6 +37,7 @@ type ApplyOptions struct {
 	LiveWidth    int                // its columns
 	StageOnly    bool               // stop each host after its stage (relayctl stage)
 	FetchTimeout time.Duration      // a host's fetch of a url release
+	Approval     *Approval          // how the caller decided the plan may run, for the receipt
 }
 
 // CheckPlan is everything apply and verify check in a plan file before

@@ -102,7 +102,8 @@ type Report struct {
 	Hosts    []*HostResult `json:"hosts"`
 	Run      int           `json:"run,omitempty"` // 1, then one more per apply --resume
 	Waves    []*WaveResult `json:"waves,omitempty"`
-	Stopped  string        `json:"stopped,omitempty"` // why hosts were left not started
+	Stopped  string        `json:"stopped,omitempty"`  // why hosts were left not started
+	Approval *Approval     `json:"approval,omitempty"` // ApplyOptions.Approval
 }
 
 // Succeeded is true when every host is applied or unchanged (or staged,
