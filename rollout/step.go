@@ -209,5 +209,4 @@ func short12(s string) string {
 	return s
 }
 
-
 func titlef(format string, a ...any) string { return fmt.Sprintf(format, a...) }
