@@ -110,7 +110,11 @@ func (b *builder) addChild(parent, child *group, line int) {
 		}
 	}
 	if path := pathUp(parent, child); path != nil {
-		b.fail(line, "making %s a child of %s creates a loop (%s); remove one of these children entries", child.name, parent.name, strings.Join(path, " → "))
+		for i, j := 0, len(path)-1; i < j; i, j = i+1, j-1 {
+			path[i], path[j] = path[j], path[i]
+		}
+		b.fail(line, "making %s a child of %s creates a loop: %s is already under %s (%s); remove one of these children entries",
+			child.name, parent.name, parent.name, child.name, strings.Join(path, " → "))
 		return
 	}
 	parent.children = append(parent.children, child)

@@ -34,6 +34,9 @@ var (
 // ok is false when Ansible does not recognise the form; it then takes the
 // whole string as the name, with no port.
 func splitHostPort(s string) (name, port string, ok bool) {
+	if !strings.Contains(s, ":") {
+		return s, "", true // no port either way; the form only matters for one
+	}
 	addr := s
 	// As in Ansible, both forms are tried in turn, the second on what the
 	// first left.

@@ -73,9 +73,11 @@ func (p *iniParser) line(n int, raw string) {
 		b.fail(n, "a control character; remove it")
 		return
 	}
-	if m := iniSection.FindStringSubmatch(line); m != nil {
-		p.section(n, m[1], m[2])
-		return
+	if line[0] == '[' {
+		if m := iniSection.FindStringSubmatch(line); m != nil {
+			p.section(n, m[1], m[2])
+			return
+		}
 	}
 	if line[0] == '[' && line[len(line)-1] == ']' {
 		b.fail(n, "%s is not a section: write [group], [group:vars] or [group:children], with no spaces inside the brackets", line)

@@ -72,11 +72,28 @@ var (
 		"ansible_ssh_extra_args", "ansible_ssh_args", "ansible_password", "ansible_ssh_pass", "ansible_become",
 		"ansible_become_user", "ansible_become_method", "ansible_become_password", "ansible_ssh_executable"}
 
-	nameRe       = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,252}$`)
-	userRe       = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$`)
-	labelKeyRe   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
-	labelValueRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+	labelKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 )
+
+// word reports whether s is 1 to max bytes of letters, digits and ._-
+// whose first byte is a letter or digit, or also _ when underscore is set.
+// (Regular expressions cost a third of selecting 10,000 hosts.)
+func word(s string, max int, underscore bool) bool {
+	if len(s) == 0 || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && !(c == '_' && (i > 0 || underscore)) && !(i > 0 && (c == '.' || c == '-')) {
+			return false
+		}
+	}
+	return true
+}
+
+func validUser(s string) bool       { return word(s, 64, true) }
+func validLabelValue(s string) bool { return word(s, 63, false) }
 
 // ValidLabelKey checks a label name as a spec gives it: a variable name
 // that is not one of Ansible's own (ansible_…) and does not look like a
@@ -180,7 +197,7 @@ func (s *selector) host(h *host) (Host, bool) {
 	}
 	if v, name, ok := s.first(h, gs, userVars); ok {
 		if text, ok := s.text(h, name, v); ok {
-			if userRe.MatchString(text) {
+			if validUser(text) {
 				out.User = text
 			} else {
 				s.fail(v.Line, "%s: %s %q is not a user name (letters, digits, ._-, not starting with - or .)", h.name, name, text)
@@ -221,7 +238,7 @@ func (s *selector) labels(h *host, gs []*group, out *Host) {
 		if !ok {
 			continue
 		}
-		if !labelValueRe.MatchString(text) {
+		if !validLabelValue(text) {
 			s.fail(v.Line, "%s: label %s is %q; want letters, digits and ._- (at most 63, starting with a letter or digit)", h.name, k, text)
 			continue
 		}
@@ -274,7 +291,7 @@ func describe(v Value) string {
 // validName is a host name or address relayctl passes to ssh: letters,
 // digits and ._- not starting with - or ., or an IP address without a zone.
 func validName(s string) bool {
-	if nameRe.MatchString(s) && !strings.HasPrefix(s, ".") && !strings.Contains(s, "..") {
+	if word(s, 253, true) && !strings.Contains(s, "..") {
 		return true
 	}
 	a, err := netip.ParseAddr(s)

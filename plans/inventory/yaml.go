@@ -197,7 +197,7 @@ func (p *yamlParser) name(k *yaml.Node, what string) (string, bool) {
 	}
 	v := scalarValue(k)
 	if v.Kind != String {
-		p.b.fail(k.Line, "%s name %s is read as a %s, not a string; quote it: %q", what, k.Value, v.Kind, k.Value)
+		p.b.fail(k.Line, "%s name %s is read as %s, not a string; quote it: %q", what, k.Value, withArticle(v.Kind.String()), k.Value)
 		return "", false
 	}
 	if v.Text == "" {
@@ -209,6 +209,28 @@ func (p *yamlParser) name(k *yaml.Node, what string) (string, bool) {
 		return "", false
 	}
 	return v.Text, true
+}
+
+// exampleEntries is what a list under hosts: or children: should have
+// been, for the error that says so.
+func exampleEntries(n *yaml.Node, section string) string {
+	var names []string
+	for _, c := range n.Content {
+		if c.Kind == yaml.ScalarNode && len(names) < 3 {
+			names = append(names, c.Value+": ")
+		}
+	}
+	if len(names) == 0 {
+		names = []string{map[string]string{"hosts": "relay-1.ash", "children": "ash", "vars": "region"}[section] + ": "}
+	}
+	return strings.Join(names, ", ")
+}
+
+func withArticle(s string) string {
+	if strings.ContainsRune("aeiou", rune(s[0])) {
+		return "an " + s
+	}
+	return "a " + s
 }
 
 func kindOfNode(n *yaml.Node) string {
@@ -271,11 +293,11 @@ func (p *yamlParser) group(k, v *yaml.Node, depth int) *group {
 		if isNull(sv) {
 			continue
 		}
-		if sv.Kind == yaml.ScalarNode { // hosts: relay-1 is hosts: {relay-1: }
+		if sv.Kind == yaml.ScalarNode && scalarValue(sv).Kind == String { // hosts: relay-1 is hosts: {relay-1: }
 			sv = &yaml.Node{Kind: yaml.MappingNode, Line: sv.Line, Content: []*yaml.Node{sv, {Kind: yaml.ScalarNode, Tag: "!!null", Line: sv.Line}}}
 		}
 		if sv.Kind != yaml.MappingNode {
-			p.b.fail(sv.Line, "group %s: %s is a mapping, not a %s; write each entry as a key ending in a colon, e.g. %s:\\n  relay-1.ash:", name, section, kindOfNode(sv), section)
+			p.b.fail(sv.Line, "group %s: %s is a mapping, not a %s; end each entry with a colon, e.g. %s: {%s}", name, section, kindOfNode(sv), section, exampleEntries(sv, section))
 			continue
 		}
 		p.section(g, section, sv, depth)
