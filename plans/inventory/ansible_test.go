@@ -29,11 +29,13 @@ type ansibleAnswer struct {
 // host's variables after precedence, its group_names, and the hosts of
 // each pattern. An inventory Ansible refuses must be refused; one named
 // stricter-* is one Ansible accepts (with a warning) and relayctl refuses.
+// DIR/hosts.ini is read with the group_vars/ and host_vars/ beside it.
 func TestAgreesWithAnsible(t *testing.T) {
 	files, _ := filepath.Glob("testdata/ansible/*.ini")
 	yamls, _ := filepath.Glob("testdata/ansible/*.yaml")
-	files = append(files, yamls...)
-	if len(files) < 10 {
+	withVars, _ := filepath.Glob("testdata/ansible/*/hosts.ini")
+	files = append(append(files, yamls...), withVars...)
+	if len(files) < 10 || len(withVars) == 0 {
 		t.Fatalf("found %d inventories under testdata/ansible", len(files))
 	}
 	for _, file := range files {
@@ -52,6 +54,9 @@ func TestAgreesWithAnsible(t *testing.T) {
 				t.Fatal(err)
 			}
 			inv, err := Parse(file, src)
+			if err == nil && filepath.Base(file) == "hosts.ini" {
+				err = inv.ReadVarsDirs(os.DirFS(filepath.Dir(file)))
+			}
 			stricter := strings.HasPrefix(filepath.Base(file), "stricter-")
 			switch {
 			case want.Error != "" || stricter:
@@ -86,6 +91,12 @@ func checkHosts(t *testing.T, inv *Inventory, want ansibleAnswer) {
 	}
 	for _, h := range names {
 		vars, _ := inv.Vars(h)
+		// Select resolves one variable at a time; it must agree with Vars.
+		for k, v := range vars {
+			if got, _ := inv.lookup(inv.hostIndex[h], inv.precedence(inv.hostIndex[h]), k); got != v {
+				t.Errorf("%s: %s: lookup gives %+v, Vars %+v", h, k, got, v)
+			}
+		}
 		for k, av := range want.HostVars[h] {
 			v, ok := vars[k]
 			if !ok {

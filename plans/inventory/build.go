@@ -11,13 +11,14 @@ import (
 // share one model and one set of checks.
 type builder struct {
 	inv   *Inventory
+	file  string // named in errors
 	errs  []*Error
 	abort bool // too many problems or past a limit: stop reading
 }
 
 func newBuilder(file string, f Format) *builder {
 	inv := &Inventory{File: file, Format: f, hostIndex: map[string]*host{}, groupIndex: map[string]*group{}}
-	b := &builder{inv: inv}
+	b := &builder{inv: inv, file: file}
 	inv.all = b.group("all", 0)
 	inv.ungrouped = b.group("ungrouped", 0)
 	b.addChild(inv.all, inv.ungrouped, 0)
@@ -28,17 +29,17 @@ func newBuilder(file string, f Format) *builder {
 // reported at once, up to maxErrors.
 func (b *builder) fail(line int, format string, a ...any) {
 	if len(b.errs) == maxErrors {
-		b.errs = append(b.errs, &Error{File: b.inv.File, Line: line, Msg: "too many problems; fix these first"})
+		b.errs = append(b.errs, &Error{File: b.file, Line: line, Msg: "too many problems; fix these first"})
 		b.abort = true
 		return
 	}
 	if len(b.errs) < maxErrors {
-		b.errs = append(b.errs, &Error{File: b.inv.File, Line: line, Msg: fmt.Sprintf(format, a...)})
+		b.errs = append(b.errs, &Error{File: b.file, Line: line, Msg: fmt.Sprintf(format, a...)})
 	}
 }
 
 func (b *builder) warn(line int, format string, a ...any) {
-	b.inv.Warnings = append(b.inv.Warnings, &Error{File: b.inv.File, Line: line, Msg: fmt.Sprintf(format, a...)})
+	b.inv.Warnings = append(b.inv.Warnings, &Error{File: b.file, Line: line, Msg: fmt.Sprintf(format, a...)})
 }
 
 // group returns the group of that name, making it when it is new.
@@ -292,11 +293,21 @@ func (inv *Inventory) precedence(h *host) []*group {
 	return gs
 }
 
-// lookup is h's variable name after Ansible's precedence: the host's own,
-// else the last group in precedence order that sets it.
+// lookup is h's variable name after Ansible's precedence, highest first:
+// host_vars/ files, the host's own variables in the inventory, group_vars/
+// files of its groups (last in precedence order first), the inventory's
+// group variables (likewise).
 func (inv *Inventory) lookup(h *host, gs []*group, name string) (Value, bool) {
+	if v, ok := h.fileVars[name]; ok {
+		return v, true
+	}
 	if v, ok := h.vars[name]; ok {
 		return v, true
+	}
+	for i := len(gs) - 1; i >= 0; i-- {
+		if v, ok := gs[i].fileVars[name]; ok {
+			return v, true
+		}
 	}
 	for i := len(gs) - 1; i >= 0; i-- {
 		if v, ok := gs[i].vars[name]; ok {
@@ -316,13 +327,21 @@ func (inv *Inventory) Vars(name string) (vars map[string]Value, ok bool) {
 		return nil, false
 	}
 	out := map[string]Value{}
-	for _, g := range inv.precedence(h) {
-		for k, v := range g.vars {
-			out[k] = v
+	gs := inv.precedence(h)
+	for _, layer := range []func(*group) map[string]Value{
+		func(g *group) map[string]Value { return g.vars },
+		func(g *group) map[string]Value { return g.fileVars },
+	} {
+		for _, g := range gs {
+			for k, v := range layer(g) {
+				out[k] = v
+			}
 		}
 	}
-	for k, v := range h.vars {
-		out[k] = v
+	for _, m := range []map[string]Value{h.vars, h.fileVars} {
+		for k, v := range m {
+			out[k] = v
+		}
 	}
 	return out, true
 }

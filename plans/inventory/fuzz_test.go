@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/fstest"
 )
 
 // seeds adds every reference inventory of one extension as a seed.
@@ -70,6 +71,28 @@ func FuzzParseYAML(f *testing.F) {
 		inv, err := ParseYAML("fuzz.yaml", data)
 		if err != nil {
 			return
+		}
+		checkInventory(t, inv)
+	})
+}
+
+func FuzzVarsFile(f *testing.F) {
+	for _, s := range []string{"region: ash\nansible_port: 2200\n", `{"ansible_host": "10.0.0.1"}`, "<<: {a: 1}\nb: &x [1]\nc: *x\n", "$ANSIBLE_VAULT;1.1;AES256\n", "---\n", "- a\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		inv, err := ParseINI("hosts.ini", []byte("[ash]\nrelay-1\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inv.ReadVarsDirs(fstest.MapFS{"group_vars/ash.yml": {Data: data}, "host_vars/relay-1": {Data: data}}); err != nil {
+			return
+		}
+		vars, _ := inv.Vars("relay-1")
+		for k, v := range vars {
+			if v.File != "group_vars/ash.yml" && v.File != "host_vars/relay-1" {
+				t.Fatalf("%s set in %q", k, v.File)
+			}
 		}
 		checkInventory(t, inv)
 	})

@@ -107,7 +107,8 @@ func (k Kind) String() string {
 type Value struct {
 	Kind Kind
 	Text string // the string; the integer in decimal; "true"/"false"; empty for Null and Complex
-	Line int    // where it was set
+	File string // where it was set: a group_vars/ or host_vars/ file, or "" for the inventory file
+	Line int
 }
 
 // Inventory is a parsed inventory file. It is safe for concurrent use.
@@ -129,12 +130,13 @@ type Inventory struct {
 }
 
 type host struct {
-	name   string
-	line   int
-	order  int              // index in Inventory.hosts
-	vars   map[string]Value // the host's own variables
-	direct []*group         // groups the host is listed in, in the order it was added
-	groups map[*group]bool  // direct groups and their ancestors, as Ansible's host.get_groups()
+	name     string
+	line     int
+	order    int              // index in Inventory.hosts
+	vars     map[string]Value // the host's own variables in the inventory file
+	fileVars map[string]Value // from host_vars/ (ReadVarsDirs)
+	direct   []*group         // groups the host is listed in, in the order it was added
+	groups   map[*group]bool  // direct groups and their ancestors, as Ansible's host.get_groups()
 }
 
 type group struct {
@@ -145,9 +147,10 @@ type group struct {
 	hostSet  map[*host]bool
 	children []*group
 	parents  []*group
-	vars     map[string]Value
-	depth    int // longest path from all, as Ansible's Group.depth
-	priority int // ansible_group_priority, 1 by default
+	vars     map[string]Value // set in the inventory file
+	fileVars map[string]Value // from group_vars/ (ReadVarsDirs)
+	depth    int              // longest path from all, as Ansible's Group.depth
+	priority int              // ansible_group_priority, 1 by default
 
 	ancestors map[*group]bool // memo: every group above this one
 	members   bitset          // memo: hosts of this group and of its descendants

@@ -143,7 +143,11 @@ func (inv *Inventory) Select(p *Pattern, opt Options) (*Selection, error) {
 	}
 	for _, name := range unreadVars {
 		if u := s.unread[name]; u != nil {
-			sel.Warnings = append(sel.Warnings, &Error{File: inv.File, Line: u.line, Msg: fmt.Sprintf(
+			file := u.at.File
+			if file == "" {
+				file = inv.File
+			}
+			sel.Warnings = append(sel.Warnings, &Error{File: file, Line: u.at.Line, Msg: fmt.Sprintf(
 				"%s is set for %s and %d more of the selected hosts; relayctl does not read it: it connects with ssh_config, the SSH agent and as root",
 				name, u.first, u.count-1)})
 		}
@@ -161,13 +165,23 @@ type selector struct {
 // unread counts the selected hosts that set a variable relayctl ignores.
 type unread struct {
 	first string
-	line  int
+	at    Value
 	count int
 }
 
+// fail records a problem at the host's line in the inventory.
 func (s *selector) fail(line int, format string, a ...any) {
+	s.failAt(Value{Line: line}, format, a...)
+}
+
+// failAt records a problem where the value v was set.
+func (s *selector) failAt(v Value, format string, a ...any) {
+	file := v.File
+	if file == "" {
+		file = s.inv.File
+	}
 	if len(s.errs) < maxErrors {
-		s.errs = append(s.errs, &Error{File: s.inv.File, Line: line, Msg: fmt.Sprintf(format, a...)})
+		s.errs = append(s.errs, &Error{File: file, Line: v.Line, Msg: fmt.Sprintf(format, a...)})
 	}
 }
 
@@ -184,7 +198,7 @@ func (s *selector) host(h *host) (Host, bool) {
 			if validName(text) {
 				out.Address = text
 			} else {
-				s.fail(v.Line, "%s: %s %q is neither a host name (letters, digits, ._-) nor an IP address", h.name, name, text)
+				s.failAt(v, "%s: %s %q is neither a host name (letters, digits, ._-) nor an IP address", h.name, name, text)
 			}
 		}
 	}
@@ -192,7 +206,7 @@ func (s *selector) host(h *host) (Host, bool) {
 		if port, ok := intOf(v); ok && port >= 1 && port <= 65535 {
 			out.Port = port
 		} else {
-			s.fail(v.Line, "%s: %s is %s; want a TCP port, 1 to 65535", h.name, name, describe(v))
+			s.failAt(v, "%s: %s is %s; want a TCP port, 1 to 65535", h.name, name, describe(v))
 		}
 	}
 	if v, name, ok := s.first(h, gs, userVars); ok {
@@ -200,18 +214,18 @@ func (s *selector) host(h *host) (Host, bool) {
 			if validUser(text) {
 				out.User = text
 			} else {
-				s.fail(v.Line, "%s: %s %q is not a user name (letters, digits, ._-, not starting with - or .)", h.name, name, text)
+				s.failAt(v, "%s: %s %q is not a user name (letters, digits, ._-, not starting with - or .)", h.name, name, text)
 			}
 		}
 	}
 	if v, ok := inv.lookup(h, gs, "ansible_connection"); ok && !(v.Kind == String && sshPlugins[v.Text]) {
-		s.fail(v.Line, "%s: ansible_connection is %s; relayctl reaches hosts over SSH only: leave the host out of the pattern or remove the setting", h.name, describe(v))
+		s.failAt(v, "%s: ansible_connection is %s; relayctl reaches hosts over SSH only: leave the host out of the pattern or remove the setting", h.name, describe(v))
 	}
 	s.labels(h, gs, &out)
 	for _, name := range unreadVars {
 		if v, ok := inv.lookup(h, gs, name); ok {
 			if s.unread[name] == nil {
-				s.unread[name] = &unread{first: h.name, line: v.Line}
+				s.unread[name] = &unread{first: h.name, at: v}
 			}
 			s.unread[name].count++
 		}
@@ -227,11 +241,11 @@ func (s *selector) labels(h *host, gs []*group, out *Host) {
 	for _, k := range s.opt.Labels {
 		v, ok := s.inv.lookup(h, gs, k)
 		if !ok {
-			s.fail(h.line, "%s has no %s; the spec's labels need it on every selected host: set %s=… on the host line, or in the vars of one of its groups (%s)", h.name, k, k, strings.Join(out.Groups, ", "))
+			s.fail(h.line, "%s has no %s; the spec's labels need it on every selected host: set %s=… on the host line, or in the vars of one of its groups (%s), or in group_vars/", h.name, k, k, strings.Join(out.Groups, ", "))
 			continue
 		}
 		if v.Kind == Bool {
-			s.fail(v.Line, "%s: label %s is %s; want a word such as ash (in YAML quote it: Ansible reads yes, no, on and off as booleans)", h.name, k, describe(v))
+			s.failAt(v, "%s: label %s is %s; want a word such as ash (in YAML quote it: Ansible reads yes, no, on and off as booleans)", h.name, k, describe(v))
 			continue
 		}
 		text, ok := s.text(h, k, v)
@@ -239,7 +253,7 @@ func (s *selector) labels(h *host, gs []*group, out *Host) {
 			continue
 		}
 		if !validLabelValue(text) {
-			s.fail(v.Line, "%s: label %s is %q; want letters, digits and ._- (at most 63, starting with a letter or digit)", h.name, k, text)
+			s.failAt(v, "%s: label %s is %q; want letters, digits and ._- (at most 63, starting with a letter or digit)", h.name, k, text)
 			continue
 		}
 		out.Labels[k] = text
@@ -260,10 +274,10 @@ func (s *selector) first(h *host, gs []*group, names []string) (Value, string, b
 func (s *selector) text(h *host, name string, v Value) (string, bool) {
 	switch {
 	case v.Kind != String && v.Kind != Int:
-		s.fail(v.Line, "%s: %s is %s; want a plain value", h.name, name, describe(v))
+		s.failAt(v, "%s: %s is %s; want a plain value", h.name, name, describe(v))
 		return "", false
 	case strings.Contains(v.Text, "{{") || strings.Contains(v.Text, "{%"):
-		s.fail(v.Line, "%s: %s is a Jinja template; relayctl does not evaluate templates: write the value out", h.name, name)
+		s.failAt(v, "%s: %s is a Jinja template; relayctl does not evaluate templates: write the value out", h.name, name)
 		return "", false
 	}
 	return v.Text, true

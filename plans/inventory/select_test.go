@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/fstest"
 )
 
 func selectAll(t *testing.T, file, src, pattern string, labels ...string) (*Selection, error) {
@@ -110,7 +111,7 @@ func TestSelectRefuses(t *testing.T) {
 		{"port list", "h\n[all:vars]\nansible_port=[22]\n", nil, "x.ini:3: h: ansible_port is a list, mapping or other value"},
 		{"connection", "h ansible_connection=local\n", nil, `h: ansible_connection is "local"; relayctl reaches hosts over SSH only`},
 		{"bad name", "h$1\n", nil, `x.ini:1: host "h$1": relayctl names hosts`},
-		{"label missing", "[ash]\nh\n", []string{"region"}, "x.ini:2: h has no region; the spec's labels need it on every selected host: set region=… on the host line, or in the vars of one of its groups (ash)"},
+		{"label missing", "[ash]\nh\n", []string{"region"}, "x.ini:2: h has no region; the spec's labels need it on every selected host: set region=… on the host line, or in the vars of one of its groups (ash), or in group_vars/"},
 		{"label bool", "[ash]\nh region=True\n", []string{"region"}, "h: label region is the boolean true"},
 		{"label text", "[ash]\nh region=\"us east\"\n", []string{"region"}, `h: label region is "us east"; want letters, digits and ._-`},
 		{"label secret", "h\n", []string{"api_token"}, `label "api_token": its name says secret`},
@@ -169,4 +170,81 @@ func TestSelectWarnsUnreadSettings(t *testing.T) {
 			t.Errorf("warning %d: got %q, want %q… without the value", i, w, want[i])
 		}
 	}
+}
+
+func TestSelectVarsDirs(t *testing.T) {
+	inv := mustParse(t, "inv/hosts.ini", "[ash]\nrelay-1 ansible_host=10.0.0.1\nrelay-2\n[ash:vars]\nregion=ash\n")
+	fsys := fstest.MapFS{
+		"group_vars/all.yml":         {Data: []byte("pool: edge\n")},
+		"group_vars/ash/10-a.yml":    {Data: []byte("ansible_user: relay\nansible_port: 2200\n")},
+		"group_vars/ash/20-b.yaml":   {Data: []byte("ansible_port: 2300\n")},
+		"group_vars/ash/vault.yml":   {Data: []byte("$ANSIBLE_VAULT;1.1;AES256\n6162\n")},
+		"host_vars/relay-1":          {Data: []byte(`{"ansible_host": "10.0.0.9", "region": "ash-west"}`)},
+		"host_vars/relay-2.yml":      {Data: []byte("ansible_host: -oProxyCommand=x\n")},
+		"host_vars/unknown-host.yml": {Data: []byte("not: [read\n")}, // no such host: never read
+	}
+	if err := inv.ReadVarsDirs(fsys); err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Warnings) != 1 || !strings.HasPrefix(inv.Warnings[0].Error(), "inv/group_vars/ash/vault.yml: vault-encrypted: relayctl does not read it") {
+		t.Errorf("warnings: %v", inv.Warnings)
+	}
+	p, _ := ParsePattern("ash")
+	_, err := inv.Select(p, Options{Labels: []string{"region", "pool"}})
+	if err == nil || err.Error() != `inv/host_vars/relay-2.yml:1: relay-2: ansible_host "-oProxyCommand=x" is neither a host name (letters, digits, ._-) nor an IP address` {
+		t.Fatalf("got %v, want the bad ansible_host at its file and line", err)
+	}
+	p, _ = ParsePattern("relay-1")
+	sel, err := inv.Select(p, Options{Labels: []string{"region", "pool"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Host{Name: "relay-1", Address: "10.0.0.9", Port: 2300, User: "relay", Labels: map[string]string{"region": "ash-west", "pool": "edge"}, Groups: []string{"ash"}, Line: 2}
+	if !reflect.DeepEqual(sel.Hosts[0], want) {
+		t.Errorf("got %+v, want %+v", sel.Hosts[0], want)
+	}
+}
+
+// Above every group variable of the inventory file, as in Ansible.
+func TestVarsDirsOverInventoryGroupVars(t *testing.T) {
+	inv := mustParse(t, "hosts.ini", "[ash]\nrelay-1\n[ash:vars]\nregion=ash\n")
+	if err := inv.ReadVarsDirs(fstest.MapFS{"group_vars/all.yml": {Data: []byte("region: everywhere\n")}}); err != nil {
+		t.Fatal(err)
+	}
+	sel, err := inv.Select(mustPattern(t, "all"), Options{Labels: []string{"region"}})
+	if err != nil || sel.Hosts[0].Labels["region"] != "everywhere" {
+		t.Errorf("got %v, %v; want region everywhere (group_vars/all over [ash:vars])", sel, err)
+	}
+}
+
+func TestVarsDirsErrors(t *testing.T) {
+	inv := mustParse(t, "d/hosts.ini", "[ash]\nrelay-1\n")
+	err := inv.ReadVarsDirs(fstest.MapFS{
+		"group_vars/ash.yml":     {Data: []byte("- a\n")},
+		"host_vars/relay-1.yaml": {Data: []byte("a: 1\na: 2\n")},
+		"group_vars/all.json":    {Data: []byte("{\"a\": [\n")},
+	})
+	want := []string{
+		"d/group_vars/all.json:1: not valid YAML",
+		"d/group_vars/ash.yml:1: a vars file is a mapping of variables (name: value), not a list",
+		`d/host_vars/relay-1.yaml:2: variable "a" is given twice (first on line 1)`,
+	}
+	var errs Errors
+	if !errors.As(err, &errs) || len(errs) != len(want) {
+		t.Fatalf("got %v", err)
+	}
+	for i, e := range errs {
+		if !strings.HasPrefix(e.Error(), want[i]) {
+			t.Errorf("got %q, want %q…", e, want[i])
+		}
+	}
+}
+
+func mustPattern(t *testing.T, s string) *Pattern {
+	t.Helper()
+	p, err := ParsePattern(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

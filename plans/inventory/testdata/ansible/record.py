@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Record what Ansible itself makes of each inventory in this directory.
 
-For every NAME.ini and NAME.yaml here, writes NAME.ansible.json with:
+For every NAME.ini and NAME.yaml here, and every DIR/hosts.ini or
+DIR/hosts.yaml (an inventory with group_vars/ and host_vars/ beside it),
+writes NAME.ansible.json with:
   ansible      the ansible-core version that answered
   error        Ansible's error when it refuses the inventory (else absent)
   hostvars     each host's variables after precedence (ansible-inventory --list)
@@ -36,7 +38,7 @@ def one(path):
     if res.returncode != 0:
         text = " ".join(res.stderr.split())
         _, _, why = text.partition(" plugin: ")
-        out["error"] = why.partition(" [WARNING]")[0].replace(HERE + "/", "") or text
+        out["error"] = why.partition(" [WARNING]")[0].replace(HERE + "/", "") or text.replace(HERE + "/", "")
         return out
     out["hostvars"] = json.loads(res.stdout)["_meta"]["hostvars"]
     im = InventoryManager(loader=DataLoader(), sources=[path])
@@ -66,7 +68,10 @@ def main():
         sys.exit("record.py: ansible-inventory not found; install ansible-core (apt-get install ansible-core)")
     with open(tool) as f:  # the Python that Ansible itself runs on
         python = f.readline().removeprefix("#!").split()[0]
-    for path in sorted(glob.glob(os.path.join(HERE, "*.ini")) + glob.glob(os.path.join(HERE, "*.yaml"))):
+    paths = glob.glob(os.path.join(HERE, "*.ini")) + glob.glob(os.path.join(HERE, "*.yaml"))
+    # an inventory with group_vars/ and host_vars/ beside it is in its own directory
+    paths += glob.glob(os.path.join(HERE, "*", "hosts.ini")) + glob.glob(os.path.join(HERE, "*", "hosts.yaml"))
+    for path in sorted(paths):
         env = dict(os.environ,
                    ANSIBLE_INVENTORY_ENABLED="ini" if path.endswith(".ini") else "yaml",
                    ANSIBLE_INVENTORY_UNPARSED_FAILED="True",
