@@ -125,6 +125,7 @@ type Inventory struct {
 	groupIndex map[string]*group
 	all        *group
 	ungrouped  *group
+	varsFiles  []VarsFile          // read by ReadVarsDirs
 	mu         sync.Mutex          // guards the memos below and in group
 	varsCache  map[string][]*group // a host's groups in precedence order, by its direct groups
 }

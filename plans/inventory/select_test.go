@@ -189,6 +189,13 @@ func TestSelectVarsDirs(t *testing.T) {
 	if len(inv.Warnings) != 1 || !strings.HasPrefix(inv.Warnings[0].Error(), "inv/group_vars/ash/vault.yml: vault-encrypted: relayctl does not read it") {
 		t.Errorf("warnings: %v", inv.Warnings)
 	}
+	var read []string
+	for _, f := range inv.VarsFiles() {
+		read = append(read, f.Path)
+	}
+	if want := []string{"group_vars/all.yml", "group_vars/ash/10-a.yml", "group_vars/ash/20-b.yaml", "group_vars/ash/vault.yml", "host_vars/relay-1", "host_vars/relay-2.yml"}; !reflect.DeepEqual(read, want) {
+		t.Errorf("files read: got %v, want %v", read, want)
+	}
 	p, _ := ParsePattern("ash")
 	_, err := inv.Select(p, Options{Labels: []string{"region", "pool"}})
 	if err == nil || err.Error() != `inv/host_vars/relay-2.yml:1: relay-2: ansible_host "-oProxyCommand=x" is neither a host name (letters, digits, ._-) nor an IP address` {

@@ -21,6 +21,21 @@ const (
 
 var varsExtensions = []string{"", ".yml", ".yaml", ".json"}
 
+// VarsFile is one file ReadVarsDirs read, with the bytes it read, so that
+// a plan can record what its hosts came from.
+type VarsFile struct {
+	Path string // relative to the inventory's directory, e.g. group_vars/ash.yml
+	Data []byte
+}
+
+// VarsFiles is every file ReadVarsDirs read, vault-encrypted ones
+// included, in the order it read them.
+func (inv *Inventory) VarsFiles() []VarsFile {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return append([]VarsFile(nil), inv.varsFiles...)
+}
+
 // ReadVarsDirs reads the group_vars/ and host_vars/ directories of fsys,
 // the directory the inventory file is in, as Ansible's host_group_vars
 // plugin does: for a group or host NAME, the first of NAME, NAME.yml,
@@ -169,6 +184,7 @@ func (r *varsReader) file(rel string) map[string]Value {
 		r.fail(name, 0, "cannot read it: %v", err)
 		return nil
 	}
+	r.inv.varsFiles = append(r.inv.varsFiles, VarsFile{Path: rel, Data: data})
 	if r.size += len(data); len(data) > MaxSize || r.size > MaxVarsFilesSize {
 		r.fail(name, 0, "group_vars/ and host_vars/ hold more than %d bytes (this file %d); relayctl reads at most %d", MaxVarsFilesSize, len(data), MaxVarsFilesSize)
 		return nil
