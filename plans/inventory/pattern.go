@@ -307,9 +307,8 @@ func globClass(set string) string {
 // word operations, and iterating it gives hosts in inventory order.
 type bitset []uint64
 
-func newBitset(n int) bitset    { return make(bitset, (n+63)/64) }
-func (s bitset) add(i int)      { s[i/64] |= 1 << (i % 64) }
-func (s bitset) has(i int) bool { return s[i/64]&(1<<(i%64)) != 0 }
+func newBitset(n int) bitset { return make(bitset, (n+63)/64) }
+func (s bitset) add(i int)   { s[i/64] |= 1 << (i % 64) }
 func (s bitset) or(t bitset) {
 	for i := range s {
 		s[i] |= t[i]
