@@ -42,19 +42,19 @@ type Sim struct {
 	FailMsg   string        // what the host says when FailOp fails
 	IgnoreRB  bool          // the restarted relay keeps the default buffer
 	DropIn    string        // a primitive kind at which the connection is lost
-	InWindow  chan struct{} // closed when the restart is reached
-	ReleaseIn chan struct{} // the restart waits for it
+	InWindow  chan struct{} `json:"-"` // closed when the restart is reached
+	ReleaseIn chan struct{} `json:"-"` // the restart waits for it
 	// Fetch is what the host gets for a release url (nil: no network).
-	Fetch func(url string) ([]byte, error)
+	Fetch func(url string) ([]byte, error) `json:"-"`
 
 	Restarts int
 	Handoffs int
-	Draining bool         // the relay refuses new lobbies (relay-drain POST)
-	Players  []int        // what /status reports, one reading after another; the last repeats
-	Ops      []rollout.Op // every primitive received, in order
-	Uploaded int          // bytes received
-	Fetched  int          // bytes the host fetched from a url
-	backups  map[string]*string
+	Draining bool               // the relay refuses new lobbies (relay-drain POST)
+	Players  []int              // what /status reports, one reading after another; the last repeats
+	Ops      []rollout.Op       `json:"-"` // every primitive received, in order
+	Uploaded int                // bytes received
+	Fetched  int                // bytes the host fetched from a url
+	Backups  map[string]*string // what backup kept, by name (nil: the file was absent)
 	locked   bool
 	trips    int
 }
@@ -74,7 +74,7 @@ func NewSim(name string) *Sim {
 		RB:       212992,
 		Exe:      "/opt/relay/releases/1.7.0/relayd",
 		Paths:    plans.PlanPaths(plans.DefaultPaths),
-		backups:  map[string]*string{},
+		Backups:  map[string]*string{},
 	}
 }
 
@@ -292,21 +292,21 @@ func (s *Sim) file(o rollout.Op) error {
 		s.Releases[path.Base(a[0])] = true
 	case "backup":
 		if c, ok := s.Files[a[0]]; ok {
-			s.backups[a[1]] = &c
+			s.Backups[a[1]] = &c
 		} else {
-			s.backups[a[1]] = nil
+			s.Backups[a[1]] = nil
 		}
 	case "restore":
-		if c := s.backups[a[1]]; c != nil {
+		if c := s.Backups[a[1]]; c != nil {
 			s.Files[a[0]] = *c
 		} else {
 			delete(s.Files, a[0])
 		}
 	case "backup-link":
 		l := s.Link
-		s.backups[a[1]] = &l
+		s.Backups[a[1]] = &l
 	case "restore-link":
-		l := s.backups[a[1]]
+		l := s.Backups[a[1]]
 		if l == nil {
 			return fmt.Errorf("restore-link %s: nothing backed up as %s", a[0], a[1])
 		}
