@@ -13,7 +13,8 @@ import (
 //
 //	lock        take the host lock (one session for the whole apply)
 //	observe     read the host, in the same round trip as the lock
-//	refusals    an unfinished run's journal, blockers, the window
+//	recover     a journal a dead run left: archived, or its window recovered
+//	refusals    blockers, the window
 //	derive      the host's plan again from its spec and what was observed
 //	stage       everything before the window; nothing in force changes
 //	drain       wait for the relay's players to leave (with a drain gate)
@@ -24,7 +25,7 @@ import (
 //
 // relayctl stage stops after stage, with its own commit.
 func hostPhases(p *plans.Plan, o ApplyOptions) []phase {
-	ph := []phase{lockPhase{}, observePhase{}, refusalsPhase{}, derivePhase{}, stagePhase{}}
+	ph := []phase{lockPhase{}, observePhase{}, recoverPhase{}, refusalsPhase{}, derivePhase{}, stagePhase{}}
 	if o.StageOnly {
 		return append(ph, commitPhase{})
 	}
@@ -76,6 +77,7 @@ type hostRun struct {
 	failure    error        // the window or its read-back failed
 	inWindow   bool         // failure is a window step's (not the read-back's)
 	outcome    Outcome      // Applied or RolledBack, for commit to file
+	rec        *recovery    // a window a dead run left unfinished, being recovered
 	// cut is where the running phase's span ends when that is before the
 	// phase returns (an answer in the same batch as the next phase's).
 	cut time.Time

@@ -27,6 +27,12 @@ const (
 // Outcomes lists every outcome in recap order.
 var Outcomes = []Outcome{Applied, Unchanged, Staged, RolledBack, Failed, Refused, Skipped, Unreachable, NotStarted}
 
+// What became of a window a dead run left unfinished.
+const (
+	RecoveryCompleted  = "completed after a crash"
+	RecoveryRolledBack = "rolled back after a crash"
+)
+
 // Host states after an apply: a failed apply leaves each host as it was or
 // as planned, and says which; anything else is named exactly.
 const (
@@ -54,8 +60,12 @@ type HostAccount struct {
 	State   string        `json:"state"` // as it was, as planned, or what exactly
 	Reason  string        `json:"reason,omitempty"`
 	Drift   []plans.Drift `json:"drift,omitempty"`
-	Journal string        `json:"journal,omitempty"`  // an unfinished run's journal, when that refused us
-	UnitLog string        `json:"unit_log,omitempty"` // systemd's journal of the relay when the window failed
+	Journal string        `json:"journal,omitempty"` // an unfinished run's journal, when that refused us
+	// DeadRun is the owner of a dead run whose lock this run found free
+	// and took; Recovery what became of its unfinished window.
+	DeadRun  string `json:"dead_run,omitempty"`
+	Recovery string `json:"recovery,omitempty"` // RecoveryCompleted, RecoveryRolledBack
+	UnitLog  string `json:"unit_log,omitempty"` // systemd's journal of the relay when the window failed
 	// ExpectedRB is the read-back the plan promises.
 	ExpectedRB   int   `json:"rb_expected"`
 	WindowMillis int64 `json:"window_ms"` // relay stopped → new socket verified, on the host's clock

@@ -17,8 +17,8 @@ import (
 // planned value, the release staged ahead: staged.go).
 type derivePhase struct{}
 
-func (derivePhase) title() string      { return "derive" }
-func (derivePhase) runs(*hostRun) bool { return true }
+func (derivePhase) title() string         { return "derive" }
+func (derivePhase) runs(hr *hostRun) bool { return hr.rec == nil }
 
 func (derivePhase) run(ctx context.Context, hr *hostRun) *ending {
 	p, stored, before := hr.p, hr.stored, hr.res.Before

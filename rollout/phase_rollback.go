@@ -23,7 +23,16 @@ func (rollbackPhase) run(ctx context.Context, hr *hostRun) *ending {
 	}
 	hr.unitLog(ctx, hr.stopped)
 	hr.pr.say(hr.h.Host, "window failed: %v; rolling back", hr.failure)
-	state, err := hr.rollback(ctx, hr.st[:hr.started], hr.inWindow, hr.res.Before)
+	ran, before := hr.st[:hr.started], hr.res.Before
+	if hr.rec != nil {
+		// After a crash: the steps the journal shows begun (and any this run
+		// added), checked against the host as the plan found it.
+		if hr.rec.policy == plans.RecoverRollback {
+			ran = hr.rec.ran
+		}
+		before = plannedBefore(hr.stored)
+	}
+	state, err := hr.rollback(ctx, ran, hr.inWindow, before)
 	if err != nil {
 		return end(Failed, state, "window: "+hr.failure.Error()+"; rollback: "+err.Error())
 	}

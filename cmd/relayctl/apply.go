@@ -81,8 +81,8 @@ Examples:
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "artifact", Usage: "the release `FILE` (default: the spec's artifact, relative to the spec as recorded in the plan); its sha256 must match the plan"},
 			&cli.BoolFlag{Name: "ignore-window", Usage: "apply outside the plan's window"},
-			&cli.BoolFlag{Name: "break-lock", Usage: "take a host lock that a dead run left behind (after checking the host)"},
-			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal (and lock) of a run that stopped in its window, after checking the host, and apply"},
+			&cli.StringFlag{Name: "recover", Usage: "what to do with a window a dead run left unfinished on a host (its journal says how far it got): `complete` it, or `rollback` (default: the plan's rollout.recover, else complete)"},
+			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal of an unfinished run that cannot be recovered with this plan (another plan's, or unreadable), after checking the host, and apply"},
 			&cli.DurationFlag{Name: "verify-timeout", Value: 15 * time.Second, Usage: "how long to wait for the restarted relay to read back as planned"},
 			&cli.DurationFlag{Name: "stable-for", Usage: "how long the restarted relay must keep reading back as planned, the same process, before the host counts as applied (default: 1s under systemd, where Restart= can hide a crash; else one read-back)"},
 			&cli.StringFlag{Name: "waves", Usage: "wave `SIZES`, e.g. 1,5,25%,100%: hosts, or a share of the hosts left; the last repeats (default: the plan's rollout, else 1,100%)"},
@@ -129,7 +129,6 @@ func runApply(c *cli.Context, e *env) error {
 		Parallel:      c.Int("parallel"),
 		Artifact:      artifact,
 		IgnoreWindow:  c.Bool("ignore-window"),
-		BreakLock:     c.Bool("break-lock") || c.Bool("clear-journal"),
 		ClearJournal:  c.Bool("clear-journal"),
 		Owner:         owner(p),
 		Progress:      e.stderr,

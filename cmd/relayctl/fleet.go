@@ -52,6 +52,12 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 			}
 		}
 	}
+	if v := c.String("recover"); v != "" {
+		if err := plans.ValidRecover(v); err != nil {
+			return nil, withHint(fmt.Errorf("--recover: %w", err), "--recover complete (finish a window a dead run left), or --recover rollback (undo it)")
+		}
+		r.Recover = v
+	}
 	run := &fleetRun{rollout: &r}
 	hosts := len(p.Hosts)
 	if c.Bool("resume") {

@@ -23,12 +23,13 @@
 # request up to the sync is answered SKIP (its payload read and dropped),
 # and the sync answers OK and ends the skipping.
 #
-# The first line must be "lock<TAB>OWNER<TAB>MODE": the agent checks that
-# STATE_DIR and every folder above it belong to root and nobody else can
-# write them, then takes the host lock (flock on STATE_DIR/lock) and holds
-# it until it exits, which it does on "unlock" or when relayctl goes away
-# (stdin closes). It answers LOCKED, BUSY <owner>, STALE <owner>
-# [JOURNAL <last line>] or UNSAFE <reason>.
+# The first line must be "lock<TAB>OWNER": the agent checks that STATE_DIR
+# and every folder above it belong to root and nobody else can write them,
+# then takes the host lock (flock on STATE_DIR/lock) and holds it until it
+# exits, which it does on "unlock" or when relayctl goes away (stdin
+# closes). It answers LOCKED, LOCKED <owner of a dead run> (the lock was
+# free, but a run that died left its owner file), BUSY <owner> or UNSAFE
+# <reason>.
 set -u
 LC_ALL=C
 export LC_ALL
@@ -738,7 +739,7 @@ p_unlock() { # remove the owner file and exit
 }
 
 IFS= read -r first || exit 0
-IFS=$tab read -r cmd owner mode <<EOF
+IFS=$tab read -r cmd owner <<EOF
 $first
 EOF
 [ "$cmd" = lock ] || {
@@ -757,16 +758,14 @@ if ! flock -n 9; then
 	printf 'BUSY %s\n' "$(clean "$(head -c 2000 "$state/lock.owner" 2>/dev/null)")"
 	exit 75
 fi
-# The lock is free, but a run that died keeps its owner file: report it.
-if [ -s "$state/lock.owner" ] && [ "$mode" != break ]; then
-	line="STALE $(clean "$(head -c 2000 "$state/lock.owner")")"
-	[ -s "$journal" ] && line="$line${tab}JOURNAL $(clean "$(tail -n 1 "$journal")")"
-	printf '%s\n' "$line"
-	exit 76
-fi
+# The lock is free: whoever held it is gone (flock dies with its process),
+# so it is ours. A run that died leaves its owner file (and its journal,
+# which relayctl reads with the observe behind this request): report it.
+dead=
+[ -s "$state/lock.owner" ] && dead=$(clean "$(head -c 2000 "$state/lock.owner")")
 printf '%s\n' "$owner" >"$state/lock.owner"
 locked=1
-printf 'LOCKED\n'
+if [ -n "$dead" ]; then printf 'LOCKED %s\n' "$dead"; else printf 'LOCKED\n'; fi
 
 skipping=
 while IFS= read -r line; do
