@@ -86,8 +86,8 @@ Examples:
   relayctl bench --relay 127.0.0.1:7788 --control 127.0.0.1:7789 --promise 100 --factor 2 --step-duration 3s
   relayctl bench --relay 127.0.0.1:7788 --control 127.0.0.1:7789 --gate 200 --players 40:480:40`,
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "relay", Usage: "the relay's UDP address, `HOST:PORT`", Required: true},
-			&cli.StringFlag{Name: "control", Usage: "the relay's control plane, `HOST:PORT` or URL (GET /status)", Required: true},
+			&cli.StringFlag{Name: "relay", Usage: "the relay's UDP address, `HOST:PORT`", DefaultText: requiredText},
+			&cli.StringFlag{Name: "control", Usage: "the relay's control plane, `HOST:PORT` or URL (GET /status)", DefaultText: requiredText},
 			&cli.IntFlag{Name: "lobby-size", Value: d.LobbySize, Usage: "players per lobby; each datagram is forwarded to the other lobby-size - 1"},
 			&cli.IntFlag{Name: "packet-size", Value: d.PacketSize, Usage: "datagram size in `BYTES`, the 24-byte header included"},
 			&cli.IntFlag{Name: "hz", Value: d.Hz, Usage: "datagrams per player per second (the tick rate)"},
