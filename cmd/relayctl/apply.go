@@ -24,8 +24,9 @@ func applyCommand(e *env) *cli.Command {
 		Name:      "apply",
 		Usage:     "apply a reviewed plan: one restart window per host, verified by read-back, rolled back on failure",
 		ArgsUsage: "PLAN",
-		Description: `Per host: refuse a stale plan (saying which facts drifted), take the host
-lock, stage the release, config and sysctl drop-in (no effect on the
+		Description: `Per host: take the host lock, then refuse a stale plan (saying which facts
+drifted; read under the lock, so another run's changes are never mistaken
+for drift), stage the release, config and sysctl drop-in (no effect on the
 running relay), then in one window set the sysctls (read back from
 /proc/sys), persist the drop-in, switch the release, put the config in
 place and restart the relay once. The result is read back from the kernel:

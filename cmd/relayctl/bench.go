@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -181,6 +182,9 @@ Examples:
 				var pe *bench.PreflightError
 				if errors.As(err, &pe) {
 					return withHint(pe, pe.Hint)
+				}
+				if errors.Is(err, syscall.ECONNREFUSED) {
+					return withHint(err, fmt.Sprintf("nothing listens at --control %s: start the relay, or give the address its control plane serves /status on (relayd: RELAYD_CONTROL, 127.0.0.1:7789 by default)", cfg.Control))
 				}
 				return err
 			}
