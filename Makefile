@@ -50,6 +50,8 @@ test: lab-deps
 lab-deps:
 	./scripts/lab-deps.sh
 
+# Everything but the lab tests and the tests that drive the real relayd
+# for seconds (both skip under -short: lab.Require). CI runs make test.
 test-unit:
 	$(GO) test -race -short ./...
 

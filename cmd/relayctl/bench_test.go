@@ -30,6 +30,9 @@ import (
 // directory (the build cache makes the second test's builds cheap).
 func buildBenchBins(t *testing.T) (relayctl, relayd string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("drives the real relayd for seconds; skipped under -short (make test runs it)")
+	}
 	dir := t.TempDir()
 	relayctl, relayd = filepath.Join(dir, "relayctl"), filepath.Join(dir, "relayd")
 	for _, b := range []struct{ out, pkg string }{

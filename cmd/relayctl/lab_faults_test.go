@@ -153,6 +153,7 @@ func TestLabReadOnlySysctlIsRefusedBeforeTheWindow(t *testing.T) {
 // buildRelayctl builds the CLI for tests that need a real process (signals).
 func buildRelayctl(t *testing.T) string {
 	t.Helper()
+	lab.Require(t) // only lab tests run a built relayctl: no build to skip
 	out := filepath.Join(t.TempDir(), "relayctl")
 	if b, err := exec.Command("go", "build", "-o", out, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build relayctl: %v\n%s", err, b)

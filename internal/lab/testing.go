@@ -13,10 +13,16 @@ import (
 	"testing"
 )
 
-// Require fails the test when a lab prerequisite is missing and CI=true (a
-// test that skips in CI proves nothing), and skips it otherwise.
+// Require marks a lab test: it skips under go test -short (make
+// test-unit: a lab test starts sshds, relays or a systemd, seconds each),
+// fails when a lab prerequisite is missing and CI=true (a test that skips
+// in CI proves nothing), and skips otherwise. CI runs without -short, so
+// every lab test runs there.
 func Require(t testing.TB) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("lab: a lab test; skipped under -short (make test runs it)")
+	}
 	if err := CheckPrerequisites(); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("lab: %v", err)
