@@ -8,7 +8,10 @@ GO ?= go
 # of one commit build alike), the version stamped. The same commit and Go
 # toolchain give the same sha256 on any machine, so a reviewer can rebuild
 # bin/relayd and check a plan's sha256 (cmd/relayd/reproducible_test.go;
-# internal/lab.BuildFlags are the same flags).
+# internal/lab.BuildFlags are the same flags). relayd's version is stamped
+# twice, as main.Version and as its marker (relay/capability.VersionFlags),
+# which relayctl validate and plan read from the bytes to check a spec's
+# relay.release.version.
 GOBUILD = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false
 # make install PREFIX=/usr/local (DESTDIR for packaging).
 PREFIX ?= /usr/local
@@ -18,7 +21,7 @@ DESTDIR ?=
 
 build:
 	$(GOBUILD) -ldflags "-s -w -X main.Version=$(VERSION)" -o bin/relayctl ./cmd/relayctl
-	$(GOBUILD) -ldflags "-s -w -X main.Version=$(RELAY_VERSION)" -o bin/relayd ./cmd/relayd
+	$(GOBUILD) -ldflags "-s -w -X main.Version=$(RELAY_VERSION) -X main.versionMarker=relayd-version:$(RELAY_VERSION)" -o bin/relayd ./cmd/relayd
 	$(GOBUILD) -ldflags "-s -w" -o bin/relaylab ./internal/cmd/relaylab
 	@cd bin && sha256sum relayctl relayd
 

@@ -30,7 +30,7 @@ STEP=${STEP:-3s}
 demo_start demo-bench "${DEMO_DIR:-demo-bench}"
 
 say "One lab host, relayd 1.7.0 in the machine's network namespace"
-./bin/relaylab up --dir "$dir/lab" --hosts 1 --no-relay-netns --relayd "$dir/relayd-1.7.0" --relay-version 1.7.0
+lab_up --dir "$dir/lab" --hosts 1 --no-relay-netns --relayd "$dir/relayd-1.7.0" --relay-version 1.7.0
 
 say "Before: the relay socket"
 ./bin/relaylab exec --dir "$dir/lab" lab-1 -- ss -H -O -u -l -n -m 'sport = :7788'

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/relayctl/relayctl/relay/capability"
 )
 
 // Require marks a lab test: it skips under go test -short (make
@@ -128,10 +130,11 @@ func BuildRelaydTo(ctx context.Context, version, out string) error {
 
 // BuildFlags are the go build flags of a release, as the Makefile's build
 // target passes them: no file system paths in the binary (-trimpath), no
-// symbol table or DWARF (-s -w), the version stamped. With CGO_ENABLED=0
-// the same commit builds the same bytes on any machine.
+// symbol table or DWARF (-s -w), the version stamped with its marker
+// (capability.VersionFlags), which relayctl reads from the bytes. With
+// CGO_ENABLED=0 the same commit builds the same bytes on any machine.
 func BuildFlags(version string) []string {
-	return []string{"-trimpath", "-buildvcs=false", "-ldflags", "-s -w -X main.Version=" + version}
+	return []string{"-trimpath", "-buildvcs=false", "-ldflags", "-s -w " + capability.VersionFlags(version)}
 }
 
 // FreePort is a port number free for UDP and TCP both on 127.0.0.1 now: a
