@@ -149,6 +149,7 @@ func runFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 
 	pr := newProgress(o, len(todo), len(rules.sizes))
 	defer pr.finish()
+	defer context.AfterFunc(ctx, pr.interrupted)() // says at once what an interrupt does
 
 	var (
 		mu      sync.Mutex

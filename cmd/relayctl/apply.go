@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -121,7 +122,7 @@ func runApply(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(c.Context, e)
 	defer stop()
 	live, width := terminal(e.stderr)
 	rep, err := rollout.Apply(ctx, sshHosts(c), p, rollout.ApplyOptions{
@@ -186,6 +187,31 @@ func runApply(c *cli.Context, e *env) error {
 		return &exitCode{code: 1, err: err}
 	}
 	return nil
+}
+
+// interruptible is ctx cancelled by the first SIGINT or SIGTERM; the fleet
+// view then says what that does (rollout's progress.interrupted). A second
+// one cuts no window short: it says so, and the run goes on to its end.
+func interruptible(parent context.Context, e *env) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		first := true
+		for range sigs {
+			if first {
+				first = false
+				cancel()
+				continue
+			}
+			fmt.Fprintln(e.stderr, "relayctl: interrupt again: still finishing the windows in flight, which end applied or rolled back; killing relayctl (kill -9) would leave a host's journal, and apply refuses that host until --clear-journal")
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(sigs)
+		cancel()
+	}
 }
 
 // loadPlan reads a plan file and checks it against the spec it records
