@@ -17,7 +17,7 @@ GOBUILD = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: build install test test-unit lab-deps lint demo demo-systemd demo-bench fuzz bench-apply bench-plan restart-impact clean
+.PHONY: build install test test-unit lab-deps lint lab lab-down demo demo-systemd demo-bench fuzz bench-apply bench-plan restart-impact clean
 
 build:
 	$(GOBUILD) -ldflags "-s -w -X main.Version=$(VERSION)" -o bin/relayctl ./cmd/relayctl
@@ -80,6 +80,15 @@ fuzz:
 demo: lab-deps build
 	./scripts/demo.sh
 
+# One lab host that stays up, with ssh_config, known_hosts and ready specs
+# in lab/, to try relayctl by hand (README.md, Next steps); lab-down stops
+# it and puts back the rmem values it found. Needs root.
+lab: lab-deps build
+	./scripts/lab.sh up
+
+lab-down:
+	./scripts/lab.sh down
+
 # The same demo on a lab host that boots a real systemd, relayd running as
 # relay/dist/relayd.service.
 demo-systemd: lab-deps build
@@ -107,4 +116,4 @@ restart-impact: lab-deps
 	./scripts/restart-impact.sh --runs 5
 
 clean:
-	rm -rf bin demo
+	rm -rf bin demo demo-bench

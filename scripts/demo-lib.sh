@@ -37,10 +37,13 @@ sysctl_set() {
 }
 
 # kernel_lock NAME: take KERNEL_LOCK on the descriptor $kernel_lock_fd,
-# held until the script exits, waiting up to KERNEL_LOCK_WAIT seconds
-# (default 900) and saying so. Run what starts daemons with
-# {kernel_lock_fd}>&- so that none of them inherits the lock.
+# held until the script exits (or kernel_unlock), waiting up to
+# KERNEL_LOCK_WAIT seconds (default 900) and saying so. Run what starts
+# daemons through without_lock, so that none of them inherits the lock.
+# RELAYCTL_KERNEL_LOCK_HELD=1 says the caller holds it already (a test
+# that runs a script inside internal/kerneltest.Lock).
 kernel_lock() {
+	[ "${RELAYCTL_KERNEL_LOCK_HELD:-}" = 1 ] && return 0
 	local wait=${KERNEL_LOCK_WAIT:-900}
 	exec {kernel_lock_fd}>>"$KERNEL_LOCK"
 	if ! flock -n "$kernel_lock_fd"; then
@@ -72,18 +75,33 @@ demo_start() {
 	ssh_flags=(--ssh-config "$dir/lab/ssh_config" --known-hosts "$dir/lab/known_hosts" --identity "$dir/lab/id_ed25519")
 }
 
-# lab_up ARGS...: relaylab up, without the kernel lock's descriptor (the
-# lab's sshds and relays outlive this command).
-lab_up() {
-	./bin/relaylab up "$@" {kernel_lock_fd}>&-
+# without_lock CMD...: CMD without the kernel lock's descriptor, for what
+# starts daemons (the lab's sshds and relays outlive the script).
+without_lock() {
+	if [ -n "${kernel_lock_fd:-}" ]; then
+		"$@" {kernel_lock_fd}>&-
+	else
+		"$@"
+	fi
 }
+
+# kernel_unlock: let the kernel lock go before the script ends.
+kernel_unlock() {
+	if [ -n "${kernel_lock_fd:-}" ]; then
+		exec {kernel_lock_fd}>&-
+		unset kernel_lock_fd
+	fi
+}
+
+# lab_up ARGS...: relaylab up, without the kernel lock's descriptor.
+lab_up() { without_lock ./bin/relaylab up "$@"; }
 
 demo_cleanup() {
 	./bin/relaylab down --dir "$dir/lab" >/dev/null 2>&1 || true
 	sysctl_set net.core.rmem_max "$saved_max" || true
 	sysctl_set net.core.rmem_default "$saved_default" || true
 	echo
-	echo "$demo_name: restored net.core.rmem_max=$saved_max net.core.rmem_default=$saved_default; lab stopped"
+	echo "$demo_name: restored net.core.rmem_max=$saved_max net.core.rmem_default=$saved_default; lab stopped (make lab starts one that stays up: README.md, Next steps)"
 }
 # write_fix_spec FILE NAME [systemd]: the incident's fix for lab-1, for the
 # generic service manager, or for relayd.service under systemd.

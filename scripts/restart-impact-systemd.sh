@@ -45,7 +45,7 @@ for i in $(seq 0 "$RUNS"); do
 done
 build_tool ./internal/cmd/relaylab "$dir/relaylab"
 build_tool ./cmd/relayctl "$dir/relayctl"
-"$dir/relaylab" up --dir "$dir/lab" --systemd 1 --relayd "$dir/relayd-1.8.0" --relay-version 1.8.0 >&2 {kernel_lock_fd}>&-
+without_lock "$dir/relaylab" up --dir "$dir/lab" --systemd 1 --relayd "$dir/relayd-1.8.0" --relay-version 1.8.0 >&2
 ssh_flags=(--ssh-config "$dir/lab/ssh_config" --known-hosts "$dir/lab/known_hosts" --identity "$dir/lab/id_ed25519")
 # Players silent for 2 s are forgotten (relayd's default is 30 s), so a run's
 # lobbies are gone before the next run starts and "players cut" counts only

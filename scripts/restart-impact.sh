@@ -39,7 +39,7 @@ done
 build_tool ./internal/cmd/relaylab "$dir/relaylab"
 build_tool ./internal/cmd/restartimpact "$dir/restartimpact"
 build_tool ./cmd/relayctl "$dir/relayctl"
-up=$("$dir/relaylab" up --dir "$dir/lab" --hosts 1 {kernel_lock_fd}>&-)
+up=$(without_lock "$dir/relaylab" up --dir "$dir/lab" --hosts 1)
 ns=$(printf '%s\n' "$up" | sed -n 's/^lab-1 .* relay_netns=\([^ ]*\).*$/\1/p')
 [ -n "$ns" ] || { echo "restart-impact: no relay namespace in: $up" >&2; exit 1; }
 echo "restart-impact: kernel $(uname -r), rmem_max $(cat /proc/sys/net/core/rmem_max), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2

@@ -36,7 +36,8 @@ plan with blocked hosts, which is still written so it can be read).
 Examples:
    relayctl plan plans/examples/ashburn-rcvbuf.yaml -out ashburn.plan
    relayctl facts --spec plans/examples/ashburn-rcvbuf.yaml --json > facts.json
-   relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts facts.json -out ashburn.plan`,
+   relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts facts.json -out ashburn.plan
+   relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts plans/examples/ashburn-facts.json`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the plan to `PLAN` and the review to PLAN.md"},
 			&cli.StringSliceFlag{Name: "facts", Usage: "plan offline from the `FILE` that relayctl facts --json wrote (repeatable) instead of SSH"},
