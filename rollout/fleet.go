@@ -39,6 +39,7 @@ func runFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 		return nil, err
 	}
 	defer f.pr.finish()
+	defer context.AfterFunc(ctx, f.pr.interrupted)() // says at once what an interrupt does
 	at := 0
 	for wi, size := range f.rules.sizes {
 		if f.why() != "" {

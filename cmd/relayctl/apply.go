@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -23,8 +24,9 @@ func applyCommand(e *env) *cli.Command {
 		Name:      "apply",
 		Usage:     "apply a reviewed plan: one restart window per host, verified by read-back, rolled back on failure",
 		ArgsUsage: "PLAN",
-		Description: `Per host: refuse a stale plan (saying which facts drifted), take the host
-lock, stage the release, config and sysctl drop-in (no effect on the
+		Description: `Per host: take the host lock, then refuse a stale plan (saying which facts
+drifted; read under the lock, so another run's changes are never mistaken
+for drift), stage the release, config and sysctl drop-in (no effect on the
 running relay), then in one window set the sysctls (read back from
 /proc/sys), persist the drop-in, switch the release, put the config in
 place and restart the relay once. The result is read back from the kernel:
@@ -84,7 +86,7 @@ Examples:
 			&cli.StringFlag{Name: "recover", Usage: "what to do with a window a dead run left unfinished on a host (its journal says how far it got): `complete` it, or `rollback` (default: the plan's rollout.recover, else complete)"},
 			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal of an unfinished run that cannot be recovered with this plan (another plan's, or unreadable), after checking the host, and apply"},
 			&cli.DurationFlag{Name: "verify-timeout", Value: 15 * time.Second, Usage: "how long to wait for the restarted relay to read back as planned"},
-			&cli.DurationFlag{Name: "stable-for", Usage: "how long the restarted relay must keep reading back as planned, the same process, before the host counts as applied (default: 1s under systemd, where Restart= can hide a crash; else one read-back)"},
+			&cli.DurationFlag{Name: "stable-for", DefaultText: "1s under systemd, where Restart= can hide a crash; else one read-back", Usage: "how long the restarted relay must keep reading back as planned, the same process, before the host counts as applied"},
 			&cli.StringFlag{Name: "waves", Usage: "wave `SIZES`, e.g. 1,5,25%,100%: hosts, or a share of the hosts left; the last repeats (default: the plan's rollout, else 1,100%)"},
 			&cli.StringFlag{Name: "max-failures", Usage: "failed, rolled back or refused hosts a wave may have for the rollout to go on: `N` or N% of the wave (default: the plan's rollout, else 0)"},
 			&cli.StringFlag{Name: "max-unreachable", Usage: "unreachable hosts a wave may have for the rollout to go on: `N` or N% of the wave (default: the plan's rollout, else 0)"},
@@ -122,7 +124,7 @@ func runApply(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(c.Context, e)
 	defer stop()
 	live, width := terminal(e.stderr)
 	rep, err := rollout.Apply(ctx, sshHosts(c), checked, rollout.ApplyOptions{
@@ -187,6 +189,31 @@ func runApply(c *cli.Context, e *env) error {
 		return &exitCode{code: 1, err: err}
 	}
 	return nil
+}
+
+// interruptible is ctx cancelled by the first SIGINT or SIGTERM; the fleet
+// view then says what that does (rollout's progress.interrupted). A second
+// one cuts no window short: it says so, and the run goes on to its end.
+func interruptible(parent context.Context, e *env) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		first := true
+		for range sigs {
+			if first {
+				first = false
+				cancel()
+				continue
+			}
+			fmt.Fprintln(e.stderr, "relayctl: interrupt again: still finishing the windows in flight, which end applied or rolled back; killing relayctl (kill -9) would leave a host's journal, and apply refuses that host until --clear-journal")
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(sigs)
+		cancel()
+	}
 }
 
 // loadPlan reads a plan file and checks it against the spec it records

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -153,6 +154,7 @@ func TestLabReadOnlySysctlIsRefusedBeforeTheWindow(t *testing.T) {
 // buildRelayctl builds the CLI for tests that need a real process (signals).
 func buildRelayctl(t *testing.T) string {
 	t.Helper()
+	lab.Require(t) // only lab tests run a built relayctl: no build to skip
 	out := filepath.Join(t.TempDir(), "relayctl")
 	if b, err := exec.Command("go", "build", "-o", out, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build relayctl: %v\n%s", err, b)
@@ -172,7 +174,8 @@ func TestLabFleetCanaryAndInterrupt(t *testing.T) {
 	}
 	cmd := exec.Command(bin, "apply", e.plan, "--parallel", "2",
 		"--ssh-config", e.lab.SSHConfig, "--known-hosts", e.lab.KnownHosts, "--identity", e.lab.Identity)
-	var out, errb strings.Builder
+	var out strings.Builder
+	var errb lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -185,7 +188,13 @@ func TestLabFleetCanaryAndInterrupt(t *testing.T) {
 			t.Errorf("%s started before the canary verified:\n%s", h.Name, j)
 		}
 	}
+	// Each interrupt is answered at once, while the canary's relay is still
+	// stopping (slowStop): what the first does, and that the second cuts
+	// no window short.
 	cmd.Process.Signal(syscall.SIGINT)
+	errb.waitFor(t, "relayctl: interrupt: no new host starts; finishing the window on 1 host (lab-1): it ends applied or rolled back; then relayctl stops")
+	cmd.Process.Signal(syscall.SIGINT)
+	errb.waitFor(t, "relayctl: interrupt again: still finishing the windows in flight")
 	err := cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Errorf("interrupted apply: %v, want exit 1", err)
@@ -213,5 +222,33 @@ func TestLabFleetCanaryAndInterrupt(t *testing.T) {
 	}
 	if got := kerneltest.Read(t, "net.core.rmem_max"); got != "8388608" {
 		t.Errorf("rmem_max: %s", got)
+	}
+}
+
+// lockedBuffer is a process's stderr, read while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitFor waits up to a second for want to appear: "at once".
+func (l *lockedBuffer) waitFor(t *testing.T, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Second); !strings.Contains(l.String(), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not said within a second: %q\nstderr so far:\n%s", want, l.String())
+		}
 	}
 }
