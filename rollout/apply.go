@@ -37,7 +37,9 @@ type ApplyOptions struct {
 	LiveWidth    int                // its columns
 	StageOnly    bool               // stop each host after its stage (relayctl stage)
 	FetchTimeout time.Duration      // a host's fetch of a url release
-	Approval     *Approval          // how the caller decided the plan may run, for the receipt
+
+	confirmOnly bool      // check a host the ledger shows done is as planned, and change nothing
+	Approval    *Approval // how the caller decided the plan may run, for the receipt
 }
 
 // Checked is a plan that passed CheckPlan: the only kind Apply and Stage

@@ -319,3 +319,9 @@ func hostRange(h []string) string {
 	}
 	return h[0] + " … " + h[len(h)-1]
 }
+
+// silent is progress that goes nowhere: the ledger's confirmation checks,
+// which say what they found in the recap, not as they go.
+func silent() *progress {
+	return &progress{w: io.Discard, hosts: map[string]*hostView{}, ended: map[Outcome]int{}}
+}

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/relayctl/relayctl/plans"
@@ -36,6 +37,8 @@ func (lockPhase) run(ctx context.Context, hr *hostRun) *ending {
 	switch {
 	case !hr.locked && isConnLost(err):
 		return end(Unreachable, StateAsWas, err.Error())
+	case !hr.locked && errors.Is(err, ErrLocked):
+		return end(Refused, StateAsWas, err.Error()).because(NextWait)
 	case !hr.locked:
 		return end(Refused, StateAsWas, err.Error())
 	case err != nil:

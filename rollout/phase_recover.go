@@ -49,11 +49,11 @@ func (recoverPhase) run(ctx context.Context, hr *hostRun) *ending {
 		hr.res.Journal = raw
 		return end(Refused, "in between: an apply of plan "+plans.Visible(j.Plan)+" stopped inside its window",
 			fmt.Sprintf("an apply of plan %s (checksum %s) stopped inside its window on this host: finish or undo it with that plan, relayctl apply THAT_PLAN --resume; or check the host, then apply with --clear-journal",
-				plans.Visible(j.Plan), plans.Visible(j.Checksum)))
+				plans.Visible(j.Plan), plans.Visible(j.Checksum))).because(NextOtherPlan)
 	case hr.o.StageOnly:
 		hr.res.Journal = raw
 		return end(Refused, "in between: an apply of this plan stopped inside its window",
-			"an apply of this plan stopped inside its window; relayctl apply PLAN --resume finishes it (nothing is staged meanwhile)")
+			"an apply of this plan stopped inside its window; relayctl apply PLAN --resume finishes it (nothing is staged meanwhile)").because(NextResume)
 	}
 	return hr.recover(j)
 }
@@ -129,7 +129,7 @@ func (hr *hostRun) windowForSwitch() *ending {
 	if now := hr.o.Now(); now.Before(nb) || now.After(na) {
 		return end(Refused, "in between: an apply of this plan stopped inside its window, before the relay switched",
 			fmt.Sprintf("completing it would switch the relay outside the plan's window %s to %s (now %s): relayctl apply PLAN --resume --recover rollback undoes it now, or wait for the window (or --ignore-window)",
-				w.NotBefore, w.NotAfter, now.UTC().Format(time.RFC3339)))
+				w.NotBefore, w.NotAfter, now.UTC().Format(time.RFC3339))).because(NextWait)
 	}
 	return nil
 }

@@ -28,7 +28,7 @@ func (refusalsPhase) run(ctx context.Context, hr *hostRun) *ending {
 	nb, _ := plans.ParseWindowTime(w.NotBefore) // checked by plans.Validate
 	na, _ := plans.ParseWindowTime(w.NotAfter)
 	if now := hr.o.Now(); now.Before(nb) || now.After(na) {
-		return end(Refused, StateAsWas, fmt.Sprintf("outside the plan's window %s to %s (now %s); wait for it or use --ignore-window", w.NotBefore, w.NotAfter, now.UTC().Format(time.RFC3339)))
+		return end(Refused, StateAsWas, fmt.Sprintf("outside the plan's window %s to %s (now %s); wait for it or use --ignore-window", w.NotBefore, w.NotAfter, now.UTC().Format(time.RFC3339))).because(NextWait)
 	}
 	return nil
 }

@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -161,34 +163,77 @@ func runApply(c *cli.Context, e *env) error {
 	if c.Bool("json") {
 		e.stdout.Write(body)
 	} else {
-		fmt.Fprint(e.stdout, rollout.Recap(rep))
-		for _, h := range rep.Hosts {
-			if h.Outcome != rollout.Applied && h.Outcome != rollout.Unchanged && h.Outcome != rollout.NotStarted {
-				fmt.Fprintf(e.stdout, "%s: %s (%s): %s\n", plans.Visible(h.Host), h.Outcome, plans.Visible(h.State), plans.Visible(h.Reason))
-			}
-		}
-		if rep.Stopped != "" {
-			fmt.Fprintf(e.stdout, "stopped: %s\n", plans.Visible(rep.Stopped))
-		}
+		printRecap(e.stdout, rep)
 	}
 	fmt.Fprintf(e.stderr, "relayctl: receipt in %s.receipt.json and %s.receipt.md, every host's outcome in %s\n", file, file, ledgerFile(file))
 	if ledgerErr != nil {
 		return ledgerErr
 	}
-	for _, h := range rep.Hosts {
-		if h.Outcome == rollout.Skipped {
-			fmt.Fprintf(e.stderr, "relayctl: hint: skipped hosts still have players; apply %s --resume again when they have gone (applied hosts are not touched then)\n", file)
-			break
-		}
-	}
 	if !rep.Succeeded() {
 		err := errors.New("not every host applied; see the recap and the receipt")
-		if left := len(notDone(rep)); left > 0 {
-			return &exitCode{code: 1, err: withHint(err, fmt.Sprintf("fix the cause, then relayctl apply %s --resume goes on with the %d host(s) not applied or unchanged", file, left))}
+		if hints := nextHints(rep, file, p.SpecFile); len(hints) > 0 {
+			return &exitCode{code: 1, err: withHint(err, strings.Join(hints, "\nrelayctl: hint: "))}
 		}
 		return &exitCode{code: 1, err: err}
 	}
 	return nil
+}
+
+// printRecap is the recap for people: a line per outcome, the hosts that
+// did not end as planned with why, the ones recovered after a crash, and
+// why the rollout stopped.
+func printRecap(w io.Writer, rep *rollout.Report) {
+	fmt.Fprint(w, rollout.Recap(rep))
+	for _, h := range rep.Hosts {
+		if h.Outcome != rollout.Applied && h.Outcome != rollout.Unchanged && h.Outcome != rollout.NotStarted {
+			fmt.Fprintf(w, "%s: %s (%s): %s\n", plans.Visible(h.Host), h.Outcome, plans.Visible(h.State), plans.Visible(h.Reason))
+		}
+		if h.Recovery != "" && h.Outcome == rollout.Applied {
+			fmt.Fprintf(w, "%s: applied, %s (the run that died: %s)\n", plans.Visible(h.Host), h.Recovery, plans.Visible(h.DeadRun))
+		}
+	}
+	if rep.Stopped != "" {
+		fmt.Fprintf(w, "stopped: %s\n", plans.Visible(rep.Stopped))
+	}
+}
+
+// nextHints say what to run next, one line per kind of reason the hosts
+// that did not end as planned have, so no hint contradicts another: a
+// stale host needs a new plan, not --resume; a host another plan's run
+// left in its window needs that plan; the rest go on with --resume.
+func nextHints(rep *rollout.Report, file, spec string) []string {
+	by := map[string][]string{}
+	for _, h := range rep.Hosts {
+		if h.Next != "" {
+			by[h.Next] = append(by[h.Next], h.Host)
+		}
+	}
+	hosts := func(next string) string { return plans.Visible(strings.Join(abbreviate(by[next], 5), " ")) }
+	var out []string
+	if len(by[rollout.NextNewPlan]) > 0 {
+		out = append(out, fmt.Sprintf("%s drifted since the plan was made: make a new plan (relayctl plan %s -out PLAN), review it, and apply that", hosts(rollout.NextNewPlan), spec))
+	}
+	if len(by[rollout.NextOtherPlan]) > 0 {
+		out = append(out, fmt.Sprintf("%s: a run of another plan stopped inside its window there; relayctl apply THAT_PLAN --resume finishes or undoes it (the host's journal names the plan)", hosts(rollout.NextOtherPlan)))
+	}
+	if len(by[rollout.NextFix]) > 0 {
+		out = append(out, fmt.Sprintf("%s: fix the cause each reason names, then relayctl apply %s --resume", hosts(rollout.NextFix), file))
+	}
+	if len(by[rollout.NextWait]) > 0 {
+		out = append(out, fmt.Sprintf("%s: held by another apply, or outside the plan's window; relayctl apply %s --resume later", hosts(rollout.NextWait), file))
+	}
+	if len(by[rollout.NextResume]) > 0 {
+		out = append(out, fmt.Sprintf("relayctl apply %s --resume goes on with %d host(s) as they are (%s): applied hosts are checked, not applied again", file, len(by[rollout.NextResume]), hosts(rollout.NextResume)))
+	}
+	return out
+}
+
+// abbreviate lists at most n names, then how many more.
+func abbreviate(names []string, n int) []string {
+	if len(names) <= n {
+		return names
+	}
+	return append(append([]string{}, names[:n]...), fmt.Sprintf("and %d more", len(names)-n))
 }
 
 // interruptible is ctx cancelled by the first SIGINT or SIGTERM; the fleet
@@ -206,7 +251,7 @@ func interruptible(parent context.Context, e *env) (context.Context, func()) {
 				cancel()
 				continue
 			}
-			fmt.Fprintln(e.stderr, "relayctl: interrupt again: still finishing the windows in flight, which end applied or rolled back; killing relayctl (kill -9) would leave a host's journal, and apply refuses that host until --clear-journal")
+			fmt.Fprintln(e.stderr, "relayctl: interrupt again: still finishing the windows in flight, which end applied or rolled back; killing relayctl (kill -9) would leave a host in its window, its journal saying where: relayctl apply PLAN --resume then completes it")
 		}
 	}()
 	return ctx, func() {
