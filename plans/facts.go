@@ -93,6 +93,9 @@ type ServiceFact struct {
 	Running bool   `json:"running"`
 	PID     int    `json:"pid"`
 	Detail  string `json:"detail,omitempty"` // what the manager said when not running
+	// FoundBy says how the process was found when nothing named it (no
+	// pid file or unit: by its socket on the port).
+	FoundBy string `json:"found_by,omitempty"`
 	// UnitMissing: systemd has no such unit (LoadState not-found).
 	UnitMissing bool `json:"unit_missing,omitempty"`
 	// What systemd says of the unit: its restarts so far (NRestarts), the

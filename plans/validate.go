@@ -228,7 +228,7 @@ func ValidateFacts(f *Facts) error {
 func factTexts(f *Facts) error {
 	for name, s := range map[string]string{"address": f.Address, "user": f.User, "hostname": f.Hostname, "kernel": f.Kernel,
 		"release current": f.Release.Current, "release link": f.Release.CurrentRaw, "running executable": f.Release.RunningExe,
-		"service detail": f.Service.Detail, "lock owner": f.LockOwner} {
+		"service detail": f.Service.Detail, "found by": f.Service.FoundBy, "lock owner": f.LockOwner} {
 		if err := hostText(s); err != nil {
 			return fmt.Errorf("%s: %v", name, err)
 		}

@@ -381,3 +381,26 @@ func TestLabApplyRefusesEditedPlanAndChangedHostKey(t *testing.T) {
 func runCmd(name string, args ...string) ([]byte, error) {
 	return exec.Command(name, args...).CombinedOutput()
 }
+
+// facts without --pid-file or --systemd-unit (the first example of facts
+// --help): the relay is found by its socket, read back in its own
+// namespace; with none running, facts says it cannot tell and how to tell
+// it, never "not running" for a relay it could not look for (issue 22).
+func TestLabFactsFindsTheRelayByItsSocket(t *testing.T) {
+	e := startLab(t, []lab.HostOptions{{}}, nil)
+	h := e.lab.Hosts[0]
+	pid, rb, _ := e.socket(h)
+	code, out, errs := e.relayctl("facts", h.Name)
+	want := fmt.Sprintf("relay: running, pid %d, /opt/relay/releases/1.7.0/relayd (found by its socket", pid)
+	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, fmt.Sprintf("socket udp/7788 (in the relay's own network namespace): rb %d", rb)) {
+		t.Errorf("facts: exit %d, want %q and the socket's rb %d\nstdout:\n%s\nstderr:\n%s", code, want, rb, out, errs)
+	}
+	if _, err := h.Exec(context.Background(), lab.ServiceScript, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = e.relayctl("facts", h.Name)
+	if code != 0 || !strings.Contains(out, "relay: cannot tell: nothing names the relay's process") || !strings.Contains(out, "name it with --pid-file or --systemd-unit") ||
+		strings.Contains(out, "not running") {
+		t.Errorf("facts with the relay stopped: exit %d, want cannot tell and how to tell it\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+}
