@@ -86,6 +86,12 @@ type RelayRelease struct {
 type FileFact struct {
 	Exists  bool   `json:"exists"`
 	Content string `json:"content"`
+	// Masked: Content has every line that may hold a secret masked
+	// (MaskConfig), as relayctl facts --json prints a relay config.
+	Masked bool `json:"masked,omitempty"`
+	// Unsafe says why observe did not read the file (a symlink, a folder
+	// others can write); Exists and Content are then empty.
+	Unsafe string `json:"unsafe,omitempty"`
 }
 
 // ServiceFact is the relay's service state.

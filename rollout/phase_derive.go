@@ -42,7 +42,7 @@ func (derivePhase) run(ctx context.Context, hr *hostRun) *ending {
 		return end(Unchanged, StateAsPlanned, "nothing to change")
 	}
 	for _, fc := range derived.Files {
-		if was := stored.File(fc.Role); fc.Change && (was == nil || was.SHA256 != fc.SHA256) {
+		if was := stored.File(fc.Role); fc.Change && (was == nil || !sameReviewed(*was, fc)) {
 			return end(Refused, StateAsWas, "the "+fc.Role+" derived now does not hash to the reviewed one; make a new plan").because(NextNewPlan)
 		}
 	}
@@ -126,4 +126,10 @@ func driftNames(d []plans.Drift) string {
 		names = append(names, x.Name)
 	}
 	return plans.Visible(strings.Join(names, ", "))
+}
+
+// sameReviewed reports whether a file derived now is the one reviewed.
+func sameReviewed(reviewed, derived plans.FileChange) bool {
+	a, b := reviewed.Reviewed(derived)
+	return a == b
 }

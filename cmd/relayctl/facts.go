@@ -83,6 +83,14 @@ func runFacts(c *cli.Context, e *env) error {
 		return err
 	}
 	if c.Bool("json") {
+		// No content that may be secret leaves the host in a facts file:
+		// the relay config is masked, and a plan made from it hashes it
+		// masked (plans.MaskConfig).
+		for _, f := range facts {
+			if f.Config.Exists && !f.Config.Masked {
+				f.Config.Content, f.Config.Masked = plans.MaskConfig(f.Config.Content), true
+			}
+		}
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(plans.FactsFile{FormatVersion: plans.FactsFormatVersion, Hosts: facts})

@@ -122,7 +122,18 @@ done
 
 if [ -L "$current" ]; then emit current-link readlink "$current"; else emit current-link absent; fi
 if [ -d "$releases" ]; then emit releases ls -1 "$releases"; else emit releases absent; fi
-if [ -e "$config" ]; then emit relay-config file_of "$config"; else emit relay-config absent; fi
+# The relay config may hold secrets: it is read only where root alone could
+# have put it, never through a symlink (whose target could be any file).
+if [ -L "$config" ]; then
+	value relay-config-unsafe 0 "$config is a symlink"
+elif [ -e "$config" ]; then
+	cdir=${config%/*}
+	own=$(stat -c '%u %a' -- "${cdir:-/}")
+	case $own in
+	"0 "[0-7][0145][0145] | "0 "[0145][0145] | "0 "[0-7][0-7][0145][0145]) emit relay-config file_of "$config" ;;
+	*) value relay-config-unsafe 0 "${cdir:-/} (the folder of $config) is owned by uid ${own% *} with mode ${own#* }: others can write it" ;;
+	esac
+else emit relay-config absent; fi
 # An apply that did not finish leaves its journal and lock owner behind.
 [ -f "$state/journal" ] && emit journal tail -c 1048576 "$state/journal"
 [ -s "$state/lock.owner" ] && emit lock-owner head -c 4096 "$state/lock.owner"
