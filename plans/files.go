@@ -53,19 +53,19 @@ func Role(name string) (FileRole, bool) {
 // derives it again and checks it against SHA256, and the review shows Diff,
 // with secrets masked.
 type FileChange struct {
-	Role          string      `json:"role"` // RoleRelayConfig, ...
-	Path          string      `json:"path"`
-	Change        bool        `json:"change"`
-	Exists        bool        `json:"exists"`
-	Remove        bool        `json:"remove,omitempty"`         // the plan removes the file
-	SHA256        string      `json:"sha256,omitempty"`         // of the planned content
-	CurrentSHA256 string      `json:"current_sha256,omitempty"` // of the content found
+	Role          string `json:"role"` // RoleRelayConfig, ...
+	Path          string `json:"path"`
+	Change        bool   `json:"change"`
+	Exists        bool   `json:"exists"`
+	Remove        bool   `json:"remove,omitempty"`         // the plan removes the file
+	SHA256        string `json:"sha256,omitempty"`         // of the planned content
+	CurrentSHA256 string `json:"current_sha256,omitempty"` // of the content found
 	// Masked: the plan was made from masked facts (relayctl facts --json),
 	// so SHA256 and CurrentSHA256 hash the masked content (MaskConfig).
-	Masked        bool        `json:"masked,omitempty"`
-	Diff          []DiffLine  `json:"diff,omitempty"`           // current → planned, secrets masked
-	Changes       []KeyChange `json:"changes,omitempty"`        // the same per key, secrets masked
-	Content       string      `json:"-"`                        // the planned content, derived, never stored
+	Masked  bool        `json:"masked,omitempty"`
+	Diff    []DiffLine  `json:"diff,omitempty"`    // current → planned, secrets masked
+	Changes []KeyChange `json:"changes,omitempty"` // the same per key, secrets masked
+	Content string      `json:"-"`                 // the planned content, derived, never stored
 }
 
 // fileChange compares a file found on the host with its planned content;
