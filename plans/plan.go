@@ -673,6 +673,8 @@ func restartOrHandoff(p *Plan, f *Facts) (string, string) {
 	svc := p.Relay.Service
 	st := f.RelayStatus
 	switch {
+	case svc.Manager == "systemd" && p.Relay.Control == "":
+		return SwitchRestart, "systemctl restart " + svc.Name + ": the service has no control plane to hand over through, and a new socket takes the planned buffer"
 	case svc.Manager == "systemd":
 		return SwitchRestart, "systemctl restart: a handoff through systemd's file-descriptor store is not built yet"
 	case len(svc.Handoff) == 0:

@@ -131,7 +131,11 @@ func (r *review) host(h *HostPlan) {
 	for _, fc := range h.Files {
 		if len(fc.Diff) > 0 {
 			role, _ := Role(fc.Role)
-			r.w("%s %s, current → planned (`*` marks a line relayctl manages; the others are kept as they are; secrets masked):\n\n", role.Label, MDCode(fc.Path))
+			how := "`*` marks a line relayctl manages; the others are kept as they are; secrets masked"
+			if t := r.p.template(fc.Path); t != nil {
+				how = "rendered from " + MDCode(t.Source) + "; relayctl writes the whole file; lines naming a secret masked"
+			}
+			r.w("%s %s, current → planned (%s):\n\n", role.Label, MDCode(fc.Path), how)
 			r.w("%s", diffBlock(fc))
 		}
 	}
@@ -221,4 +225,14 @@ func (r *review) steps(h *HostPlan) {
 			r.w("\n")
 		}
 	}
+}
+
+// template is the plan's template that renders path, or nil.
+func (p *Plan) template(path string) *PlanTemplate {
+	for i, t := range p.Relay.Config.Templates {
+		if t.Path == path {
+			return &p.Relay.Config.Templates[i]
+		}
+	}
+	return nil
 }
