@@ -193,4 +193,3 @@ func TestParseSpecOfAnyService(t *testing.T) {
 		t.Errorf("the unbound spec: %v", err)
 	}
 }
-
