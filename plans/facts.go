@@ -119,6 +119,7 @@ type ServiceFact struct {
 	Restarts     int    `json:"restarts,omitempty"`
 	InvocationID string `json:"invocation_id,omitempty"`
 	ActiveState  string `json:"active_state,omitempty"`
+	SubState     string `json:"sub_state,omitempty"`
 }
 
 // SocketFact is the relay socket read back from the kernel, in the relay

@@ -220,7 +220,7 @@ func serviceFact(by frameSet) plans.ServiceFact {
 		}
 		s.Restarts, _ = strconv.Atoi(props["NRestarts"])
 		s.InvocationID = props["InvocationID"]
-		s.ActiveState = props["ActiveState"]
+		s.ActiveState, s.SubState = plans.Visible(clip(props["ActiveState"])), plans.Visible(clip(props["SubState"]))
 		if props["LoadState"] == "not-found" {
 			s.UnitMissing = true
 			s.Detail = "unit not found"
