@@ -222,7 +222,10 @@ none)
 	done
 	set -- $found
 	case $# in
-	1) pid=$1 value found-by 0 "its socket: the one process running $what with udp/$port" ;;
+	1)
+		pid=$1
+		value found-by 0 "its socket: the one process running $what with udp/$port"
+		;;
 	0) value found-by 1 "no process running $what has udp/$port" ;;
 	*) value found-by 1 "$# processes running $what have udp/$port:$found" ;;
 	esac
