@@ -103,7 +103,10 @@ type HostOptions struct {
 	// (or, on a systemd host, only the units).
 	Relay *RelayInstall
 	// Systemd boots the host with a real systemd (see the package comment);
-	// NoRelayNetns and SSHDInNetns do not apply.
+	// SSHDInNetns does not apply. With NoRelayNetns the host has no
+	// netns.conf drop-in: relayd.service runs in the host's network
+	// namespace, which is the machine's, where a bench in the test
+	// process reaches it (give it a port of its own: lab.FreePort).
 	Systemd bool
 }
 
@@ -156,10 +159,11 @@ type Host struct {
 	Cgroup     string     `json:"cgroup,omitempty"`      // the host's cgroup2 directory on the machine
 	Boot       *BootTimes `json:"boot,omitempty"`        // how long its start took
 
-	dir       string        // lab-N directory
-	vethBlock int           // its /30 in 10.231.0.0/16 (SSHDInNetns)
-	sshdv     *exec.Cmd     // nil for a loaded lab
-	done      chan struct{} // closed when sshdv has been reaped
+	dir           string        // lab-N directory
+	noNetnsDropIn bool          // systemd host: relayd in the host's (the machine's) network namespace
+	vethBlock     int           // its /30 in 10.231.0.0/16 (SSHDInNetns)
+	sshdv         *exec.Cmd     // nil for a loaded lab
+	done          chan struct{} // closed when sshdv has been reaped
 }
 
 // Host returns the host with the given alias, or nil.

@@ -26,10 +26,17 @@ var NetnsDropIn []byte
 //go:embed drop-ins/so-rcvbuf-force.conf
 var ForceDropIn []byte
 
+// PreserveDropIn is relayd.service.d/fdstore-preserve.conf, for systemd
+// 254 and later: the fd store kept across stop and start too.
+//
+//go:embed drop-ins/fdstore-preserve.conf
+var PreserveDropIn []byte
+
 // Names under /etc/systemd/system.
 const (
-	UnitName        = "relayd.service"
-	NetnsUnitName   = "relay-netns.service"
-	NetnsDropInPath = "relayd.service.d/netns.conf"
-	ForceDropInPath = "relayd.service.d/so-rcvbuf-force.conf"
+	UnitName           = "relayd.service"
+	NetnsUnitName      = "relay-netns.service"
+	NetnsDropInPath    = "relayd.service.d/netns.conf"
+	ForceDropInPath    = "relayd.service.d/so-rcvbuf-force.conf"
+	PreserveDropInPath = "relayd.service.d/fdstore-preserve.conf"
 )

@@ -68,17 +68,35 @@ func dupFD(c syscall.Conn) (int, error) {
 // a syscall, and it parks. The state is then final: nothing reads the
 // socket until Resume or HandedOver.
 func (s *Server) Pause() (handoff.State, error) {
+	st, err := s.stopReading()
+	if err != nil {
+		return handoff.State{}, err
+	}
+	s.log.Info("handoff: stopped reading", "lobbies", st.Lobbies, "players", st.Players,
+		"rx_packets", s.c.rxPackets.Load(), "last_read_at", unixNano(s.lastRead.Load()))
+	return st.State, nil
+}
+
+// pausedState is the state once the relay loop has stopped reading.
+type pausedState struct {
+	handoff.State
+	Lobbies, Players int
+}
+
+// stopReading is Pause without its log line: a stop that keeps the state
+// in systemd's fd store stops reading the same way.
+func (s *Server) stopReading() (pausedState, error) {
 	s.pausing.Store(true)
 	if err := s.conn.SetReadDeadline(time.Unix(1, 0)); err != nil {
 		s.pausing.Store(false)
-		return handoff.State{}, fmt.Errorf("stop reading: %w", err)
+		return pausedState{}, fmt.Errorf("stop reading: %w", err)
 	}
 	select {
 	case <-s.parked:
 	case <-s.forwardDone:
-		return handoff.State{}, errors.New("stop reading: the relay loop has ended")
+		return pausedState{}, errors.New("stop reading: the relay loop has ended")
 	case <-s.done:
-		return handoff.State{}, errors.New("stop reading: the relay is stopping")
+		return pausedState{}, errors.New("stop reading: the relay is stopping")
 	}
 	paused := time.Now()
 	s.mu.Lock()
@@ -87,11 +105,10 @@ func (s *Server) Pause() (handoff.State, error) {
 	table, err := lobby.EncodeTable(nil, snap, s.cfg.LobbySize)
 	if err != nil {
 		s.Resume()
-		return handoff.State{}, err
+		return pausedState{}, err
 	}
-	s.log.Info("handoff: stopped reading", "lobbies", len(snap), "players", snap.Players(),
-		"rx_packets", s.c.rxPackets.Load(), "last_read_at", unixNano(s.lastRead.Load()))
-	return handoff.State{LastRead: s.lastRead.Load(), Paused: paused.UnixNano(), Counters: s.counterMap(), Table: table}, nil
+	st := handoff.State{LastRead: s.lastRead.Load(), Paused: paused.UnixNano(), Counters: s.counterMap(), Table: table}
+	return pausedState{State: st, Lobbies: len(snap), Players: snap.Players()}, nil
 }
 
 // Resume reads again after a handoff that did not complete.
