@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -31,6 +32,7 @@ import (
 type fakeStore struct {
 	t     *testing.T
 	path  string
+	delay time.Duration // before it handles each message, as a busy PID 1 would
 	mu    sync.Mutex
 	fds   []fdstore.File
 	texts []string
@@ -38,7 +40,13 @@ type fakeStore struct {
 
 func newFakeStore(t *testing.T) *fakeStore {
 	t.Helper()
-	f := &fakeStore{t: t, path: filepath.Join(t.TempDir(), "notify")}
+	return newSlowFakeStore(t, 0)
+}
+
+// newSlowFakeStore waits delay before it handles each message.
+func newSlowFakeStore(t *testing.T, delay time.Duration) *fakeStore {
+	t.Helper()
+	f := &fakeStore{t: t, path: filepath.Join(t.TempDir(), "notify"), delay: delay}
 	c, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: f.path, Net: "unixgram"})
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +66,7 @@ func newFakeStore(t *testing.T) *fakeStore {
 				got, _ := unix.ParseUnixRights(&cm)
 				fds = append(fds, got...)
 			}
+			time.Sleep(f.delay)
 			f.handle(string(buf[:n]), fds)
 		}
 	}()
@@ -372,6 +381,10 @@ func TestFDStoreRemovesWhatItDoesNotUse(t *testing.T) {
 	if st.FDStoreState != StatePeriodic || st.HandoffPlayers != 8 {
 		t.Errorf("restored state %q with %d players, want the periodic one of sequence 5 with 8", st.FDStoreState, st.HandoffPlayers)
 	}
+	// Its counters counted on another socket: this one starts from 0.
+	if st.Counters.RxPackets != 0 {
+		t.Errorf("rx_packets %d on a new socket, want 0 (the state's 99 were another socket's)", st.Counters.RxPackets)
+	}
 	want := []string{fdstore.NameUDP, fdstore.NameStateA} // newest first
 	fs.sync()
 	if got := fs.names(); !slices.Equal(got, want) {
@@ -402,11 +415,12 @@ func savedState(t *testing.T, seq uint64, corrupt bool) int {
 		p := newPlayer(t, s, 9, uint32(i+1))
 		s.table.Route(9, uint32(i+1), p.conn.LocalAddr().(*net.UDPAddr).AddrPort(), s.started, nil)
 	}
+	s.c.rxPackets.Store(99)
 	st, err := s.stateNow()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := fdstore.EncodeSaved(fdstore.Saved{Seq: seq, PID: 77, Release: "0.9", State: st})
+	b, err := fdstore.EncodeSaved(fdstore.Saved{Seq: seq, PID: 77, Release: "0.9", Inode: s.inode, State: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,5 +456,98 @@ func TestFDStoreOff(t *testing.T) {
 	}
 	if !errors.Is(why, fdstore.ErrNoStoreMax) {
 		t.Errorf("why: %v", why)
+	}
+}
+
+// TestFDStoreStopWaitsForSystemd: relayd does not exit before systemd has
+// handled its last save (BARRIER=1), however slowly systemd works: else the
+// next process gets the state before the last one, or none.
+func TestFDStoreStopWaitsForSystemd(t *testing.T) {
+	fs := newSlowFakeStore(t, 50*time.Millisecond)
+	s, err := newStoreServer(t, testConfig(nil), nil, fs.store())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runUntilStopped(t, s)
+	lobbyOf3(t, s)
+	stop()
+	var final fdstore.Saved
+	for _, name := range []string{fdstore.NameStateA, fdstore.NameStateB} {
+		if got, ok := fs.saved(name); ok && got.Seq > final.Seq {
+			final = got
+		}
+	}
+	if !final.Final || playersIn(t, final) != 3 || len(fs.names()) != 2 {
+		t.Errorf("right after the stop the store holds %q, newest state final %v with %d players; want the socket and the final state of 3 players",
+			fs.names(), final.Final, playersIn(t, final))
+	}
+}
+
+// TestFDStoreRefusesAnIPv6Socket: a stored socket whose address matches
+// RELAYD_LISTEN once unmapped (::ffff:127.0.0.1) but which is not an IPv4
+// socket is not relayd's: it is removed and a socket of its own bound.
+func TestFDStoreRefusesAnIPv6Socket(t *testing.T) {
+	fs := newFakeStore(t)
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrInet6{Addr: [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	fs.put(fdstore.NameUDP, fd)
+	s, err := newStoreServer(t, testConfig(nil), fs.pass(), fs.store())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st := s.Status(); st.SocketFrom != SocketBound {
+		t.Errorf("socket_from %q with an AF_INET6 socket in the store, want bound", st.SocketFrom)
+	}
+	fs.sync()
+	if got := fs.names(); !slices.Equal(got, []string{fdstore.NameUDP}) || fs.holds(fd) {
+		t.Errorf("the store holds %q (the IPv6 socket: %v), want only relayd's own socket", got, fs.holds(fd))
+	}
+}
+
+// TestFDStoreAgesTheTable: a state saved 40 s ago whose player had just
+// sent is, restored under a 30 s idle timeout, a player to expire: each
+// player keeps the idle time it really has.
+func TestFDStoreAgesTheTable(t *testing.T) {
+	fs := newFakeStore(t)
+	fd := savedState(t, 1, false)
+	b, err := fdstore.ReadMemfd(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved, err := fdstore.DecodeSaved(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved.State.Paused = time.Now().Add(-40 * time.Second).UnixNano()
+	b, err = fdstore.EncodeSaved(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := fdstore.WriteMemfd(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(old)
+	fs.put(fdstore.NameStateA, old)
+	s, err := newStoreServer(t, testConfig(func(c *config.Config) { c.IdleTimeout = 30 * time.Second }), fs.pass(), fs.store())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if st := s.Status(); st.Players != 8 || *st.FDStoreStateAgeUS < 40e6 {
+		t.Fatalf("restored %d players, state age %d µs; want 8, at least 40 s", st.Players, *st.FDStoreStateAgeUS)
+	}
+	s.mu.Lock()
+	expired := s.table.Expire(time.Now())
+	s.mu.Unlock()
+	if expired != 8 {
+		t.Errorf("expired %d of 8 players idle for 40 s under a 30 s timeout", expired)
 	}
 }
