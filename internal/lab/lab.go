@@ -14,9 +14,9 @@
 // case. With SSHDInNetns the sshd itself runs in a child network namespace,
 // reached over a veth pair, where rmem_max is read-only.
 //
-// The relay is managed by relay-service (relay-service.sh, installed as
-// /opt/relay/bin/relay-service on every such host), since the machine has no
-// systemd.
+// The relay is managed by relay-service (relay/dist/relay-service.sh, the
+// one operators install, as /opt/relay/bin/relay-service on every such
+// host), since the machine has no systemd.
 //
 // A host of the other kind (HostOptions.Systemd, systemd.go) boots a real
 // systemd as PID 1 of its own PID, mount, UTS, IPC and cgroup namespaces,
@@ -49,7 +49,6 @@ package lab
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +60,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/relayctl/relayctl/relay/dist"
 )
 
 // Paths on every lab host.
@@ -78,8 +79,8 @@ const DefaultRelayConfig = "RELAYD_LISTEN=0.0.0.0:7788\nRELAYD_CONTROL=127.0.0.1
 // DefaultBasePort is the sshd port when Options.BasePort is 0.
 const DefaultBasePort = 2222
 
-//go:embed relay-service.sh
-var serviceScript []byte
+// serviceScript is relay/dist's relay-service, as operators install it.
+var serviceScript = dist.ServiceScript
 
 var (
 	// ErrPrerequisite is a missing lab prerequisite (root, sshd, ip, unshare,
