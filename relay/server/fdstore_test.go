@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -549,5 +551,39 @@ func TestFDStoreAgesTheTable(t *testing.T) {
 	s.mu.Unlock()
 	if expired != 8 {
 		t.Errorf("expired %d of 8 players idle for 40 s under a 30 s timeout", expired)
+	}
+}
+
+// BenchmarkStateNow is what a periodic save costs the relay loop: the
+// snapshot holds the table's lock (the loop waits for it), then the table
+// is encoded without it. Compare with fdstore's BenchmarkSave for the rest.
+func BenchmarkStateNow(b *testing.B) {
+	for _, players := range []int{64, 4096, 32768} {
+		b.Run(fmt.Sprintf("players=%d", players), func(b *testing.B) {
+			s, err := New(testConfig(nil), "x", slog.New(slog.DiscardHandler))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			for i := range players {
+				from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 40000)
+				if _, err := s.table.Route(uint32(i/8), uint32(i%8+1), from, s.started, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var locked time.Duration
+			b.ResetTimer()
+			for range b.N {
+				t0 := time.Now()
+				s.mu.Lock()
+				s.table.Snapshot(t0)
+				s.mu.Unlock()
+				locked += time.Since(t0)
+				if _, err := s.stateNow(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(locked.Nanoseconds())/float64(b.N), "ns-locked/op")
+		})
 	}
 }
