@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"path/filepath"
