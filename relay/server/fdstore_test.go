@@ -485,31 +485,44 @@ func TestFDStoreStopWaitsForSystemd(t *testing.T) {
 	}
 }
 
-// TestFDStoreRefusesAnIPv6Socket: a stored socket whose address matches
-// RELAYD_LISTEN once unmapped (::ffff:127.0.0.1) but which is not an IPv4
-// socket is not relayd's: it is removed and a socket of its own bound.
-func TestFDStoreRefusesAnIPv6Socket(t *testing.T) {
-	fs := newFakeStore(t)
-	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
+// TestFDStoreRefusesOtherSockets: a stored socket whose address matches
+// RELAYD_LISTEN (once unmapped, for ::ffff:127.0.0.1) but which is not an
+// IPv4 UDP socket is not relayd's: it is removed and a socket of its own
+// bound. Go would take either for a UDP socket.
+func TestFDStoreRefusesOtherSockets(t *testing.T) {
+	tests := []struct {
+		name          string
+		domain, proto int
+		addr          unix.Sockaddr
+	}{
+		{"IPv6", unix.AF_INET6, 0, &unix.SockaddrInet6{Addr: [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 1}}},
+		{"UDP-Lite", unix.AF_INET, unix.IPPROTO_UDPLITE, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}},
 	}
-	defer unix.Close(fd)
-	if err := unix.Bind(fd, &unix.SockaddrInet6{Addr: [16]byte{10: 0xff, 11: 0xff, 12: 127, 15: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	fs.put(fdstore.NameUDP, fd)
-	s, err := newStoreServer(t, testConfig(nil), fs.pass(), fs.store())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if st := s.Status(); st.SocketFrom != SocketBound {
-		t.Errorf("socket_from %q with an AF_INET6 socket in the store, want bound", st.SocketFrom)
-	}
-	fs.sync()
-	if got := fs.names(); !slices.Equal(got, []string{fdstore.NameUDP}) || fs.holds(fd) {
-		t.Errorf("the store holds %q (the IPv6 socket: %v), want only relayd's own socket", got, fs.holds(fd))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := newFakeStore(t)
+			fd, err := unix.Socket(tt.domain, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, tt.proto)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			if err := unix.Bind(fd, tt.addr); err != nil {
+				t.Fatal(err)
+			}
+			fs.put(fdstore.NameUDP, fd)
+			s, err := newStoreServer(t, testConfig(nil), fs.pass(), fs.store())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if st := s.Status(); st.SocketFrom != SocketBound {
+				t.Errorf("socket_from %q with that socket in the store, want bound", st.SocketFrom)
+			}
+			fs.sync()
+			if got := fs.names(); !slices.Equal(got, []string{fdstore.NameUDP}) || fs.holds(fd) {
+				t.Errorf("the store holds %q (the refused socket: %v), want only relayd's own socket", got, fs.holds(fd))
+			}
+		})
 	}
 }
 

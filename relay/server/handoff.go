@@ -314,26 +314,29 @@ func sameAddr(got netip.AddrPort, want string) error {
 	return nil
 }
 
-// checkUDP4 makes sure the inherited socket is an IPv4 datagram socket, as
+// checkUDP4 makes sure the inherited socket is an IPv4 UDP socket, as
 // relayd's own would be.
 func checkUDP4(c *net.UDPConn) error {
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return err
 	}
-	var dom, typ int
-	var derr, terr error
+	var dom, typ, proto int
+	var derr, terr, perr error
 	if err := raw.Control(func(fd uintptr) {
 		dom, derr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
 		typ, terr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TYPE)
+		proto, perr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PROTOCOL)
 	}); err != nil {
 		return err
 	}
-	if err := errors.Join(derr, terr); err != nil {
+	if err := errors.Join(derr, terr, perr); err != nil {
 		return fmt.Errorf("inspect the inherited socket: %w", err)
 	}
-	if dom != unix.AF_INET || typ != unix.SOCK_DGRAM {
-		return fmt.Errorf("the inherited socket is domain %d type %d, want AF_INET SOCK_DGRAM", dom, typ)
+	// Go takes any IPv4 datagram socket for a UDP one (UDP-Lite, ICMP ping
+	// sockets too): the protocol says which it is.
+	if dom != unix.AF_INET || typ != unix.SOCK_DGRAM || proto != unix.IPPROTO_UDP {
+		return fmt.Errorf("the inherited socket is domain %d type %d protocol %d, want AF_INET SOCK_DGRAM IPPROTO_UDP", dom, typ, proto)
 	}
 	return nil
 }
