@@ -58,6 +58,9 @@ type PlanWindow struct {
 type PlannedSysctl struct {
 	Key   string `json:"key"`
 	Value string `json:"value"`
+	// RunsProgram says why this value makes the kernel run a program as
+	// root (tune.RunsProgram), which the spec allowed in its unsafe section.
+	RunsProgram string `json:"runs_program,omitempty"`
 }
 
 // PlannedRelay is the relay part of the spec, as apply needs it.
@@ -310,7 +313,8 @@ const timeLayout = "2006-01-02T15:04:05Z07:00"
 func sortedSysctl(in []SysctlSetting) []PlannedSysctl {
 	out := make([]PlannedSysctl, 0, len(in))
 	for _, s := range in {
-		out = append(out, PlannedSysctl{Key: s.Key, Value: s.Value})
+		why, _ := tune.RunsProgram(s.Key, s.Value)
+		out = append(out, PlannedSysctl{Key: s.Key, Value: s.Value, RunsProgram: why})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
@@ -810,6 +814,20 @@ func planUnitDropIn(h *HostPlan, p *Plan, f *Facts) {
 // Plan is the service as a plan records it.
 func (s Service) Plan() PlanService {
 	return PlanService(s)
+}
+
+// Programs are the programs relayctl runs as root for this service
+// (start, stop, handoff: each command's first word), each once. Whoever
+// can change one of them is root on the host, so apply vets every one
+// (rollout's check-folders) before it writes or runs anything.
+func (s PlanService) Programs() []string {
+	var out []string
+	for _, argv := range [][]string{s.Start, s.Stop, s.Handoff} {
+		if len(argv) > 0 && !slices.Contains(out, argv[0]) {
+			out = append(out, argv[0])
+		}
+	}
+	return out
 }
 
 // Changes reports whether any host has something to do.

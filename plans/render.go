@@ -77,6 +77,17 @@ func Load(file string, data []byte) (*Plan, error) {
 	return &p, nil
 }
 
+// runsProgram reports whether the plan sets key to a value that makes the
+// kernel run a program as root.
+func (p *Plan) runsProgram(key string) bool {
+	for _, c := range p.Sysctl {
+		if c.Key == key {
+			return c.RunsProgram != ""
+		}
+	}
+	return false
+}
+
 // Markdown renders the review a person reads in a change request: warnings
 // and blockers first, then per host the sysctl table, the release, the
 // files with their diffs, the expected read-back and the window's steps.
@@ -134,6 +145,11 @@ func (p *Plan) Markdown(planFile string) []byte {
 	w("\n")
 
 	var notes []string
+	for _, c := range p.Sysctl {
+		if c.RunsProgram != "" {
+			notes = append(notes, fmt.Sprintf("- **RUNS A PROGRAM AS ROOT** %s = %s: %s (allowed by the spec's unsafe.sysctls_that_run_programs)", MDCode(c.Key), mdValue(c.Value), MDText(c.RunsProgram)))
+		}
+	}
 	for _, h := range p.Hosts {
 		for _, m := range h.Blockers {
 			notes = append(notes, fmt.Sprintf("- **BLOCKED** %s: %s", MDText(h.Host), MDText(m)))
@@ -161,6 +177,9 @@ func (p *Plan) Markdown(planFile string) []byte {
 				planned := mdValue(c.Planned)
 				if !c.Change {
 					planned += " (no change)"
+				}
+				if p.runsProgram(c.Key) {
+					planned += " **runs a program as root**"
 				}
 				boot := "nothing (kernel default)"
 				if c.DecidedAtBoot != "" {

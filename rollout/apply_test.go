@@ -47,7 +47,7 @@ func fleet(t *testing.T, n int, extra string) (rollouttest.Dialer, *plans.Plan, 
 	for i := 1; i <= n; i++ {
 		s := rollouttest.NewSim(fmt.Sprintf("h%d", i))
 		names = append(names, s.Name)
-		d[s.Name] = s.Host()
+		d[s.Name] = s
 		sims = append(sims, s)
 		facts = append(facts, s.Facts())
 	}
@@ -155,10 +155,10 @@ func TestApplyWindowAndRollbackOrder(t *testing.T) {
 		t.Fatalf("got %s: %s", rep.Hosts[0].Outcome, rep.Hosts[0].Reason)
 	}
 	got := strings.Join(kinds(sims[0].Ops), " ")
-	want := "begin dir dir dir dir file-ok file-ok file-ok file-ok link-ok exec-ok exec-ok keep place-release keep keep backup backup-link backup " +
+	want := "lock begin dir dir dir dir dir file-ok file-ok file-ok file-ok link-ok exec-ok keep place-release keep keep backup backup-link backup " +
 		"sysctl rename link rename restart " +
 		"restore restore-link restore sysctl restart " +
-		"commit"
+		"commit unlock"
 	if got != want {
 		t.Errorf("primitives:\n got %s\nwant %s", got, want)
 	}
@@ -368,7 +368,7 @@ func TestApplyRefusesEditedPlan(t *testing.T) {
 				t.Errorf("got %s (%s), want refused naming %q", h.Outcome, h.Reason, tt.want)
 			}
 			for _, o := range sims[0].Ops {
-				if o.Kind != "clear" {
+				if o.Kind != "clear" && o.Kind != "lock" && o.Kind != "unlock" {
 					t.Errorf("a refused host got primitive %s", o.Kind)
 				}
 			}

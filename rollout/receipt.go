@@ -122,16 +122,38 @@ type FleetReceipt struct {
 	Checksum      string        `json:"plan_checksum"`
 	Started       string        `json:"started"`
 	Millis        int64         `json:"ms"`
-	Run           int           `json:"run,omitempty"`     // 1, then one more per apply --resume
-	Waves         []*WaveResult `json:"waves,omitempty"`   // the waves as they ran
-	Stopped       string        `json:"stopped,omitempty"` // why hosts were left not started
+	Run           int           `json:"run,omitempty"`      // 1, then one more per apply --resume
+	Waves         []*WaveResult `json:"waves,omitempty"`    // the waves as they ran
+	Stopped       string        `json:"stopped,omitempty"`  // why hosts were left not started
+	Approval      *Approval     `json:"approval,omitempty"` // how this run's approval was decided
 	Hosts         []HostReceipt `json:"hosts"`
 }
+
+// Approval is how a run's approval was decided, before anything
+// connected (relayctl decides it; the receipt keeps it): the plan was
+// approved by a signer, approval was skipped by a flag although an
+// allowed_signers file was configured, or none was configured.
+type Approval struct {
+	Decision       string `json:"decision"`                  // ApprovalSigned, ApprovalSkipped or ApprovalNotConfigured
+	AllowedSigners string `json:"allowed_signers,omitempty"` // the allowed_signers file in force
+	From           string `json:"from,omitempty"`            // what named it: --require-approval, RELAYCTL_REQUIRE_APPROVAL or the system file
+	Signer         string `json:"signer,omitempty"`          // who signed: principals (key type and fingerprint, file:line)
+	Signature      string `json:"signature,omitempty"`       // the signature file checked
+	SkippedBy      string `json:"skipped_by,omitempty"`      // the flag that skipped it, with its reason
+	User           string `json:"user,omitempty"`            // who ran relayctl, when approval was skipped
+}
+
+// Approval decisions.
+const (
+	ApprovalSigned        = "signed"
+	ApprovalSkipped       = "skipped"
+	ApprovalNotConfigured = "not configured"
+)
 
 // ReceiptJSON is the fleet receipt as JSON.
 func ReceiptJSON(p *plans.Plan, rep *Report) ([]byte, error) {
 	fr := FleetReceipt{FormatVersion: ReceiptFormatVersion, Plan: rep.Plan, Checksum: rep.Checksum, Started: rep.Started, Millis: rep.Millis,
-		Run: rep.Run, Waves: rep.Waves, Stopped: rep.Stopped}
+		Run: rep.Run, Waves: rep.Waves, Stopped: rep.Stopped, Approval: rep.Approval}
 	for _, h := range rep.Hosts {
 		fr.Hosts = append(fr.Hosts, Receipt(p, h))
 	}
@@ -143,6 +165,17 @@ func ReceiptJSON(p *plans.Plan, rep *Report) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// String is the approval in one line, for the receipt's people part.
+func (a *Approval) String() string {
+	switch a.Decision {
+	case ApprovalSigned:
+		return fmt.Sprintf("signed by %s, checked against %s (from %s), signature %s", a.Signer, a.AllowedSigners, a.From, a.Signature)
+	case ApprovalSkipped:
+		return fmt.Sprintf("SKIPPED by %s, run by %s, although %s (from %s) asks for a signature", a.SkippedBy, a.User, a.AllowedSigners, a.From)
+	}
+	return "none required: no allowed_signers file is configured"
 }
 
 // Recap is the compact summary: one line per outcome class that occurred
@@ -175,7 +208,11 @@ func ReceiptMarkdown(p *plans.Plan, rep *Report) []byte {
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	md, code, cell := plans.MDText, plans.MDCode, func(s string) string { return plans.MDCell(plans.MDText(s)) }
 	w("# relayctl receipt: %s\n\n", md(rep.Plan))
-	w("- Plan checksum %s\n- Started %s, took %d ms\n\n", code(rep.Checksum), md(rep.Started), rep.Millis)
+	w("- Plan checksum %s\n- Started %s, took %d ms\n", code(rep.Checksum), md(rep.Started), rep.Millis)
+	if a := rep.Approval; a != nil {
+		w("- Approval: %s\n", md(a.String()))
+	}
+	w("\n")
 	w("%s\n", indent(Recap(rep)))
 	if rep.Stopped != "" {
 		w("The rollout stopped: %s\n\n", md(rep.Stopped))

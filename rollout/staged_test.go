@@ -149,7 +149,7 @@ func TestFetchRelease(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sims := []*rollouttest.Sim{rollouttest.NewSim("h1")}
-			d := rollouttest.Dialer{"h1": sims[0].Host()}
+			d := rollouttest.Dialer{"h1": sims[0]}
 			p := planFor(t, sims, url, "")
 			if p.Relay.URL == "" {
 				t.Fatal("the plan lost the url")

@@ -9,8 +9,10 @@ import (
 
 // step is one step of a host's apply, one type per file (step_*.go): its
 // title as the review, progress, journal and receipt show it; the host
-// primitives that carry it out; the ones that undo it; and the read-back
-// checks that prove it (and, after a rollback, that it was undone).
+// primitives that carry it out; the ones that undo it; the read-back checks
+// that prove it (and, after a rollback, that it was undone); and what the
+// engine needs to know about it (traits). Steps embed noStep for what they
+// do not need.
 type step interface {
 	describe() plans.Step
 	// prepare are primitives run before the window, with the stage: what
@@ -19,18 +21,47 @@ type step interface {
 	// do carries the step out, in its phase.
 	do() []Op
 	// undo restores what do changed; rollback runs it for every window
-	// step that started, last one first (the restart's, after all others).
+	// step that started, last one first (a switch's after all others).
 	undo() []Op
 	// checks compare the host read back after the window with the plan.
 	checks(c *checkCtx) []Check
 	// restored compare the host read back after a rollback with before.
 	restored(c *checkCtx) []Check
+	traits() traits
 }
 
-// failedUndoer is a step whose undo depends on whether its do completed: a
-// handoff that failed left the old relay serving, with nothing to undo.
-type failedUndoer interface {
-	undoAfterFailure() []Op
+// traits are what the engine needs to know about a step, so that it never
+// matches step kinds.
+type traits struct {
+	// switches: the relay switch, the one moment players notice (restart or
+	// handoff). Its primitive answers the host clock when the relay stopped
+	// (the window's length is measured from there), it is counted in the
+	// receipt, and its undo runs after every other undo.
+	switches bool
+	// handsOver: the switch passes the socket and lobbies to the new
+	// release instead of restarting; when its do fails the old relay still
+	// serves, so there is nothing of it to undo.
+	handsOver bool
+}
+
+// noStep is a step that does nothing; steps embed it for the methods they
+// do not need.
+type noStep struct{}
+
+func (noStep) prepare() []Op              { return nil }
+func (noStep) do() []Op                   { return nil }
+func (noStep) undo() []Op                 { return nil }
+func (noStep) checks(*checkCtx) []Check   { return nil }
+func (noStep) restored(*checkCtx) []Check { return nil }
+func (noStep) traits() traits             { return traits{} }
+
+// undoOf is what rollback runs for a step whose do started; failed says
+// its do failed.
+func undoOf(s step, failed bool) []Op {
+	if failed && s.traits().handsOver {
+		return nil // the old relay still serves its socket
+	}
+	return s.undo()
 }
 
 // checkCtx is what checks compare: the plan and the host before and after.
@@ -147,9 +178,13 @@ func describeHost(p *plans.Plan, h *plans.HostPlan) []plans.Step {
 // verify, with before nil) with the state the plan promises: the checks of
 // every step the plan can take.
 func PlannedChecks(p *plans.Plan, h *plans.HostPlan, before, after *plans.Facts) []Check {
-	c := &checkCtx{p: p, h: h, before: before, after: after}
+	return checksOf(steps(p, h, stepInput{}, true), &checkCtx{p: p, h: h, before: before, after: after})
+}
+
+// checksOf are the steps' checks against c.
+func checksOf(st []step, c *checkCtx) []Check {
 	var out []Check
-	for _, s := range steps(p, h, stepInput{}, true) {
+	for _, s := range st {
 		out = append(out, s.checks(c)...)
 	}
 	return out

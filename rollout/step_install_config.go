@@ -5,6 +5,7 @@ import "github.com/relayctl/relayctl/plans"
 // installConfig puts the staged relay config in place with a rename; the
 // relay reads it when it starts, in the same window.
 type installConfig struct {
+	noStep
 	path, sha  string
 	prevExists bool
 	prevSHA    string

@@ -7,6 +7,7 @@ import "github.com/relayctl/relayctl/plans"
 // the shipped unit grants no capabilities, and SO_RCVBUFFORCE needs
 // CAP_NET_ADMIN.
 type installUnitDropIn struct {
+	noStep
 	path, sha  string
 	remove     bool
 	prevExists bool

@@ -6,6 +6,7 @@ import "github.com/relayctl/relayctl/plans"
 // removes it when the plan has no sysctls left), so the values hold at the
 // next boot.
 type persistDropIn struct {
+	noStep
 	path, sha  string
 	remove     bool
 	prevExists bool

@@ -6,6 +6,7 @@ import "github.com/relayctl/relayctl/plans"
 // not yet in place: the window then only renames it. A file staged ahead
 // with the same content (relayctl stage) is not sent again.
 type stageFile struct {
+	noStep
 	what, name, path, content string
 }
 
@@ -14,12 +15,10 @@ func (s stageFile) describe() plans.Step {
 		Title: titlef("stage %s: beside %s (not yet in place)", s.what, s.path)}
 }
 
-func (stageFile) prepare() []Op { return nil }
-
 func (s stageFile) do() []Op {
-	return []Op{keepOp(s.path+".relayctl-new", plans.SHA256(s.content), []byte(s.content), "0644")}
+	// The staged file takes the mode and owner of the file it will
+	// replace (a 0600 config holding a secret stays 0600); 0644 when new.
+	o := keepOp(s.path+".relayctl-new", plans.SHA256(s.content), []byte(s.content), "0644")
+	o.Args = append(o.Args, s.path)
+	return []Op{o}
 }
-
-func (stageFile) undo() []Op                 { return nil }
-func (stageFile) checks(*checkCtx) []Check   { return nil }
-func (stageFile) restored(*checkCtx) []Check { return nil }

@@ -112,7 +112,7 @@ func runFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 	start := o.Now()
 	clock := time.Now() // a real clock for wave times: Now may be a test's fixed one
 	since := func() int64 { return time.Since(clock).Milliseconds() }
-	rep := &Report{Plan: p.Name, Checksum: p.Checksum, Started: start.UTC().Format(time.RFC3339), Run: 1}
+	rep := &Report{Plan: p.Name, Checksum: p.Checksum, Started: start.UTC().Format(time.RFC3339), Run: 1, Approval: o.Approval}
 	results := make([]*HostResult, len(p.Hosts))
 	for i, h := range p.Hosts {
 		results[i] = &HostResult{Host: h.Host, Address: h.Address, Outcome: NotStarted, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}}

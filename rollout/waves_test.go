@@ -38,10 +38,18 @@ func (r recordingDialer) DialHost(ctx context.Context, name string) (rollout.Hos
 		r.ev.add("end " + name)
 		return nil, err
 	}
-	sh := h.(*rollouttest.Host)
-	c := *sh
-	c.CloseFunc = func() error { r.ev.add("end " + name); return nil }
-	return &c, nil
+	return closing{h, func() { r.ev.add("end " + name) }}, nil
+}
+
+// closing is a host that says when it is closed.
+type closing struct {
+	rollout.Host
+	onClose func()
+}
+
+func (c closing) Close() error {
+	c.onClose()
+	return c.Host.Close()
 }
 
 func resolved(t *testing.T, waves, maxFail, maxUnreach string) *plans.Resolved {

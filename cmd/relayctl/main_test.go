@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,11 +19,26 @@ import (
 
 // The CLI's behaviour (exit codes, messages, artifacts) is pinned by the
 // scripts in testdata/script. UPDATE_SCRIPTS=1 rewrites their golden files.
+//
+// Tests never read the machine's own /etc/relayctl/allowed_signers: the
+// scripts get $WORK/etc/relayctl/allowed_signers (absent unless a script
+// writes it), the in-process tests a path that does not exist unless a test
+// sets systemAllowedSigners itself.
 func TestMain(m *testing.M) {
+	systemAllowedSigners = filepath.Join(os.TempDir(), "relayctl-tests-have-no-system-signers", "allowed_signers")
 	testscript.Main(m, map[string]func(){
-		"relayctl": func() { os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr)) },
+		"relayctl": func() {
+			if v := os.Getenv(testSystemSigners); v != "" {
+				systemAllowedSigners = v
+			}
+			os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+		},
 	})
 }
+
+// testSystemSigners is how a script's relayctl learns its system
+// allowed_signers file.
+const testSystemSigners = "RELAYCTL_TEST_SYSTEM_ALLOWED_SIGNERS"
 
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
@@ -30,9 +47,16 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			// The kernel the shipped list of sysctls comes from, for cmpenv.
 			env.Setenv("KNOWN_KERNEL", tune.KnownSysctlsKernel())
+			env.Setenv(testSystemSigners, filepath.Join(env.WorkDir, "etc", "relayctl", "allowed_signers"))
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"relayctl-exit": relayctlExit, "plan-edit": planEdit, "json": jsonField},
+		Condition: func(cond string) (bool, error) {
+			if cond == "root" {
+				return os.Geteuid() == 0, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 	})
 }
 
@@ -48,7 +72,7 @@ func relayctlExit(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	cmd := exec.Command("relayctl", args[1:]...)
 	cmd.Dir = ts.Getenv("WORK")
-	cmd.Env = append(os.Environ(), "PATH="+ts.Getenv("PATH"))
+	cmd.Env = append(os.Environ(), "PATH="+ts.Getenv("PATH"), testSystemSigners+"="+ts.Getenv(testSystemSigners))
 	cmd.Stdout, cmd.Stderr = ts.Stdout(), ts.Stderr()
 	got := 0
 	if err := cmd.Run(); err != nil {

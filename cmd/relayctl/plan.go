@@ -181,7 +181,7 @@ func gather(c *cli.Context, e *env, s *plans.Spec) ([]*plans.Facts, error) {
 	}
 	q := rollout.QueryFor(s)
 	fmt.Fprintf(e.stderr, "relayctl: observing %d host(s)\n", len(s.Hosts))
-	facts, errs := rollout.ObserveAll(c.Context, sshDialer(c), s.Hosts, q, c.Int("parallel"))
+	facts, errs := rollout.ObserveAll(c.Context, sshHosts(c), s.Hosts, q, c.Int("parallel"))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

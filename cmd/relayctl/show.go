@@ -115,7 +115,7 @@ func colorReview(md []byte) []byte {
 			fence = strings.TrimSuffix(text, "diff")
 		case strings.HasPrefix(text, "#"):
 			color = sgrBold
-		case strings.HasPrefix(text, "- **BLOCKED**"):
+		case strings.HasPrefix(text, "- **BLOCKED**"), strings.HasPrefix(text, "- **RUNS A PROGRAM AS ROOT**"):
 			color = sgrRed
 		case strings.HasPrefix(text, "- **warning**"):
 			color = sgrYellow

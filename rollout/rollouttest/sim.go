@@ -3,6 +3,7 @@ package rollouttest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"sort"
@@ -53,8 +54,9 @@ type Sim struct {
 	Ops      []rollout.Op // every primitive received, in order
 	Uploaded int          // bytes received
 	Fetched  int          // bytes the host fetched from a url
-	staged   map[string]string
 	backups  map[string]*string
+	locked   bool
+	trips    int
 }
 
 // NewSim is the incident's host: the 212,992-byte defaults, release 1.7.0
@@ -72,24 +74,32 @@ func NewSim(name string) *Sim {
 		RB:       212992,
 		Exe:      "/opt/relay/releases/1.7.0/relayd",
 		Paths:    plans.PlanPaths(plans.DefaultPaths),
-		staged:   map[string]string{},
 		backups:  map[string]*string{},
 	}
 }
 
-// Host is the Sim behind the rollout.Host interface.
-func (s *Sim) Host() *Host {
-	return &Host{
-		Addr: s.Name + ":22", Login: "root",
-		ObserveFunc: func(ctx context.Context, q rollout.Query) (*plans.Facts, error) { return s.Facts(), nil },
-		LockFunc: func(ctx context.Context, owner string, breakLock bool) error {
-			if s.LockBusy {
-				return fmt.Errorf("%w: relayctl devel (pid 1 on elsewhere), plan other", rollout.ErrLocked)
-			}
-			return nil
-		},
-		RunFunc: s.run,
-	}
+var _ rollout.Host = (*Sim)(nil)
+
+// Address is the Sim's name with the SSH port.
+func (s *Sim) Address() string { return s.Name + ":22" }
+
+// User is root.
+func (s *Sim) User() string { return "root" }
+
+// RoundTrips counts the Run calls (each one batch, one round trip).
+func (s *Sim) RoundTrips() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.trips
+}
+
+// Close ends the session: a lock not released stays behind, as on a real
+// host.
+func (s *Sim) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.locked = false
+	return nil
 }
 
 // Facts is what observe would read.
@@ -151,33 +161,26 @@ type errLost struct{}
 
 func (errLost) Error() string { return "ssh: connection lost" }
 
-func (s *Sim) run(ctx context.Context, ops []rollout.Op, each func(int, rollout.Result) error) error {
+// Run carries out ops in order (rollout.Host), stopping at the first that
+// fails, with the faults the Sim was given.
+func (s *Sim) Run(ctx context.Context, ops []rollout.Op, each func(int, rollout.Result) error) error {
+	s.mu.Lock()
+	s.trips++
+	s.mu.Unlock()
 	for i, o := range ops {
+		if err := o.Validate(); err != nil {
+			return err
+		}
 		if o.Kind == "restart" && s.InWindow != nil {
 			close(s.InWindow)
 			<-s.ReleaseIn
 			s.InWindow = nil
 		}
-		s.mu.Lock()
-		s.Ops = append(s.Ops, o)
-		if o.Kind == s.DropIn {
-			s.mu.Unlock()
-			return rollout.ConnLost(errLost{})
-		}
-		if o.Kind == s.FailOp {
-			s.mu.Unlock()
-			return &rollout.OpError{Op: o, Msg: s.FailMsg}
-		}
-		r, err := s.apply(o)
-		if o.Offer && r.Value != "kept" {
-			r.Sent = len(o.Data)
-		} else if !o.Offer {
-			r.Sent = len(o.Data)
-		}
-		s.mu.Unlock()
+		r, err := s.one(o)
 		if err != nil {
-			return &rollout.OpError{Op: o, Msg: err.Error()}
+			return err
 		}
+		r.At = time.Now()
 		if each != nil {
 			if err := each(i, r); err != nil {
 				return err
@@ -187,18 +190,49 @@ func (s *Sim) run(ctx context.Context, ops []rollout.Op, each func(int, rollout.
 	return nil
 }
 
+// one carries out one primitive, or fails it as the Sim's faults say.
+func (s *Sim) one(o rollout.Op) (rollout.Result, error) {
+	if o.Kind == "observe" {
+		return rollout.Result{Facts: s.Facts()}, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Ops = append(s.Ops, o)
+	switch {
+	case o.Kind == s.DropIn:
+		return rollout.Result{}, rollout.ConnLost(errLost{})
+	case o.Kind == s.FailOp:
+		return rollout.Result{}, &rollout.OpError{Op: o, Msg: s.FailMsg}
+	case o.Kind != "lock" && o.Kind != "observe" && !s.locked:
+		return rollout.Result{}, fmt.Errorf("run on host: the host is not locked")
+	}
+	r, err := s.apply(o)
+	if err != nil {
+		if errors.Is(err, rollout.ErrLocked) || errors.Is(err, rollout.ErrStaleLock) {
+			return rollout.Result{}, err
+		}
+		return rollout.Result{}, &rollout.OpError{Op: o, Msg: err.Error()}
+	}
+	if o.Offer && r.Value != "kept" || !o.Offer {
+		r.Sent = len(o.Data)
+	}
+	return r, nil
+}
+
 // apply carries out one primitive on the in-memory host.
 func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 	a := func(i int) string { return o.Args[i] }
 	switch o.Kind {
-	case "begin", "step", "dir", "file-ok", "link-ok", "exec-ok", "check-release", "commit", "unlock":
+	case "lock":
+		if s.LockBusy {
+			return rollout.Result{}, fmt.Errorf("%w: relayctl devel (pid 1 on elsewhere), plan other", rollout.ErrLocked)
+		}
+		s.locked = true
+	case "unlock":
+		s.locked = false
+	case "begin", "step", "dir", "file-ok", "link-ok", "exec-ok", "check-release", "commit", "daemon-reload":
 	case "clear":
 		s.Journal = ""
-	case "recv":
-		s.staged[a(0)] = string(o.Data)
-		s.Uploaded += len(o.Data)
-	case "put":
-		s.Files[a(1)] = s.staged[a(0)]
 	case "rename":
 		c, ok := s.Files[a(0)]
 		if !ok {
@@ -253,7 +287,11 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 		l := s.Link
 		s.backups[a(1)] = &l
 	case "restore-link":
-		s.Link = *s.backups[a(1)]
+		l := s.backups[a(1)]
+		if l == nil {
+			return rollout.Result{}, fmt.Errorf("restore-link %s: nothing backed up as %s", a(0), a(1))
+		}
+		s.Link = *l
 	case "sysctl":
 		s.Sysctls[a(0)] = a(1)
 		return rollout.Result{Value: a(1)}, nil

@@ -1,7 +1,4 @@
-// Package rollout is the only part of relayctl that talks to hosts. Everything
-// above it takes a Runner, never an SSH client, so the step logic can be
-// tested against in-process fakes and the real thing against lab hosts.
-package rollout
+package shellhost
 
 import (
 	"context"
@@ -42,4 +39,19 @@ func WithoutCommandTimeout(ctx context.Context) context.Context {
 func CommandTimeoutDisabled(ctx context.Context) bool {
 	v, _ := ctx.Value(noCommandTimeout{}).(bool)
 	return v
+}
+
+// Conn is an open connection to one host.
+type Conn interface {
+	Runner
+	Close() error
+	Address() string // host:port actually dialled
+	User() string    // the remote user
+}
+
+// Dialer opens a connection to a host named as in a spec. A dial the
+// client refused to make (a host key, authentication) is wrapped with
+// rollout.Refusal.
+type Dialer interface {
+	Dial(ctx context.Context, host string) (Conn, error)
 }

@@ -1,4 +1,4 @@
-package rollout
+package shellhost
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/relay/sockstat"
+	"github.com/relayctl/relayctl/rollout"
 	"github.com/relayctl/relayctl/tune"
 )
 
@@ -26,89 +27,14 @@ var observeScript string
 // bounded on the host already, this is the last line of defence.
 const MaxObserveOutput = 16 << 20
 
-// Query says what to observe on a host: which sysctls, where the relay
-// lives and how to find its process. Everything in it is validated before
-// it reaches the host, and quoted.
-type Query struct {
-	Keys    []string
-	Port    int
-	Control string // the relay's control address, "" to not read /status
-	Paths   plans.PlanPaths
-	Service plans.PlanService
-}
-
-// QueryFor builds the query a plan of spec needs.
-func QueryFor(s *plans.Spec) Query {
-	return Query{Keys: s.ReadKeys(), Port: s.Relay.Port, Control: s.Relay.Control,
-		Paths: plans.PlanPaths(s.Paths), Service: s.Relay.Service.Plan()}
-}
-
-// QueryForPlan rebuilds the query a plan was made with, for apply and verify.
-func QueryForPlan(p *plans.Plan) Query {
-	return Query{Keys: p.ReadKeys(), Port: p.Relay.Port, Control: p.Relay.Control, Paths: p.Paths, Service: p.Relay.Service}
-}
-
-// Validate checks every word of the query before it goes on a command line.
-func (q Query) Validate() error {
-	for _, k := range q.Keys {
-		if err := tune.ValidKey(k); err != nil {
-			return fmt.Errorf("observe: %w", err)
-		}
-	}
-	for _, p := range []string{q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir} {
-		if err := plans.ValidHostPath(p); err != nil {
-			return fmt.Errorf("observe: %w", err)
-		}
-	}
-	if q.Port < 1 || q.Port > 65535 {
-		return fmt.Errorf("observe: bad port %d", q.Port)
-	}
-	if q.Control != "" {
-		if err := plans.ValidControl(q.Control); err != nil {
-			return fmt.Errorf("observe: %w", err)
-		}
-	}
-	switch q.Service.Manager {
-	case "systemd":
-		if err := plans.ValidUnit(q.Service.Name); err != nil {
-			return fmt.Errorf("observe: %w", err)
-		}
-	case "command":
-		if err := plans.ValidHostPath(q.Service.PIDFile); err != nil {
-			return fmt.Errorf("observe: pid file: %w", err)
-		}
-	case "none":
-	default:
-		return fmt.Errorf("observe: service manager %q", q.Service.Manager)
-	}
-	return nil
-}
-
-// command returns the remote command line: the script itself and the
-// query's words, all quoted. The frame boundary is not among them: it
-// travels on stdin.
-func (q Query) command() (string, error) {
-	args, err := q.args()
-	if err != nil {
-		return "", err
-	}
-	return Command(append([]string{"sh", "-c", observeScript, "relayctl-observe"}, args...)...), nil
-}
-
 // args are observe.sh's arguments for the query.
-func (q Query) args() ([]string, error) {
+func args(q rollout.Query) ([]string, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
-	args := []string{strconv.Itoa(q.Port), q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir,
+	a := []string{strconv.Itoa(q.Port), q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir,
 		q.Service.Manager, q.Service.Name, q.Service.PIDFile, strings.Join(q.Keys, ","), q.Control, strconv.Itoa(plans.MaxHostFile), unitDropIn(q.Service)}
-	return append(args, tune.SysctlDirs...), nil
-}
-
-// observeRunner runs observe.sh itself (the observe primitive): the agent
-// does, in the session it already holds. It returns what the script printed.
-type observeRunner interface {
-	runObserve(ctx context.Context, o Op) (string, error)
+	return append(a, tune.SysctlDirs...), nil
 }
 
 // unitDropIn is the drop-in relayctl owns for a systemd relay, or "-".
@@ -119,60 +45,45 @@ func unitDropIn(s plans.PlanService) string {
 	return plans.UnitDropInPath(s.Name)
 }
 
-// Observe gathers a host's facts in one command (one SSH session), or in
-// the agent's session when r is one.
-func Observe(ctx context.Context, r Runner, host, address, user string, q Query) (*plans.Facts, error) {
-	if or, ok := r.(observeRunner); ok {
-		c, o, err := newObserveCall(q, host, address, user)
-		if err != nil {
-			return nil, err
-		}
-		out, err := or.runObserve(ctx, o)
-		if err != nil {
-			return nil, fmt.Errorf("observe: %w", err)
-		}
-		return c.facts([]byte(out))
-	}
-	c, _, err := newObserveCall(q, host, address, user)
+// observeCall is one run of observe.sh: a fresh frame boundary, the
+// script's arguments, and how to read its output into facts.
+type observeCall struct {
+	q                   rollout.Query
+	boundary            string
+	args                []string
+	host, address, user string
+}
+
+func newObserveCall(q rollout.Query, host, address, user string) (*observeCall, error) {
+	boundary, err := newBoundary()
 	if err != nil {
 		return nil, err
 	}
-	cmd, err := q.command()
+	a, err := args(q)
 	if err != nil {
 		return nil, err
 	}
+	return &observeCall{q: q, boundary: boundary, args: a, host: host, address: address, user: user}, nil
+}
+
+// command is observe.sh as a command of its own (no session held): the
+// script and its words, all quoted. The frame boundary is not among them:
+// it travels on stdin.
+func (c *observeCall) command() string {
+	return Command(append([]string{"sh", "-c", observeScript, "relayctl-observe"}, c.args...)...)
+}
+
+// run runs observe.sh as a command of its own over r.
+func (c *observeCall) run(ctx context.Context, r Runner) (*plans.Facts, error) {
 	out := &limitedBuffer{max: MaxObserveOutput}
 	var errb bytes.Buffer
-	if err := r.Run(ctx, cmd, strings.NewReader(c.boundary+"\n"), out, &errb); err != nil {
+	if err := r.Run(ctx, c.command(), strings.NewReader(c.boundary+"\n"), out, &errb); err != nil {
 		return nil, fmt.Errorf("observe: %w", err)
 	}
 	if out.over {
 		return nil, fmt.Errorf("observe: the host printed more than %d bytes", MaxObserveOutput)
 	}
 	return c.facts(out.Bytes())
-}
-
-// observeCall is one observe through the agent: newObserveCall gives the
-// primitive to send (which can go in a batch with others), facts reads
-// its answer.
-type observeCall struct {
-	q                   Query
-	boundary            string
-	host, address, user string
-}
-
-func newObserveCall(q Query, host, address, user string) (*observeCall, Op, error) {
-	boundary, err := newBoundary()
-	if err != nil {
-		return nil, Op{}, err
-	}
-	args, err := q.args()
-	if err != nil {
-		return nil, Op{}, err
-	}
-	o := op("observe", boundary, strconv.Itoa(len(args)))
-	o.Argv = args
-	return &observeCall{q: q, boundary: boundary, host: host, address: address, user: user}, o, nil
 }
 
 // facts parses what observe.sh printed.
@@ -292,7 +203,7 @@ func clipTo(s string, n int) string {
 }
 
 // FactsFromFrames interprets the sections.
-func FactsFromFrames(frames []Frame, q Query) (*plans.Facts, error) {
+func FactsFromFrames(frames []Frame, q rollout.Query) (*plans.Facts, error) {
 	by := map[string]Frame{}
 	for _, fr := range frames {
 		by[fr.Name] = fr

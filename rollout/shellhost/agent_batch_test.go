@@ -1,4 +1,4 @@
-package rollout
+package shellhost
 
 // Batches: relayctl sends many primitives at once and reads the answers
 // after. These run the real agent.sh (as root, locally) to show that
@@ -29,12 +29,12 @@ func TestAgentBatchStopsAtTheFirstFailure(t *testing.T) {
 	touch, _ := exec.LookPath("touch")
 	marker := filepath.Join(root, "restarted")
 
-	payload := "link\tx\ty\nA\n" // bytes that look like a request
-	up := op("recv", "config", strconv.Itoa(len(payload)))
+	payload := "link\t1\t0\t0\tx\ty\nA\n" // bytes that look like a request
+	up := op("keep", filepath.Join(dir, "config"), plans.SHA256(payload), strconv.Itoa(len(payload)), "0644")
 	up.Data = []byte(payload)
-	restartOp := restart{svc: plans.PlanService{Manager: "command", Stop: []string{touch, marker}, Start: []string{touch, marker}}}.service("restart")
-	observeOp := op("observe", "@@relayctl-x", "2")
-	observeOp.Argv = []string{"unlock", "sync"}
+	restart := restartOp(plans.PlanService{Manager: "command", Stop: []string{touch, marker}, Start: []string{touch, marker}})
+	q := Query{Keys: []string{"net.core.rmem_max"}, Port: 7788, Paths: plans.PlanPaths(plans.DefaultPaths), Service: plans.PlanService{Manager: "none"}}
+	observe := Op{Kind: "observe", Query: &q} // its argv lines are skipped too
 
 	trips := h.RoundTrips()
 	var ran []string
@@ -44,11 +44,11 @@ func TestAgentBatchStopsAtTheFirstFailure(t *testing.T) {
 		op("remove", filepath.Join(root, "no-such-folder", "f")), // rm -f of a missing file succeeds
 		op("rename", filepath.Join(root, "absent"), filepath.Join(dir, "moved")),
 		up,
-		restartOp,
-		observeOp,
+		restart,
+		observe,
 		op("link", filepath.Join(dir, "current"), "releases/1.8.0"),
 	}, func(i int, r Result) error {
-		ran = append(ran, []string{"begin", "dir", "remove", "rename", "recv", "restart", "observe", "link"}[i])
+		ran = append(ran, []string{"begin", "dir", "remove", "rename", "keep", "restart", "observe", "link"}[i])
 		return nil
 	})
 	var oe *OpError
@@ -76,7 +76,7 @@ func TestAgentBatchStopsAtTheFirstFailure(t *testing.T) {
 	}
 	// The journal notes what was done, and nothing that was skipped.
 	j, _ := os.ReadFile(filepath.Join(root, "state", "journal"))
-	if strings.Contains(string(j), "ok restart") || strings.Contains(string(j), "ok recv") {
+	if strings.Contains(string(j), "ok restart") || strings.Contains(string(j), "ok keep") {
 		t.Errorf("the journal notes a skipped primitive:\n%s", j)
 	}
 }
@@ -130,8 +130,8 @@ func TestAgentSysctlWantStopsTheBatch(t *testing.T) {
 		t.Skip("unshare not found")
 	}
 	root := rootDir(t)
-	h := NewShellHost("local", localConn{localRunner{netns: true}}, filepath.Join(root, "state"))
-	if err := h.Lock(context.Background(), "x", false); err != nil {
+	h := New("local", localConn{localRunner{netns: true}}, filepath.Join(root, "state"))
+	if err := lock(h, "x", false); err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()

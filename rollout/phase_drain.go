@@ -9,6 +9,21 @@ import (
 	"github.com/relayctl/relayctl/plans"
 )
 
+// drainPhase is the drain gate (drainGate), where the spec has one.
+type drainPhase struct{}
+
+func (drainPhase) title() string      { return "drain" }
+func (drainPhase) runs(*hostRun) bool { return true }
+
+func (drainPhase) run(ctx context.Context, hr *hostRun) *ending {
+	gate, out, why := hr.drainGate(ctx, hr.res.Before)
+	if gate == nil {
+		return end(out, StateAsWas, why)
+	}
+	hr.gate = gate
+	return nil
+}
+
 // drainGate holds a host before its window until the relay reports at
 // most the spec's max_players, polling its /status (through observe), for
 // at most the deadline; with no_new_lobbies it asks the relay to refuse new

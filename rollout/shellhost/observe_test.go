@@ -1,4 +1,4 @@
-package rollout
+package shellhost
 
 import (
 	"bytes"
@@ -114,10 +114,11 @@ func FuzzParseFrames(f *testing.F) {
 func TestQueryCommandQuotes(t *testing.T) {
 	q := Query{Keys: []string{"net.core.rmem_max"}, Port: 7788, Paths: plans.PlanPaths(plans.DefaultPaths),
 		Service: plans.PlanService{Manager: "command", PIDFile: "/opt/relay/run/relayd.pid"}}
-	cmd, err := q.command()
+	c, err := newObserveCall(q, "h", "a", "u")
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmd := c.command()
 	if strings.Contains(cmd, "@@relayctl-") && !strings.Contains(cmd, "@@relayctl-*") {
 		t.Errorf("the command line carries a boundary: %q", cmd)
 	}
@@ -129,7 +130,7 @@ func TestQueryCommandQuotes(t *testing.T) {
 	} {
 		c := q
 		bad(&c)
-		if _, err := c.command(); err == nil {
+		if _, err := newObserveCall(c, "h", "a", "u"); err == nil {
 			t.Errorf("%+v was accepted", c)
 		}
 	}
@@ -191,7 +192,7 @@ func (r *fakeRelay) rcvbuf(t *testing.T) uint64 {
 // stand-in relay (startFakeRelay).
 func TestObserveThisMachine(t *testing.T) {
 	r := startFakeRelay(t)
-	f, err := Observe(context.Background(), localRunner{}, "here", "local", "root", r.query(""))
+	f, err := observeWith(localRunner{}, "here", r.query(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func TestObserveThisMachine(t *testing.T) {
 func TestObserveTrustsOnlyReleases(t *testing.T) {
 	r := startFakeRelay(t)
 	os.WriteFile(r.pidFile, []byte("1\n"), 0o644)
-	f, err := Observe(context.Background(), localRunner{}, "here", "local", "root", r.query(""))
+	f, err := observeWith(localRunner{}, "here", r.query(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +241,7 @@ func TestObserveTrustsOnlyReleases(t *testing.T) {
 	}
 	os.WriteFile(r.pidFile, []byte(strconv.Itoa(r.pid)+"\n"), 0o666)
 	os.Chmod(r.pidFile, 0o666)
-	f, err = Observe(context.Background(), localRunner{}, "here", "local", "root", r.query(""))
+	f, err = observeWith(localRunner{}, "here", r.query(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func TestObserveForgedStatusCannotChangeFacts(t *testing.T) {
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	f, err := Observe(context.Background(), localRunner{}, "here", "local", "root", r.query(ln.Addr().String()))
+	f, err := observeWith(localRunner{}, "here", r.query(ln.Addr().String()))
 	if errors.Is(err, ErrForgedFrame) {
 		return // detected
 	}

@@ -1,4 +1,4 @@
-package rollout
+package shellhost
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package rollout
+package shellhost
 
 import (
 	"strings"
@@ -28,7 +28,7 @@ func (w *recordingWriter) Write(p []byte) (int, error) {
 func TestWriteBatchDoesNotCopyData(t *testing.T) {
 	data := []byte(strings.Repeat("x", 1<<20))
 	w := recordingWriter{shared: data}
-	if err := writeBatch(&w, []Op{op("begin", "p", "sha256:x"), keepOp("/opt/relay/r", "abc", data, "0755"), op("dir", "/opt")}, true, true); err != nil {
+	if err := writeBatch(&w, []Op{op("begin", "p", "sha256:x"), keepOp("/opt/relay/r", "abc", data, "0755"), op("dir", "/opt")}, nil, true, true); err != nil {
 		t.Fatal(err)
 	}
 	var text strings.Builder
@@ -38,14 +38,14 @@ func TestWriteBatchDoesNotCopyData(t *testing.T) {
 	if !w.saw {
 		t.Error("the data was copied before it was written")
 	}
-	want := "begin\tp\tsha256:x\nkeep-data\t/opt/relay/r\tabc\t1048576\t0755\ndir\t/opt\nsync\n"
+	want := "begin\t0\t0\t0\tp\tsha256:x\nkeep\t1\t1048576\t0\t/opt/relay/r\tabc\t1048576\t0755\ndir\t0\t0\t0\t/opt\nsync\t0\t0\t0\n"
 	if text.String() != want {
 		t.Errorf("lines:\n%q\nwant\n%q", text.String(), want)
 	}
 	// An offer carries no bytes.
 	w = recordingWriter{shared: data}
-	writeBatch(&w, []Op{keepOp("/opt/relay/r", "abc", data, "0755")}, false, false)
-	if len(w.writes) != 1 || string(w.writes[0]) != "keep\t/opt/relay/r\tabc\t1048576\t0755\n" {
+	writeBatch(&w, []Op{keepOp("/opt/relay/r", "abc", data, "0755")}, nil, false, false)
+	if len(w.writes) != 1 || string(w.writes[0]) != "keep\t1\t0\t0\t/opt/relay/r\tabc\t1048576\t0755\n" {
 		t.Errorf("offer: %q", w.writes)
 	}
 }

@@ -1,4 +1,4 @@
-package rollout
+package shellhost
 
 // agent.sh run here, as root, through ShellHost and a local runner: the
 // real script against the real file system. Its lab test runs it over SSH.
@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/relayctl/relayctl/plans"
@@ -37,17 +38,17 @@ func rootDir(t *testing.T) string {
 	return d
 }
 
-func lockedAgent(t *testing.T, state string) *ShellHost {
+func lockedAgent(t *testing.T, state string) *Host {
 	t.Helper()
-	h := NewShellHost("local", localConn{}, state)
-	if err := h.Lock(context.Background(), "test owner", false); err != nil {
+	h := New("local", localConn{}, state)
+	if err := lock(h, "test owner", false); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
 	return h
 }
 
-func runOps(h *ShellHost, ops ...Op) ([]Result, error) {
+func runOps(h *Host, ops ...Op) ([]Result, error) {
 	var out []Result
 	err := h.Run(context.Background(), ops, func(i int, r Result) error {
 		out = append(out, r)
@@ -58,8 +59,8 @@ func runOps(h *ShellHost, ops ...Op) ([]Result, error) {
 
 func TestAgentRefusesUnsafeStateDir(t *testing.T) {
 	rootDir(t)
-	h := NewShellHost("local", localConn{}, filepath.Join(t.TempDir(), "state"))
-	err := h.Lock(context.Background(), "x", false)
+	h := New("local", localConn{}, filepath.Join(t.TempDir(), "state"))
+	err := lock(h, "x", false)
 	if !errors.Is(err, ErrUnsafeHost) || !strings.Contains(err.Error(), "/tmp is not owned by root or is writable by its group or others") {
 		t.Errorf("got %v, want ErrUnsafeHost naming /tmp", err)
 	}
@@ -68,19 +69,19 @@ func TestAgentRefusesUnsafeStateDir(t *testing.T) {
 func TestAgentLock(t *testing.T) {
 	state := filepath.Join(rootDir(t), "state")
 	first := lockedAgent(t, state)
-	second := NewShellHost("local", localConn{}, state)
-	if err := second.Lock(context.Background(), "other", false); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "test owner") {
+	second := New("local", localConn{}, state)
+	if err := lock(second, "other", false); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "test owner") {
 		t.Errorf("second lock: got %v, want ErrLocked naming the owner", err)
 	}
 	// The first run dies without unlocking: its owner file stays.
 	first.Close()
-	if err := second.Lock(context.Background(), "other", false); !errors.Is(err, ErrStaleLock) || !strings.Contains(err.Error(), "test owner") {
+	if err := lock(second, "other", false); !errors.Is(err, ErrStaleLock) || !strings.Contains(err.Error(), "test owner") {
 		t.Errorf("after a dead run: got %v, want ErrStaleLock naming the dead owner", err)
 	}
-	if err := second.Lock(context.Background(), "other", true); err != nil {
+	if err := lock(second, "other", true); err != nil {
 		t.Errorf("--break-lock: got %v", err)
 	}
-	second.Unlock()
+	unlock(second)
 	if _, err := os.Stat(filepath.Join(state, "lock.owner")); !os.IsNotExist(err) {
 		t.Errorf("a clean unlock left the owner file: %v", err)
 	}
@@ -97,16 +98,27 @@ func TestAgentNeverWritesThroughSymlinks(t *testing.T) {
 	os.WriteFile(victim, []byte("precious\n"), 0o644)
 	target := filepath.Join(etc, "relayd.env")
 	os.Symlink(victim, target+".relayctl-new") // planted beside the target
-	up := op("recv", "config", "6")
-	up.Data = []byte("A=1\nB\n")
-	if _, err := runOps(h, op("begin", "p", "sha256:x"), up, op("put", "config", target+".relayctl-new", "0644")); err != nil {
-		t.Fatal(err)
+	// Staging over it is refused (check-folders refuses the host before,
+	// as the lab test shows): the symlink is neither followed nor replaced.
+	_, err := runOps(h, op("begin", "p", "sha256:x"), keepOp(target+".relayctl-new", plans.SHA256("A=1\nB\n"), []byte("A=1\nB\n"), "0644"))
+	if err == nil || !strings.Contains(err.Error(), "is a symlink; relayctl writes no file through or over a symlink") {
+		t.Errorf("keep over a planted symlink: got %v, want refused", err)
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
 		t.Errorf("wrote through the planted symlink: victim now %q", b)
 	}
-	if fi, err := os.Lstat(target + ".relayctl-new"); err != nil || !fi.Mode().IsRegular() {
-		t.Errorf("the staged file is not a regular file: %v %v", fi, err)
+	// restore, which writes through a temp file and a rename, replaces a
+	// symlink at its target rather than following it.
+	os.WriteFile(filepath.Join(root, "state", "stage", "backup-x"), []byte("A=1\n"), 0o644)
+	os.Symlink(victim, filepath.Join(etc, "other.env"))
+	if _, err := runOps(h, op("restore", filepath.Join(etc, "other.env"), "backup-x")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Errorf("restore wrote through a symlink: victim now %q", b)
+	}
+	if fi, err := os.Lstat(filepath.Join(etc, "other.env")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("the restored file is not a regular file: %v %v", fi, err)
 	}
 	// A target that is itself a symlink is refused before the window.
 	os.Symlink(victim, target)
@@ -140,8 +152,7 @@ func TestAgentRunsArgvWithoutAShell(t *testing.T) {
 	h := lockedAgent(t, filepath.Join(root, "state"))
 	touch, _ := exec.LookPath("touch")
 	odd := filepath.Join(root, "a b $(touch pwned);`id`")
-	s := restart{svc: restartFixture(touch, odd)}
-	if _, err := runOps(h, s.service("restart")); err != nil {
+	if _, err := runOps(h, restartOp(restartFixture(touch, odd))); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(odd); err != nil {
@@ -159,8 +170,8 @@ func TestAgentSysctlReadsBack(t *testing.T) {
 		t.Skip("unshare not found")
 	}
 	// In a network namespace of its own, so the machine's values stay.
-	h := NewShellHost("local", localConn{localRunner{netns: true}}, filepath.Join(rootDir(t), "state"))
-	if err := h.Lock(context.Background(), "x", false); err != nil {
+	h := New("local", localConn{localRunner{netns: true}}, filepath.Join(rootDir(t), "state"))
+	if err := lock(h, "x", false); err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()
@@ -184,7 +195,7 @@ func TestAgentObserves(t *testing.T) {
 	r := startFakeRelay(t)
 	h := lockedAgent(t, filepath.Join(rootDir(t), "state"))
 	trips, sessions := h.RoundTrips(), h.count.count()
-	f, err := h.Observe(context.Background(), r.query(""))
+	f, err := observeOn(h, r.query(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,8 +219,7 @@ func TestAgentRefusesAnEmptyArgvWord(t *testing.T) {
 	h := lockedAgent(t, filepath.Join(root, "state"))
 	touch, _ := exec.LookPath("touch")
 	made := filepath.Join(root, "made")
-	s := restart{svc: plans.PlanService{Manager: "command", Stop: []string{touch, "", made}, Start: []string{touch, made + ".start"}}}
-	_, err := runOps(h, s.service("restart"))
+	_, err := runOps(h, restartOp(plans.PlanService{Manager: "command", Stop: []string{touch, "", made}, Start: []string{touch, made + ".start"}}))
 	if err == nil || !strings.Contains(err.Error(), "a command word is empty") {
 		t.Errorf("restart with an empty word: %v; want it refused", err)
 	}
@@ -219,7 +229,7 @@ func TestAgentRefusesAnEmptyArgvWord(t *testing.T) {
 		}
 	}
 	// The agent is still in step: the next request is answered.
-	if _, err := runOps(h, restart{svc: restartFixture(touch, made)}.service("restart")); err != nil {
+	if _, err := runOps(h, restartOp(restartFixture(touch, made))); err != nil {
 		t.Fatalf("the next restart: %v", err)
 	}
 	if _, err := os.Stat(made); err != nil {
@@ -242,7 +252,7 @@ func TestHostileValuesNeverReachTheAgent(t *testing.T) {
 	}{
 		{"newline in a field", op("remove", filepath.Join(root, "x")+"\nremove\t"+victim)},
 		{"tab in a field", op("remove", filepath.Join(root, "x")+"\t"+victim)},
-		{"newline in a command word", restart{svc: restartFixture(touch, made+"\nremove\t"+victim)}.service("restart")},
+		{"newline in a command word", restartOp(restartFixture(touch, made+"\nremove\t"+victim))},
 		{"NUL in a field", op("remove", victim+"\x00")},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -267,5 +277,112 @@ func TestHostileValuesNeverReachTheAgent(t *testing.T) {
 	}
 	if _, err := os.Stat(victim); !os.IsNotExist(err) {
 		t.Errorf("the clean remove did not run: %v", err)
+	}
+}
+
+// A release is trusted only when root alone can change it, all the way
+// down: a folder or file of another user's, a group-writable file or a
+// symlink inside refuses it even when its relayd has the planned sha256.
+// Bytes in the store are never "kept" in a folder another user owns.
+func TestAgentChecksReleaseOwnership(t *testing.T) {
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	rel := filepath.Join(root, "releases", "1.8.0")
+	os.MkdirAll(rel, 0o755)
+	body := []byte("#!/bin/sh\n")
+	os.WriteFile(filepath.Join(rel, "relayd"), body, 0o755)
+	sha := plans.SHA256(string(body))
+	if _, err := runOps(h, op("check-release", rel, sha)); err != nil {
+		t.Fatalf("a release root owns: %v", err)
+	}
+	nobody := 65534
+	for _, c := range []struct {
+		name        string
+		plant, undo func()
+		want        string
+	}{
+		{"folder of another user", func() { os.Chown(rel, nobody, 0) }, func() { os.Chown(rel, 0, 0) }, rel + " is not owned by root"},
+		{"binary of another user", func() { os.Chown(filepath.Join(rel, "relayd"), nobody, 0) }, func() { os.Chown(filepath.Join(rel, "relayd"), 0, 0) },
+			filepath.Join(rel, "relayd") + " is not owned by root"},
+		{"group-writable file", func() {
+			os.WriteFile(filepath.Join(rel, "lib.so"), body, 0o664)
+			os.Chmod(filepath.Join(rel, "lib.so"), 0o664)
+		},
+			func() { os.Remove(filepath.Join(rel, "lib.so")) }, filepath.Join(rel, "lib.so") + " is not owned by root or is writable"},
+		{"symlink inside", func() { os.Symlink("/tmp", filepath.Join(rel, "lib")) }, func() { os.Remove(filepath.Join(rel, "lib")) },
+			filepath.Join(rel, "lib") + " is a symlink"},
+		{"parent of another user", func() { os.Chown(filepath.Dir(rel), nobody, 0) }, func() { os.Chown(filepath.Dir(rel), 0, 0) },
+			filepath.Dir(rel) + " is not owned by root"},
+	} {
+		c.plant()
+		if _, err := runOps(h, op("check-release", rel, sha)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want refused with %q", c.name, err, c.want)
+		}
+		c.undo()
+	}
+
+	store := filepath.Join(root, "releases", ".sha256", sha)
+	os.MkdirAll(store, 0o755)
+	os.WriteFile(filepath.Join(store, "relayd"), body, 0o755)
+	os.Chown(store, nobody, 0)
+	if r, err := runOps(h, keepOp(filepath.Join(store, "relayd"), sha, body, "0755")); err == nil || !strings.Contains(err.Error(), store+" is not owned by root") {
+		t.Errorf("keep in a store folder of another user: got %v %v, want refused naming it", r, err)
+	}
+}
+
+// A file relayctl replaces keeps its mode and owner through stage, window
+// and rollback: a 0640 config of group nogroup stays 0640 nogroup, never
+// the 0644 a new file gets.
+func TestAgentKeepsModeAndOwner(t *testing.T) {
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	etc := filepath.Join(root, "etc-relay")
+	os.Mkdir(etc, 0o755)
+	target := filepath.Join(etc, "relayd.env")
+	os.WriteFile(target, []byte("SECRET=1\n"), 0o640)
+	os.Chmod(target, 0o640)
+	os.Chown(target, 0, 65534)
+	modeOf := func(p string) (os.FileMode, uint32) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Mode().Perm(), fi.Sys().(*syscall.Stat_t).Gid
+	}
+	next := []byte("SECRET=2\n")
+	stage := keepOp(target+".relayctl-new", plans.SHA256(string(next)), next, "0644")
+	stage.Args = append(stage.Args, target)
+	if _, err := runOps(h, op("begin", "p", "sha256:x"), stage); err != nil && !strings.Contains(err.Error(), "NEED") {
+		// keep offers first; the bytes follow as keep-data in the same Run.
+		t.Fatal(err)
+	}
+	if m, g := modeOf(target + ".relayctl-new"); m != 0o640 || g != 65534 {
+		t.Errorf("staged file: mode %o gid %d, want 640 65534", m, g)
+	}
+	if _, err := runOps(h, op("backup", target, "backup-config"), op("rename", target+".relayctl-new", target)); err != nil {
+		t.Fatal(err)
+	}
+	if m, g := modeOf(target); m != 0o640 || g != 65534 {
+		t.Errorf("installed file: mode %o gid %d, want 640 65534", m, g)
+	}
+	os.Chmod(target, 0o644) // the window's file differs, so restore must set it back
+	if _, err := runOps(h, op("restore", target, "backup-config")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "SECRET=1\n" {
+		t.Errorf("restored %q", b)
+	}
+	if m, g := modeOf(target); m != 0o640 || g != 65534 {
+		t.Errorf("restored file: mode %o gid %d, want 640 65534", m, g)
+	}
+	// A new file (nothing to take after) gets 0644.
+	fresh := filepath.Join(etc, "new.env")
+	o := keepOp(fresh+".relayctl-new", plans.SHA256("A=1\n"), []byte("A=1\n"), "0644")
+	o.Args = append(o.Args, fresh)
+	if _, err := runOps(h, o); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := modeOf(fresh + ".relayctl-new"); m != 0o644 {
+		t.Errorf("a new file: mode %o, want 644", m)
 	}
 }
