@@ -137,7 +137,7 @@ func TestPlanRecordsRollout(t *testing.T) {
 		f.Host = h
 		facts = append(facts, f)
 	}
-	p, err := Make(Input{Spec: spec, Facts: facts, Artifact: Artifact{SHA256: strings.Repeat("a", 64), Size: 3}})
+	p, err := Make(Input{Spec: spec, Facts: facts, Artifact: Artifact{SHA256: strings.Repeat("a", 64), Size: 3}, Steps: testSteps})
 	if err != nil {
 		t.Fatal(err)
 	}

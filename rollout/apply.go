@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -40,22 +41,29 @@ type ApplyOptions struct {
 	Approval     *Approval          // how the caller decided the plan may run, for the receipt
 }
 
+// Checked is a plan that passed CheckPlan: the only kind Apply and Stage
+// take, so a run checks its plan once, before anything connects.
+type Checked struct{ plan *plans.Plan }
+
+// Plan is the checked plan.
+func (c Checked) Plan() *plans.Plan { return c.plan }
+
 // CheckPlan is everything apply and verify check in a plan file before
 // anything connects: the plan against its recorded spec (plans.Validate),
 // and each host's recorded steps against the ones its own recorded
 // decisions give. A plan edited after it was made, checksum recomputed or
 // not, fails here or, for what needs the host, when apply derives the
 // host's plan again from what it observes.
-func CheckPlan(p *plans.Plan) error {
+func CheckPlan(p *plans.Plan) (Checked, error) {
 	if err := plans.Validate(p); err != nil {
-		return err
+		return Checked{}, err
 	}
 	for _, h := range p.Hosts {
-		if d := stepDiff(h.Steps, describeHost(p, h)); d != "" {
-			return fmt.Errorf("%w: host %s: %s; make and review the plan again", plans.ErrPlanEdited, h.Host, d)
+		if d := stepDiff(h.Steps, Steps(p, h)); d != "" {
+			return Checked{}, fmt.Errorf("%w: host %s: %s; make and review the plan again", plans.ErrPlanEdited, h.Host, d)
 		}
 	}
-	return nil
+	return Checked{p}, nil
 }
 
 // stepDiff names the first difference between two step lists.
@@ -79,9 +87,10 @@ func stepDiff(stored, derived []plans.Step) string {
 // starting; a host inside its window finishes it or rolls back whatever
 // happens to ctx. The ledger (ledger.go) is saved as each host starts and
 // ends; with o.Resume, hosts it has applied or unchanged are not touched.
-func Apply(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*Report, error) {
-	if err := CheckPlan(p); err != nil {
-		return nil, err
+func Apply(ctx context.Context, d HostDialer, c Checked, o ApplyOptions) (*Report, error) {
+	p := c.plan
+	if p == nil {
+		return nil, errors.New("apply: no checked plan")
 	}
 	// The release's capabilities are read from its bytes, not taken from
 	// the plan file: a plan edited to claim a handoff gets none.

@@ -82,7 +82,8 @@ type hostRun struct {
 }
 
 func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPlan, o ApplyOptions, pr *progress, yield func() func()) *HostResult {
-	res := &HostResult{Host: h.Host, Address: h.Address, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}, started: o.Now(), clock: time.Now()}
+	res := &HostResult{HostAccount: HostAccount{Host: h.Host, Address: h.Address, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}},
+		started: o.Now(), clock: time.Now()}
 	host, err := d.DialHost(ctx, h.Host)
 	res.Timeline = append(res.Timeline, Phase{Name: "connect", Ms: time.Since(res.clock).Milliseconds()})
 	if err != nil {

@@ -45,28 +45,22 @@ type StepRecord struct {
 	Millis int64  `json:"ms"` // since the host's apply started
 }
 
-// HostResult is one host's part of the receipt.
-type HostResult struct {
-	Host         string        `json:"host"`
-	Address      string        `json:"address"`
-	Outcome      Outcome       `json:"outcome"`
-	State        string        `json:"state"` // as it was, as planned, or what exactly
-	Reason       string        `json:"reason,omitempty"`
-	Drift        []plans.Drift `json:"drift,omitempty"`
-	Journal      string        `json:"journal,omitempty"` // an unfinished run's journal, when that refused us
-	Steps        []StepRecord  `json:"steps"`
-	Before       *plans.Facts  `json:"before,omitempty"`
-	After        *plans.Facts  `json:"after,omitempty"`
-	ExpectedRB   int           `json:"expected_rb"`
-	WindowMillis int64         `json:"window_ms"` // relay stopped → new socket verified, on the host's clock
-	Restarts     int           `json:"restarts"`
-	Handoffs     int           `json:"handoffs"`
-	RoundTrips   int           `json:"round_trips"`
-	Verify       []Check       `json:"verify,omitempty"`
-	UnitLog      string        `json:"unit_log,omitempty"` // systemd's journal of a failed start
-	// Timeline is where the host's time went, phase by phase, on
-	// relayctl's clock (ms since the host's apply started).
-	Timeline []Phase `json:"timeline,omitempty"`
+// HostAccount is how one host's apply went, as its receipt tells it (the
+// receipt adds summaries of what was read: receipt.go).
+type HostAccount struct {
+	Host    string        `json:"host"`
+	Address string        `json:"address"`
+	Outcome Outcome       `json:"outcome"`
+	State   string        `json:"state"` // as it was, as planned, or what exactly
+	Reason  string        `json:"reason,omitempty"`
+	Drift   []plans.Drift `json:"drift,omitempty"`
+	Journal string        `json:"journal,omitempty"`  // an unfinished run's journal, when that refused us
+	UnitLog string        `json:"unit_log,omitempty"` // systemd's journal of the relay when the window failed
+	// ExpectedRB is the read-back the plan promises.
+	ExpectedRB   int   `json:"rb_expected"`
+	WindowMillis int64 `json:"window_ms"` // relay stopped → new socket verified, on the host's clock
+	Restarts     int   `json:"restarts"`
+	Handoffs     int   `json:"handoffs"`
 	// The players: what the relay held when the window began (at the drain
 	// gate, or when observed), how long the gate waited, and how many
 	// players the switch cut (a restart cuts every lobby; a handoff none).
@@ -74,15 +68,28 @@ type HostResult struct {
 	DrainWaitMillis int64          `json:"drain_wait_ms,omitempty"`
 	PlayersCut      *int           `json:"players_cut,omitempty"`
 	HandoffGapUS    *int64         `json:"handoff_gap_us,omitempty"` // the relay's own: old's last read → new's first
-	Wave            int            `json:"wave,omitempty"`
+	RoundTrips      int            `json:"round_trips"`
+	Steps           []StepRecord   `json:"steps"`
+	// Timeline is where the host's time went, phase by phase, on
+	// relayctl's clock (ms since the host's apply started).
+	Timeline []Phase `json:"timeline,omitempty"`
+	Verify   []Check `json:"verify,omitempty"`
+	Wave     int     `json:"wave,omitempty"`
 	// BytesUploaded counts the file bytes relayctl sent to the host
 	// (release, config, drop-in; not the receipt): 0 when all of it was
 	// staged ahead.
 	BytesUploaded int64         `json:"bytes_uploaded"`
 	TowardPlan    []plans.Drift `json:"toward_plan,omitempty"` // facts that moved toward the plan since it was made (staged ahead)
 	FromLedger    string        `json:"from_ledger,omitempty"` // not touched: its outcome is an earlier run's (apply --resume)
-	started       time.Time     // on the options' clock (a test's may be fixed)
-	clock         time.Time     // the real clock at the start, for the timeline
+}
+
+// HostResult is one host's apply as the engine ends it: its account, and
+// the host as read before and after (which the receipt summarises).
+type HostResult struct {
+	HostAccount
+	Before, After *plans.Facts
+	started       time.Time // on the options' clock (a test's may be fixed)
+	clock         time.Time // the real clock at the start, for the timeline
 }
 
 // Phase is one span of a host's apply: connect, lock, observe, stage,

@@ -22,11 +22,10 @@ func (derivePhase) runs(*hostRun) bool { return true }
 
 func (derivePhase) run(ctx context.Context, hr *hostRun) *ending {
 	p, stored, before := hr.p, hr.stored, hr.res.Before
-	derived, err := plans.Replan(p, before)
+	derived, err := plans.Replan(p, before, Steps)
 	if err != nil {
 		return end(Refused, StateAsWas, err.Error())
 	}
-	derived.Steps = describeHost(p, derived)
 	if derived.Fingerprint == stored.Fingerprint {
 		if d := plans.ActionDiff(stored, derived); len(d) > 0 {
 			return end(Refused, StateAsWas, "the plan's actions for this host are not what its spec and the host give (it was edited, or made by another relayctl): "+strings.Join(d, "; ")+"; make and review the plan again")
@@ -39,8 +38,10 @@ func (derivePhase) run(ctx context.Context, hr *hostRun) *ending {
 		hr.res.After = before
 		return end(Unchanged, StateAsPlanned, "nothing to change")
 	}
-	if derived.Config.Change && derived.Config.SHA256 != stored.Config.SHA256 {
-		return end(Refused, StateAsWas, "the relay config derived now does not hash to the reviewed one; make a new plan")
+	for _, fc := range derived.Files {
+		if was := stored.File(fc.Role); fc.Change && (was == nil || was.SHA256 != fc.SHA256) {
+			return end(Refused, StateAsWas, "the "+fc.Role+" derived now does not hash to the reviewed one; make a new plan")
+		}
 	}
 	hr.st = steps(p, derived, stepInput{artifact: hr.o.Artifact, fetchTimeout: hr.o.FetchTimeout}, false)
 	if hr.o.StageOnly {

@@ -85,8 +85,8 @@ func stageSteps(st []step) []step {
 // at a time, and stops there: nothing in force changes. Apply inside the
 // window then finds the release and files staged and sends nothing again.
 // The window is not checked: staging is what happens before it.
-func Stage(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*Report, error) {
+func Stage(ctx context.Context, d HostDialer, c Checked, o ApplyOptions) (*Report, error) {
 	o.StageOnly = true
 	o.Resume, o.SaveLedger = nil, nil
-	return Apply(ctx, d, p, o)
+	return Apply(ctx, d, c, o)
 }

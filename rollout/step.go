@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/tune"
 )
 
 // step is one step of a host's apply, one type per file (step_*.go): its
@@ -100,70 +101,56 @@ const (
 // checks together describe the state the plan promises (verify uses them).
 func steps(p *plans.Plan, h *plans.HostPlan, in stepInput, target bool) []step {
 	var st []step
-	rel := releaseDir(p)
-	changeRelease := h.Release.Action != plans.ReleaseKeep
 	if !target {
 		st = append(st, newCheckFolders(p, h))
-		if changeRelease {
-			if h.Release.Installed {
-				st = append(st, checkRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256})
-			} else if p.Relay.URL != "" {
-				st = append(st, fetchRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256, url: p.Relay.URL,
-					store: storeFile(p, p.Relay.SHA256), timeout: in.fetchTimeout})
-			} else {
-				st = append(st, placeRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256, data: in.artifact,
-					store: storeFile(p, p.Relay.SHA256)})
+		st = append(st, releaseSteps(p, h, in)...)
+		for _, fc := range h.Files {
+			if fc.Change && !fc.Remove {
+				st = append(st, stageFile{fc: fc})
 			}
 		}
-		if h.Config.Change {
-			st = append(st, stageFile{what: "relay config", name: "config", path: p.Paths.RelayConfig, content: h.Config.Content})
-		}
-		if h.DropIn.Change && !h.DropIn.Remove {
-			st = append(st, stageFile{what: "sysctl drop-in", name: "dropin", path: p.Paths.SysctlFile, content: h.DropIn.Content})
-		}
-		if u := h.UnitDropIn; u != nil && u.Change && !u.Remove {
-			st = append(st, stageFile{what: "unit drop-in", name: "unitdropin", path: u.Path, content: u.Content})
-		}
 	}
-	for i, c := range h.Sysctls {
+	for _, c := range h.Sysctls {
 		if c.Change || target {
-			prev := ""
-			if i < len(h.Previous.Sysctls) {
-				prev = h.Previous.Sysctls[i].Value
-			}
-			st = append(st, setSysctl{key: c.Key, value: c.Planned, previous: prev})
+			st = append(st, setSysctl{key: c.Key, value: c.Planned, previous: tune.Normalize(c.Current)})
 		}
 	}
-	if h.DropIn.Change || (target && (len(p.Sysctl) > 0 || h.DropIn.Exists)) {
-		st = append(st, persistDropIn{path: p.Paths.SysctlFile, sha: h.DropIn.SHA256, remove: h.DropIn.Remove, prevExists: h.Previous.DropInExists, prevSHA: h.Previous.DropInSHA256})
+	for _, fc := range h.Files {
+		if fc.Change || target {
+			st = append(st, newInstallFile(fc))
+		}
 	}
-	if changeRelease || target {
-		st = append(st, switchRelease{link: p.Paths.Current, dir: rel, version: p.Relay.Version, paths: p.Paths, previous: h.Previous.CurrentLink})
-	}
-	if h.Config.Change || target {
-		st = append(st, installConfig{path: p.Paths.RelayConfig, sha: h.Config.SHA256, prevExists: h.Previous.RelayConfigExists, prevSHA: h.Previous.RelayConfigSHA256})
-	}
-	if u := h.UnitDropIn; u != nil && (u.Change || target) {
-		st = append(st, installUnitDropIn{path: u.Path, sha: u.SHA256, remove: u.Remove, prevExists: u.Exists, prevSHA: u.CurrentSHA256})
+	if h.Release.Action != plans.ReleaseKeep || target {
+		st = append(st, switchRelease{link: p.Paths.Current, dir: releaseDir(p), version: p.Relay.Version, paths: p.Paths, previous: h.Previous.CurrentLink})
 	}
 	if h.Restart || target {
 		st = append(st, restart{svc: p.Relay.Service, wasRunning: h.Previous.RelayRunning, planned: h.Restart, handoff: h.Switch == plans.SwitchHandoff})
 	}
-	st = append(st, readBack{port: p.Relay.Port, expected: h.Readback.Expected, control: p.Relay.Control, version: p.Relay.Version})
-	return st
+	return append(st, readBack{port: p.Relay.Port, expected: h.Readback.Expected, control: p.Relay.Control, version: p.Relay.Version})
+}
+
+// releaseSteps bring the planned release onto the host before the window:
+// checked where it is there already, else fetched by the host or uploaded.
+func releaseSteps(p *plans.Plan, h *plans.HostPlan, in stepInput) []step {
+	rel := releaseDir(p)
+	switch {
+	case h.Release.Action == plans.ReleaseKeep:
+		return nil
+	case h.Release.Installed:
+		return []step{checkRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256}}
+	case p.Relay.URL != "":
+		return []step{fetchRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256, url: p.Relay.URL,
+			store: storeFile(p, p.Relay.SHA256), timeout: in.fetchTimeout}}
+	}
+	return []step{placeRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256, data: in.artifact, store: storeFile(p, p.Relay.SHA256)}}
 }
 
 func releaseDir(p *plans.Plan) string { return p.Paths.Releases + "/" + p.Relay.Version }
 
-// Describe fills in the steps of every host of a plan that has changes to
-// make: what the review shows and apply compares with the steps it derives.
-func Describe(p *plans.Plan) {
-	for _, h := range p.Hosts {
-		h.Steps = describeHost(p, h)
-	}
-}
-
-func describeHost(p *plans.Plan, h *plans.HostPlan) []plans.Step {
+// Steps lists the steps apply takes on a host of a plan, as the review
+// shows them and apply compares them with the ones it derives: what a plan
+// is made with (plans.Input.Steps). A host with nothing to change has none.
+func Steps(p *plans.Plan, h *plans.HostPlan) []plans.Step {
 	out := []plans.Step{}
 	if h.Action != plans.ActionChange {
 		return out
@@ -220,16 +207,6 @@ func short12(s string) string {
 		return s[:12]
 	}
 	return s
-}
-
-// dropInOf finds a sysctl.d file in facts.
-func dropInOf(f *plans.Facts, path string) (bool, string) {
-	for _, cf := range f.SysctlFiles {
-		if cf.Path == path {
-			return true, cf.Content
-		}
-	}
-	return false, ""
 }
 
 func titlef(format string, a ...any) string { return fmt.Sprintf(format, a...) }

@@ -7,6 +7,7 @@ import (
 )
 
 // checkFolders: before anything is written, every folder relayctl writes in
+// (the folders of the files it changes, the releases, the current link's)
 // must belong to root and be writable by root alone (so nobody can plant a
 // symlink or swap a staged file), the files it replaces must be regular
 // files, the link a symlink, and every program relayctl runs as root
@@ -17,11 +18,15 @@ type checkFolders struct {
 }
 
 func newCheckFolders(p *plans.Plan, h *plans.HostPlan) checkFolders {
-	c := checkFolders{
-		dirs:  []string{path.Dir(p.Paths.SysctlFile), path.Dir(p.Paths.RelayConfig), p.Paths.Releases, path.Dir(p.Paths.Current)},
-		files: []string{p.Paths.SysctlFile, p.Paths.RelayConfig, p.Paths.SysctlFile + ".relayctl-new", p.Paths.RelayConfig + ".relayctl-new"},
-		links: []string{p.Paths.Current},
+	var c checkFolders
+	for _, fc := range h.Files {
+		if fc.Change {
+			c.dirs = append(c.dirs, path.Dir(fc.Path))
+			c.files = append(c.files, fc.Path, fc.Path+".relayctl-new")
+		}
 	}
+	c.dirs = append(c.dirs, p.Paths.Releases, path.Dir(p.Paths.Current))
+	c.links = []string{p.Paths.Current}
 	c.programs = p.Relay.Service.Programs()
 	if h.Release.Action != plans.ReleaseKeep {
 		// A release arrives in the store first (store.go): bytes there are
@@ -29,10 +34,6 @@ func newCheckFolders(p *plans.Plan, h *plans.HostPlan) checkFolders {
 		// is vetted whether or not this host still needs the bytes, so a
 		// host staged ahead takes the same steps as the plan.
 		c.dirs = append(c.dirs, storeDir(p))
-	}
-	if u := h.UnitDropIn; u != nil && u.Change {
-		c.dirs = append(c.dirs, path.Dir(u.Path))
-		c.files = append(c.files, u.Path, u.Path+".relayctl-new")
 	}
 	return c
 }

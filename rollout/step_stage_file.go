@@ -7,18 +7,18 @@ import "github.com/relayctl/relayctl/plans"
 // with the same content (relayctl stage) is not sent again.
 type stageFile struct {
 	noStep
-	what, name, path, content string
+	fc plans.FileChange
 }
 
 func (s stageFile) describe() plans.Step {
-	return plans.Step{Phase: plans.PhaseStage, Kind: KindStageFile, Key: s.path,
-		Title: titlef("stage %s: beside %s (not yet in place)", s.what, s.path)}
+	return plans.Step{Phase: plans.PhaseStage, Kind: KindStageFile, Key: s.fc.Path,
+		Title: titlef("stage %s: beside %s (not yet in place)", s.fc.Role, s.fc.Path)}
 }
 
 func (s stageFile) do() []Op {
 	// The staged file takes the mode and owner of the file it will
 	// replace (a 0600 config holding a secret stays 0600); 0644 when new.
-	o := keepOp(s.path+".relayctl-new", plans.SHA256(s.content), []byte(s.content), "0644")
-	o.Args = append(o.Args, s.path)
+	o := keepOp(s.fc.Path+".relayctl-new", s.fc.SHA256, []byte(s.fc.Content), "0644")
+	o.Args = append(o.Args, s.fc.Path)
 	return []Op{o}
 }

@@ -68,7 +68,7 @@ func resolved(t *testing.T, waves, maxFail, maxUnreach string) *plans.Resolved {
 func applyWith(t *testing.T, ctx context.Context, d rollout.HostDialer, p *plans.Plan, o rollout.ApplyOptions) *rollout.Report {
 	t.Helper()
 	o.Artifact, o.VerifyTimeout = artifact, 300*time.Millisecond
-	rep, err := rollout.Apply(ctx, d, p, o)
+	rep, err := rollout.Apply(ctx, d, checked(t, p), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestLedgerOfAnotherPlan(t *testing.T) {
 		t.Errorf("load: got %v", err)
 	}
 	d, p, sims := fleet(t, 2, "")
-	if _, err := rollout.Apply(context.Background(), d, p, rollout.ApplyOptions{Artifact: artifact, Resume: rollout.NewLedger(other)}); !errors.Is(err, rollout.ErrLedgerOtherPlan) {
+	if _, err := rollout.Apply(context.Background(), d, checked(t, p), rollout.ApplyOptions{Artifact: artifact, Resume: rollout.NewLedger(other)}); !errors.Is(err, rollout.ErrLedgerOtherPlan) {
 		t.Errorf("apply: got %v", err)
 	}
 	if len(sims[0].Ops) != 0 {

@@ -105,10 +105,11 @@ func runApply(c *cli.Context, e *env) error {
 		return runStage(c, e)
 	}
 	file := c.Args().First()
-	p, raw, err := loadPlan(file)
+	checked, raw, err := loadPlan(file)
 	if err != nil {
 		return err
 	}
+	p := checked.Plan()
 	approved, err := decideApproval(c, e, file, p, raw)
 	if err != nil {
 		return err
@@ -124,7 +125,7 @@ func runApply(c *cli.Context, e *env) error {
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	live, width := terminal(e.stderr)
-	rep, err := rollout.Apply(ctx, sshHosts(c), p, rollout.ApplyOptions{
+	rep, err := rollout.Apply(ctx, sshHosts(c), checked, rollout.ApplyOptions{
 		Parallel:      c.Int("parallel"),
 		Artifact:      artifact,
 		IgnoreWindow:  c.Bool("ignore-window"),
@@ -190,21 +191,22 @@ func runApply(c *cli.Context, e *env) error {
 }
 
 // loadPlan reads a plan file and checks it against the spec it records
-// before anything connects (rollout.CheckPlan). It returns the plan's
-// bytes too, which an approval signs.
-func loadPlan(file string) (*plans.Plan, []byte, error) {
+// before anything connects (rollout.CheckPlan), once for the run. It
+// returns the plan's bytes too, which an approval signs.
+func loadPlan(file string) (rollout.Checked, []byte, error) {
 	data, err := readRegular(file, plans.MaxPlanSize)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read plan: %w", err)
+		return rollout.Checked{}, nil, fmt.Errorf("read plan: %w", err)
 	}
 	p, err := plans.Load(file, data)
 	if err != nil {
-		return nil, nil, err
+		return rollout.Checked{}, nil, err
 	}
-	if err := rollout.CheckPlan(p); err != nil {
-		return nil, nil, withHint(fmt.Errorf("%s: %w", file, err), "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
+	c, err := rollout.CheckPlan(p)
+	if err != nil {
+		return rollout.Checked{}, nil, withHint(fmt.Errorf("%s: %w", file, err), "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
 	}
-	return p, data, nil
+	return c, data, nil
 }
 
 // planArtifact reads the release file and checks it is the one reviewed.

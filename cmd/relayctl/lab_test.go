@@ -120,7 +120,8 @@ func TestLabPlanReadsRealHost(t *testing.T) {
 	if code != 2 {
 		t.Fatalf("plan: exit %d, want 2 (changes)\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
-	p, _, err := loadPlan(e.plan)
+	pc, _, err := loadPlan(e.plan)
+	p := pc.Plan()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,8 @@ func TestLabPlanReadsRealHost(t *testing.T) {
 	if code, _, errs := e.relayctl("plan", e.spec, "--facts", ffile, "-out", offline); code != 2 {
 		t.Fatalf("offline plan: exit %d: %s", code, errs)
 	}
-	po, _, _ := loadPlan(offline)
+	poc, _, _ := loadPlan(offline)
+	po := poc.Plan()
 	if po.Hosts[0].Fingerprint != hp.Fingerprint {
 		t.Errorf("offline plan fingerprint %s, SSH plan %s: the same host state must give the same fingerprint", po.Hosts[0].Fingerprint, hp.Fingerprint)
 	}

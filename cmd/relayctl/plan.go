@@ -59,11 +59,10 @@ func runPlan(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: art, AllowDowngrade: c.Bool("allow-downgrade")})
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: art, AllowDowngrade: c.Bool("allow-downgrade"), Steps: rollout.Steps})
 	if err != nil {
 		return err
 	}
-	rollout.Describe(p)
 	body, err := p.JSON()
 	if err != nil {
 		return err
@@ -109,8 +108,10 @@ func printPlanSummary(w io.Writer, p *plans.Plan) {
 			}
 			parts = append(parts, fmt.Sprintf("release %s → %s", cur, h.Release.Planned))
 		}
-		if h.Config.Change {
-			parts = append(parts, "relay config")
+		for _, fc := range h.Files {
+			if fc.Change && fc.Role != plans.RoleSysctlDropIn { // the sysctls above say it
+				parts = append(parts, fc.Role)
+			}
 		}
 		if h.Readback.CurrentFound {
 			parts = append(parts, fmt.Sprintf("rb %d → %d", h.Readback.Current, h.Readback.Expected))

@@ -37,5 +37,13 @@ func sshOptions(c *cli.Context) sshrun.Options {
 
 // sshHosts are the hosts a command talks to: the shell backend over SSH.
 func sshHosts(c *cli.Context) rollout.HostDialer {
+	if testHosts != nil {
+		return testHosts
+	}
 	return shellhost.Hosts(sshrun.Dialer{Options: sshOptions(c)}, plans.StateDir)
 }
+
+// testHosts is set by the test binary alone (main_test.go), whose CLI
+// scripts drive simulated hosts (rollouttest.FileDialer): the engine and
+// the CLI as they are, the host in memory.
+var testHosts rollout.HostDialer

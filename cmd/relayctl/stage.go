@@ -71,10 +71,11 @@ func runStage(c *cli.Context, e *env) error {
 		}
 	}
 	file := c.Args().First()
-	p, raw, err := loadPlan(file)
+	checked, raw, err := loadPlan(file)
 	if err != nil {
 		return err
 	}
+	p := checked.Plan()
 	approved, err := decideApproval(c, e, file, p, raw)
 	if err != nil {
 		return err
@@ -86,7 +87,7 @@ func runStage(c *cli.Context, e *env) error {
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	live, width := terminal(e.stderr)
-	rep, err := rollout.Stage(ctx, sshHosts(c), p, rollout.ApplyOptions{
+	rep, err := rollout.Stage(ctx, sshHosts(c), checked, rollout.ApplyOptions{
 		Parallel:     c.Int("parallel"),
 		Artifact:     artifact,
 		BreakLock:    c.Bool("break-lock") || c.Bool("clear-journal"),

@@ -10,12 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/relayctl/relayctl/plans"
-	"github.com/relayctl/relayctl/relay/sockstat"
 	"github.com/relayctl/relayctl/rollout"
 	"github.com/relayctl/relayctl/tune"
 )
@@ -202,128 +200,8 @@ func clipTo(s string, n int) string {
 	return s
 }
 
-// FactsFromFrames interprets the sections.
-func FactsFromFrames(frames []Frame, q rollout.Query) (*plans.Facts, error) {
-	by := map[string]Frame{}
-	for _, fr := range frames {
-		by[fr.Name] = fr
-	}
-	text := func(name string) (string, bool) {
-		fr, ok := by[name]
-		if !ok || fr.Status != 0 {
-			return "", false
-		}
-		return strings.TrimSpace(string(fr.Data)), true
-	}
-	f := &plans.Facts{Sysctls: map[string]plans.SysctlFact{}, SysctlFiles: []plans.ConfFile{}}
-	var ok bool
-	if f.Kernel, ok = text("kernel"); !ok {
-		return nil, fmt.Errorf("%w: no kernel version", errFrame)
-	}
-	f.Hostname, _ = text("hostname")
-	if c, ok := text("clock"); ok {
-		f.ClockNanos, _ = strconv.ParseInt(c, 10, 64)
-	}
-	self, _ := text("netns-self")
-	mode, _ := text("netns-probe")
-	f.InitialNetns = mode == "644"
-
-	for _, k := range q.Keys {
-		fr, ok := by["sysctl "+k]
-		if !ok {
-			return nil, fmt.Errorf("%w: sysctl %s missing", errFrame, k)
-		}
-		if fr.Status != 0 {
-			f.Sysctls[k] = plans.SysctlFact{}
-			continue
-		}
-		w, _ := text("sysctl-writable " + k)
-		f.Sysctls[k] = plans.SysctlFact{Exists: true, Value: strings.TrimRight(string(fr.Data), "\n"), Writable: w == "yes"}
-	}
-	for _, fr := range frames {
-		if p, ok := strings.CutPrefix(fr.Name, "file "); ok && fr.Status == 0 {
-			if len(fr.Data) > plans.MaxHostFile {
-				f.SkippedFiles = append(f.SkippedFiles, fmt.Sprintf("%s is larger than %d bytes", p, plans.MaxHostFile))
-				continue
-			}
-			if plans.ValidHostPath(p) != nil {
-				f.SkippedFiles = append(f.SkippedFiles, "a file name with unusual characters")
-				continue
-			}
-			f.SysctlFiles = append(f.SysctlFiles, plans.ConfFile{Path: p, Content: string(fr.Data)})
-		}
-		if d, ok := strings.CutPrefix(fr.Name, "skipped "); ok {
-			f.SkippedFiles = append(f.SkippedFiles, "in "+d+": "+strings.TrimSpace(string(fr.Data)))
-		}
-	}
-	if raw, ok := text("current-link"); ok {
-		f.Release.CurrentRaw = raw
-		f.Release.Current = plans.ReleaseOf(q.Paths, raw)
-		if plans.ValidVersion(f.Release.Current) != nil {
-			f.Release.Current = ""
-		}
-	}
-	if list, ok := text("releases"); ok {
-		for _, v := range strings.Fields(list) {
-			if plans.ValidVersion(v) == nil {
-				f.Release.Installed = append(f.Release.Installed, v)
-			}
-		}
-		sort.Strings(f.Release.Installed)
-	}
-	if fr, ok := by["journal"]; ok && fr.Status == 0 {
-		f.Journal = string(fr.Data)
-	}
-	if fr, ok := by["lock-owner"]; ok && fr.Status == 0 {
-		f.LockOwner = plans.Visible(strings.TrimSpace(string(fr.Data)))
-	}
-	if fr, ok := by["relay-config"]; ok && fr.Status == 0 {
-		if len(fr.Data) > plans.MaxHostFile {
-			return nil, fmt.Errorf("the relay config %s is larger than %d bytes", q.Paths.RelayConfig, plans.MaxHostFile)
-		}
-		f.Config = plans.FileFact{Exists: true, Content: string(fr.Data)}
-	}
-	if fr, ok := by["unit-dropin"]; ok {
-		f.UnitDropIn = &plans.FileFact{}
-		if fr.Status == 0 {
-			if len(fr.Data) > plans.MaxHostFile {
-				return nil, fmt.Errorf("the unit drop-in %s is larger than %d bytes", unitDropIn(q.Service), plans.MaxHostFile)
-			}
-			*f.UnitDropIn = plans.FileFact{Exists: true, Content: string(fr.Data)}
-		}
-	}
-	f.Service = serviceFact(by)
-	if f.Service.Running {
-		f.Release.RunningExe, _ = text("relay-exe")
-		if ns, ok := text("relay-netns"); ok {
-			f.Socket.OwnNetns = ns != self
-		}
-	}
-	if fr, ok := by["relay-status"]; ok {
-		f.RelayStatus = parseStatus(fr)
-	}
-	f.Socket.Port = q.Port
-	var ss, udp, snmp []byte
-	if fr, ok := by["ss"]; ok && fr.Status == 0 {
-		ss = fr.Data
-	}
-	if fr, ok := by["proc-net-udp"]; ok && fr.Status == 0 {
-		udp = fr.Data
-	}
-	if fr, ok := by["proc-net-snmp"]; ok && fr.Status == 0 {
-		snmp = fr.Data
-	}
-	r, err := sockstat.ReadBack(ss, udp, snmp, q.Port)
-	if err != nil {
-		return nil, err
-	}
-	f.Socket.Found, f.Socket.Rcvbuf, f.Socket.Drops, f.Socket.Inode = r.Found, r.Rcvbuf, r.Drops, r.Inode
-	f.Socket.ProcUDPDrops, f.Socket.RcvbufErrors, f.Socket.InErrors = r.ProcUDPDrops, r.RcvbufErrors, r.InErrors
-	return f, nil
-}
-
 // serviceFact reads what systemd or the pid file said about the relay.
-func serviceFact(by map[string]Frame) plans.ServiceFact {
+func serviceFact(by frameSet) plans.ServiceFact {
 	var s plans.ServiceFact
 	if fr, ok := by["systemd"]; ok {
 		props := map[string]string{}

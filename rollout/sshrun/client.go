@@ -354,12 +354,17 @@ func (c *Client) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, s
 		}
 		return nil
 	}
+	g.shut() // the tail is complete once Wait has returned
+	return c.exitError(err, sudo, tail.String())
+}
+
+// exitError is a command that did not succeed: its exit status and the
+// tail of its stderr, or a sudo that wanted a password.
+func (c *Client) exitError(err error, sudo bool, msg string) error {
 	var ee *ssh.ExitError
 	if !errors.As(err, &ee) {
 		return fmt.Errorf("%s: run command: %w", c.target, err)
 	}
-	g.shut() // the tail is complete once Wait has returned
-	msg := tail.String()
 	if sudo && ee.ExitStatus() == 1 {
 		for _, p := range sudoPrompts {
 			if strings.Contains(msg, p) {
