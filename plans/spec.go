@@ -220,7 +220,7 @@ func ParseSpecAll(file string, data []byte) (*Spec, SpecErrors) {
 		if errors.Is(err, io.EOF) {
 			return nil, SpecErrors{{File: file, Msg: "the spec is empty; start from plans/examples/ashburn-rcvbuf.yaml"}}
 		}
-		return nil, SpecErrors{p.yamlError(err)}
+		return nil, SpecErrors{yamlSyntaxError(file, data, err)}
 	}
 	if len(doc.Content) == 0 {
 		return nil, SpecErrors{{File: file, Msg: "the spec is empty; start from plans/examples/ashburn-rcvbuf.yaml"}}
@@ -254,16 +254,6 @@ const MaxSpecSize = 1 << 20
 type specParser struct {
 	file string
 	errs []*SpecError
-}
-
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-func (p *specParser) yamlError(err error) *SpecError {
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-		n, _ := strconv.Atoi(m[1])
-		return &SpecError{File: p.file, Line: n, Msg: "not valid YAML: " + m[2]}
-	}
-	return &SpecError{File: p.file, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
 }
 
 // fail records a problem and parsing goes on, so every problem is reported.

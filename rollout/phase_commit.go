@@ -23,8 +23,14 @@ func (commitPhase) run(ctx context.Context, hr *hostRun) *ending {
 		hr.commit(ctx, Staged)
 		return end(Staged, StateAsWas, "staged for the window: nothing in force changed")
 	case hr.outcome == RolledBack:
+		if hr.rec != nil {
+			hr.res.Recovery = RecoveryRolledBack
+		}
 		hr.commit(ctx, RolledBack)
 		return end(RolledBack, StateAsWas, hr.failure.Error())
+	}
+	if hr.rec != nil {
+		hr.res.Recovery = RecoveryCompleted
 	}
 	hr.commit(ctx, Applied)
 	return end(Applied, StateAsPlanned, "")

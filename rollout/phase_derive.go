@@ -17,18 +17,21 @@ import (
 // planned value, the release staged ahead: staged.go).
 type derivePhase struct{}
 
-func (derivePhase) title() string      { return "derive" }
-func (derivePhase) runs(*hostRun) bool { return true }
+func (derivePhase) title() string         { return "derive" }
+func (derivePhase) runs(hr *hostRun) bool { return hr.rec == nil }
 
 func (derivePhase) run(ctx context.Context, hr *hostRun) *ending {
 	p, stored, before := hr.p, hr.stored, hr.res.Before
+	if hr.o.confirmOnly && before.Journal != "" {
+		return nil // an unfinished run there: not done, whatever the ledger says
+	}
 	derived, err := plans.Replan(p, before, Steps)
 	if err != nil {
 		return end(Refused, StateAsWas, err.Error())
 	}
 	if derived.Fingerprint == stored.Fingerprint {
 		if d := plans.ActionDiff(stored, derived); len(d) > 0 {
-			return end(Refused, StateAsWas, "the plan's actions for this host are not what its spec and the host give (it was edited, or made by another relayctl): "+strings.Join(d, "; ")+"; make and review the plan again")
+			return end(Refused, StateAsWas, "the plan's actions for this host are not what its spec and the host give (it was edited, or made by another relayctl): "+strings.Join(d, "; ")+"; make and review the plan again").because(NextNewPlan)
 		}
 	} else if e := hr.drifted(derived); e != nil {
 		return e
@@ -40,7 +43,7 @@ func (derivePhase) run(ctx context.Context, hr *hostRun) *ending {
 	}
 	for _, fc := range derived.Files {
 		if was := stored.File(fc.Role); fc.Change && (was == nil || was.SHA256 != fc.SHA256) {
-			return end(Refused, StateAsWas, "the "+fc.Role+" derived now does not hash to the reviewed one; make a new plan")
+			return end(Refused, StateAsWas, "the "+fc.Role+" derived now does not hash to the reviewed one; make a new plan").because(NextNewPlan)
 		}
 	}
 	hr.st = steps(p, derived, stepInput{artifact: hr.o.Artifact, fetchTimeout: hr.o.FetchTimeout}, false)
@@ -61,7 +64,7 @@ func (hr *hostRun) drifted(derived *plans.HostPlan) *ending {
 	drift := plans.Diff(hr.stored.Facts, derived.Facts)
 	if !towardPlan(hr.p, drift) || !subsequence(derived.Steps, hr.stored.Steps) {
 		hr.res.Drift = drift
-		return end(Refused, StateAsWas, fmt.Sprintf("the plan is stale: %d fact(s) changed since it was made (%s); make a new plan", len(drift), driftText(drift)))
+		return end(Refused, StateAsWas, fmt.Sprintf("the plan is stale: %d fact(s) changed since it was made (%s); make a new plan", len(drift), driftText(drift))).because(NextNewPlan)
 	}
 	hr.res.TowardPlan = drift
 	hr.pr.say(hr.h.Host, "%s", towardText(hr.p, drift))

@@ -32,7 +32,7 @@ const (
 
 // Primitives lists every kind of Op, in the order a run meets them.
 var Primitives = []Primitive{
-	{Kind: "lock", Args: "OWNER MODE", Doc: "start the host's session and take the host lock (MODE keep or break); the first of a session"},
+	{Kind: "lock", Args: "OWNER", Doc: "start the host's session and take the host lock, free when nobody holds it (a dead run's too, which the answer names); the first of a session"},
 	{Kind: "observe", Doc: "read the host's facts (Op.Query says which); read-only"},
 	{Kind: "begin", Args: "PLAN CHECKSUM", Doc: "start a run: a fresh stage folder, the journal opened"},
 	{Kind: "step", Args: "TEXT", Doc: "note a step's start or end in the journal, by its kind and title"},

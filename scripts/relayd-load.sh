@@ -7,9 +7,10 @@
 # Needs root for --so-rcvbuf-force (the load's window must fit the buffer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/demo-lib.sh
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
-go build -ldflags "-X main.Version=load" -o "$bin/relayd" ./cmd/relayd
-go build -o "$bin/relayload" ./internal/cmd/relayload
+build_release load "$bin/relayd"
+build_tool ./internal/cmd/relayload "$bin/relayload"
 echo "host: $(nproc) cores, $(uname -r), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 "$bin/relayload" -relayd "$bin/relayd" "$@"

@@ -21,8 +21,8 @@ store_build() {
 	[ -n "$added" ] || { echo "restart-impact-systemd: no commit adds relay/fdstore: cannot build a store-unaware release" >&2; exit 1; }
 	mkdir -p "$dir/unaware-src"
 	git archive "$added^" | tar -x -C "$dir/unaware-src"
-	(cd "$dir/unaware-src" && CGO_ENABLED=0 go build -ldflags "-X main.Version=1.7.0" -o "$dir/relayd-unaware" ./cmd/relayd)
-	CGO_ENABLED=0 go build -ldflags "-X main.Version=1.9.0" -o "$dir/relayd-aware" ./cmd/relayd
+	(cd "$dir/unaware-src" && CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X main.Version=1.7.0" -o "$dir/relayd-unaware" ./cmd/relayd)
+	build_release 1.9.0 "$dir/relayd-aware"
 	if "$dir/relayd-unaware" --capabilities | grep -q fdstore= || ! "$dir/relayd-aware" --capabilities | grep -q fdstore=systemd/1; then
 		echo "restart-impact-systemd: the releases' capability markers are not store-unaware and store-aware" >&2
 		exit 1

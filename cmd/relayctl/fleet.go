@@ -52,6 +52,12 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 			}
 		}
 	}
+	if v := c.String("recover"); v != "" {
+		if err := plans.ValidRecover(v); err != nil {
+			return nil, withHint(fmt.Errorf("--recover: %w", err), "--recover complete (finish a window a dead run left), or --recover rollback (undo it)")
+		}
+		r.Recover = v
+	}
 	run := &fleetRun{rollout: &r}
 	hosts := len(p.Hosts)
 	if c.Bool("resume") {
@@ -70,12 +76,11 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 			return nil, err
 		}
 		hosts = len(run.resume.Todo())
-		if hosts == 0 {
-			fmt.Fprintf(e.stderr, "relayctl: %s shows every host applied or unchanged: nothing to resume\n", name)
-			return nil, nil
-		}
-		fmt.Fprintf(e.stderr, "relayctl: resuming %s (run %d): %d of %d host(s) not applied or unchanged; the others are not touched\n",
-			name, run.resume.Run+1, hosts, len(p.Hosts))
+		fmt.Fprintf(e.stderr, "relayctl: resuming %s (run %d): %d of %d host(s) not applied or unchanged; the %d others are checked to be as planned first (an edited ledger skips nothing): one that is not joins the waves\n",
+			name, run.resume.Run+1, hosts, len(p.Hosts), len(p.Hosts)-hosts)
+		fmt.Fprintf(e.stderr, "relayctl: waves %s (%s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
+			plans.WavesText(r.Waves), from, r.MaxFailures, r.MaxUnreachable)
+		return run, nil
 	}
 	sizes := plans.SplitWaves(r.Waves, hosts)
 	counts := make([]string, len(sizes))
@@ -85,17 +90,6 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 	fmt.Fprintf(e.stderr, "relayctl: %d host(s) in %d wave(s) of %s (waves %s, %s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
 		hosts, len(sizes), strings.Join(counts, " + "), plans.WavesText(r.Waves), from, r.MaxFailures, r.MaxUnreachable)
 	return run, nil
-}
-
-// notDone lists the hosts a resume would go on with.
-func notDone(rep *rollout.Report) []string {
-	var out []string
-	for _, h := range rep.Hosts {
-		if h.Outcome != rollout.Applied && h.Outcome != rollout.Unchanged {
-			out = append(out, h.Host)
-		}
-	}
-	return out
 }
 
 // terminal reports whether w is a terminal (not a pipe, a file or

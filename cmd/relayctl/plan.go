@@ -36,7 +36,8 @@ plan with blocked hosts, which is still written so it can be read).
 Examples:
    relayctl plan plans/examples/ashburn-rcvbuf.yaml -out ashburn.plan
    relayctl facts --spec plans/examples/ashburn-rcvbuf.yaml --json > facts.json
-   relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts facts.json -out ashburn.plan`,
+   relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts facts.json -out ashburn.plan
+   relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts plans/examples/ashburn-facts.json`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the plan to `PLAN` and the review to PLAN.md"},
 			&cli.StringSliceFlag{Name: "facts", Usage: "plan offline from the `FILE` that relayctl facts --json wrote (repeatable) instead of SSH"},
@@ -172,7 +173,31 @@ func readArtifact(s *plans.Spec) (plans.Artifact, error) {
 	if err != nil {
 		return plans.Artifact{}, &plans.SpecError{File: s.File, Line: s.Relay.Release.Line, Field: "relay.release.artifact", Msg: err.Error()}
 	}
+	// So is the version it was built as (relayd's marker): a release that
+	// is not the version the spec says fails only at the read-back, after
+	// a restart and a rollback.
+	if err := checkArtifactVersion(s, p, data); err != nil {
+		return plans.Artifact{}, err
+	}
 	return plans.Artifact{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data)), Capabilities: caps}, nil
+}
+
+// checkArtifactVersion refuses an artifact whose version marker names
+// another version than the spec's relay.release.version. An artifact with
+// no marker (an older relayd, another program) says nothing to check.
+func checkArtifactVersion(s *plans.Spec, path string, data []byte) error {
+	fail := func(msg string) error {
+		return &plans.SpecError{File: s.File, Line: s.Relay.Release.Line, Field: "relay.release.artifact", Msg: msg}
+	}
+	got, err := capability.Version(data)
+	if err != nil {
+		return fail(err.Error())
+	}
+	if want := s.Relay.Release.Version; got != "" && got != want {
+		return fail(fmt.Sprintf("%s is relayd %s (its version marker), but relay.release.version says %s: build the release as %s (make build RELAY_VERSION=%s), or write version: %s",
+			path, got, want, want, want, got))
+	}
+	return nil
 }
 
 // gather returns one Facts per spec host, from --facts files or over SSH.

@@ -32,7 +32,7 @@ Exit status: 0 every spec is valid (warnings allowed), 1 otherwise.
 
 Examples:
    relayctl validate plans/examples/ashburn-rcvbuf.yaml
-   relayctl validate specs/*.yaml --json`,
+   relayctl validate plans/examples/*.yaml --json`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON on stdout"},
 		},

@@ -10,7 +10,8 @@
 # A request is one line of tab-separated fields:
 #   KIND  JOURNAL  NDATA  NARGV  ARG...
 # JOURNAL is 1 when the journal notes the primitive once done (a change on
-# the host), NDATA the number of bytes that follow the line, NARGV the
+# the host), and the primitive fails if it cannot; 2 for an undo, noted if
+# it can be; NDATA the number of bytes that follow the line, NARGV the
 # number of lines that follow them (a command's words, one a line). The
 # loop below reads what a primitive leaves of its payload, so the next line
 # read is always the next request. Each request is answered with one line:
@@ -23,12 +24,13 @@
 # request up to the sync is answered SKIP (its payload read and dropped),
 # and the sync answers OK and ends the skipping.
 #
-# The first line must be "lock<TAB>OWNER<TAB>MODE": the agent checks that
-# STATE_DIR and every folder above it belong to root and nobody else can
-# write them, then takes the host lock (flock on STATE_DIR/lock) and holds
-# it until it exits, which it does on "unlock" or when relayctl goes away
-# (stdin closes). It answers LOCKED, BUSY <owner>, STALE <owner>
-# [JOURNAL <last line>] or UNSAFE <reason>.
+# The first line must be "lock<TAB>OWNER": the agent checks that STATE_DIR
+# and every folder above it belong to root and nobody else can write them,
+# then takes the host lock (flock on STATE_DIR/lock) and holds it until it
+# exits, which it does on "unlock" or when relayctl goes away (stdin
+# closes). It answers LOCKED, LOCKED <owner of a dead run> (the lock was
+# free, but a run that died left its owner file), BUSY <owner> or UNSAFE
+# <reason>.
 set -u
 LC_ALL=C
 export LC_ALL
@@ -55,13 +57,25 @@ clean() {
 	esac
 	printf '%s' "$clean_" | tr '\n\t\r' '   ' | tr -d '\000-\037\177' | head -c 2000
 }
+# ok and val answer a primitive that succeeded. One that changed the host
+# is noted in the journal first; if the journal cannot be written (a full
+# disk), the answer is ERR, so relayctl undoes the change rather than go on
+# with a change no journal tells of.
 ok() {
-	[ -n "${done_op_after:-}" ] && done_op
+	journaled || return
 	printf 'OK\n'
 }
 val() {
-	[ -n "${done_op_after:-}" ] && done_op
+	journaled || return
 	printf 'VAL %s\n' "$(clean "$*")"
+}
+journaled() {
+	[ -n "${done_op_after:-}" ] || return 0
+	done_op && return 0
+	[ "$jmode" = 2 ] && return 0 # an undo: better done than not
+	done_op_after=
+	err "$op was done, but the journal $journal could not be written (a full disk?)"
+	return 1
 }
 err() {
 	skipping=1
@@ -70,7 +84,7 @@ err() {
 	printf 'ERR %s\n' "$msg"
 }
 now() { date -u +%Y-%m-%dT%H:%M:%S.%NZ; }
-jlog() { printf '%s %s\n' "$(now)" "$(clean "$*")" >>"$journal"; }
+jlog() { printf '%s %s\n' "$(now)" "$(clean "$*")" >>"$journal" 2>/dev/null; }
 
 # owned_by_root_only PATH: PATH (not followed) belongs to root and, unless
 # it is a symlink, neither its group nor others may write it.
@@ -367,7 +381,7 @@ squeeze() {
 # done_op: the journal notes each change made, even when relayctl has
 # gone away meanwhile (a lost connection): the next run reads where it
 # stopped. Values here were validated by relayctl: no control characters.
-done_op() { printf '%s ok %s %s\n' "$(now)" "$op" "$a" >>"$journal"; }
+done_op() { printf '%s ok %s %s\n' "$(now)" "$op" "$a" >>"$journal" 2>/dev/null; }
 
 # The primitives, one function each (rollout/primitive.go lists them with
 # their arguments); a b c d e are the request's arguments.
@@ -379,12 +393,12 @@ p_sync() {
 p_begin() { # PLAN CHECKSUM: a fresh stage folder, the journal opened
 	rm -rf -- "$stage" && mkdir -m 0700 -- "$stage" || { err "cannot create $stage"; return; }
 	mkdir -p -- "$state/receipts"
-	jlog "begin plan=$a checksum=$b"
-	ok
+	if jlog "begin plan=$a checksum=$b"; then ok; else err "cannot write the journal $journal (a full disk?)"; fi
 }
-p_step() { # TEXT: a step's start or end, by its kind and title
-	jlog "$a"
-	ok
+p_step() { # TEXT: a step's start or end, by its kind and title; a step whose
+	# start the journal cannot note does not start (the journal is written
+	# ahead), but a rollback does: an undo is better done than not.
+	if jlog "$a" || [ "$jmode" = 2 ]; then ok; else err "cannot write the journal $journal (a full disk?)"; fi
 }
 p_dir() { # PATH: PATH is (made) a folder that only root can change
 	if why=$(safe_dir "$a"); then ok; else err "$why"; fi
@@ -738,7 +752,7 @@ p_unlock() { # remove the owner file and exit
 }
 
 IFS= read -r first || exit 0
-IFS=$tab read -r cmd owner mode <<EOF
+IFS=$tab read -r cmd owner <<EOF
 $first
 EOF
 [ "$cmd" = lock ] || {
@@ -757,20 +771,18 @@ if ! flock -n 9; then
 	printf 'BUSY %s\n' "$(clean "$(head -c 2000 "$state/lock.owner" 2>/dev/null)")"
 	exit 75
 fi
-# The lock is free, but a run that died keeps its owner file: report it.
-if [ -s "$state/lock.owner" ] && [ "$mode" != break ]; then
-	line="STALE $(clean "$(head -c 2000 "$state/lock.owner")")"
-	[ -s "$journal" ] && line="$line${tab}JOURNAL $(clean "$(tail -n 1 "$journal")")"
-	printf '%s\n' "$line"
-	exit 76
-fi
+# The lock is free: whoever held it is gone (flock dies with its process),
+# so it is ours. A run that died leaves its owner file (and its journal,
+# which relayctl reads with the observe behind this request): report it.
+dead=
+[ -s "$state/lock.owner" ] && dead=$(clean "$(head -c 2000 "$state/lock.owner")")
 printf '%s\n' "$owner" >"$state/lock.owner"
 locked=1
-printf 'LOCKED\n'
+if [ -n "$dead" ]; then printf 'LOCKED %s\n' "$dead"; else printf 'LOCKED\n'; fi
 
 skipping=
 while IFS= read -r line; do
-	IFS=$tab read -r op done_op_after data_left argv_left a b c d e <<EOF
+	IFS=$tab read -r op jmode data_left argv_left a b c d e <<EOF
 $line
 EOF
 	# The payload's sizes must be numbers, or the stream cannot be kept
@@ -781,7 +793,9 @@ EOF
 		exit 2
 		;;
 	esac
-	[ "$done_op_after" = 1 ] || done_op_after=
+	# JOURNAL: 1, note the change, and fail if the journal cannot; 2 (an
+	# undo), note it if the journal can.
+	case $jmode in 1 | 2) done_op_after=1 ;; *) done_op_after='' jmode='' ;; esac
 	fn=
 	case $op in
 	'' | *[!a-z-]*) ;;
