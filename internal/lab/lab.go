@@ -14,9 +14,9 @@
 // case. With SSHDInNetns the sshd itself runs in a child network namespace,
 // reached over a veth pair, where rmem_max is read-only.
 //
-// The relay is managed by relay-service (relay-service.sh, installed as
-// /opt/relay/bin/relay-service on every such host), since the machine has no
-// systemd.
+// The relay is managed by relay-service (relay/dist/relay-service.sh, the
+// one operators install, as /opt/relay/bin/relay-service on every such
+// host), since the machine has no systemd.
 //
 // A host of the other kind (HostOptions.Systemd, systemd.go) boots a real
 // systemd as PID 1 of its own PID, mount, UTS, IPC and cgroup namespaces,
@@ -49,7 +49,6 @@ package lab
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +60,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/relayctl/relayctl/relay/dist"
 )
 
 // Paths on every lab host.
@@ -78,8 +79,8 @@ const DefaultRelayConfig = "RELAYD_LISTEN=0.0.0.0:7788\nRELAYD_CONTROL=127.0.0.1
 // DefaultBasePort is the sshd port when Options.BasePort is 0.
 const DefaultBasePort = 2222
 
-//go:embed relay-service.sh
-var serviceScript []byte
+// serviceScript is relay/dist's relay-service, as operators install it.
+var serviceScript = dist.ServiceScript
 
 var (
 	// ErrPrerequisite is a missing lab prerequisite (root, sshd, ip, unshare,
@@ -103,7 +104,10 @@ type HostOptions struct {
 	// (or, on a systemd host, only the units).
 	Relay *RelayInstall
 	// Systemd boots the host with a real systemd (see the package comment);
-	// NoRelayNetns and SSHDInNetns do not apply.
+	// SSHDInNetns does not apply. With NoRelayNetns the host has no
+	// netns.conf drop-in: relayd.service runs in the host's network
+	// namespace, which is the machine's, where a bench in the test
+	// process reaches it (give it a port of its own: lab.FreePort).
 	Systemd bool
 }
 
@@ -156,10 +160,11 @@ type Host struct {
 	Cgroup     string     `json:"cgroup,omitempty"`      // the host's cgroup2 directory on the machine
 	Boot       *BootTimes `json:"boot,omitempty"`        // how long its start took
 
-	dir       string        // lab-N directory
-	vethBlock int           // its /30 in 10.231.0.0/16 (SSHDInNetns)
-	sshdv     *exec.Cmd     // nil for a loaded lab
-	done      chan struct{} // closed when sshdv has been reaped
+	dir           string        // lab-N directory
+	noNetnsDropIn bool          // systemd host: relayd in the host's (the machine's) network namespace
+	vethBlock     int           // its /30 in 10.231.0.0/16 (SSHDInNetns)
+	sshdv         *exec.Cmd     // nil for a loaded lab
+	done          chan struct{} // closed when sshdv has been reaped
 }
 
 // Host returns the host with the given alias, or nil.

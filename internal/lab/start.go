@@ -127,6 +127,7 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 			// Its root is an overlay inside its own mount namespace: Path
 			// reaches it through /proc/INIT/root.
 			h.Kind, h.Root = KindSystemd, ""
+			h.noNetnsDropIn = o.Hosts[i].NoRelayNetns
 		}
 		l.Hosts = append(l.Hosts, h)
 	}

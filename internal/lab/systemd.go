@@ -154,7 +154,13 @@ func (h *Host) prepareSystemd(ctx context.Context, l *Lab) error {
 		{"etc/fstab", []byte("# lab host " + h.Name + ": nothing to mount\n"), 0o644},
 		{"etc/systemd/system/" + dist.UnitName, dist.Unit, 0o644},
 		{"etc/systemd/system/" + dist.NetnsUnitName, dist.NetnsUnit, 0o644},
-		{"etc/systemd/system/" + dist.NetnsDropInPath, dist.NetnsDropIn, 0o644},
+	}
+	if !h.noNetnsDropIn {
+		files = append(files, struct {
+			path string
+			data []byte
+			mode os.FileMode
+		}{"etc/systemd/system/" + dist.NetnsDropInPath, dist.NetnsDropIn, 0o644})
 	}
 	for _, f := range files {
 		if err := os.WriteFile(filepath.Join(seed, f.path), f.data, f.mode); err != nil {
