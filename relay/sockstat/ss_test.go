@@ -25,6 +25,9 @@ func TestParseSSCaptured(t *testing.T) {
 	v6 := Socket{State: "UNCONN", Local: "::1", Port: 57989, Rcvbuf: 212992, Sndbuf: 212992, PIDs: []int{13779}, Process: "sx"}
 	dual := Socket{State: "UNCONN", Local: "*", Port: 35674, Rcvbuf: 212992, Sndbuf: 212992, PIDs: []int{13779}, Process: "sx"}
 	shared := []int{14105, 14063}
+	unbound := func(addr string, ino uint64) Socket {
+		return Socket{State: "UNCONN", Local: addr, Port: 53, Rcvbuf: 16777216, Sndbuf: 212992, Inode: ino, PIDs: []int{105}, Process: "unbound"}
+	}
 	tests := []struct {
 		file string
 		want []Socket
@@ -42,6 +45,11 @@ func TestParseSSCaptured(t *testing.T) {
 			{State: "ESTAB", Local: "127.0.0.1", Port: 39850, Rcvbuf: 212992, Sndbuf: 212992, PIDs: []int{13843}, Process: "sx"},
 			{State: "UNCONN", Local: "::1", Port: 43485, Rcvbuf: 212992, Sndbuf: 212992, PIDs: []int{13843}, Process: "sx"},
 			{State: "UNCONN", Local: "*", Port: 60536, Rcvbuf: 212992, Sndbuf: 212992, PIDs: []int{13843}, Process: "sx"},
+		}},
+		{"ss_packaged_e_p.txt", []Socket{
+			unbound("127.0.0.1", 2732281), unbound("127.0.0.1", 2732277),
+			{State: "UNCONN", Local: "127.0.0.1", Port: 11211, Rcvbuf: 212992, Sndbuf: 8388608, Inode: 2731794, PIDs: []int{97}, Process: "memcached"},
+			unbound("::1", 2732275), unbound("::1", 2732279),
 		}},
 		{"ss_7788_shared_p.txt", []Socket{
 			{State: "UNCONN", Local: "127.0.0.53%lo", Port: 7788, Rcvbuf: 212992, Sndbuf: 212992, PIDs: shared, Process: "python3"},
