@@ -28,7 +28,11 @@
 // /proc/sys is read-only there except /proc/sys/net/core, which relayctl
 // writes as on a real host; systemd-sysctl is masked (it would apply the
 // machine's sysctl.d to the machine) and runs only when a test asks,
-// through Host.RunSystemdSysctl. PIDs: systemctl's MainPID and whatever an
+// through Host.RunSystemdSysctl. A systemd host may also run units of
+// Debian packages installed on the machine (HostOptions.Services,
+// services.go: unbound, memcached), from their own unit files, in that same
+// /run/netns/relay; the packaged UDP servers a host does not ask for are
+// masked there. PIDs: systemctl's MainPID and whatever an
 // SSH session prints are in the host's PID namespace; Host fields ending in
 // PID are the machine's; Host.MachinePID converts.
 //
@@ -88,6 +92,8 @@ var (
 	ErrPrerequisite = errors.New("lab prerequisite missing")
 	// ErrRelayNotRunning is returned by RelayPID when relay-service pid exits 3.
 	ErrRelayNotRunning = errors.New("relay not running")
+	// ErrUnitNotRunning is returned by UnitPID for a unit with no main process.
+	ErrUnitNotRunning = errors.New("unit not running")
 )
 
 // HostOptions shape one host.
@@ -109,6 +115,11 @@ type HostOptions struct {
 	// namespace, which is the machine's, where a bench in the test
 	// process reaches it (give it a port of its own: lab.FreePort).
 	Systemd bool
+	// Services are units of Debian packages installed on the machine that
+	// the host runs in its relay network namespace (systemd hosts only;
+	// services.go). The packaged UDP servers the lab knows (unbound,
+	// memcached) are masked on a host that does not ask for them.
+	Services []Service
 }
 
 // RelayInstall is a relay release to install on a host.
@@ -159,10 +170,12 @@ type Host struct {
 	PIDNS      string     `json:"pid_ns,omitempty"`      // its /proc/PID/ns/pid, so Close never signals a reused pid
 	Cgroup     string     `json:"cgroup,omitempty"`      // the host's cgroup2 directory on the machine
 	Boot       *BootTimes `json:"boot,omitempty"`        // how long its start took
+	Services   []string   `json:"services,omitempty"`    // the units of HostOptions.Services
 
 	dir           string        // lab-N directory
 	noNetnsDropIn bool          // systemd host: relayd in the host's (the machine's) network namespace
 	vethBlock     int           // its /30 in 10.231.0.0/16 (SSHDInNetns)
+	services      []Service     // HostOptions.Services
 	sshdv         *exec.Cmd     // nil for a loaded lab
 	done          chan struct{} // closed when sshdv has been reaped
 }
@@ -247,7 +260,7 @@ func (h *Host) Exec(ctx context.Context, argv ...string) ([]byte, error) {
 // relay is not running.
 func (h *Host) RelayPID(ctx context.Context) (int, error) {
 	if h.Kind == KindSystemd {
-		return h.unitPID(ctx, RelayUnit)
+		return h.unitPID(ctx, RelayUnit, ErrRelayNotRunning)
 	}
 	out, err := h.Exec(ctx, ServiceScript, "pid")
 	var ee *exec.ExitError
