@@ -109,6 +109,9 @@ func (s *Server) Status() Status {
 	s.mu.Lock()
 	lobbies, players, draining := s.table.Lobbies(), s.table.Players(), s.table.NoNewLobbies()
 	s.mu.Unlock()
+	s.bufMu.Lock()
+	requested, force, effective := s.cfg.SORcvbuf, s.cfg.SORcvbufForce, s.effective
+	s.bufMu.Unlock()
 	var malformed uint64
 	for i := range s.c.malformed {
 		malformed += s.c.malformed[i].Load()
@@ -118,9 +121,9 @@ func (s *Server) Status() Status {
 		PID:               os.Getpid(),
 		Listen:            s.ListenAddr().String(),
 		Control:           s.ControlAddr().String(),
-		SORcvbufRequested: s.cfg.SORcvbuf,
-		SORcvbufForce:     s.cfg.SORcvbufForce,
-		SORcvbufEffective: s.effective,
+		SORcvbufRequested: requested,
+		SORcvbufForce:     force,
+		SORcvbufEffective: effective,
 		RmemMaxAtStart:    s.rmemMax,
 		Lobbies:           lobbies,
 		Players:           players,
@@ -225,8 +228,8 @@ var (
 	descExpired     = desc("expired_players_total", "Players removed after the idle timeout.")
 	descLobbies     = desc("lobbies", "Lobbies with at least one player.")
 	descPlayers     = desc("players", "Players in all lobbies.")
-	descRequested   = desc("so_rcvbuf_requested_bytes", "SO_RCVBUF asked for at start (0: kernel default).")
-	descEffective   = desc("so_rcvbuf_effective_bytes", "SO_RCVBUF read back with getsockopt at start (rb in ss).")
+	descRequested   = desc("so_rcvbuf_requested_bytes", "SO_RCVBUF asked for at start or at the last SIGHUP (0: kernel default).")
+	descEffective   = desc("so_rcvbuf_effective_bytes", "SO_RCVBUF read back with getsockopt at start or at the last SIGHUP (rb in ss).")
 	descRmemMax     = desc("rmem_max_at_start_bytes", "net.core.rmem_max when relayd started.")
 	descBuildInfo   = prometheus.NewDesc("relayd_build_info", "Always 1; the version label is relayd's release.", []string{"version"}, nil)
 	descStartedTime = desc("start_time_seconds", "Unix time relayd started.")

@@ -66,6 +66,7 @@ type Server struct {
 	sd         *systemd // what systemd passed and its fd store; nil without WithSystemd
 
 	mu    sync.Mutex // guards table
+	bufMu sync.Mutex // guards cfg.SORcvbuf, cfg.SORcvbufForce and effective after start (SetRcvbuf)
 	table *lobby.Table
 
 	c       counters
