@@ -73,7 +73,7 @@ func NeverAsksWarning(rmemMaxBefore, rmemMaxAfter, rmemDefault int) string {
 	}
 	return fmt.Sprintf("raising net.core.rmem_max from %d to %d changes nothing for a relay that never calls "+
 		"setsockopt(SO_RCVBUF): its socket keeps rb %d (%s), the value of net.core.rmem_default; "+
-		"ship it with a relay release that requests SO_RCVBUF",
+		"raise net.core.rmem_default (the buffer every new socket gets), or ship a release that requests SO_RCVBUF",
 		rmemMaxBefore, rmemMaxAfter, rmemDefault, kib(rmemDefault))
 }
 

@@ -205,7 +205,7 @@ func TestSystemdHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const slowStart = "[Service]\nExecStart=\nExecStart=/bin/sh -c 'sleep 1 && exec /opt/relay/current/relayd --config /etc/relay/relayd.env'\n"
+		const slowStart = "[Service]\nExecStart=\nExecStart=/bin/sh -c 'sleep 1 && exec /opt/relay/current/relayd --config /run/relayd/relayd.env'\n"
 		if err := os.WriteFile(slow, []byte(slowStart), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +248,7 @@ func TestSystemdHost(t *testing.T) {
 			t.Errorf("is-failed: %q, want failed", got)
 		}
 		journal := sshOK(t, l, h.Name, "journalctl -u relayd -n 20 --no-pager")
-		if want := "relayd: error: /etc/relay/relayd.env:4: RELAYD_BATCH: want a decimal integer from 1 to 1024"; !strings.Contains(journal, want) {
+		if want := "relayd: error: /run/relayd/relayd.env:4: RELAYD_BATCH: want a decimal integer from 1 to 1024"; !strings.Contains(journal, want) {
 			t.Errorf("journal lacks %q:\n%s", want, journal)
 		}
 		// Exit status 2 (bad config) is not retried.
