@@ -21,17 +21,21 @@ const Prefix = "relayd-capabilities: "
 //   - handoff=unix/1: RELAYD_HANDOFF_SOCKET, package relay/handoff;
 //   - drain=http/1: POST and DELETE /drain on the control plane;
 //   - ready=fd/1: --ready-fd N, a line "READY" on fd N once the relay
-//     relays (a service manager without sd_notify waits on it).
+//     relays (a service manager without sd_notify waits on it);
+//   - join=cookie/1: wire version 2, a player joins with the return
+//     routability handshake (relay/wire); a binary without it speaks wire
+//     version 1, where any datagram joins.
 const (
 	Handoff = "handoff=unix/1"
 	Drain   = "drain=http/1"
 	Ready   = "ready=fd/1"
+	Join    = "join=cookie/1"
 )
 
 // Marker is the line in the binary: the prefix, the capabilities separated
 // by spaces, a newline. A variable, not a constant, so its bytes are one
 // string in the binary's data that no compiler folding can split.
-var Marker = Prefix + Drain + " " + Handoff + " " + Ready + "\n"
+var Marker = Prefix + Drain + " " + Handoff + " " + Join + " " + Ready + "\n"
 
 // maxLine bounds the marker line, so a hostile artifact cannot make the
 // scan hold on to much of it.
