@@ -24,13 +24,20 @@ import (
 )
 
 // The tests here run the real relayd binary, built once with a stamped
-// version, as relayctl's lab does.
+// version, as relayctl's lab does. TEST_RELAYD=PATH runs them against
+// another build instead (an older release, to see a test fail on it):
+//
+//	TEST_RELAYD=/tmp/old/relayd go test -run Hostile ./cmd/relayd
 
 const stampedVersion = "1.8.0"
 
 var relaydPath string
 
 func TestMain(m *testing.M) {
+	if p := os.Getenv("TEST_RELAYD"); p != "" {
+		relaydPath = p
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "relayd-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

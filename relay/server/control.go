@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/relayctl/relayctl/relay/handoff"
@@ -210,7 +211,48 @@ func (s *Server) handler() http.Handler {
 	})
 	mux.HandleFunc("POST /drain", s.drain(true))
 	mux.HandleFunc("DELETE /drain", s.drain(false))
-	return mux
+	return loopbackHost(mux)
+}
+
+// loopbackHost refuses a request whose Host is not a loopback name or
+// address. The control plane listens on loopback only, but a web page can
+// still reach it through a browser on the relay host by DNS rebinding (its
+// own name resolving to 127.0.0.1): the browser then sends the page's name
+// as Host, which this refuses. A request without Host (HTTP/1.0, as
+// relayctl's host agent sends) is no browser's and is served.
+func loopbackHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isLoopbackHost(r.Host) {
+			http.Error(w, "misdirected request: relayd's control plane answers only to Host localhost, 127.0.0.0/8 or [::1]", http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isLoopbackHost reports whether host (a Host header: name or address,
+// maybe a port) names this machine's loopback: localhost, an address in
+// 127.0.0.0/8 in dotted-quad form, or [::1]. "" (no Host) is accepted.
+func isLoopbackHost(host string) bool {
+	if host == "" {
+		return true
+	}
+	name, port := host, ""
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
+		name, port = host[:i], host[i+1:]
+	}
+	if len(port) > 5 || strings.Trim(port, "0123456789") != "" {
+		return false
+	}
+	if strings.HasPrefix(name, "[") && strings.HasSuffix(name, "]") {
+		a, err := netip.ParseAddr(name[1 : len(name)-1])
+		return err == nil && a == netip.IPv6Loopback()
+	}
+	if strings.EqualFold(name, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(name)
+	return err == nil && a.Is4() && a.IsLoopback()
 }
 
 // metrics reads the relay's counters at scrape time rather than keeping a

@@ -684,3 +684,38 @@ func TestDropsParse(t *testing.T) {
 		t.Errorf("corrupt length: got true, want false")
 	}
 }
+
+func TestIsLoopbackHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"":                   true, // HTTP/1.0 without Host: relayctl's host agent
+		"localhost":          true,
+		"LocalHost:7789":     true,
+		"localhost:":         true,
+		"127.0.0.1":          true,
+		"127.0.0.1:7789":     true,
+		"127.255.0.9:1":      true,
+		"[::1]":              true,
+		"[::1]:7789":         true,
+		"evil.example":       false,
+		"evil.example:7789":  false,
+		"localhost.evil.com": false,
+		"localhost.":         false,
+		"127.0.0.1.nip.io":   false,
+		"127.1":              false,
+		"0x7f.0.0.1":         false,
+		"2130706433":         false,
+		"10.0.0.1:7789":      false,
+		"0.0.0.0:7789":       false,
+		"[::ffff:127.0.0.1]": false,
+		"[::1%lo]":           false,
+		"[::2]:7789":         false,
+		"::1":                false,
+		"localhost:77a9":     false,
+		"localhost:123456":   false,
+		"[::1]x":             false,
+	} {
+		if got := isLoopbackHost(host); got != want {
+			t.Errorf("isLoopbackHost(%q): got %v, want %v", host, got, want)
+		}
+	}
+}
