@@ -149,7 +149,7 @@ func (b *batchIO) recvSyscall(fd uintptr) bool {
 func (b *batchIO) datagram(i int) (data []byte, truncated bool, from netip.AddrPort) {
 	m := &b.rxHdrs[i]
 	n := min(int(m.n), maxDatagram)
-	data = b.rxBuf[i*maxDatagram : i*maxDatagram+n]
+	data = b.rxBuf[i*maxDatagram : i*maxDatagram+n : (i+1)*maxDatagram] // cap: its own slot
 	sa := &b.rxNames[i]
 	from = netip.AddrPortFrom(netip.AddrFrom4([4]byte(sa[4:8])), binary.BigEndian.Uint16(sa[2:4]))
 	return data, m.hdr.Flags&unix.MSG_TRUNC != 0, from

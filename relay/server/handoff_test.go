@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -138,7 +139,12 @@ func TestHandoffInProcess(t *testing.T) {
 		t.Fatalf("the new process's cookie: got %+v, want a welcome", h)
 	}
 	round(t, append(ps, late), 3)
-	after := status(t, nw)
+	// The relay counts a batch after sending it: wait for the count.
+	var after Status
+	waitFor(t, func() (bool, string) {
+		after = status(t, nw)
+		return after.Counters.Forwarded >= 13, fmt.Sprintf("forwarded %d, want 13", after.Counters.Forwarded)
+	})
 	want := tune.ExpectRcvbuf(1<<19, false, after.RmemMaxAtStart, 0).Effective
 	checks := []struct {
 		name      string

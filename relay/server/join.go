@@ -140,12 +140,11 @@ func (s *Server) challenge(i int, data []byte, lobbyID, player uint32, from neti
 	s.reply(i, data, wire.Handshake{Kind: wire.KindChallenge, Reason: why, Lobby: lobbyID, Player: player, Cookie: c}, from)
 }
 
-// reply writes m over datagram i, data, and sends it back to from; a
-// datagram shorter than a handshake message is not answered.
+// reply writes m over datagram i, data, in its receive buffer (which
+// always has room for it), and sends it back to from. queueReply refuses
+// it if datagram i is shorter: a datagram shorter than a handshake message
+// is not answered.
 func (s *Server) reply(i int, data []byte, m wire.Handshake, to netip.AddrPort) {
-	if len(data) < wire.HandshakeLen {
-		return
-	}
-	wire.EncodeHandshake(data, m)
+	wire.EncodeHandshake(data[:cap(data)], m)
 	s.io.queueReply(i, wire.HandshakeLen, to)
 }
