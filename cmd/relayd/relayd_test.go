@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayctl/relayctl/relay/config"
 	"github.com/relayctl/relayctl/relay/server"
 	"github.com/relayctl/relayctl/relay/sockstat"
 )
@@ -330,4 +331,18 @@ func rcvbufErrors(t *testing.T, pid int) uint64 {
 func portOf(addr string) string {
 	_, port, _ := net.SplitHostPort(addr)
 	return port
+}
+
+// TestEveryKeyHasAFlag: the flag, the environment and the file set the
+// same settings (docs/relayd.md), so every config key has a flag.
+func TestEveryKeyHasAFlag(t *testing.T) {
+	flags := map[string]bool{"RELAYD_SO_RCVBUF_FORCE": true} // a boolean flag of its own
+	for _, f := range flagKeys {
+		flags[f.key] = true
+	}
+	for _, k := range config.Keys() {
+		if !flags[k] {
+			t.Errorf("config key %s has no flag", k)
+		}
+	}
 }
