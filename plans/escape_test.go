@@ -41,7 +41,7 @@ func TestReviewEscapesHostStrings(t *testing.T) {
 	f.Release.Current = ""
 	f.Kernel = "6.18 | **fine** |"
 	f.Address = "10.0.0.4:22 <img src=x>"
-	p, err := Make(Input{Spec: incidentSpec(t, nil), Facts: []*Facts{f}, Artifact: testArtifact})
+	p, err := Make(Input{Spec: incidentSpec(t, nil), Facts: []*Facts{f}, Artifact: testArtifact, Steps: testSteps})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,8 +20,9 @@ import (
 
 // FormatVersion is the layout version of plan files. apply refuses others.
 // Version 2 records the spec itself, keeps no file content that may hold a
-// secret, and finds a command-managed relay through its pid file.
-const FormatVersion = 2
+// secret, and finds a command-managed relay through its pid file; version
+// 3 lists every file relayctl writes on a host in one list (files).
+const FormatVersion = 3
 
 // Plan is the reviewed, one-window change for every host of a spec. Its JSON
 // is byte-for-byte identical for identical inputs.
@@ -58,6 +59,9 @@ type PlanWindow struct {
 type PlannedSysctl struct {
 	Key   string `json:"key"`
 	Value string `json:"value"`
+	// RunsProgram says why this value makes the kernel run a program as
+	// root (tune.RunsProgram), which the spec allowed in its unsafe section.
+	RunsProgram string `json:"runs_program,omitempty"`
 }
 
 // PlannedRelay is the relay part of the spec, as apply needs it.
@@ -121,17 +125,15 @@ type HostPlan struct {
 	Blockers      []string       `json:"blockers"`
 	Warnings      []string       `json:"warnings"`
 	Sysctls       []SysctlChange `json:"sysctls"`
-	DropIn        FileChange     `json:"drop_in"`
 	Release       ReleaseChange  `json:"release"`
-	Config        FileChange     `json:"relay_config"`
-	UnitDropIn    *FileChange    `json:"unit_drop_in,omitempty"` // systemd: CAP_NET_ADMIN for so_rcvbuf_force
+	Files         []FileChange   `json:"files"` // every file relayctl writes on the host (files.go)
 	Restart       bool           `json:"restart"`
 	PlayersAtPlan *Players       `json:"players_at_plan,omitempty"` // what the relay's /status said, with a drain gate
 	Switch        string         `json:"switch,omitempty"`          // how the window switches the relay: restart or handoff
 	SwitchWhy     string         `json:"switch_why,omitempty"`      // why that way
 	Readback      Readback       `json:"readback"`
 	Capacity      *tune.Capacity `json:"capacity,omitempty"` // the planned rb against the spec's promise
-	Steps         []Step         `json:"steps"`              // filled by rollout.Describe: the steps apply will take
+	Steps         []Step         `json:"steps"`              // the steps apply will take (Input.Steps)
 	Previous      PreviousState  `json:"previous"`           // what a rollback restores
 }
 
@@ -151,22 +153,6 @@ type SysctlChange struct {
 	DecidedAtBoot string `json:"decided_at_boot_by"` // path:line of the file that wins at boot
 	BootValue     string `json:"boot_value"`
 	Shadowed      bool   `json:"shadowed"` // our drop-in loses at boot
-}
-
-// FileChange is a file relayctl owns on the host. Its planned content is
-// never stored in the plan (a relay config may hold secrets): apply
-// derives it again and checks it against SHA256, and the review shows Diff,
-// with secrets masked.
-type FileChange struct {
-	Path          string      `json:"path"`
-	Change        bool        `json:"change"`
-	Exists        bool        `json:"exists"`
-	Remove        bool        `json:"remove,omitempty"`         // the plan removes the file
-	SHA256        string      `json:"sha256,omitempty"`         // of the planned content
-	CurrentSHA256 string      `json:"current_sha256,omitempty"` // of the content found
-	Diff          []DiffLine  `json:"diff,omitempty"`           // current → planned, secrets masked
-	Changes       []KeyChange `json:"changes,omitempty"`        // the same per key, secrets masked
-	Content       string      `json:"-"`                        // the planned content, derived, never stored
 }
 
 // ReleaseChange is the relay release on one host.
@@ -190,16 +176,13 @@ type Readback struct {
 	CurrentDrops uint64 `json:"current_drops"`
 }
 
-// PreviousState is what the host had, for the review and for checking a
-// rollback. File contents stay on the host (backed up there by apply).
+// PreviousState is what the host had that no other field of the host plan
+// holds, for checking a rollback: the files' and sysctls' current state is
+// in Files and Sysctls. File contents stay on the host (backed up there by
+// apply).
 type PreviousState struct {
-	Sysctls           []PlannedSysctl `json:"sysctls"`
-	DropInExists      bool            `json:"drop_in_exists"`
-	DropInSHA256      string          `json:"drop_in_sha256,omitempty"`
-	CurrentLink       string          `json:"current_link"`
-	RelayConfigExists bool            `json:"relay_config_exists"`
-	RelayConfigSHA256 string          `json:"relay_config_sha256,omitempty"`
-	RelayRunning      bool            `json:"relay_running"`
+	CurrentLink  string `json:"current_link"`
+	RelayRunning bool   `json:"relay_running"`
 }
 
 // Step phases.
@@ -234,13 +217,22 @@ type Input struct {
 	Facts          []*Facts // one per spec host, any order
 	Artifact       Artifact
 	AllowDowngrade bool
+	// Steps lists the steps apply takes on a host of the plan: the engine's
+	// (rollout.Steps), which plans cannot import.
+	Steps StepsFunc
 }
 
-// Make computes the plan. It fails only when the input is inconsistent
-// (facts missing or malformed for a host); problems on a host become its
-// blockers. The steps are rollout's to add (rollout.Describe).
+// StepsFunc lists the steps apply takes on a host of a plan, in order.
+type StepsFunc func(p *Plan, h *HostPlan) []Step
+
+// Make computes the plan, steps included. It fails only when the input is
+// inconsistent (facts missing or malformed for a host, no Steps); problems
+// on a host become its blockers.
 func Make(in Input) (*Plan, error) {
 	s := in.Spec
+	if in.Steps == nil {
+		return nil, fmt.Errorf("plan %s: no step lister", s.Name)
+	}
 	if in.Artifact.SHA256 == "" {
 		return nil, fmt.Errorf("plan %s: the artifact's sha256 is missing", s.Name)
 	}
@@ -262,7 +254,9 @@ func Make(in Input) (*Plan, error) {
 		if !ok {
 			return nil, fmt.Errorf("plan %s: no facts for host %s", s.Name, h)
 		}
-		p.Hosts = append(p.Hosts, planHost(p, f))
+		h := planHost(p, f)
+		h.Steps = in.Steps(p, h)
+		p.Hosts = append(p.Hosts, h)
 	}
 	return p, nil
 }
@@ -310,7 +304,8 @@ const timeLayout = "2006-01-02T15:04:05Z07:00"
 func sortedSysctl(in []SysctlSetting) []PlannedSysctl {
 	out := make([]PlannedSysctl, 0, len(in))
 	for _, s := range in {
-		out = append(out, PlannedSysctl{Key: s.Key, Value: s.Value})
+		why, _ := tune.RunsProgram(s.Key, s.Value)
+		out = append(out, PlannedSysctl{Key: s.Key, Value: s.Value, RunsProgram: why})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
@@ -328,11 +323,13 @@ var ObservedKeys = []string{keyRmemMax, keyRmemDefault}
 // Replan computes, from a plan's own inputs and new facts, what the plan
 // would do to the host now. apply uses it to re-derive every action instead
 // of trusting the plan file; verify, to list what differs.
-func Replan(p *Plan, f *Facts) (*HostPlan, error) {
+func Replan(p *Plan, f *Facts, steps StepsFunc) (*HostPlan, error) {
 	if err := ValidateFacts(f); err != nil {
 		return nil, err
 	}
-	return planHost(p, f), nil
+	h := planHost(p, f)
+	h.Steps = steps(p, h)
+	return h, nil
 }
 
 func planHost(p *Plan, f *Facts) *HostPlan {
@@ -340,36 +337,25 @@ func planHost(p *Plan, f *Facts) *HostPlan {
 	h.Facts = Fingerprinted(f, p.ReadKeys())
 	h.Fingerprint = Fingerprint(h.Facts)
 
-	planSysctls(h, p, f)
+	dropIn := planSysctls(h, p, f)
 	planRelease(h, p, f)
-	planConfig(h, p, f)
+	h.Files = append(h.Files, planConfig(h, p, f), dropIn)
+	if u := planUnitDropIn(p, f); u != nil {
+		h.Files = append(h.Files, *u)
+	}
 	planReadback(h, p, f)
 	planService(h, p, f)
-	planUnitDropIn(h, p, f)
 	planDrain(h, p, f)
-
-	dropIn := fileFact(f, p.Paths.SysctlFile)
-	h.Previous = PreviousState{
-		DropInExists:      dropIn.Exists,
-		CurrentLink:       f.Release.CurrentRaw,
-		RelayConfigExists: f.Config.Exists,
-		RelayRunning:      f.Service.Running,
-	}
-	if dropIn.Exists {
-		h.Previous.DropInSHA256 = sha256Text(dropIn.Content)
-	}
-	if f.Config.Exists {
-		h.Previous.RelayConfigSHA256 = sha256Text(f.Config.Content)
-	}
-	for _, c := range h.Sysctls {
-		h.Previous.Sysctls = append(h.Previous.Sysctls, PlannedSysctl{Key: c.Key, Value: tune.Normalize(c.Current)})
-	}
+	h.Previous = PreviousState{CurrentLink: f.Release.CurrentRaw, RelayRunning: f.Service.Running}
 
 	// A restart is what makes the socket pick up a new buffer: raising
 	// rmem_max does nothing to a socket that already exists.
-	h.Restart = h.Release.Action != ReleaseKeep || h.Config.Change || (h.UnitDropIn != nil && h.UnitDropIn.Change) ||
+	h.Restart = h.Release.Action != ReleaseKeep || h.filesRestart() ||
 		!h.Readback.CurrentFound || h.Readback.Current != uint64(h.Readback.Expected)
-	changes := h.Restart || h.DropIn.Change
+	changes := h.Restart
+	for _, fc := range h.Files {
+		changes = changes || fc.Change
+	}
 	for _, c := range h.Sysctls {
 		changes = changes || c.Change
 	}
@@ -445,118 +431,6 @@ func fileFact(f *Facts, p string) FileFact {
 // DropInHeader opens the drop-in relayctl writes.
 func DropInHeader(plan string) string {
 	return "Written by relayctl (plan " + plan + "). Changes here are overwritten by the next apply."
-}
-
-func planSysctls(h *HostPlan, p *Plan, f *Facts) {
-	planned := map[string]string{}
-	for _, s := range p.Sysctl {
-		planned[s.Key] = s.Value
-	}
-	content := ""
-	if len(p.Sysctl) > 0 {
-		content = string(tune.RenderDropIn(planned, DropInHeader(p.Name)))
-	}
-	cur := fileFact(f, p.Paths.SysctlFile)
-	h.DropIn = fileChange(p.Paths.SysctlFile, cur, content, len(p.Sysctl) == 0)
-	for i, l := range h.DropIn.Diff {
-		if k, _, ok := strings.Cut(l.Text, "="); ok {
-			_, h.DropIn.Diff[i].Managed = planned[strings.TrimSpace(k)]
-		}
-	}
-	if h.DropIn.Change {
-		managed := map[string]bool{}
-		for k := range planned {
-			managed[k] = true
-		}
-		// Sysctl values are no secret: any user reads them in /proc/sys.
-		h.DropIn.Changes = keyChanges(dropInKeys(cur.Content), dropInKeys(content), managed, noSecret)
-	}
-
-	// Which file decides each key at the next boot, with our drop-in as planned.
-	var files []tune.ConfFile
-	for _, cf := range f.SysctlFiles {
-		if cf.Path == p.Paths.SysctlFile {
-			continue
-		}
-		files = append(files, tune.ConfFile{Path: cf.Path, Content: []byte(cf.Content)})
-	}
-	if content != "" {
-		files = append(files, tune.ConfFile{Path: p.Paths.SysctlFile, Content: []byte(content)})
-	}
-	decided, _, err := tune.Decide(files)
-	if err != nil {
-		h.Warnings = append(h.Warnings, fmt.Sprintf("cannot tell which file decides the sysctls at boot: %v", err))
-	}
-	if masks, _, err := tune.Masks(files, p.Paths.SysctlFile); err == nil {
-		for _, m := range masks {
-			h.Warnings = append(h.Warnings, fmt.Sprintf("%s has the same name as %s, which it masks: none of that file's settings will apply at boot any more", p.Paths.SysctlFile, m))
-		}
-	}
-	for _, n := range f.SkippedFiles {
-		h.Warnings = append(h.Warnings, fmt.Sprintf("a sysctl.d file with an unusual name was not read (%s): which file decides each key at boot may be wrong", n))
-	}
-
-	for _, s := range p.Sysctl {
-		sf := f.Sysctls[s.Key]
-		c := SysctlChange{Key: s.Key, Current: sf.Value, Planned: s.Value, Writable: sf.Writable}
-		if !sf.Exists {
-			fix := "remove it from the spec or plan for a kernel that has it"
-			if near, ok := tune.NearestSysctl(s.Key); ok {
-				fix = "did you mean " + near + "? Otherwise " + fix
-			}
-			h.Blockers = append(h.Blockers, fmt.Sprintf("%s does not exist on this host (kernel %s): nothing can set it; %s", s.Key, f.Kernel, fix))
-			h.Sysctls = append(h.Sysctls, c)
-			continue
-		}
-		c.Change = !tune.Equal(sf.Value, s.Value)
-		by, shadowed, _ := tune.Shadowed(files, p.Paths.SysctlFile, s.Key)
-		if ours, ok := decided[s.Key]; ok && !shadowed {
-			c.DecidedAtBoot = fmt.Sprintf("%s:%d", ours.Path, ours.Line)
-			c.BootValue = tune.Normalize(ours.Value)
-		}
-		if shadowed {
-			c.DecidedAtBoot = fmt.Sprintf("%s:%d", by.Path, by.Line)
-			c.BootValue = tune.Normalize(by.Value)
-			if by.Line == 0 {
-				c.DecidedAtBoot = by.Path
-				h.Warnings = append(h.Warnings, fmt.Sprintf("%s: %s masks our drop-in %s, so at the next boot it is not read at all", s.Key, by.Path, p.Paths.SysctlFile))
-			} else if !tune.Equal(by.Value, s.Value) {
-				c.Shadowed = true
-				h.Warnings = append(h.Warnings, fmt.Sprintf("%s: %s sets it to %s and is applied after %s, so at the next boot the kernel gets %s, not %s; move the setting into our drop-in or rename %s", s.Key, c.DecidedAtBoot, c.BootValue, p.Paths.SysctlFile, c.BootValue, s.Value, path.Base(p.Paths.SysctlFile)))
-			}
-		}
-		if c.Change && !sf.Writable {
-			where := "where the SSH session runs"
-			if !f.InitialNetns {
-				where = "in this host's network namespace (the SSH session is in a container or child namespace)"
-			}
-			fix := "connect as root, or to the machine itself"
-			if info, ok := tune.Lookup(s.Key); ok && info.Global {
-				fix = "it is global to the machine: plan it on the machine that runs the container (its initial network namespace), then plan this host again"
-			}
-			h.Blockers = append(h.Blockers, fmt.Sprintf("%s is read-only %s, so apply cannot change it from %s to %s; %s", s.Key, where, tune.Normalize(sf.Value), s.Value, fix))
-		}
-		h.Sysctls = append(h.Sysctls, c)
-	}
-}
-
-// fileChange compares a file found on the host with its planned content;
-// remove means the plan wants no file at all.
-func fileChange(p string, cur FileFact, planned string, remove bool) FileChange {
-	fc := FileChange{Path: p, Exists: cur.Exists, Remove: remove, Content: planned}
-	if cur.Exists {
-		fc.CurrentSHA256 = sha256Text(cur.Content)
-	}
-	if remove {
-		fc.Change = cur.Exists
-	} else {
-		fc.SHA256 = sha256Text(planned)
-		fc.Change = !cur.Exists || cur.Content != planned
-	}
-	if fc.Change {
-		fc.Diff = diffLines(cur.Content, planned)
-	}
-	return fc
 }
 
 func planRelease(h *HostPlan, p *Plan, f *Facts) {
@@ -696,7 +570,7 @@ func planDrain(h *HostPlan, p *Plan, f *Facts) {
 	h.PlayersAtPlan = &Players{Players: st.Players, Lobbies: st.Lobbies}
 }
 
-func planConfig(h *HostPlan, p *Plan, f *Facts) {
+func planConfig(h *HostPlan, p *Plan, f *Facts) FileChange {
 	managed := ManagedConfig(p.Relay)
 	var planned string
 	if f.Config.Exists {
@@ -713,11 +587,12 @@ func planConfig(h *HostPlan, p *Plan, f *Facts) {
 		}
 		planned = string(c.Render())
 	}
-	h.Config = fileChange(p.Paths.RelayConfig, f.Config, planned, false)
-	h.Config.Diff = maskDiff(h.Config.Diff, managedKeys(managed))
-	if h.Config.Change {
-		h.Config.Changes = keyChanges(configKeys(f.Config.Content), configKeys(planned), managedKeys(managed), IsSecretKey)
+	fc := fileChange(RoleRelayConfig, p.Paths.RelayConfig, f.Config, planned, false)
+	fc.Diff = maskDiff(fc.Diff, managedKeys(managed))
+	if fc.Change {
+		fc.Changes = keyChanges(configKeys(f.Config.Content), configKeys(planned), managedKeys(managed), IsSecretKey)
 	}
+	return fc
 }
 
 func managedKeys(s []config.Setting) map[string]bool {
@@ -795,21 +670,35 @@ func UnitDropInPath(unit string) string {
 // CAP_NET_ADMIN, which the shipped unit does not grant; relayctl installs
 // the shipped drop-in (and removes it when force is off), with a
 // daemon-reload, in the same window.
-func planUnitDropIn(h *HostPlan, p *Plan, f *Facts) {
+func planUnitDropIn(p *Plan, f *Facts) *FileChange {
 	if p.Relay.Service.Manager != "systemd" {
-		return
+		return nil
 	}
 	cur := FileFact{}
 	if f.UnitDropIn != nil {
 		cur = *f.UnitDropIn
 	}
-	fc := fileChange(UnitDropInPath(p.Relay.Service.Name), cur, string(dist.ForceDropIn), !p.Relay.SORcvbufForce)
-	h.UnitDropIn = &fc
+	fc := fileChange(RoleUnitDropIn, UnitDropInPath(p.Relay.Service.Name), cur, string(dist.ForceDropIn), !p.Relay.SORcvbufForce)
+	return &fc
 }
 
 // Plan is the service as a plan records it.
 func (s Service) Plan() PlanService {
 	return PlanService(s)
+}
+
+// Programs are the programs relayctl runs as root for this service
+// (start, stop, handoff: each command's first word), each once. Whoever
+// can change one of them is root on the host, so apply vets every one
+// (rollout's check-folders) before it writes or runs anything.
+func (s PlanService) Programs() []string {
+	var out []string
+	for _, argv := range [][]string{s.Start, s.Stop, s.Handoff} {
+		if len(argv) > 0 && !slices.Contains(out, argv[0]) {
+			out = append(out, argv[0])
+		}
+	}
+	return out
 }
 
 // Changes reports whether any host has something to do.

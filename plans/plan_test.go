@@ -63,11 +63,20 @@ var testArtifact = Artifact{SHA256: strings.Repeat("ab", 32), Size: 9000000}
 
 func makePlan(t *testing.T, s *Spec, f ...*Facts) *Plan {
 	t.Helper()
-	p, err := Make(Input{Spec: s, Facts: f, Artifact: testArtifact})
+	p, err := Make(Input{Spec: s, Facts: f, Artifact: testArtifact, Steps: testSteps})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// testSteps stands in for rollout.Steps, which plans cannot import: one
+// step for a host that changes.
+func testSteps(p *Plan, h *HostPlan) []Step {
+	if h.Action != ActionChange {
+		return []Step{}
+	}
+	return []Step{{Phase: PhaseWindow, Kind: "restart", Title: "restart relay once (the test's step list; rollout.Steps gives the real ones)"}}
 }
 
 func golden(t *testing.T, name string, got []byte) {
@@ -102,13 +111,12 @@ func TestIncidentPlan(t *testing.T) {
 	if len(h.Warnings) != 0 {
 		t.Errorf("warnings: got %q, want none", h.Warnings)
 	}
-	if !h.Config.Change || !h.DropIn.Change || h.DropIn.Exists || h.Sysctls[0].Change != true {
-		t.Errorf("config %+v, drop-in %+v: want both changed, the drop-in created", h.Config, h.DropIn)
+	if cfg, d := h.File(RoleRelayConfig), h.File(RoleSysctlDropIn); !cfg.Change || !d.Change || d.Exists || h.Sysctls[0].Change != true {
+		t.Errorf("config %+v, drop-in %+v: want both changed, the drop-in created", cfg, d)
 	}
 	if got := h.Sysctls[0].DecidedAtBoot; got != "/etc/sysctl.d/90-relayctl.conf:2" {
 		t.Errorf("decided at boot: got %q, want our drop-in, line 2", got)
 	}
-	p.Hosts[0].Steps = []Step{{Phase: PhaseWindow, Kind: "restart", Title: "restart relay once (rollout.Describe fills the steps)"}}
 	body, err := p.JSON()
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +156,7 @@ func TestLoadRefusesEditedPlan(t *testing.T) {
 	if _, err := Load("x.plan", edited); err == nil || !strings.Contains(err.Error(), "edited after review") {
 		t.Errorf("got %v, want a checksum error", err)
 	}
-	future := bytes.Replace(body, []byte(`"format_version": 2`), []byte(`"format_version": 9`), 1)
+	future := bytes.Replace(body, []byte(`"format_version": 3`), []byte(`"format_version": 9`), 1)
 	if _, err := Load("x.plan", future); err == nil || !strings.Contains(err.Error(), "format_version: 9") {
 		t.Errorf("got %v, want a format error", err)
 	}
@@ -159,9 +167,9 @@ func appliedFacts(t *testing.T, s *Spec) *Facts {
 	f := incidentFacts()
 	first := makePlan(t, s, f).Hosts[0]
 	f.Sysctls["net.core.rmem_max"] = SysctlFact{Exists: true, Value: "8388608", Writable: true}
-	f.SysctlFiles = append(f.SysctlFiles, ConfFile{Path: "/etc/sysctl.d/90-relayctl.conf", Content: first.DropIn.Content})
+	f.SysctlFiles = append(f.SysctlFiles, ConfFile{Path: "/etc/sysctl.d/90-relayctl.conf", Content: first.File(RoleSysctlDropIn).Content})
 	f.Release = RelayRelease{Current: "1.8.0", CurrentRaw: "/opt/relay/releases/1.8.0", Installed: []string{"1.7.0", "1.8.0"}, RunningExe: "/opt/relay/releases/1.8.0/relayd"}
-	f.Config = FileFact{Exists: true, Content: first.Config.Content}
+	f.Config = FileFact{Exists: true, Content: first.File(RoleRelayConfig).Content}
 	f.Socket.Rcvbuf = 8388608
 	return f
 }
@@ -169,7 +177,7 @@ func appliedFacts(t *testing.T, s *Spec) *Facts {
 func TestPlanOfAppliedHostIsEmpty(t *testing.T) {
 	s := incidentSpec(t, nil)
 	p := makePlan(t, s, appliedFacts(t, s))
-	if h := p.Hosts[0]; h.Action != ActionNone || h.Restart || h.DropIn.Change || h.Config.Change {
+	if h := p.Hosts[0]; h.Action != ActionNone || h.Restart || h.File(RoleSysctlDropIn).Change || h.File(RoleRelayConfig).Change {
 		t.Errorf("got action %s, restart %v; want none, no restart, no file change (warnings %v)", h.Action, h.Restart, h.Warnings)
 	}
 	if p.Changes() {
@@ -281,7 +289,7 @@ func TestPlanWarningsAndBlockers(t *testing.T) {
 			if tt.facts != nil {
 				tt.facts(f)
 			}
-			p, err := Make(Input{Spec: s, Facts: []*Facts{f}, Artifact: testArtifact, AllowDowngrade: tt.allowDG})
+			p, err := Make(Input{Spec: s, Facts: []*Facts{f}, Artifact: testArtifact, AllowDowngrade: tt.allowDG, Steps: testSteps})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -324,7 +332,7 @@ func TestMakeRefusesArtifactMismatch(t *testing.T) {
 	s := incidentSpec(t, func(src string) string {
 		return strings.Replace(src, "artifact: ../bin/relayd", "artifact: ../bin/relayd\n    sha256: "+strings.Repeat("0", 64), 1)
 	})
-	_, err := Make(Input{Spec: s, Facts: []*Facts{incidentFacts()}, Artifact: testArtifact})
+	_, err := Make(Input{Spec: s, Facts: []*Facts{incidentFacts()}, Artifact: testArtifact, Steps: testSteps})
 	if err == nil || !strings.Contains(err.Error(), "relay.release.sha256") {
 		t.Errorf("got %v, want a sha256 mismatch naming relay.release.sha256", err)
 	}

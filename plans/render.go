@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/relayctl/relayctl/tune"
 )
 
 // Sentinel errors of plan files.
@@ -77,169 +75,15 @@ func Load(file string, data []byte) (*Plan, error) {
 	return &p, nil
 }
 
-// Markdown renders the review a person reads in a change request: warnings
-// and blockers first, then per host the sysctl table, the release, the
-// files with their diffs, the expected read-back and the window's steps.
-// Every string that came from a host or a spec is escaped (escape.go).
-func (p *Plan) Markdown(planFile string) []byte {
-	var b strings.Builder
-	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	w("# relayctl plan: %s\n\n", MDText(p.Name))
-	w("- Plan file: %s (format %d, checksum %s)\n", MDCode(planFile), p.FormatVersion, MDCode(p.Checksum))
-	w("- Spec: %s (sha256 %s)\n", MDCode(p.SpecFile), MDCode(short(p.SpecSHA256)))
-	if p.Relay.URL != "" {
-		w("- Release: %s, fetched by each host from %s (sha256 %s, checked on the host before anything is staged)\n", MDText(p.Relay.Version), MDCode(p.Relay.URL), MDCode(p.Relay.SHA256))
-	} else {
-		w("- Release: %s from %s (sha256 %s, %d bytes)\n", MDText(p.Relay.Version), MDCode(p.Relay.Artifact), MDCode(p.Relay.SHA256), p.Relay.Size)
-	}
-	force := ""
-	if p.Relay.SORcvbufForce {
-		force = " with SO_RCVBUFFORCE (ignores net.core.rmem_max)"
-	}
-	if p.Relay.SORcvbuf > 0 {
-		w("- The relay asks for SO_RCVBUF %d%s on UDP port %d\n", p.Relay.SORcvbuf, force, p.Relay.Port)
-	} else {
-		w("- The relay does not call setsockopt(SO_RCVBUF): its socket gets net.core.rmem_default\n")
-	}
-	w("- Service: %s\n", serviceText(p.Relay.Service))
-	if p.Window != nil {
-		w("- Window: %s to %s (apply refuses outside it)\n", MDText(p.Window.NotBefore), MDText(p.Window.NotAfter))
-	} else {
-		w("- Window: none given (apply may restart at any time)\n")
-	}
-	if len(p.Relay.Service.Handoff) > 0 {
-		w("- Handoff: %s on %s, where release and running relay both support it\n", MDCode(Argv(p.Relay.Service.Handoff)), MDCode(p.Relay.HandoffSocket))
-	}
-	if c := p.Capacity; c != nil {
-		w("- Promise: %d players in lobbies of %d at %d Hz, %d-byte datagrams, %s\n", c.Players, c.LobbySize, c.Hz, c.PacketSize, MDText(tune.StallPhrase(c.Stall)))
-	}
-	if p.AllowDowngrade {
-		w("- Downgrades allowed (--allow-downgrade)\n")
-	}
-	var change, none, blocked int
-	for _, h := range p.Hosts {
-		switch h.Action {
-		case ActionChange:
-			change++
-		case ActionNone:
-			none++
-		case ActionBlocked:
-			blocked++
+// runsProgram reports whether the plan sets key to a value that makes the
+// kernel run a program as root.
+func (p *Plan) runsProgram(key string) bool {
+	for _, c := range p.Sysctl {
+		if c.Key == key {
+			return c.RunsProgram != ""
 		}
 	}
-	w("- Hosts: %d to change, %d already as planned, %d blocked\n", change, none, blocked)
-	if len(p.Hosts) > 0 {
-		w("%s", rolloutMarkdown(p))
-	}
-	w("\n")
-
-	var notes []string
-	for _, h := range p.Hosts {
-		for _, m := range h.Blockers {
-			notes = append(notes, fmt.Sprintf("- **BLOCKED** %s: %s", MDText(h.Host), MDText(m)))
-		}
-	}
-	for _, h := range p.Hosts {
-		for _, m := range h.Warnings {
-			notes = append(notes, fmt.Sprintf("- **warning** %s: %s", MDText(h.Host), MDText(m)))
-		}
-	}
-	if len(notes) > 0 {
-		w("## Read first\n\n%s\n\n", strings.Join(notes, "\n"))
-	}
-
-	for _, h := range p.Hosts {
-		w("## %s (%s): %s\n\n", MDText(h.Host), MDText(h.Address), actionText(h.Action))
-		w("Kernel %s · fingerprint %s\n\n", MDCode(h.Kernel), MDCode(short(h.Fingerprint)))
-		if len(h.Sysctls) > 0 {
-			w("| key | current | planned | decided at boot by |\n|---|---|---|---|\n")
-			for _, c := range h.Sysctls {
-				cur := mdValue(c.Current)
-				if !c.Writable {
-					cur += " (read-only here)"
-				}
-				planned := mdValue(c.Planned)
-				if !c.Change {
-					planned += " (no change)"
-				}
-				boot := "nothing (kernel default)"
-				if c.DecidedAtBoot != "" {
-					boot = MDCode(c.DecidedAtBoot)
-					if c.Shadowed {
-						boot += " **shadows ours** (" + mdValue(c.BootValue) + ")"
-					}
-				}
-				w("| %s | %s | %s | %s |\n", MDCell(MDCode(c.Key)), MDCell(cur), MDCell(planned), MDCell(boot))
-			}
-			w("\n")
-		}
-		w("- Release: %s\n", releaseText(h.Release))
-		w("- Relay config %s: %s\n", MDCode(h.Config.Path), changeText(h.Config))
-		w("- Sysctl drop-in %s: %s\n", MDCode(h.DropIn.Path), changeText(h.DropIn))
-		if u := h.UnitDropIn; u != nil && u.Change {
-			w("- systemd unit drop-in %s (CAP_NET_ADMIN for SO_RCVBUFFORCE): %s, then `systemctl daemon-reload`\n", MDCode(u.Path), changeText(*u))
-		} else if u != nil && u.Exists {
-			w("- systemd unit drop-in %s (CAP_NET_ADMIN for SO_RCVBUFFORCE): no change\n", MDCode(u.Path))
-		}
-		rb := h.Readback
-		rule := fmt.Sprintf("max(2 × min(%d, rmem_max %d), 2304)", rb.Requested, rb.RmemMax)
-		switch {
-		case rb.Requested == 0:
-			rule = fmt.Sprintf("rmem_default %d, since the relay does not ask", rb.RmemDefault)
-		case rb.Force:
-			rule = fmt.Sprintf("max(2 × %d, 2304) with SO_RCVBUFFORCE", rb.Requested)
-		}
-		now := "no socket found now"
-		if rb.CurrentFound {
-			now = fmt.Sprintf("now rb %d, drops %d", rb.Current, rb.CurrentDrops)
-		}
-		w("- Expected read-back: `ss` on UDP port %d shows **rb %d** = %s; %s\n", rb.Port, rb.Expected, rule, now)
-		if c := h.Capacity; c != nil {
-			w("- Capacity: %s\n", MDText(c.Summary()))
-		}
-		if h.Switch != "" {
-			w("- Switch: **%s**: %s\n", h.Switch, MDText(h.SwitchWhy))
-		}
-		if d := p.Drain; d != nil && h.Action == ActionChange {
-			w("- Drain gate: %s\n", MDText(drainText(d, h)))
-		}
-		w("\n")
-		for _, f := range []struct {
-			name string
-			fc   FileChange
-		}{{"Relay config", h.Config}, {"Sysctl drop-in", h.DropIn}} {
-			if len(f.fc.Diff) > 0 {
-				w("%s %s, current → planned (`*` marks a line relayctl manages; the others are kept as they are; secrets masked):\n\n", f.name, MDCode(f.fc.Path))
-				w("%s", diffBlock(f.fc))
-			}
-		}
-		if len(h.Steps) > 0 {
-			w("### Steps\n\n")
-			n := 0
-			for _, phase := range []struct{ name, title string }{
-				{PhaseStage, "Before the window (no effect on the running relay)"},
-				{PhaseWindow, "In the window (one restart)"},
-				{PhaseVerify, "After the restart: read back"},
-			} {
-				first := true
-				for _, s := range h.Steps {
-					if s.Phase != phase.name {
-						continue
-					}
-					if first {
-						w("%s:\n\n", phase.title)
-						first = false
-					}
-					n++
-					w("%d. %s\n", n, MDText(s.Title))
-				}
-				if !first {
-					w("\n")
-				}
-			}
-		}
-	}
-	return []byte(b.String())
+	return false
 }
 
 // diffBlock renders a file's change as a unified diff (diff -u: a ---/+++
@@ -349,6 +193,23 @@ func releaseText(r ReleaseChange) string {
 	default:
 		return fmt.Sprintf("%s → %s (%s)", cur, planned, MDText(r.Action))
 	}
+}
+
+// fileLine is a planned file's line in the review, "" for a file that is
+// absent and stays so where its role is not always shown.
+func fileLine(fc FileChange) string {
+	r, _ := Role(fc.Role)
+	if !r.Always && !fc.Change && !fc.Exists {
+		return ""
+	}
+	why, reload := "", ""
+	if r.Why != "" {
+		why = " (" + r.Why + ")"
+	}
+	if r.Reload && fc.Change {
+		reload = ", then `systemctl daemon-reload`"
+	}
+	return fmt.Sprintf("- %s %s%s: %s%s", r.Label, MDCode(fc.Path), why, changeText(fc), reload)
 }
 
 func changeText(f FileChange) string {

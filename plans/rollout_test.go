@@ -137,7 +137,7 @@ func TestPlanRecordsRollout(t *testing.T) {
 		f.Host = h
 		facts = append(facts, f)
 	}
-	p, err := Make(Input{Spec: spec, Facts: facts, Artifact: Artifact{SHA256: strings.Repeat("a", 64), Size: 3}})
+	p, err := Make(Input{Spec: spec, Facts: facts, Artifact: Artifact{SHA256: strings.Repeat("a", 64), Size: 3}, Steps: testSteps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +172,9 @@ func TestReleaseURL(t *testing.T) {
 	if s.Relay.Release.URL != "https://releases.example.net/relayd-1.8.0?x=1" || s.Relay.Release.Artifact != "" {
 		t.Errorf("release: %+v", s.Relay.Release)
 	}
+	if _, err := ParseSpec("u.yaml", []byte(withURL("    version: 1.8.0\n    url: http://[::1]:8080/relayd\n    sha256: "+sha+"\n"))); err != nil {
+		t.Errorf("an IPv6 host in brackets: %v", err)
+	}
 	tests := []struct{ release, want string }{
 		{"    version: 1.8.0\n    url: https://example.net/relayd\n", "u.yaml:13: relay.release.sha256: missing; a release fetched from a url needs its sha256"},
 		{"    version: 1.8.0\n", "relay.release: needs version, and artifact"},
@@ -182,6 +185,9 @@ func TestReleaseURL(t *testing.T) {
 		{"    version: 1.8.0\n    url: \"https://example.net/a\\tb\"\n    sha256: " + sha + "\n", "without spaces, quotes"},
 		{"    version: 1.8.0\n    url: https://user:pw@example.net/relayd\n    sha256: " + sha + "\n", "a url with credentials would show in the review"},
 		{"    version: 1.8.0\n    url: https:///relayd\n    sha256: " + sha + "\n", "want a url with a host"},
+		{"    version: 1.8.0\n    url: https://example.net/relayd{a,b}[1-50000]\n    sha256: " + sha + "\n", "would be a glob of many urls to curl"},
+		{"    version: 1.8.0\n    url: https://example.net/relayd[1-9]\n    sha256: " + sha + "\n", "would be a glob of many urls to curl"},
+		{"    version: 1.8.0\n    url: https://example.net/relayd?v={x}\n    sha256: " + sha + "\n", "would be a glob of many urls to curl"},
 		{"    version: 1.8.0\n    url: https://example.net/" + strings.Repeat("x", MaxURL) + "\n    sha256: " + sha + "\n", "at most 2048"},
 	}
 	for _, tt := range tests {

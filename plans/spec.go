@@ -44,6 +44,8 @@ type Spec struct {
 	// Drain, when given, holds each host's window until its players are
 	// gone (or few enough), up to a deadline.
 	Drain *Drain
+	// Unsafe is what the spec allows in so many words (spec_unsafe.go).
+	Unsafe Unsafe
 }
 
 // Drain is the gate before a host's window: wait until the relay reports
@@ -522,7 +524,7 @@ const MaxHosts = 10000
 func (p *specParser) spec(root *yaml.Node) *Spec {
 	s := &Spec{File: p.file, Paths: DefaultPaths}
 	f, ok := p.fields(root, "", "name", "hosts", "sysctl", "relay", "window", "host", "capacity", "drain",
-		"rollout")
+		"rollout", "unsafe")
 	if !ok {
 		return s
 	}
@@ -559,6 +561,10 @@ func (p *specParser) spec(root *yaml.Node) *Spec {
 	if n := f["drain"]; n != nil {
 		s.Drain = p.drain(n)
 	}
+	if n := f["unsafe"]; n != nil {
+		s.Unsafe = p.unsafe(n)
+	}
+	p.checkRootPrograms(s)
 	if s.Relay.Service.Handoff != nil && s.Relay.HandoffSocket == "" {
 		p.fail(f["relay"], "relay.handoff_socket", "missing; relay.service.handoff needs the socket the relay hands over on, e.g. handoff_socket: /opt/relay/run/handoff.sock")
 	}

@@ -232,6 +232,8 @@ func FuzzParseSpec(f *testing.F) {
 	f.Add([]byte("name: x\nhosts: [a]\nrelay: {release: {version: 1, artifact: a}, service: {manager: command, start: [/a], stop: [/b], pid_file: /opt/relay/run/r.pid}}\n"))
 	f.Add([]byte("- a\n- b\n"))
 	f.Add([]byte("name: &a x\nhosts: *a\n"))
+	f.Add([]byte(strings.Replace(goodSpec, "  net.core.rmem_max: 8388608\n", "  net.core.rmem_max: 8388608\n  kernel.core_pattern: \"|/x\"\n", 1) + "unsafe:\n  sysctls_that_run_programs: [kernel.core_pattern]\n"))
+	f.Add([]byte(strings.Replace(goodSpec, "  net.core.rmem_max: 8388608\n", "  Kernel.Modprobe: /x\n", 1) + "unsafe: {sysctls_that_run_programs: [kernel.modprobe]}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseSpec("fuzz.yaml", data)
 		if err != nil {
@@ -242,7 +244,21 @@ func FuzzParseSpec(f *testing.F) {
 				t.Fatalf("accepted unsafe key %q", k.Key)
 			}
 		}
+		// A sysctl that runs a program as root is there only when allowed.
+		if got, all := len(s.RootPrograms()), rootProgramCount(s); got != all {
+			t.Fatalf("%d sysctls run a program as root, %d of them allowed", all, got)
+		}
 	})
+}
+
+func rootProgramCount(s *Spec) int {
+	n := 0
+	for _, c := range s.Sysctl {
+		if _, ok := tune.RunsProgram(c.Key, c.Value); ok {
+			n++
+		}
+	}
+	return n
 }
 
 // The example the README points at must stay a valid spec.

@@ -172,26 +172,8 @@ func validateHost(p *Plan, h *HostPlan) error {
 	if h.Readback.Expected != rb.Effective || h.Readback.Requested != p.Relay.SORcvbuf || h.Readback.Port != p.Relay.Port {
 		return fmt.Errorf("expected rb %d, the kernel rule gives %d", h.Readback.Expected, rb.Effective)
 	}
-	for _, f := range []FileChange{h.DropIn, h.Config} {
-		if (f.SHA256 != "" && !sha256Re.MatchString(f.SHA256)) || len(f.Diff) > maxDiffLines+1 || len(f.Changes) > maxDiffLines {
-			return fmt.Errorf("file change %s is malformed", f.Path)
-		}
-		// The review shows these as they are: only the ops and kinds relayctl writes.
-		for _, l := range f.Diff {
-			if l.Op != " " && l.Op != "+" && l.Op != "-" {
-				return fmt.Errorf("file change %s: diff op %q", f.Path, l.Op)
-			}
-		}
-		for _, c := range f.Changes {
-			switch c.Change {
-			case KeyAdded, KeyRemoved, KeyChanged, KeyKept:
-			default:
-				return fmt.Errorf("file change %s: key change %q", f.Path, c.Change)
-			}
-		}
-	}
-	if h.DropIn.Path != p.Paths.SysctlFile || h.Config.Path != p.Paths.RelayConfig {
-		return errors.New("a file path that is not the spec's")
+	if err := validateFiles(p, h); err != nil {
+		return err
 	}
 	for _, st := range h.Steps {
 		switch st.Phase {
@@ -231,39 +213,57 @@ func ValidateFacts(f *Facts) error {
 	if f == nil {
 		return errors.New("facts: a host entry is empty")
 	}
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("facts of %s: %s", clip(f.Host), fmt.Sprintf(format, a...))
-	}
 	if f.Host == "" || hostText(f.Host) != nil || len(f.Host) > 255 {
-		return bad("host name %q", clip(f.Host))
+		return fmt.Errorf("facts of %s: host name %q", clip(f.Host), clip(f.Host))
 	}
+	for _, check := range []func(*Facts) error{factTexts, factReleases, factSysctls, factFiles, factRelay} {
+		if err := check(f); err != nil {
+			return fmt.Errorf("facts of %s: %w", clip(f.Host), err)
+		}
+	}
+	return nil
+}
+
+// factTexts: every short string is text a review can show.
+func factTexts(f *Facts) error {
 	for name, s := range map[string]string{"address": f.Address, "user": f.User, "hostname": f.Hostname, "kernel": f.Kernel,
 		"release current": f.Release.Current, "release link": f.Release.CurrentRaw, "running executable": f.Release.RunningExe,
 		"service detail": f.Service.Detail, "lock owner": f.LockOwner} {
 		if err := hostText(s); err != nil {
-			return bad("%s: %v", name, err)
+			return fmt.Errorf("%s: %v", name, err)
 		}
 	}
+	return nil
+}
+
+// factReleases: versions only, and not too many.
+func factReleases(f *Facts) error {
 	if f.Release.Current != "" && ValidVersion(f.Release.Current) != nil {
-		return bad("release current %q is not a version", clip(f.Release.Current))
+		return fmt.Errorf("release current %q is not a version", clip(f.Release.Current))
 	}
 	if len(f.Release.Installed) > MaxHostFiles {
-		return bad("%d releases installed (at most %d)", len(f.Release.Installed), MaxHostFiles)
+		return fmt.Errorf("%d releases installed (at most %d)", len(f.Release.Installed), MaxHostFiles)
 	}
 	for _, v := range f.Release.Installed {
 		if ValidVersion(v) != nil {
-			return bad("installed release %q is not a version", clip(v))
+			return fmt.Errorf("installed release %q is not a version", clip(v))
 		}
 	}
+	return nil
+}
+
+// factSysctls: valid keys, bounded values, whole numbers where the kernel
+// rule reads them.
+func factSysctls(f *Facts) error {
 	if len(f.Sysctls) > 1000 {
-		return bad("%d sysctls", len(f.Sysctls))
+		return fmt.Errorf("%d sysctls", len(f.Sysctls))
 	}
 	for k, s := range f.Sysctls {
 		if err := tune.ValidKey(k); err != nil {
-			return bad("%v", err)
+			return err
 		}
 		if len(s.Value) > MaxHostText || !utf8.ValidString(s.Value) {
-			return bad("sysctl %s: a value of %d bytes", k, len(s.Value))
+			return fmt.Errorf("sysctl %s: a value of %d bytes", k, len(s.Value))
 		}
 	}
 	for _, k := range ObservedKeys {
@@ -272,47 +272,57 @@ func ValidateFacts(f *Facts) error {
 			continue
 		}
 		if n, err := strconv.ParseInt(tune.Normalize(s.Value), 10, 64); err != nil || n < 0 || n > 1<<31-1 {
-			return bad("sysctl %s reads %q, not a whole number from 0 to %d", k, clip(s.Value), 1<<31-1)
+			return fmt.Errorf("sysctl %s reads %q, not a whole number from 0 to %d", k, clip(s.Value), 1<<31-1)
 		}
 	}
+	return nil
+}
+
+// factFiles: clean paths, bounded sizes and counts.
+func factFiles(f *Facts) error {
 	if len(f.SysctlFiles) > MaxHostFiles {
-		return bad("%d sysctl.d files (at most %d)", len(f.SysctlFiles), MaxHostFiles)
+		return fmt.Errorf("%d sysctl.d files (at most %d)", len(f.SysctlFiles), MaxHostFiles)
 	}
 	for _, cf := range f.SysctlFiles {
 		if err := ValidHostPath(cf.Path); err != nil {
-			return bad("sysctl file: %v", err)
+			return fmt.Errorf("sysctl file: %v", err)
 		}
 		if len(cf.Content) > MaxHostFile {
-			return bad("sysctl file %s is %d bytes (at most %d)", cf.Path, len(cf.Content), MaxHostFile)
+			return fmt.Errorf("sysctl file %s is %d bytes (at most %d)", cf.Path, len(cf.Content), MaxHostFile)
 		}
 	}
 	if len(f.SkippedFiles) > MaxHostFiles {
-		return bad("%d skipped files", len(f.SkippedFiles))
+		return fmt.Errorf("%d skipped files", len(f.SkippedFiles))
 	}
 	for _, s := range f.SkippedFiles {
 		if err := hostText(s); err != nil {
-			return bad("skipped file: %v", err)
+			return fmt.Errorf("skipped file: %v", err)
 		}
 	}
 	if f.UnitDropIn != nil && len(f.UnitDropIn.Content) > MaxHostFile {
-		return bad("unit drop-in is %d bytes (at most %d)", len(f.UnitDropIn.Content), MaxHostFile)
+		return fmt.Errorf("unit drop-in is %d bytes (at most %d)", len(f.UnitDropIn.Content), MaxHostFile)
 	}
 	if len(f.Config.Content) > MaxHostFile {
-		return bad("relay config is %d bytes (at most %d)", len(f.Config.Content), MaxHostFile)
+		return fmt.Errorf("relay config is %d bytes (at most %d)", len(f.Config.Content), MaxHostFile)
 	}
 	if len(f.Journal) > MaxJournal {
-		return bad("journal is %d bytes (at most %d)", len(f.Journal), MaxJournal)
+		return fmt.Errorf("journal is %d bytes (at most %d)", len(f.Journal), MaxJournal)
 	}
+	return nil
+}
+
+// factRelay: the process, the socket and the relay's own words.
+func factRelay(f *Facts) error {
 	if f.Service.PID < 0 || (f.Service.Running && f.Service.PID == 0) {
-		return bad("relay pid %d", f.Service.PID)
+		return fmt.Errorf("relay pid %d", f.Service.PID)
 	}
 	if f.Socket.Port < 0 || f.Socket.Port > 65535 || f.Socket.Rcvbuf > 1<<32 {
-		return bad("socket port %d, rb %d", f.Socket.Port, f.Socket.Rcvbuf)
+		return fmt.Errorf("socket port %d, rb %d", f.Socket.Port, f.Socket.Rcvbuf)
 	}
 	if st := f.RelayStatus; st != nil {
 		for _, s := range []string{st.Error, st.Version, st.Handoff, st.HandoffSocket} {
 			if err := hostText(s); err != nil {
-				return bad("relay status: %v", err)
+				return fmt.Errorf("relay status: %v", err)
 			}
 		}
 	}
@@ -341,15 +351,9 @@ func ActionDiff(stored, derived *HostPlan) []string {
 	cmp("release", stored.Release.Action+" "+stored.Release.Planned, derived.Release.Action+" "+derived.Release.Planned)
 	cmp("restart", strconv.FormatBool(stored.Restart), strconv.FormatBool(derived.Restart))
 	cmp("expected rb", strconv.Itoa(stored.Readback.Expected), strconv.Itoa(derived.Readback.Expected))
-	cmp("sysctl drop-in", fileWords(stored.DropIn), fileWords(derived.DropIn))
-	cmp("relay config", fileWords(stored.Config), fileWords(derived.Config))
-	unit := func(f *FileChange) string {
-		if f == nil {
-			return "none"
-		}
-		return fileWords(*f)
+	for _, r := range FileRoles {
+		cmp(r.Name, fileWords(stored.File(r.Name)), fileWords(derived.File(r.Name)))
 	}
-	cmp("unit drop-in", unit(stored.UnitDropIn), unit(derived.UnitDropIn))
 	sysctls := func(h *HostPlan) string {
 		var s []string
 		for _, c := range h.Sysctls {
@@ -379,12 +383,49 @@ func ActionDiff(stored, derived *HostPlan) []string {
 	return d
 }
 
-func fileWords(f FileChange) string {
+func fileWords(f *FileChange) string {
 	switch {
+	case f == nil:
+		return "none"
 	case !f.Change:
 		return "no change"
 	case f.Remove:
 		return "removed"
 	}
 	return "written with sha256 " + f.SHA256
+}
+
+// validateFiles checks a host plan's files: each of a known role, once, at
+// the path the plan's spec gives that role, and only what a review shows.
+func validateFiles(p *Plan, h *HostPlan) error {
+	seen := map[string]bool{}
+	for _, f := range h.Files {
+		want, ok := PlannedPath(p, f.Role)
+		switch {
+		case !ok:
+			return fmt.Errorf("a file of role %q, which this plan has none of", clip(f.Role))
+		case seen[f.Role]:
+			return fmt.Errorf("two files of role %s", f.Role)
+		case f.Path != want:
+			return errors.New("a file path that is not the spec's")
+		}
+		seen[f.Role] = true
+		if (f.SHA256 != "" && !sha256Re.MatchString(f.SHA256)) || len(f.Diff) > maxDiffLines+1 || len(f.Changes) > maxDiffLines {
+			return fmt.Errorf("file change %s is malformed", f.Path)
+		}
+		// The review shows these as they are: only the ops and kinds relayctl writes.
+		for _, l := range f.Diff {
+			if l.Op != " " && l.Op != "+" && l.Op != "-" {
+				return fmt.Errorf("file change %s: diff op %q", f.Path, l.Op)
+			}
+		}
+		for _, c := range f.Changes {
+			switch c.Change {
+			case KeyAdded, KeyRemoved, KeyChanged, KeyKept:
+			default:
+				return fmt.Errorf("file change %s: key change %q", f.Path, c.Change)
+			}
+		}
+	}
+	return nil
 }

@@ -58,8 +58,8 @@ func TestValidateRefusesRechecksummedEdits(t *testing.T) {
 		{"another release on a host", func(p *Plan) { p.Hosts[0].Release.Planned = "9.9.9" }, "release"},
 		{"host renamed", func(p *Plan) { p.Hosts[0].Host = "evil" }, "not relay-ash-1"},
 		{"escape in a note", func(p *Plan) { p.Hosts[0].Kernel = "6.18\x1b[2J" }, "control character"},
-		{"diff op", func(p *Plan) { p.Hosts[0].Config.Diff[0].Op = "\x1b[2J" }, "diff op"},
-		{"key change kind", func(p *Plan) { p.Hosts[0].Config.Changes[0].Change = "rewritten" }, `key change "rewritten"`},
+		{"diff op", func(p *Plan) { p.Hosts[0].File(RoleRelayConfig).Diff[0].Op = "\x1b[2J" }, "diff op"},
+		{"key change kind", func(p *Plan) { p.Hosts[0].File(RoleRelayConfig).Changes[0].Change = "rewritten" }, `key change "rewritten"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,7 +101,7 @@ func TestValidateFacts(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got %v, want an error containing %q", err, tt.want)
 			}
-			if _, err := Make(Input{Spec: incidentSpec(t, nil), Facts: []*Facts{f}, Artifact: testArtifact}); err == nil {
+			if _, err := Make(Input{Spec: incidentSpec(t, nil), Facts: []*Facts{f}, Artifact: testArtifact, Steps: testSteps}); err == nil {
 				t.Error("Make accepted the facts")
 			}
 		})
@@ -192,7 +192,7 @@ func FuzzPlanValidatorMatchesSpecParser(f *testing.F) {
 	f.Fuzz(func(t *testing.T, which uint8, v string) {
 		fld := specFields[int(which)%len(specFields)]
 		base := incidentSpec(t, nil)
-		p, err := Make(Input{Spec: base, Facts: []*Facts{incidentFacts()}, Artifact: testArtifact})
+		p, err := Make(Input{Spec: base, Facts: []*Facts{incidentFacts()}, Artifact: testArtifact, Steps: testSteps})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +218,7 @@ func FuzzPlanValidatorMatchesSpecParser(f *testing.F) {
 		if err != nil {
 			return
 		}
-		p2, err := Make(Input{Spec: s, Facts: []*Facts{incidentFacts()}, Artifact: testArtifact})
+		p2, err := Make(Input{Spec: s, Facts: []*Facts{incidentFacts()}, Artifact: testArtifact, Steps: testSteps})
 		if err != nil {
 			return
 		}

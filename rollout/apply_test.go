@@ -47,7 +47,7 @@ func fleet(t *testing.T, n int, extra string) (rollouttest.Dialer, *plans.Plan, 
 	for i := 1; i <= n; i++ {
 		s := rollouttest.NewSim(fmt.Sprintf("h%d", i))
 		names = append(names, s.Name)
-		d[s.Name] = s.Host()
+		d[s.Name] = s
 		sims = append(sims, s)
 		facts = append(facts, s.Facts())
 	}
@@ -55,12 +55,21 @@ func fleet(t *testing.T, n int, extra string) (rollouttest.Dialer, *plans.Plan, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: plans.Artifact{SHA256: artifactSHA, Size: 3}})
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: plans.Artifact{SHA256: artifactSHA, Size: 3}, Steps: rollout.Steps})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rollout.Describe(p)
 	return d, reload(t, p), sims
+}
+
+// checked is p through rollout.CheckPlan, as apply takes a plan.
+func checked(t *testing.T, p *plans.Plan) rollout.Checked {
+	t.Helper()
+	c, err := rollout.CheckPlan(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // reload writes a plan and loads it back, as apply reads a plan file.
@@ -79,7 +88,7 @@ func reload(t *testing.T, p *plans.Plan) *plans.Plan {
 
 func applyFake(t *testing.T, ctx context.Context, d rollout.HostDialer, p *plans.Plan, parallel int) *rollout.Report {
 	t.Helper()
-	rep, err := rollout.Apply(ctx, d, p, rollout.ApplyOptions{Parallel: parallel, Artifact: artifact, VerifyTimeout: 300 * time.Millisecond})
+	rep, err := rollout.Apply(ctx, d, checked(t, p), rollout.ApplyOptions{Parallel: parallel, Artifact: artifact, VerifyTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,10 +164,10 @@ func TestApplyWindowAndRollbackOrder(t *testing.T) {
 		t.Fatalf("got %s: %s", rep.Hosts[0].Outcome, rep.Hosts[0].Reason)
 	}
 	got := strings.Join(kinds(sims[0].Ops), " ")
-	want := "begin dir dir dir dir file-ok file-ok file-ok file-ok link-ok exec-ok exec-ok keep place-release keep keep backup backup-link backup " +
-		"sysctl rename link rename restart " +
-		"restore restore-link restore sysctl restart " +
-		"commit"
+	want := "lock begin dir dir dir dir dir file-ok file-ok file-ok file-ok link-ok exec-ok keep place-release keep keep backup backup backup-link " +
+		"sysctl rename rename link restart " +
+		"restore-link restore restore sysctl restart " +
+		"commit unlock"
 	if got != want {
 		t.Errorf("primitives:\n got %s\nwant %s", got, want)
 	}
@@ -282,7 +291,7 @@ func TestApplyRefusesOutsideWindow(t *testing.T) {
 		{"2026-12-02T03:00:00Z", true, rollout.Applied},
 	} {
 		now, _ := time.Parse(time.RFC3339, tt.now)
-		rep, err := rollout.Apply(context.Background(), d, p, rollout.ApplyOptions{Artifact: artifact, VerifyTimeout: 300 * time.Millisecond,
+		rep, err := rollout.Apply(context.Background(), d, checked(t, p), rollout.ApplyOptions{Artifact: artifact, VerifyTimeout: 300 * time.Millisecond,
 			Now: func() time.Time { return now }, IgnoreWindow: tt.ignore})
 		if err != nil {
 			t.Fatal(err)
@@ -332,7 +341,7 @@ func TestApplyRefusesEditedPlan(t *testing.T) {
 				Title: "set sysctl: kernel.core_pattern = |/tmp/x in /proc/sys, read back"}}, h.Steps[5:]...)...)
 		}, false, `step 6 is "set sysctl: kernel.core_pattern`},
 		{"release ..", func(p *plans.Plan) { p.Relay.Version = ".." }, false, `relay.version is ".."`},
-		{"reviewed config swapped", func(p *plans.Plan) { p.Hosts[0].Config.SHA256 = strings.Repeat("0", 64) }, true, "relay config: the plan says written with sha256 0000"},
+		{"reviewed config swapped", func(p *plans.Plan) { p.Hosts[0].File(plans.RoleRelayConfig).SHA256 = strings.Repeat("0", 64) }, true, "relay config: the plan says written with sha256 0000"},
 		{"no restart reviewed", func(p *plans.Plan) {
 			h := p.Hosts[0]
 			h.Restart = false
@@ -350,7 +359,11 @@ func TestApplyRefusesEditedPlan(t *testing.T) {
 			d, p, sims := fleet(t, 1, "")
 			tt.edit(p)
 			p = reload(t, p)
-			rep, err := rollout.Apply(context.Background(), d, p, rollout.ApplyOptions{Artifact: artifact, VerifyTimeout: 300 * time.Millisecond})
+			var rep *rollout.Report
+			c, err := rollout.CheckPlan(p)
+			if err == nil {
+				rep, err = rollout.Apply(context.Background(), d, c, rollout.ApplyOptions{Artifact: artifact, VerifyTimeout: 300 * time.Millisecond})
+			}
 			if !tt.dialled {
 				if !errors.Is(err, plans.ErrPlanEdited) || !strings.Contains(err.Error(), tt.want) {
 					t.Errorf("got %v, want ErrPlanEdited naming %q", err, tt.want)
@@ -368,7 +381,7 @@ func TestApplyRefusesEditedPlan(t *testing.T) {
 				t.Errorf("got %s (%s), want refused naming %q", h.Outcome, h.Reason, tt.want)
 			}
 			for _, o := range sims[0].Ops {
-				if o.Kind != "clear" {
+				if o.Kind != "clear" && o.Kind != "lock" && o.Kind != "unlock" {
 					t.Errorf("a refused host got primitive %s", o.Kind)
 				}
 			}

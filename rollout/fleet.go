@@ -2,84 +2,208 @@ package rollout
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/relayctl/relayctl/plans"
 )
 
-// Conn is an open connection to one host.
-type Conn interface {
-	Runner
-	Close() error
-	Address() string // host:port actually dialled
-	User() string    // the remote user
+// fleet is one apply's walk over its hosts, in waves: within a wave, hosts
+// run parallel at a time; a wave starts when the one before has ended
+// within its budgets. Whatever stops the rollout (a budget, a wave where
+// nothing worked, ctx, a ledger that cannot be saved) stops new hosts
+// only: hosts in flight finish, inside their window or not.
+type fleet struct {
+	ctx     context.Context
+	d       HostDialer
+	p       *plans.Plan
+	o       ApplyOptions
+	rep     *Report
+	results []*HostResult // in the plan's order
+	todo    []int         // the hosts this run works on
+	rules   fleetRules
+	book    *ledgerBook
+	pr      *progress
+	start   time.Time // on o.Now's clock
+	clock   time.Time // a real clock for wave times: o.Now may be a test's fixed one
+
+	mu      sync.Mutex
+	stopped string
+	sem     chan struct{} // the wave's parallel slots
 }
 
-// Dialer opens a connection to a host named as in a spec.
-type Dialer interface {
-	Dial(ctx context.Context, host string) (Conn, error)
-}
-
-// refusal marks a connection the client refused to make (a changed or
-// unknown host key, failed authentication): the host is reachable, and
-// nothing was done to it.
-type refusal struct{ err error }
-
-func (r *refusal) Error() string { return r.err.Error() }
-func (r *refusal) Unwrap() error { return r.err }
-
-// Refusal wraps a dial error that is a refusal, not unreachability.
-func Refusal(err error) error { return &refusal{err} }
-
-// IsRefusal reports whether err was wrapped by Refusal.
-func IsRefusal(err error) bool {
-	var r *refusal
-	return errors.As(err, &r)
-}
-
-// HostError is a failure on one host, kept apart from the others so a fleet
-// operation reports every host.
-type HostError struct {
-	Host        string
-	Unreachable bool // the connection could not be made (or was lost)
-	Err         error
-}
-
-func (e *HostError) Error() string { return e.Host + ": " + e.Err.Error() }
-func (e *HostError) Unwrap() error { return e.Err }
-
-// ObserveAll observes every host, up to parallel at a time, one connection
-// each. Facts come back in the order of hosts; a host that failed has nil
-// facts and an error in errs at the same index.
-func ObserveAll(ctx context.Context, d Dialer, hosts []string, q Query, parallel int) ([]*plans.Facts, []error) {
-	if parallel < 1 {
-		parallel = 1
+func runFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*Report, error) {
+	f, err := newFleet(ctx, d, p, o)
+	if err != nil {
+		return nil, err
 	}
-	facts := make([]*plans.Facts, len(hosts))
-	errs := make([]error, len(hosts))
-	sem := make(chan struct{}, parallel)
+	defer f.pr.finish()
+	at := 0
+	for wi, size := range f.rules.sizes {
+		if f.why() != "" {
+			break
+		}
+		f.wave(wi+1, f.todo[at:at+size])
+		at += size
+	}
+	return f.finish()
+}
+
+// newFleet lays out the run: every host not started, then, with
+// o.Resume, the ledger's hosts done in earlier runs left as they were.
+func newFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*fleet, error) {
+	f := &fleet{ctx: ctx, d: d, p: p, o: o, start: o.Now(), clock: time.Now()}
+	f.rep = &Report{Plan: p.Name, Checksum: p.Checksum, Started: f.start.UTC().Format(time.RFC3339), Run: 1, Approval: o.Approval}
+	for _, h := range p.Hosts {
+		f.results = append(f.results, &HostResult{HostAccount: HostAccount{Host: h.Host, Address: h.Address, Outcome: NotStarted, State: StateAsWas,
+			ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}}})
+	}
+	f.rep.Hosts = f.results
+	led := NewLedger(p)
+	if r := o.Resume; r != nil {
+		if r.Checksum != p.Checksum || len(r.Hosts) != len(p.Hosts) {
+			return nil, fmt.Errorf("%w: written for checksum %s, the plan's is %s", ErrLedgerOtherPlan, plans.Visible(clip(r.Checksum)), p.Checksum)
+		}
+		led = &Ledger{FormatVersion: LedgerFormatVersion, Plan: p.Name, Checksum: p.Checksum, Run: r.Run + 1, Hosts: append([]LedgerHost(nil), r.Hosts...)}
+		f.rep.Run = led.Run
+	}
+	for i := range p.Hosts {
+		if o.Resume != nil && o.Resume.Done(i) {
+			f.fromLedger(i, o.Resume.Hosts[i])
+			continue
+		}
+		f.todo = append(f.todo, i)
+	}
+	var err error
+	if f.rules, err = rulesFor(p, o, len(f.todo)); err != nil {
+		return nil, err
+	}
+	f.book = &ledgerBook{l: led, save: o.SaveLedger, now: o.Now}
+	f.book.flush()
+	f.pr = newProgress(o, len(f.todo), len(f.rules.sizes))
+	return f, nil
+}
+
+// fromLedger is a host an earlier run applied: not touched.
+func (f *fleet) fromLedger(i int, e LedgerHost) {
+	r := f.results[i]
+	r.Outcome, r.State, r.Wave, r.BytesUploaded = Outcome(e.Outcome), e.State, e.Wave, e.BytesUploaded
+	r.FromLedger = fmt.Sprintf("%s in run %d", e.Outcome, e.Run)
+	r.Reason = "not touched: " + r.FromLedger + " (the ledger)"
+}
+
+func (f *fleet) since() int64 { return time.Since(f.clock).Milliseconds() }
+
+// stop stops the rollout for why, the first reason given.
+func (f *fleet) stop(why string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped == "" {
+		f.stopped = why
+	}
+}
+
+// why says why the rollout stopped, "" while it goes on.
+func (f *fleet) why() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped == "" && f.ctx.Err() != nil {
+		f.stopped = "interrupted"
+	}
+	if f.stopped == "" {
+		if err := f.book.failed(); err != nil {
+			f.stopped = err.Error()
+		}
+	}
+	return f.stopped
+}
+
+// yield gives a host's parallel slot to another host of its wave while it
+// waits at its drain gate, and returns how to take one back: draining
+// hosts do not hold up ready ones.
+func (f *fleet) yield() func() {
+	<-f.sem
+	return func() { f.sem <- struct{}{} }
+}
+
+// wave runs one wave's hosts, parallel at a time, until they end or the
+// rollout stops.
+func (f *fleet) wave(n int, idx []int) {
+	w := &WaveResult{Wave: n, StartMillis: f.since(), budgets: f.rules,
+		MaxFailures: f.rules.maxFailures.Hosts(len(idx)), MaxUnreachable: f.rules.maxUnreachable.Hosts(len(idx))}
+	for _, i := range idx {
+		w.Hosts = append(w.Hosts, f.p.Hosts[i].Host)
+		f.results[i].Wave = n
+	}
+	f.rep.Waves = append(f.rep.Waves, w)
+	f.pr.waveStart(w)
+	f.sem = make(chan struct{}, f.o.Parallel)
 	var wg sync.WaitGroup
-	for i, h := range hosts {
+	for _, i := range idx {
+		if f.why() != "" {
+			break
+		}
+		f.sem <- struct{}{}
+		if f.why() != "" {
+			<-f.sem
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			c, err := d.Dial(ctx, h)
-			if err != nil {
-				errs[i] = &HostError{Host: h, Unreachable: true, Err: err}
-				return
-			}
-			defer c.Close()
-			f, err := Observe(ctx, c, h, c.Address(), c.User(), q)
-			if err != nil {
-				errs[i] = &HostError{Host: h, Err: err}
-				return
-			}
-			facts[i] = f
+			defer func() { <-f.sem }()
+			f.host(i, w)
 		}()
 	}
 	wg.Wait()
-	return facts, errs
+	for _, i := range idx {
+		if f.results[i].Outcome == NotStarted && f.results[i].Reason == "" {
+			w.NotStarted++
+		}
+	}
+	if s := w.nothingWorked(); s != "" {
+		f.stop(s)
+	}
+	w.EndMillis = f.since()
+	w.Stopped = f.why()
+	f.pr.waveEnd(w)
+}
+
+// host applies one host of wave w and counts it against the wave's budgets.
+func (f *fleet) host(i int, w *WaveResult) {
+	f.book.started(i, w.Wave)
+	f.pr.hostStart(f.p.Hosts[i].Host)
+	r := applyHost(f.ctx, f.d, f.p, f.p.Hosts[i], f.o, f.pr, f.yield)
+	r.Wave = w.Wave
+	f.results[i] = r
+	f.book.ended(i, r)
+	f.pr.hostEnd(r)
+	f.mu.Lock()
+	w.count(r.Outcome)
+	over := w.overBudget()
+	f.mu.Unlock()
+	if over != "" {
+		f.stop(over)
+	}
+}
+
+// finish says why the hosts never started did not, and files the ledger.
+func (f *fleet) finish() (*Report, error) {
+	f.rep.Stopped = f.why()
+	for _, r := range f.results {
+		if r.Outcome == NotStarted && r.Reason == "" {
+			if f.ctx.Err() != nil {
+				r.Reason = "interrupted before this host started"
+			} else {
+				r.Reason = "the rollout stopped before this host started: " + f.rep.Stopped
+			}
+		}
+	}
+	f.book.notStarted(f.results)
+	f.rep.Millis = f.o.Now().Sub(f.start).Milliseconds()
+	if err := f.book.failed(); err != nil {
+		return f.rep, err
+	}
+	return f.rep, nil
 }

@@ -5,36 +5,36 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/relayctl/relayctl/plans"
 )
 
-// Host is one relay host as apply and verify use it: observe it, take its
-// lock, run primitives under that lock, file the receipt. The one real
-// implementation (ShellHost) runs observe.sh and agent.sh over a Runner;
-// the engine's unit tests use rollouttest.Host, a fake of this interface,
-// instead of matching shell strings.
+// Host is one relay host as apply, verify and plan use it: the one seam
+// between the engine and the outside. Everything is a primitive (the
+// table in primitive.go): a session starts with "lock" (or is a lone
+// "observe", read-only), and the engine batches by composing Run calls.
+// The real implementation is shellhost.Host (agent.sh and observe.sh over
+// SSH); rollouttest.Sim is a host in memory for the engine's unit tests.
+// Both implement exactly this: no optional interfaces.
 type Host interface {
-	// Observe gathers the host's facts (one command, read-only).
-	Observe(ctx context.Context, q Query) (*plans.Facts, error)
-	// Lock starts the host's agent and takes the host lock, which is held
-	// until Unlock or until the connection is lost (then its owner file
-	// stays behind for the next run to report). Errors wrap ErrLocked,
-	// ErrStaleLock or ErrUnsafeHost.
-	Lock(ctx context.Context, owner string, breakLock bool) error
-	// Run sends ops to the locked agent in order and stops at the first
-	// that fails, or when each returns an error; it returns the results of
-	// the ops that ran.
+	// Run sends ops in order and stops at the first that fails (or whose
+	// each returns an error), returning that error. each hears every
+	// answer as it comes. A backend may send the ops as one batch (one
+	// round trip): the host itself then does nothing after a failure.
+	//
+	// "lock" must be the first Op of a session; its error wraps ErrLocked,
+	// ErrStaleLock or ErrUnsafeHost. "observe" answers Result.Facts.
+	// "unlock" ends the session and must end its ops. A lost connection is
+	// an error for which IsConnLost is true.
 	Run(ctx context.Context, ops []Op, each func(i int, r Result) error) error
-	// Unlock releases the lock and ends the agent.
-	Unlock() error
 	// Address is the host:port dialled; User the remote user.
 	Address() string
 	User() string
-	// RoundTrips is how many times relayctl waited on the host's answer:
-	// each command (SSH session) started, and each batch of primitives
-	// sent to the agent.
+	// RoundTrips is how many times relayctl waited on the host's answer.
 	RoundTrips() int
+	// Close ends the session (a lock not released stays behind for the
+	// next run to report) and the connection.
 	Close() error
 }
 
@@ -43,27 +43,33 @@ type HostDialer interface {
 	DialHost(ctx context.Context, name string) (Host, error)
 }
 
-// Op is one host primitive of agent.sh (see the list at its top). Steps
-// render their actions as Ops; the shell host sends them as tab-separated
-// lines, a fake applies them to facts in memory.
+// Op is one host primitive (see Primitives). Steps render their actions as
+// Ops; a backend sends them to the host, a fake applies them in memory.
 type Op struct {
 	Kind string
 	Args []string
-	Data []byte // recv, keep, commit: the bytes that follow the line
+	Data []byte // keep, commit: the bytes that follow the request
 	// Offer sends Data only if the host lacks it: keep offers bytes by
 	// their sha256 (the host answers NEED when it does not hold them, and
-	// the bytes follow in a keep-data), and a host that has them already
-	// (staged ahead, or the same release under another version) is sent
-	// nothing.
+	// the bytes follow), and a host that has them already (staged ahead,
+	// or the same release under another version) is sent nothing.
 	Offer bool
-	Argv  []string // restart/stop command: the stop then start words
+	Argv  []string // restart, stop, handoff: the command words
+	Query *Query   // observe: what to read
 
 	// expect checks the answer (a sysctl's read-back); an error stops the
-	// run there. Ops are sent in batches, so an Op with an expect ends its
-	// batch unless hostChecked says the host makes the same check itself
-	// and stops the batch on it (agent.sh sysctl WANT).
+	// run there. An Op with an expect ends its batch unless hostChecked
+	// says the host makes the same check itself and stops the batch on it
+	// (agent.sh's sysctl WANT).
 	expect      func(Result) error
 	hostChecked bool
+	// refuses: a failure of this primitive means nothing was written (a
+	// folder others can write, a release that is not the reviewed bytes):
+	// the host is refused rather than failed.
+	refuses bool
+	// clock: the answer is the host clock (ns) when the relay stopped, the
+	// start of the window as players see it.
+	clock bool
 }
 
 // Check runs the Op's own check of its answer, if it has one.
@@ -74,10 +80,17 @@ func (o Op) Check(r Result) error {
 	return o.expect(r)
 }
 
-// Result is what the agent answered to one Op.
+// EndsBatch says a backend must wait for this Op's answer before it sends
+// anything after it: relayctl checks the answer itself (Check) and the
+// host does not.
+func (o Op) EndsBatch() bool { return o.expect != nil && !o.hostChecked }
+
+// Result is what the host answered to one Op.
 type Result struct {
-	Value string // VAL's text, or DATA's bytes
-	Sent  int    // bytes of the Op's Data that went to the host
+	Value string       // VAL's text, or DATA's bytes
+	Sent  int          // bytes of the Op's Data that went to the host
+	Facts *plans.Facts // observe's answer
+	At    time.Time    // when the answer came (relayctl's clock)
 }
 
 // OpError is an Op the host refused or failed, with the host's own words.
@@ -95,33 +108,64 @@ var (
 	ErrUnsafeHost = errors.New("the host's state folder is not safe for root to write in")
 )
 
-// Primitive constructors: the only way steps build Ops, so every field is
-// checked once, here, before it can reach a host.
+// connLost is a transport failure (not a refusal by the host): inside the
+// window it means nobody knows how far the host got but its journal.
+type connLost struct{ err error }
 
-func op(kind string, args ...string) Op { return Op{Kind: kind, Args: args} }
+func (e *connLost) Error() string { return "connection lost: " + e.err.Error() }
+func (e *connLost) Unwrap() error { return e.err }
 
-// validField is a value that travels as one tab-separated field.
-func validField(s string) error {
-	if s == "" || strings.ContainsAny(s, "\t\n\r\x00") || len(s) > 4096 {
-		return fmt.Errorf("value %q is empty or contains a tab, newline or NUL", s)
-	}
-	return nil
+// ConnLost marks a transport failure, for backends.
+func ConnLost(err error) error { return &connLost{err} }
+
+// IsConnLost reports whether err is a lost connection.
+func IsConnLost(err error) bool {
+	var c *connLost
+	return errors.As(err, &c)
 }
 
-// Validate checks an Op before it is sent.
-func (o Op) Validate() error {
-	if err := validField(o.Kind); err != nil {
-		return err
+func isConnLost(err error) bool { return IsConnLost(err) }
+
+// lockOp, observeOp and unlockOp are the session's own primitives.
+func lockOp(owner string, breakLock bool) Op {
+	mode := "keep"
+	if breakLock {
+		mode = "break"
 	}
-	for _, a := range o.Args {
-		if err := validField(a); err != nil {
-			return fmt.Errorf("%s: %w", o.Kind, err)
+	// The owner is one line of text in the host's lock owner file.
+	owner = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
 		}
+		return r
+	}, owner)
+	if len(owner) > 1000 {
+		owner = owner[:1000]
 	}
-	for _, w := range o.Argv {
-		if err := plans.ValidArgWord(w); err != nil {
-			return fmt.Errorf("%s: %w", o.Kind, err)
-		}
+	if strings.TrimSpace(owner) == "" {
+		owner = "relayctl"
 	}
-	return nil
+	return op("lock", owner, mode)
 }
+
+func observeOp(q Query) Op { return Op{Kind: "observe", Query: &q} }
+
+func unlockOp() Op { return op("unlock") }
+
+// StaleLockError is a host lock a dead run left behind: the lock is free,
+// but its owner file is there, and maybe its journal.
+type StaleLockError struct {
+	Owner    string // the dead run's owner line
+	Journal  string // the last line of its journal, "" for none
+	StateDir string
+}
+
+func (e *StaleLockError) Error() string {
+	if e.Journal != "" {
+		return fmt.Sprintf("%v: %s; its journal (%s/journal) ends with: %s", ErrStaleLock, e.Owner, e.StateDir, e.Journal)
+	}
+	return fmt.Sprintf("%v: %s", ErrStaleLock, e.Owner)
+}
+
+// Is makes errors.Is(err, ErrStaleLock) true.
+func (e *StaleLockError) Is(target error) bool { return target == ErrStaleLock }

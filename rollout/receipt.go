@@ -31,18 +31,11 @@ func CountersOf(f *plans.Facts) Counters {
 }
 
 // HostReceipt is the summary of one host kept on the host and in the
-// local receipt: what it was, what it is, and how the window went.
+// local receipt: how its apply went, and what it was and is.
 type HostReceipt struct {
-	Plan          string            `json:"plan"`
-	Checksum      string            `json:"plan_checksum"`
-	Host          string            `json:"host"`
-	Address       string            `json:"address"`
-	Outcome       Outcome           `json:"outcome"`
-	State         string            `json:"state"`
-	Reason        string            `json:"reason,omitempty"`
-	Drift         []plans.Drift     `json:"drift,omitempty"`
-	Journal       string            `json:"journal,omitempty"`
-	UnitLog       string            `json:"unit_log,omitempty"` // systemd's journal of the relay when the window failed
+	Plan     string `json:"plan"`
+	Checksum string `json:"plan_checksum"`
+	HostAccount
 	SysctlsBefore map[string]string `json:"sysctls_before,omitempty"`
 	SysctlsAfter  map[string]string `json:"sysctls_after,omitempty"`
 	ReleaseBefore string            `json:"release_before,omitempty"`
@@ -51,34 +44,13 @@ type HostReceipt struct {
 	PIDAfter      int               `json:"relay_pid_after,omitempty"`
 	RBBefore      uint64            `json:"rb_before"`
 	RBAfter       uint64            `json:"rb_after"`
-	ExpectedRB    int               `json:"rb_expected"`
 	DropsBefore   *Counters         `json:"drops_before,omitempty"`
 	DropsAfter    *Counters         `json:"drops_after,omitempty"`
-	WindowMillis  int64             `json:"window_ms"`
-	Restarts      int               `json:"restarts"`
-	Handoffs      int               `json:"handoffs"`
-	// The players (see HostResult).
-	PlayersAtWindow *plans.Players `json:"players_at_window,omitempty"`
-	DrainWaitMillis int64          `json:"drain_wait_ms,omitempty"`
-	PlayersCut      *int           `json:"players_cut,omitempty"`
-	HandoffGapUS    *int64         `json:"handoff_gap_us,omitempty"`
-	RoundTrips      int            `json:"round_trips"`
-	Steps           []StepRecord   `json:"steps"`
-	Timeline        []Phase        `json:"timeline,omitempty"`
-	Verify          []Check        `json:"verify,omitempty"`
-	Wave            int            `json:"wave,omitempty"`
-	BytesUploaded   int64          `json:"bytes_uploaded"`        // release, config, drop-in: 0 when staged ahead
-	TowardPlan      []plans.Drift  `json:"toward_plan,omitempty"` // moved toward the plan since it was made
-	FromLedger      string         `json:"from_ledger,omitempty"` // not touched by this run (apply --resume)
 }
 
 // Receipt builds the receipt of one host.
 func Receipt(p *plans.Plan, r *HostResult) HostReceipt {
-	hr := HostReceipt{Plan: p.Name, Checksum: p.Checksum, Host: r.Host, Address: r.Address, Outcome: r.Outcome, State: r.State,
-		Reason: r.Reason, Drift: r.Drift, Journal: r.Journal, UnitLog: r.UnitLog, ExpectedRB: r.ExpectedRB, WindowMillis: r.WindowMillis,
-		Restarts: r.Restarts, Handoffs: r.Handoffs, RoundTrips: r.RoundTrips, Steps: r.Steps, Timeline: r.Timeline, Verify: r.Verify,
-		PlayersAtWindow: r.PlayersAtWindow, DrainWaitMillis: r.DrainWaitMillis, PlayersCut: r.PlayersCut, HandoffGapUS: r.HandoffGapUS,
-		Wave: r.Wave, BytesUploaded: r.BytesUploaded, TowardPlan: r.TowardPlan, FromLedger: r.FromLedger}
+	hr := HostReceipt{Plan: p.Name, Checksum: p.Checksum, HostAccount: r.HostAccount}
 	keys := p.ReadKeys()
 	if f := r.Before; f != nil {
 		hr.SysctlsBefore = sysctlValues(f, keys)
@@ -122,16 +94,38 @@ type FleetReceipt struct {
 	Checksum      string        `json:"plan_checksum"`
 	Started       string        `json:"started"`
 	Millis        int64         `json:"ms"`
-	Run           int           `json:"run,omitempty"`     // 1, then one more per apply --resume
-	Waves         []*WaveResult `json:"waves,omitempty"`   // the waves as they ran
-	Stopped       string        `json:"stopped,omitempty"` // why hosts were left not started
+	Run           int           `json:"run,omitempty"`      // 1, then one more per apply --resume
+	Waves         []*WaveResult `json:"waves,omitempty"`    // the waves as they ran
+	Stopped       string        `json:"stopped,omitempty"`  // why hosts were left not started
+	Approval      *Approval     `json:"approval,omitempty"` // how this run's approval was decided
 	Hosts         []HostReceipt `json:"hosts"`
 }
+
+// Approval is how a run's approval was decided, before anything
+// connected (relayctl decides it; the receipt keeps it): the plan was
+// approved by a signer, approval was skipped by a flag although an
+// allowed_signers file was configured, or none was configured.
+type Approval struct {
+	Decision       string `json:"decision"`                  // ApprovalSigned, ApprovalSkipped or ApprovalNotConfigured
+	AllowedSigners string `json:"allowed_signers,omitempty"` // the allowed_signers file in force
+	From           string `json:"from,omitempty"`            // what named it: --require-approval, RELAYCTL_REQUIRE_APPROVAL or the system file
+	Signer         string `json:"signer,omitempty"`          // who signed: principals (key type and fingerprint, file:line)
+	Signature      string `json:"signature,omitempty"`       // the signature file checked
+	SkippedBy      string `json:"skipped_by,omitempty"`      // the flag that skipped it, with its reason
+	User           string `json:"user,omitempty"`            // who ran relayctl, when approval was skipped
+}
+
+// Approval decisions.
+const (
+	ApprovalSigned        = "signed"
+	ApprovalSkipped       = "skipped"
+	ApprovalNotConfigured = "not configured"
+)
 
 // ReceiptJSON is the fleet receipt as JSON.
 func ReceiptJSON(p *plans.Plan, rep *Report) ([]byte, error) {
 	fr := FleetReceipt{FormatVersion: ReceiptFormatVersion, Plan: rep.Plan, Checksum: rep.Checksum, Started: rep.Started, Millis: rep.Millis,
-		Run: rep.Run, Waves: rep.Waves, Stopped: rep.Stopped}
+		Run: rep.Run, Waves: rep.Waves, Stopped: rep.Stopped, Approval: rep.Approval}
 	for _, h := range rep.Hosts {
 		fr.Hosts = append(fr.Hosts, Receipt(p, h))
 	}
@@ -143,6 +137,17 @@ func ReceiptJSON(p *plans.Plan, rep *Report) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// String is the approval in one line, for the receipt's people part.
+func (a *Approval) String() string {
+	switch a.Decision {
+	case ApprovalSigned:
+		return fmt.Sprintf("signed by %s, checked against %s (from %s), signature %s", a.Signer, a.AllowedSigners, a.From, a.Signature)
+	case ApprovalSkipped:
+		return fmt.Sprintf("SKIPPED by %s, run by %s, although %s (from %s) asks for a signature", a.SkippedBy, a.User, a.AllowedSigners, a.From)
+	}
+	return "none required: no allowed_signers file is configured"
 }
 
 // Recap is the compact summary: one line per outcome class that occurred
@@ -166,126 +171,6 @@ func abbreviate(s []string, n int) string {
 		return strings.Join(s, " ")
 	}
 	return strings.Join(s[:n], " ") + fmt.Sprintf(" … and %d more", len(s)-n)
-}
-
-// ReceiptMarkdown is the receipt for people. Every string that came from
-// a host or a plan is escaped, as in the plan's review.
-func ReceiptMarkdown(p *plans.Plan, rep *Report) []byte {
-	var b strings.Builder
-	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	md, code, cell := plans.MDText, plans.MDCode, func(s string) string { return plans.MDCell(plans.MDText(s)) }
-	w("# relayctl receipt: %s\n\n", md(rep.Plan))
-	w("- Plan checksum %s\n- Started %s, took %d ms\n\n", code(rep.Checksum), md(rep.Started), rep.Millis)
-	w("%s\n", indent(Recap(rep)))
-	if rep.Stopped != "" {
-		w("The rollout stopped: %s\n\n", md(rep.Stopped))
-	}
-	if len(rep.Waves) > 0 {
-		w("| wave | hosts | applied | unchanged | failed, rolled back, refused (budget) | unreachable (budget) | not started | ms |\n|---|---|---|---|---|---|---|---|\n")
-		for _, x := range rep.Waves {
-			w("| %d | %s | %d | %d | %d (%d) | %d (%d) | %d | %d |\n", x.Wave, cell(hostRange(x.Hosts)), x.Applied+x.Staged, x.Unchanged,
-				x.Failures, x.MaxFailures, x.Unreachable, x.MaxUnreachable, x.NotStarted, x.EndMillis-x.StartMillis)
-		}
-		w("\n")
-	}
-	for _, h := range rep.Hosts {
-		r := Receipt(p, h)
-		w("## %s (%s): %s\n\n", md(r.Host), md(r.Address), r.Outcome)
-		w("- State: %s\n", md(r.State))
-		if r.Reason != "" {
-			w("- Why: %s\n", md(r.Reason))
-		}
-		if r.FromLedger == "" && r.Outcome != NotStarted {
-			w("- Wave %d; %d bytes uploaded\n", r.Wave, r.BytesUploaded)
-		}
-		for _, d := range r.TowardPlan {
-			w("- Toward the plan already: %s: planned %s, now %s\n", md(d.Name), code(d.Planned), code(d.Observed))
-		}
-		for _, d := range r.Drift {
-			w("- Drifted: %s: planned %s, now %s\n", md(d.Name), code(d.Planned), code(d.Observed))
-		}
-		if r.Journal != "" {
-			w("- Journal of the unfinished run:\n\n%s\n", indent(r.Journal))
-		}
-		if r.UnitLog != "" {
-			w("- systemd's journal of the relay since the window began:\n\n%s\n", indent(r.UnitLog))
-		}
-		if r.DropsBefore != nil {
-			w("- Read-back: rb %d before, %d after (expected %d)\n", r.RBBefore, r.RBAfter, r.ExpectedRB)
-			w("- Release: %s before, %s after; relay pid %d before, %d after; restarts: %d\n", md(orDash(r.ReleaseBefore)), md(orDash(r.ReleaseAfter)), r.PIDBefore, r.PIDAfter, r.Restarts)
-			if r.WindowMillis > 0 {
-				w("- Window: %d ms from relay stop to new socket verified (host clock)\n", r.WindowMillis)
-			}
-			if r.Handoffs > 0 {
-				w("- Handoffs: %d (the socket and its lobbies passed to the new release)\n", r.Handoffs)
-			}
-			if pw := r.PlayersAtWindow; pw != nil {
-				w("- Players when the window began: %d in %d lobbies", pw.Players, pw.Lobbies)
-				if r.DrainWaitMillis > 0 {
-					w(" (after %d ms at the drain gate)", r.DrainWaitMillis)
-				}
-				w("\n")
-			}
-			if r.PlayersCut != nil {
-				w("- Players cut by the switch: %d\n", *r.PlayersCut)
-			}
-			if r.HandoffGapUS != nil {
-				w("- Handoff gap (the relay's own: old's last read to new's first): %d µs\n", *r.HandoffGapUS)
-			}
-			w("- Round trips: %d\n", r.RoundTrips)
-			if len(r.Timeline) > 0 {
-				var parts []string
-				for _, ph := range r.Timeline {
-					parts = append(parts, fmt.Sprintf("%s %d ms", ph.Name, ph.Ms))
-				}
-				w("- Timeline: %s\n", strings.Join(parts, ", "))
-			}
-			w("\n")
-			w("| counter | before | after |\n|---|---|---|\n")
-			a := r.DropsAfter
-			if a == nil {
-				a = &Counters{}
-			}
-			w("| ss d | %d | %d |\n", r.DropsBefore.SSDrops, a.SSDrops)
-			w("| /proc/net/udp drops | %d | %d |\n", r.DropsBefore.ProcUDPDrops, a.ProcUDPDrops)
-			w("| RcvbufErrors | %d | %d |\n", r.DropsBefore.RcvbufErrors, a.RcvbufErrors)
-			w("| relay rx_drops | %s | %s |\n\n", ptr(r.DropsBefore.RelayRxDrops), ptr(a.RelayRxDrops))
-			if len(r.SysctlsBefore) > 0 {
-				w("| sysctl | before | after |\n|---|---|---|\n")
-				for _, k := range p.ReadKeys() {
-					w("| %s | %s | %s |\n", plans.MDCell(code(k)), cell(orDash(r.SysctlsBefore[k])), cell(orDash(r.SysctlsAfter[k])))
-				}
-				w("\n")
-			}
-		}
-		if len(r.Verify) > 0 {
-			w("| check | want | got | |\n|---|---|---|---|\n")
-			for _, c := range r.Verify {
-				mark := "ok"
-				if !c.OK {
-					mark = "**differs**"
-				}
-				w("| %s | %s | %s | %s |\n", cell(c.What), cell(c.Want), cell(c.Got), mark)
-			}
-			w("\n")
-		}
-		if len(r.Steps) > 0 {
-			w("Steps:\n\n")
-			for _, s := range r.Steps {
-				detail := ""
-				if s.Detail != "" {
-					detail = ": " + s.Detail
-				}
-				title := s.Title
-				if title == "" {
-					title = s.Kind
-				}
-				w("- +%d ms [%s] %s: %s%s\n", s.Millis, md(s.Phase), md(title), s.Status, md(detail))
-			}
-			w("\n")
-		}
-	}
-	return []byte(b.String())
 }
 
 // indent makes text from a host an indented code block, each line made

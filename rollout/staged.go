@@ -80,20 +80,13 @@ func stageSteps(st []step) []step {
 	return out
 }
 
-// endStaged files the stage run's receipt and journal on the host and
-// ends it: staged, nothing in force changed.
-func (hr *hostRun) endStaged(ctx context.Context) *HostResult {
-	hr.commit(ctx, Staged)
-	return hr.end(Staged, StateAsWas, "staged for the window: nothing in force changed")
-}
-
 // Stage does on every host of a plan what apply does before the window
 // (lock, observe, the plan's checks, the stage steps), all hosts parallel
 // at a time, and stops there: nothing in force changes. Apply inside the
 // window then finds the release and files staged and sends nothing again.
 // The window is not checked: staging is what happens before it.
-func Stage(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*Report, error) {
+func Stage(ctx context.Context, d HostDialer, c Checked, o ApplyOptions) (*Report, error) {
 	o.StageOnly = true
 	o.Resume, o.SaveLedger = nil, nil
-	return Apply(ctx, d, p, o)
+	return Apply(ctx, d, c, o)
 }

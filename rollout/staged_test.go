@@ -28,18 +28,17 @@ func planFor(t *testing.T, sims []*rollouttest.Sim, release, extra string) *plan
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: plans.Artifact{SHA256: artifactSHA, Size: 3}})
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: plans.Artifact{SHA256: artifactSHA, Size: 3}, Steps: rollout.Steps})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rollout.Describe(p)
 	return reload(t, p)
 }
 
 func stage(t *testing.T, d rollout.HostDialer, p *plans.Plan, o rollout.ApplyOptions) *rollout.Report {
 	t.Helper()
 	o.Artifact, o.VerifyTimeout = artifact, 300*time.Millisecond
-	rep, err := rollout.Stage(context.Background(), d, p, o)
+	rep, err := rollout.Stage(context.Background(), d, checked(t, p), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,13 +148,13 @@ func TestFetchRelease(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sims := []*rollouttest.Sim{rollouttest.NewSim("h1")}
-			d := rollouttest.Dialer{"h1": sims[0].Host()}
+			d := rollouttest.Dialer{"h1": sims[0]}
 			p := planFor(t, sims, url, "")
 			if p.Relay.URL == "" {
 				t.Fatal("the plan lost the url")
 			}
 			sims[0].Fetch = tt.fetch
-			rep, err := rollout.Apply(context.Background(), d, p, rollout.ApplyOptions{VerifyTimeout: 300 * time.Millisecond}) // no artifact: the host fetches
+			rep, err := rollout.Apply(context.Background(), d, checked(t, p), rollout.ApplyOptions{VerifyTimeout: 300 * time.Millisecond}) // no artifact: the host fetches
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,12 +5,15 @@ import (
 	"time"
 
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/tune"
 )
 
 // step is one step of a host's apply, one type per file (step_*.go): its
 // title as the review, progress, journal and receipt show it; the host
-// primitives that carry it out; the ones that undo it; and the read-back
-// checks that prove it (and, after a rollback, that it was undone).
+// primitives that carry it out; the ones that undo it; the read-back checks
+// that prove it (and, after a rollback, that it was undone); and what the
+// engine needs to know about it (traits). Steps embed noStep for what they
+// do not need.
 type step interface {
 	describe() plans.Step
 	// prepare are primitives run before the window, with the stage: what
@@ -19,18 +22,47 @@ type step interface {
 	// do carries the step out, in its phase.
 	do() []Op
 	// undo restores what do changed; rollback runs it for every window
-	// step that started, last one first (the restart's, after all others).
+	// step that started, last one first (a switch's after all others).
 	undo() []Op
 	// checks compare the host read back after the window with the plan.
 	checks(c *checkCtx) []Check
 	// restored compare the host read back after a rollback with before.
 	restored(c *checkCtx) []Check
+	traits() traits
 }
 
-// failedUndoer is a step whose undo depends on whether its do completed: a
-// handoff that failed left the old relay serving, with nothing to undo.
-type failedUndoer interface {
-	undoAfterFailure() []Op
+// traits are what the engine needs to know about a step, so that it never
+// matches step kinds.
+type traits struct {
+	// switches: the relay switch, the one moment players notice (restart or
+	// handoff). Its primitive answers the host clock when the relay stopped
+	// (the window's length is measured from there), it is counted in the
+	// receipt, and its undo runs after every other undo.
+	switches bool
+	// handsOver: the switch passes the socket and lobbies to the new
+	// release instead of restarting; when its do fails the old relay still
+	// serves, so there is nothing of it to undo.
+	handsOver bool
+}
+
+// noStep is a step that does nothing; steps embed it for the methods they
+// do not need.
+type noStep struct{}
+
+func (noStep) prepare() []Op              { return nil }
+func (noStep) do() []Op                   { return nil }
+func (noStep) undo() []Op                 { return nil }
+func (noStep) checks(*checkCtx) []Check   { return nil }
+func (noStep) restored(*checkCtx) []Check { return nil }
+func (noStep) traits() traits             { return traits{} }
+
+// undoOf is what rollback runs for a step whose do started; failed says
+// its do failed.
+func undoOf(s step, failed bool) []Op {
+	if failed && s.traits().handsOver {
+		return nil // the old relay still serves its socket
+	}
+	return s.undo()
 }
 
 // checkCtx is what checks compare: the plan and the host before and after.
@@ -69,70 +101,56 @@ const (
 // checks together describe the state the plan promises (verify uses them).
 func steps(p *plans.Plan, h *plans.HostPlan, in stepInput, target bool) []step {
 	var st []step
-	rel := releaseDir(p)
-	changeRelease := h.Release.Action != plans.ReleaseKeep
 	if !target {
 		st = append(st, newCheckFolders(p, h))
-		if changeRelease {
-			if h.Release.Installed {
-				st = append(st, checkRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256})
-			} else if p.Relay.URL != "" {
-				st = append(st, fetchRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256, url: p.Relay.URL,
-					store: storeFile(p, p.Relay.SHA256), timeout: in.fetchTimeout})
-			} else {
-				st = append(st, placeRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256, data: in.artifact,
-					store: storeFile(p, p.Relay.SHA256)})
+		st = append(st, releaseSteps(p, h, in)...)
+		for _, fc := range h.Files {
+			if fc.Change && !fc.Remove {
+				st = append(st, stageFile{fc: fc})
 			}
 		}
-		if h.Config.Change {
-			st = append(st, stageFile{what: "relay config", name: "config", path: p.Paths.RelayConfig, content: h.Config.Content})
-		}
-		if h.DropIn.Change && !h.DropIn.Remove {
-			st = append(st, stageFile{what: "sysctl drop-in", name: "dropin", path: p.Paths.SysctlFile, content: h.DropIn.Content})
-		}
-		if u := h.UnitDropIn; u != nil && u.Change && !u.Remove {
-			st = append(st, stageFile{what: "unit drop-in", name: "unitdropin", path: u.Path, content: u.Content})
-		}
 	}
-	for i, c := range h.Sysctls {
+	for _, c := range h.Sysctls {
 		if c.Change || target {
-			prev := ""
-			if i < len(h.Previous.Sysctls) {
-				prev = h.Previous.Sysctls[i].Value
-			}
-			st = append(st, setSysctl{key: c.Key, value: c.Planned, previous: prev})
+			st = append(st, setSysctl{key: c.Key, value: c.Planned, previous: tune.Normalize(c.Current)})
 		}
 	}
-	if h.DropIn.Change || (target && (len(p.Sysctl) > 0 || h.DropIn.Exists)) {
-		st = append(st, persistDropIn{path: p.Paths.SysctlFile, sha: h.DropIn.SHA256, remove: h.DropIn.Remove, prevExists: h.Previous.DropInExists, prevSHA: h.Previous.DropInSHA256})
+	for _, fc := range h.Files {
+		if fc.Change || target {
+			st = append(st, newInstallFile(fc))
+		}
 	}
-	if changeRelease || target {
-		st = append(st, switchRelease{link: p.Paths.Current, dir: rel, version: p.Relay.Version, paths: p.Paths, previous: h.Previous.CurrentLink})
-	}
-	if h.Config.Change || target {
-		st = append(st, installConfig{path: p.Paths.RelayConfig, sha: h.Config.SHA256, prevExists: h.Previous.RelayConfigExists, prevSHA: h.Previous.RelayConfigSHA256})
-	}
-	if u := h.UnitDropIn; u != nil && (u.Change || target) {
-		st = append(st, installUnitDropIn{path: u.Path, sha: u.SHA256, remove: u.Remove, prevExists: u.Exists, prevSHA: u.CurrentSHA256})
+	if h.Release.Action != plans.ReleaseKeep || target {
+		st = append(st, switchRelease{link: p.Paths.Current, dir: releaseDir(p), version: p.Relay.Version, paths: p.Paths, previous: h.Previous.CurrentLink})
 	}
 	if h.Restart || target {
 		st = append(st, restart{svc: p.Relay.Service, wasRunning: h.Previous.RelayRunning, planned: h.Restart, handoff: h.Switch == plans.SwitchHandoff})
 	}
-	st = append(st, readBack{port: p.Relay.Port, expected: h.Readback.Expected, control: p.Relay.Control, version: p.Relay.Version})
-	return st
+	return append(st, readBack{port: p.Relay.Port, expected: h.Readback.Expected, control: p.Relay.Control, version: p.Relay.Version})
+}
+
+// releaseSteps bring the planned release onto the host before the window:
+// checked where it is there already, else fetched by the host or uploaded.
+func releaseSteps(p *plans.Plan, h *plans.HostPlan, in stepInput) []step {
+	rel := releaseDir(p)
+	switch {
+	case h.Release.Action == plans.ReleaseKeep:
+		return nil
+	case h.Release.Installed:
+		return []step{checkRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256}}
+	case p.Relay.URL != "":
+		return []step{fetchRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256, url: p.Relay.URL,
+			store: storeFile(p, p.Relay.SHA256), timeout: in.fetchTimeout}}
+	}
+	return []step{placeRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256, data: in.artifact, store: storeFile(p, p.Relay.SHA256)}}
 }
 
 func releaseDir(p *plans.Plan) string { return p.Paths.Releases + "/" + p.Relay.Version }
 
-// Describe fills in the steps of every host of a plan that has changes to
-// make: what the review shows and apply compares with the steps it derives.
-func Describe(p *plans.Plan) {
-	for _, h := range p.Hosts {
-		h.Steps = describeHost(p, h)
-	}
-}
-
-func describeHost(p *plans.Plan, h *plans.HostPlan) []plans.Step {
+// Steps lists the steps apply takes on a host of a plan, as the review
+// shows them and apply compares them with the ones it derives: what a plan
+// is made with (plans.Input.Steps). A host with nothing to change has none.
+func Steps(p *plans.Plan, h *plans.HostPlan) []plans.Step {
 	out := []plans.Step{}
 	if h.Action != plans.ActionChange {
 		return out
@@ -147,9 +165,13 @@ func describeHost(p *plans.Plan, h *plans.HostPlan) []plans.Step {
 // verify, with before nil) with the state the plan promises: the checks of
 // every step the plan can take.
 func PlannedChecks(p *plans.Plan, h *plans.HostPlan, before, after *plans.Facts) []Check {
-	c := &checkCtx{p: p, h: h, before: before, after: after}
+	return checksOf(steps(p, h, stepInput{}, true), &checkCtx{p: p, h: h, before: before, after: after})
+}
+
+// checksOf are the steps' checks against c.
+func checksOf(st []step, c *checkCtx) []Check {
 	var out []Check
-	for _, s := range steps(p, h, stepInput{}, true) {
+	for _, s := range st {
 		out = append(out, s.checks(c)...)
 	}
 	return out
@@ -185,16 +207,6 @@ func short12(s string) string {
 		return s[:12]
 	}
 	return s
-}
-
-// dropInOf finds a sysctl.d file in facts.
-func dropInOf(f *plans.Facts, path string) (bool, string) {
-	for _, cf := range f.SysctlFiles {
-		if cf.Path == path {
-			return true, cf.Content
-		}
-	}
-	return false, ""
 }
 
 func titlef(format string, a ...any) string { return fmt.Sprintf(format, a...) }

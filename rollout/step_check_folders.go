@@ -7,25 +7,33 @@ import (
 )
 
 // checkFolders: before anything is written, every folder relayctl writes in
+// (the folders of the files it changes, the releases, the current link's)
 // must belong to root and be writable by root alone (so nobody can plant a
 // symlink or swap a staged file), the files it replaces must be regular
-// files, the link a symlink, and the service's programs root's alone.
+// files, the link a symlink, and every program relayctl runs as root
+// (start, stop, handoff) root's alone.
 type checkFolders struct {
+	noStep
 	dirs, files, links, programs []string
 }
 
 func newCheckFolders(p *plans.Plan, h *plans.HostPlan) checkFolders {
-	c := checkFolders{
-		dirs:  []string{path.Dir(p.Paths.SysctlFile), path.Dir(p.Paths.RelayConfig), p.Paths.Releases, path.Dir(p.Paths.Current)},
-		files: []string{p.Paths.SysctlFile, p.Paths.RelayConfig, p.Paths.SysctlFile + ".relayctl-new", p.Paths.RelayConfig + ".relayctl-new"},
-		links: []string{p.Paths.Current},
+	var c checkFolders
+	for _, fc := range h.Files {
+		if fc.Change {
+			c.dirs = append(c.dirs, path.Dir(fc.Path))
+			c.files = append(c.files, fc.Path, fc.Path+".relayctl-new")
+		}
 	}
-	if s := p.Relay.Service; s.Manager == "command" {
-		c.programs = []string{s.Start[0], s.Stop[0]}
-	}
-	if u := h.UnitDropIn; u != nil && u.Change {
-		c.dirs = append(c.dirs, path.Dir(u.Path))
-		c.files = append(c.files, u.Path, u.Path+".relayctl-new")
+	c.dirs = append(c.dirs, p.Paths.Releases, path.Dir(p.Paths.Current))
+	c.links = []string{p.Paths.Current}
+	c.programs = p.Relay.Service.Programs()
+	if h.Release.Action != plans.ReleaseKeep {
+		// A release arrives in the store first (store.go): bytes there are
+		// trusted only in folders root alone can change. The store itself
+		// is vetted whether or not this host still needs the bytes, so a
+		// host staged ahead takes the same steps as the plan.
+		c.dirs = append(c.dirs, storeDir(p))
 	}
 	return c
 }
@@ -35,28 +43,29 @@ func (c checkFolders) describe() plans.Step {
 		Title: "check target folders: root alone can write " + joinWords(c.dirs) + "; the files there are not symlinks"}
 }
 
-func (checkFolders) prepare() []Op { return nil }
-
 func (c checkFolders) do() []Op {
 	var ops []Op
 	for _, d := range c.dirs {
-		ops = append(ops, op("dir", d))
+		ops = append(ops, refusing(op("dir", d)))
 	}
 	for _, f := range c.files {
-		ops = append(ops, op("file-ok", f))
+		ops = append(ops, refusing(op("file-ok", f)))
 	}
 	for _, l := range c.links {
-		ops = append(ops, op("link-ok", l))
+		ops = append(ops, refusing(op("link-ok", l)))
 	}
 	for _, p := range c.programs {
-		ops = append(ops, op("exec-ok", p))
+		ops = append(ops, refusing(op("exec-ok", p)))
 	}
 	return ops
 }
 
-func (checkFolders) undo() []Op                 { return nil }
-func (checkFolders) checks(*checkCtx) []Check   { return nil }
-func (checkFolders) restored(*checkCtx) []Check { return nil }
+// refusing marks a primitive whose failure means nothing was written: the
+// host is refused, not failed.
+func refusing(o Op) Op {
+	o.refuses = true
+	return o
+}
 
 func joinWords(w []string) string {
 	seen := map[string]bool{}

@@ -15,6 +15,7 @@ import (
 // leaves nothing written. The url reaches the host as one data field of
 // the agent and one argument of curl or wget, never a shell line.
 type fetchRelease struct {
+	noStep
 	dir, version, sha, url string
 	store                  string        // the store's file for sha
 	timeout                time.Duration // for the whole fetch
@@ -28,8 +29,6 @@ func (s fetchRelease) describe() plans.Step {
 		Title: titlef("fetch release: %s from %s by the host itself into %s, its sha256 checked on the host", s.version, s.url, s.dir)}
 }
 
-func (fetchRelease) prepare() []Op { return nil }
-
 func (s fetchRelease) do() []Op {
 	t := s.timeout
 	if t <= 0 {
@@ -37,11 +36,9 @@ func (s fetchRelease) do() []Op {
 	}
 	secs := strconv.Itoa(max(1, int(t.Round(time.Second)/time.Second)))
 	return []Op{
-		op("fetch", s.store, s.sha, s.url, strconv.Itoa(plans.MaxArtifactSize), secs),
+		// A release the host could not fetch, or whose sha256 is not the
+		// plan's, refuses the host: nothing was written.
+		refusing(op("fetch", s.store, s.sha, s.url, strconv.Itoa(plans.MaxArtifactSize), secs)),
 		op("place-release", s.dir, s.store, s.sha),
 	}
 }
-
-func (fetchRelease) undo() []Op                 { return nil }
-func (fetchRelease) checks(*checkCtx) []Check   { return nil }
-func (fetchRelease) restored(*checkCtx) []Check { return nil }

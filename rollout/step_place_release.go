@@ -8,6 +8,7 @@ import "github.com/relayctl/relayctl/plans"
 // the host. Nothing in force changes: the current link still points at
 // the running release.
 type placeRelease struct {
+	noStep
 	dir, version, sha string
 	store             string // the store's file for sha
 	data              []byte
@@ -18,12 +19,6 @@ func (s placeRelease) describe() plans.Step {
 		Title: titlef("place release: %s in %s, its sha256 checked on the host", s.version, s.dir)}
 }
 
-func (placeRelease) prepare() []Op { return nil }
-
 func (s placeRelease) do() []Op {
 	return []Op{keepOp(s.store, s.sha, s.data, "0755"), op("place-release", s.dir, s.store, s.sha)}
 }
-
-func (placeRelease) undo() []Op                 { return nil }
-func (placeRelease) checks(*checkCtx) []Check   { return nil }
-func (placeRelease) restored(*checkCtx) []Check { return nil }

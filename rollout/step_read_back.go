@@ -11,6 +11,7 @@ import (
 // process's own network namespace, and the relay's /status agreeing. Its
 // primitives are the engine's observe, so it has none of its own.
 type readBack struct {
+	noStep
 	port, expected   int
 	control, version string
 }
@@ -19,10 +20,6 @@ func (s readBack) describe() plans.Step {
 	return plans.Step{Phase: plans.PhaseVerify, Kind: KindReadBack, Value: strconv.Itoa(s.expected),
 		Title: titlef("read back: ss in the relay's network namespace shows rb %d on UDP port %d; the relay's /status on %s agrees", s.expected, s.port, s.control)}
 }
-
-func (readBack) prepare() []Op { return nil }
-func (readBack) do() []Op      { return nil }
-func (readBack) undo() []Op    { return nil }
 
 func (s readBack) checks(c *checkCtx) []Check {
 	rb := "no socket"

@@ -13,6 +13,7 @@ import (
 // undo runs after every other undo: a restart of the restored release, a
 // handoff back to it, or a stop if the relay was not running.
 type restart struct {
+	noStep
 	svc        plans.PlanService
 	wasRunning bool
 	planned    bool // the plan restarts (false: a target step, for checks only)
@@ -29,8 +30,6 @@ func (s restart) describe() plans.Step {
 	}
 	return plans.Step{Phase: plans.PhaseWindow, Kind: KindRestart, Title: "restart relay once: " + how}
 }
-
-func (restart) prepare() []Op { return nil }
 
 func (s restart) do() []Op {
 	if s.handoff {
@@ -49,18 +48,21 @@ func (s restart) undo() []Op {
 	return []Op{s.service("stop")}
 }
 
-// undoAfterFailure: a handoff that failed left the old relay serving its
-// socket (the new process gives it back); a failed restart may have
-// stopped the relay, so it restarts the restored release.
-func (s restart) undoAfterFailure() []Op {
-	if s.handoff {
-		return nil
-	}
-	return s.undo()
+// traits: the switch. A handoff that failed left the old relay serving its
+// socket (the new process gives it back), so there is nothing to undo; a
+// failed restart may have stopped the relay, so it restarts the restored
+// release.
+func (s restart) traits() traits { return traits{switches: true, handsOver: s.handoff} }
+
+// service is the restart, stop or handoff primitive for the relay's
+// manager; its answer is the host clock when the relay stopped.
+func (s restart) service(verb string) Op {
+	o := s.serviceOp(verb)
+	o.clock = true
+	return o
 }
 
-// service is the restart or stop primitive for the relay's manager.
-func (s restart) service(verb string) Op {
+func (s restart) serviceOp(verb string) Op {
 	if s.svc.Manager == "systemd" {
 		return op(verb, "systemd", s.svc.Name)
 	}

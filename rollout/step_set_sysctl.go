@@ -11,6 +11,7 @@ import (
 // exit status proves nothing (DESIGN.md), so the value that reads back is
 // what counts, compared with tune.Equal.
 type setSysctl struct {
+	noStep
 	key, value, previous string
 }
 
@@ -18,8 +19,6 @@ func (s setSysctl) describe() plans.Step {
 	return plans.Step{Phase: plans.PhaseWindow, Kind: KindSetSysctl, Key: s.key, Value: s.value,
 		Title: titlef("set sysctl: %s = %s in /proc/sys, read back", s.key, s.value)}
 }
-
-func (setSysctl) prepare() []Op { return nil }
 
 func (s setSysctl) do() []Op { return []Op{s.write(s.value)} }
 

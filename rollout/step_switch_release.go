@@ -5,6 +5,7 @@ import "github.com/relayctl/relayctl/plans"
 // switchRelease points the current link at the new release's folder: a
 // new link renamed over the old one, so the link is never missing.
 type switchRelease struct {
+	noStep
 	link, dir, version string
 	paths              plans.PlanPaths
 	previous           string // the link's target before, "" when absent

@@ -16,8 +16,11 @@ import (
 // another version. The store's folder starts with a dot, so the releases
 // observe lists (and a plan's fingerprint) do not change when it does.
 func storeFile(p *plans.Plan, sha string) string {
-	return p.Paths.Releases + "/.sha256/" + sha + "/relayd"
+	return storeDir(p) + "/" + sha + "/relayd"
 }
+
+// storeDir is the folder of the host's release store.
+func storeDir(p *plans.Plan) string { return p.Paths.Releases + "/.sha256" }
 
 // keepOp has the host hold data at path, sent only if it does not
 // already (see agent.sh keep).

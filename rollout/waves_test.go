@@ -38,10 +38,18 @@ func (r recordingDialer) DialHost(ctx context.Context, name string) (rollout.Hos
 		r.ev.add("end " + name)
 		return nil, err
 	}
-	sh := h.(*rollouttest.Host)
-	c := *sh
-	c.CloseFunc = func() error { r.ev.add("end " + name); return nil }
-	return &c, nil
+	return closing{h, func() { r.ev.add("end " + name) }}, nil
+}
+
+// closing is a host that says when it is closed.
+type closing struct {
+	rollout.Host
+	onClose func()
+}
+
+func (c closing) Close() error {
+	c.onClose()
+	return c.Host.Close()
 }
 
 func resolved(t *testing.T, waves, maxFail, maxUnreach string) *plans.Resolved {
@@ -60,7 +68,7 @@ func resolved(t *testing.T, waves, maxFail, maxUnreach string) *plans.Resolved {
 func applyWith(t *testing.T, ctx context.Context, d rollout.HostDialer, p *plans.Plan, o rollout.ApplyOptions) *rollout.Report {
 	t.Helper()
 	o.Artifact, o.VerifyTimeout = artifact, 300*time.Millisecond
-	rep, err := rollout.Apply(ctx, d, p, o)
+	rep, err := rollout.Apply(ctx, d, checked(t, p), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +313,7 @@ func TestLedgerOfAnotherPlan(t *testing.T) {
 		t.Errorf("load: got %v", err)
 	}
 	d, p, sims := fleet(t, 2, "")
-	if _, err := rollout.Apply(context.Background(), d, p, rollout.ApplyOptions{Artifact: artifact, Resume: rollout.NewLedger(other)}); !errors.Is(err, rollout.ErrLedgerOtherPlan) {
+	if _, err := rollout.Apply(context.Background(), d, checked(t, p), rollout.ApplyOptions{Artifact: artifact, Resume: rollout.NewLedger(other)}); !errors.Is(err, rollout.ErrLedgerOtherPlan) {
 		t.Errorf("apply: got %v", err)
 	}
 	if len(sims[0].Ops) != 0 {

@@ -15,7 +15,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/relayctl/relayctl/plans"
-	"github.com/relayctl/relayctl/plans/approval"
 	"github.com/relayctl/relayctl/rollout"
 )
 
@@ -53,12 +52,15 @@ their sha256 on the host and uploads nothing.
 
 Before anything connects, the plan is checked against the spec it records
 (a value the spec parser refuses is refused here too), and against its
-approval: with --require-approval, PLAN.sig must be an SSH signature of
-exactly these plan bytes (relayctl approve, or ssh-keygen -Y sign -n
-relayctl-plan) by a key in the allowed_signers file; with --checksum, the
-plan must be the one whose checksum the review showed. Then apply derives
-each host's steps again from the recorded spec and what it observes, and
-refuses a host where they differ from the plan's.
+approval: when an allowed_signers file is configured (--require-approval
+FILE, else $RELAYCTL_REQUIRE_APPROVAL, else /etc/relayctl/allowed_signers
+if it exists), PLAN.sig must be an SSH signature of exactly these plan
+bytes (relayctl approve, or ssh-keygen -Y sign -n relayctl-plan) by a key
+listed there, for --resume too; only --skip-approval REASON runs it
+unsigned, and the receipt records that, the reason and who ran it. With
+--checksum, the plan must be the one whose checksum the review showed.
+Then apply derives each host's steps again from the recorded spec and what
+it observes, and refuses a host where they differ from the plan's.
 
 With --json, stdout is the receipt as JSON (the shape of PLAN.receipt.json,
 format_version 1, docs/json.md) instead of the recap; progress and
@@ -73,6 +75,7 @@ Examples:
    relayctl apply fleet.plan --waves 1,5,25%,100% --max-failures 2 --max-unreachable 5%
    relayctl apply fleet.plan --resume              # after a stop or an interrupt
    relayctl apply ashburn.plan --require-approval ~/.config/relayctl/allowed_signers
+   relayctl apply ashburn.plan --skip-approval "outage 4711"   # unsigned although approval is configured: recorded
    relayctl apply ashburn.plan --checksum sha256:4f1c...   # pinned from ashburn.plan.md
    relayctl apply ashburn.plan --ignore-window     # an emergency outside the window`,
 		Flags: append([]cli.Flag{
@@ -82,9 +85,6 @@ Examples:
 			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal (and lock) of a run that stopped in its window, after checking the host, and apply"},
 			&cli.DurationFlag{Name: "verify-timeout", Value: 15 * time.Second, Usage: "how long to wait for the restarted relay to read back as planned"},
 			&cli.DurationFlag{Name: "stable-for", Usage: "how long the restarted relay must keep reading back as planned, the same process, before the host counts as applied (default: 1s under systemd, where Restart= can hide a crash; else one read-back)"},
-			&cli.StringFlag{Name: "require-approval", EnvVars: []string{"RELAYCTL_REQUIRE_APPROVAL"}, Usage: "refuse the plan unless PLAN.sig is a signature of it by a key in this allowed_signers `FILE`"},
-			&cli.StringFlag{Name: "signature", Usage: "the plan's signature `FILE` (default PLAN.sig)"},
-			&cli.StringFlag{Name: "checksum", Usage: "refuse the plan unless its checksum is this `sha256:...` (copied from the review)"},
 			&cli.StringFlag{Name: "waves", Usage: "wave `SIZES`, e.g. 1,5,25%,100%: hosts, or a share of the hosts left; the last repeats (default: the plan's rollout, else 1,100%)"},
 			&cli.StringFlag{Name: "max-failures", Usage: "failed, rolled back or refused hosts a wave may have for the rollout to go on: `N` or N% of the wave (default: the plan's rollout, else 0)"},
 			&cli.StringFlag{Name: "max-unreachable", Usage: "unreachable hosts a wave may have for the rollout to go on: `N` or N% of the wave (default: the plan's rollout, else 0)"},
@@ -92,7 +92,7 @@ Examples:
 			&cli.BoolFlag{Name: "stage-only", Usage: "stage every host and stop before the window, as relayctl stage"},
 			&cli.DurationFlag{Name: "fetch-timeout", Value: rollout.DefaultFetchTimeout, Usage: "how long a host may take to fetch a release from the plan's url"},
 			&cli.BoolFlag{Name: "json", Usage: "print the receipt (PLAN.receipt.json, docs/json.md) on stdout instead of the recap; progress stays on stderr"},
-		}, sshFlags()...),
+		}, append(approvalFlags(), sshFlags()...)...),
 		Action: func(c *cli.Context) error { return runApply(c, e) },
 	}
 }
@@ -105,11 +105,13 @@ func runApply(c *cli.Context, e *env) error {
 		return runStage(c, e)
 	}
 	file := c.Args().First()
-	p, raw, err := loadPlan(file)
+	checked, raw, err := loadPlan(file)
 	if err != nil {
 		return err
 	}
-	if err := checkApproval(c, e, file, p, raw); err != nil {
+	p := checked.Plan()
+	approved, err := decideApproval(c, e, file, p, raw)
+	if err != nil {
 		return err
 	}
 	fleet, err := fleetOptions(c, e, file, p)
@@ -123,7 +125,7 @@ func runApply(c *cli.Context, e *env) error {
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	live, width := terminal(e.stderr)
-	rep, err := rollout.Apply(ctx, sshHosts(c), p, rollout.ApplyOptions{
+	rep, err := rollout.Apply(ctx, sshHosts(c), checked, rollout.ApplyOptions{
 		Parallel:      c.Int("parallel"),
 		Artifact:      artifact,
 		IgnoreWindow:  c.Bool("ignore-window"),
@@ -139,6 +141,7 @@ func runApply(c *cli.Context, e *env) error {
 		Live:          live,
 		LiveWidth:     width,
 		FetchTimeout:  c.Duration("fetch-timeout"),
+		Approval:      approved,
 	})
 	if rep == nil {
 		return err
@@ -188,53 +191,22 @@ func runApply(c *cli.Context, e *env) error {
 }
 
 // loadPlan reads a plan file and checks it against the spec it records
-// before anything connects (rollout.CheckPlan). It returns the plan's
-// bytes too, which an approval signs.
-func loadPlan(file string) (*plans.Plan, []byte, error) {
+// before anything connects (rollout.CheckPlan), once for the run. It
+// returns the plan's bytes too, which an approval signs.
+func loadPlan(file string) (rollout.Checked, []byte, error) {
 	data, err := readRegular(file, plans.MaxPlanSize)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read plan: %w", err)
+		return rollout.Checked{}, nil, fmt.Errorf("read plan: %w", err)
 	}
 	p, err := plans.Load(file, data)
 	if err != nil {
-		return nil, nil, err
+		return rollout.Checked{}, nil, err
 	}
-	if err := rollout.CheckPlan(p); err != nil {
-		return nil, nil, withHint(fmt.Errorf("%s: %w", file, err), "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
-	}
-	return p, data, nil
-}
-
-// checkApproval enforces --checksum and --require-approval.
-func checkApproval(c *cli.Context, e *env, file string, p *plans.Plan, raw []byte) error {
-	if want := c.String("checksum"); want != "" && want != p.Checksum {
-		return fmt.Errorf("%s has checksum %s, not the %s you gave: it is not the plan that was reviewed", file, p.Checksum, want)
-	}
-	signers := c.String("require-approval")
-	if signers == "" {
-		return nil
-	}
-	allowed, err := readRegular(signers, 1<<20)
+	c, err := rollout.CheckPlan(p)
 	if err != nil {
-		return fmt.Errorf("read allowed signers: %w", err)
+		return rollout.Checked{}, nil, withHint(fmt.Errorf("%s: %w", file, err), "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
 	}
-	sigFile := c.String("signature")
-	if sigFile == "" {
-		sigFile = file + ".sig"
-	}
-	sig, err := readRegular(sigFile, 1<<20)
-	if errors.Is(err, os.ErrNotExist) {
-		return withHint(fmt.Errorf("%w: no %s", approval.ErrNoSignature, sigFile), "a reviewer approves it with relayctl approve "+file)
-	}
-	if err != nil {
-		return fmt.Errorf("read signature: %w", err)
-	}
-	who, err := approval.Verify(raw, sig, allowed, signers, time.Now())
-	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
-	}
-	fmt.Fprintf(e.stderr, "relayctl: %s approved by %s\n", file, plans.Visible(who.String()))
-	return nil
+	return c, data, nil
 }
 
 // planArtifact reads the release file and checks it is the one reviewed.

@@ -22,10 +22,13 @@ func approveCommand(e *env) *cli.Command {
 		Description: `Checks the plan as apply would (against the spec it records) and that
 PLAN.md beside it is its review as relayctl renders it, then signs the plan
 file's bytes with an SSH key in the format of ssh-keygen -Y sign, namespace
-relayctl-plan, and writes the signature to PLAN.sig. An apply run with
---require-approval ALLOWED_SIGNERS then refuses the plan unless the
-signature verifies with a key listed there; any edit of the plan after
-signing, checksum recomputed or not, breaks the signature.
+relayctl-plan, and writes the signature to PLAN.sig. Where an
+allowed_signers file is configured (--require-approval FILE,
+$RELAYCTL_REQUIRE_APPROVAL, or /etc/relayctl/allowed_signers on the machine
+that applies), apply and stage then refuse the plan unless the signature
+verifies with a key listed there; any edit of the plan after signing,
+checksum recomputed or not, breaks the signature. namespaces= in that file
+is an OpenSSH pattern list: "*,!relayctl-plan" refuses the key.
 
 The same signature can be made, or checked, with OpenSSH alone:
    ssh-keygen -Y sign -f ~/.ssh/id_ed25519 -n relayctl-plan ashburn.plan
@@ -48,10 +51,11 @@ func runApprove(c *cli.Context, e *env) error {
 		return withHint(errors.New("approve needs exactly one PLAN"), "relayctl approve ashburn.plan")
 	}
 	file := c.Args().First()
-	p, raw, err := loadPlan(file)
+	checked, raw, err := loadPlan(file)
 	if err != nil {
 		return err
 	}
+	p := checked.Plan()
 	// What the reviewer read must be this plan's review, not an edited one.
 	review, err := os.ReadFile(file + ".md")
 	switch {

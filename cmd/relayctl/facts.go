@@ -76,7 +76,7 @@ func runFacts(c *cli.Context, e *env) error {
 			return fmt.Errorf("host: %w", err)
 		}
 	}
-	facts, errs := rollout.ObserveAll(c.Context, sshDialer(c), hosts, q, c.Int("parallel"))
+	facts, errs := rollout.ObserveAll(c.Context, sshHosts(c), hosts, q, c.Int("parallel"))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

@@ -121,3 +121,99 @@ mv /opt/relay/keep /opt/relay/releases/1.7.0`
 		t.Errorf("the relay changed: pid %d → %d, rb %d → %d", pid, p2, rb, rb2)
 	}
 }
+
+// Every program relayctl runs as root is vetted, the handoff program as
+// much as start and stop (issue 17): one that another user owns refuses the
+// host before anything is written or run.
+func TestLabHandoffProgramMustBeRootsAlone(t *testing.T) {
+	const prog = "/opt/relay/bin/their-handoff"
+	e := startLab(t, []lab.HostOptions{{}}, func(s string) string {
+		s = strings.Replace(s, "  port: 7788\n", "  port: 7788\n  handoff_socket: /opt/relay/run/handoff.sock\n", 1)
+		return strings.Replace(s, "    stop: ["+lab.ServiceScript+", stop]\n", "    stop: ["+lab.ServiceScript+", stop]\n    handoff: ["+prog+"]\n", 1)
+	})
+	h := e.lab.Hosts[0]
+	ctx := context.Background()
+	script := "printf '#!/bin/sh\\nid -u > /opt/relay/handoff-ran-as\\n' > " + prog + " && chmod 0755 " + prog + " && chown nobody " + prog
+	if out, err := h.Exec(ctx, "sh", "-c", script); err != nil {
+		t.Fatalf("%s: %v %s", script, err, out)
+	}
+	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
+	}
+	pid, rb, _ := e.socket(h)
+	code, out, errs := e.relayctl("apply", e.plan)
+	if code != 1 || !strings.Contains(out, "refused (as it was): stage: check target folders: "+prog+" is not owned by root") {
+		t.Errorf("apply with a handoff program owned by nobody: exit %d, want refused naming it\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	if _, err := h.Exec(ctx, "test", "-e", "/opt/relay/handoff-ran-as"); err == nil {
+		t.Errorf("the handoff program ran")
+	}
+	if p2, rb2, _ := e.socket(h); p2 != pid || rb2 != rb {
+		t.Errorf("the relay changed: pid %d → %d, rb %d → %d", pid, p2, rb, rb2)
+	}
+}
+
+// A release folder that is not root's alone is not trusted, even when its
+// relayd has the planned sha256 (issue 17): whoever owns it could swap the
+// binary after the check, and it would run as root. The same holds for a
+// release that stage left, and for the store the releases are copied from.
+func TestLabReleaseFolderMustBeRootsAlone(t *testing.T) {
+	e := startLab(t, []lab.HostOptions{{}}, nil)
+	h := e.lab.Hosts[0]
+	ctx := context.Background()
+	sh := func(script string) {
+		t.Helper()
+		if out, err := h.Exec(ctx, "sh", "-c", script); err != nil {
+			t.Fatalf("%s: %v %s", script, err, out)
+		}
+	}
+	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
+	}
+	if code, out, errs := e.relayctl("stage", e.plan); code != 0 {
+		t.Fatalf("stage: exit %d\n%s\n%s", code, out, errs)
+	}
+	pid, rb, _ := e.socket(h)
+	for _, c := range []struct{ name, plant, undo, want string }{
+		{"release folder owned by nobody", "chown nobody /opt/relay/releases/1.8.0", "chown root /opt/relay/releases/1.8.0",
+			"/opt/relay/releases/1.8.0 is not owned by root"},
+		{"relayd owned by nobody", "chown nobody /opt/relay/releases/1.8.0/relayd", "chown root /opt/relay/releases/1.8.0/relayd",
+			"/opt/relay/releases/1.8.0/relayd is not owned by root"},
+		{"relayd writable by its group", "chmod 0775 /opt/relay/releases/1.8.0/relayd", "chmod 0755 /opt/relay/releases/1.8.0/relayd",
+			"/opt/relay/releases/1.8.0/relayd is not owned by root or is writable by its group or others"},
+		{"a symlink in the release", "ln -s /tmp /opt/relay/releases/1.8.0/lib", "rm /opt/relay/releases/1.8.0/lib",
+			"/opt/relay/releases/1.8.0/lib is a symlink"},
+	} {
+		sh(c.plant)
+		if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+			t.Fatalf("%s: plan: exit %d\n%s\n%s", c.name, code, out, errs)
+		}
+		code, out, errs := e.relayctl("apply", e.plan)
+		if code != 1 || !strings.Contains(out, "refused (as it was): stage: check release: ") || !strings.Contains(out, c.want) {
+			t.Errorf("%s: exit %d, want refused at check release naming %q\nstdout:\n%s\nstderr:\n%s", c.name, code, c.want, out, errs)
+		}
+		if p2, rb2, _ := e.socket(h); p2 != pid || rb2 != rb {
+			t.Errorf("%s: the relay changed: pid %d → %d, rb %d → %d", c.name, pid, p2, rb, rb2)
+		}
+		sh(c.undo)
+	}
+
+	// The store a release is copied from: a folder in it owned by nobody is
+	// never taken as holding the bytes (they are sent again, or the host is
+	// refused), and the copy made from it is checked again.
+	sh("rm -rf /opt/relay/releases/1.8.0 && chown -R nobody /opt/relay/releases/.sha256")
+	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+		t.Fatalf("store: plan: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs := e.relayctl("apply", e.plan)
+	if code != 1 || !strings.Contains(out, "refused (as it was)") || !strings.Contains(out, "check target folders: /opt/relay/releases/.sha256 is not owned by root") {
+		t.Errorf("store owned by nobody: exit %d, want refused naming the store folder\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	sh("chown -R root /opt/relay/releases/.sha256")
+	if code, out, errs := e.relayctl("apply", e.plan); code != 0 {
+		t.Fatalf("apply with every folder root's: exit %d\n%s\n%s", code, out, errs)
+	}
+	if _, rb, _ := e.socket(h); rb != 8388608 {
+		t.Errorf("rb %d after apply, want 8388608", rb)
+	}
+}

@@ -60,7 +60,8 @@ func TestLabJSONOutputs(t *testing.T) {
 	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
 		t.Fatalf("plan: exit %d: %s", code, errs)
 	}
-	p, _, err := loadPlan(e.plan)
+	pc, _, err := loadPlan(e.plan)
+	p := pc.Plan()
 	if err != nil {
 		t.Fatal(err)
 	}

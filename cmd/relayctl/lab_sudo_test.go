@@ -53,7 +53,8 @@ func TestLabPlanAsNonRootThroughSudo(t *testing.T) {
 	if code != 2 {
 		t.Fatalf("plan through sudo: exit %d, want 2\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
-	p, _, err := loadPlan(e.plan)
+	pc, _, err := loadPlan(e.plan)
+	p := pc.Plan()
 	if err != nil {
 		t.Fatal(err)
 	}

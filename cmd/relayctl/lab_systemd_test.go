@@ -64,7 +64,8 @@ func TestLabSystemdPlanApplyVerify(t *testing.T) {
 	if code != 2 {
 		t.Fatalf("plan: exit %d, want 2\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
-	p, _, err := loadPlan(e.plan)
+	pc, _, err := loadPlan(e.plan)
+	p := pc.Plan()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +274,8 @@ func TestLabSystemdDropInHoldsAtBoot(t *testing.T) {
 	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
 		t.Fatalf("plan: exit %d: %s", code, errs)
 	}
-	p, _, err := loadPlan(e.plan)
+	pc, _, err := loadPlan(e.plan)
+	p := pc.Plan()
 	if err != nil {
 		t.Fatal(err)
 	}

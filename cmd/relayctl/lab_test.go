@@ -120,7 +120,8 @@ func TestLabPlanReadsRealHost(t *testing.T) {
 	if code != 2 {
 		t.Fatalf("plan: exit %d, want 2 (changes)\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
-	p, _, err := loadPlan(e.plan)
+	pc, _, err := loadPlan(e.plan)
+	p := pc.Plan()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,8 @@ func TestLabPlanReadsRealHost(t *testing.T) {
 	if code, _, errs := e.relayctl("plan", e.spec, "--facts", ffile, "-out", offline); code != 2 {
 		t.Fatalf("offline plan: exit %d: %s", code, errs)
 	}
-	po, _, _ := loadPlan(offline)
+	poc, _, _ := loadPlan(offline)
+	po := poc.Plan()
 	if po.Hosts[0].Fingerprint != hp.Fingerprint {
 		t.Errorf("offline plan fingerprint %s, SSH plan %s: the same host state must give the same fingerprint", po.Hosts[0].Fingerprint, hp.Fingerprint)
 	}
@@ -263,6 +265,11 @@ func TestLabApplyRollsBackBrokenRelease(t *testing.T) {
 	})
 	t.Cleanup(func() { os.Remove(broken) })
 	h := e.lab.Hosts[0]
+	// A config that may hold a secret: its mode and owner hold through the
+	// stage, the window and the rollback (issue 17).
+	if out, err := h.Exec(context.Background(), "sh", "-c", "chmod 0600 /etc/relay/relayd.env && chgrp nogroup /etc/relay/relayd.env"); err != nil {
+		t.Fatalf("chmod: %v %s", err, out)
+	}
 	pidBefore, rbBefore, _ := e.socket(h)
 	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
 		t.Fatalf("plan: exit %d: %s", code, errs)
@@ -288,6 +295,33 @@ func TestLabApplyRollsBackBrokenRelease(t *testing.T) {
 	if code, out, _ := e.relayctl("verify", e.plan); code != 3 {
 		t.Errorf("verify after rollback: exit %d, want 3 (not as planned)\n%s", code, out)
 	}
+	if mode, _ := h.Exec(context.Background(), "stat", "-c", "%a %G", "/etc/relay/relayd.env"); string(mode) != "600 nogroup\n" {
+		t.Errorf("the config after rollback: mode and group %q, want 600 nogroup", mode)
+	}
+	// Applied for real (the release fixed), the config keeps them too.
+	// (As 1.8.1: the broken 1.8.0 stays in its folder, and apply refuses a
+	// release folder whose bytes are not the plan's.)
+	fixed := strings.Replace(mustRead(t, e.spec), "artifact: "+broken, "artifact: "+lab.BuildRelayd(t, "1.8.1"), 1)
+	fixed = strings.Replace(fixed, "version: 1.8.0", "version: 1.8.1", 1)
+	os.WriteFile(e.spec, []byte(fixed), 0o644)
+	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+		t.Fatalf("plan 2: exit %d: %s", code, errs)
+	}
+	if code, out, errs := e.relayctl("apply", e.plan); code != 0 {
+		t.Fatalf("apply 2: exit %d\n%s\n%s", code, out, errs)
+	}
+	if mode, _ := h.Exec(context.Background(), "stat", "-c", "%a %G", "/etc/relay/relayd.env"); string(mode) != "600 nogroup\n" {
+		t.Errorf("the config after apply: mode and group %q, want 600 nogroup", mode)
+	}
+}
+
+func mustRead(t *testing.T, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func TestLabApplyRefusesStalePlan(t *testing.T) {

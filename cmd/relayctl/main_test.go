@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,16 +14,39 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/rollout/rollouttest"
 	"github.com/relayctl/relayctl/tune"
 )
 
 // The CLI's behaviour (exit codes, messages, artifacts) is pinned by the
 // scripts in testdata/script. UPDATE_SCRIPTS=1 rewrites their golden files.
+//
+// Tests never read the machine's own /etc/relayctl/allowed_signers: the
+// scripts get $WORK/etc/relayctl/allowed_signers (absent unless a script
+// writes it), the in-process tests a path that does not exist unless a test
+// sets systemAllowedSigners itself.
 func TestMain(m *testing.M) {
+	systemAllowedSigners = filepath.Join(os.TempDir(), "relayctl-tests-have-no-system-signers", "allowed_signers")
 	testscript.Main(m, map[string]func(){
-		"relayctl": func() { os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr)) },
+		"relayctl": func() {
+			if v := os.Getenv(testSystemSigners); v != "" {
+				systemAllowedSigners = v
+			}
+			if d := os.Getenv(testSimDir); d != "" {
+				testHosts = rollouttest.FileDialer{Dir: d}
+			}
+			os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
+		},
 	})
 }
+
+// testSystemSigners is how a script's relayctl learns its system
+// allowed_signers file.
+const testSystemSigners = "RELAYCTL_TEST_SYSTEM_ALLOWED_SIGNERS"
+
+// testSimDir is where a script's simulated hosts live ("sim" makes them):
+// with it set, relayctl talks to them instead of over SSH.
+const testSimDir = "RELAYCTL_TEST_SIM_DIR"
 
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
@@ -30,9 +55,17 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			// The kernel the shipped list of sysctls comes from, for cmpenv.
 			env.Setenv("KNOWN_KERNEL", tune.KnownSysctlsKernel())
+			env.Setenv(testSystemSigners, filepath.Join(env.WorkDir, "etc", "relayctl", "allowed_signers"))
 			return nil
 		},
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"relayctl-exit": relayctlExit, "plan-edit": planEdit, "json": jsonField},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"relayctl-exit": relayctlExit, "plan-edit": planEdit, "json": jsonField,
+			"sim": simHosts, "json-set": jsonSet},
+		Condition: func(cond string) (bool, error) {
+			if cond == "root" {
+				return os.Geteuid() == 0, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
 	})
 }
 
@@ -48,7 +81,7 @@ func relayctlExit(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	cmd := exec.Command("relayctl", args[1:]...)
 	cmd.Dir = ts.Getenv("WORK")
-	cmd.Env = append(os.Environ(), "PATH="+ts.Getenv("PATH"))
+	cmd.Env = append(os.Environ(), "PATH="+ts.Getenv("PATH"), testSystemSigners+"="+ts.Getenv(testSystemSigners), testSimDir+"="+ts.Getenv(testSimDir))
 	cmd.Stdout, cmd.Stderr = ts.Stdout(), ts.Stderr()
 	got := 0
 	if err := cmd.Run(); err != nil {
@@ -71,14 +104,40 @@ func planEdit(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: plan-edit PLAN FIELD JSON")
 	}
 	file := ts.MkAbs(args[0])
+	doc := setJSON(ts, file, args[1], args[2])
+	// Re-encode through the plan type, so the bytes and checksum are the
+	// ones relayctl itself would write for this content.
+	b, err := json.Marshal(doc)
+	ts.Check(err)
+	var p plans.Plan
+	ts.Check(json.Unmarshal(b, &p))
+	out, err := p.JSON()
+	ts.Check(err)
+	ts.Check(os.WriteFile(file, out, 0o600))
+}
+
+// jsonSet is "json-set FILE FIELD JSON": set one field of a JSON file, as
+// plan-edit does, without a checksum (a simulated host's faults).
+func jsonSet(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: json-set FILE FIELD JSON")
+	}
+	file := ts.MkAbs(args[0])
+	b, err := json.MarshalIndent(setJSON(ts, file, args[1], args[2]), "", "  ")
+	ts.Check(err)
+	ts.Check(os.WriteFile(file, b, 0o600))
+}
+
+// setJSON reads file and sets the value at a dotted path in it.
+func setJSON(ts *testscript.TestScript, file, path, value string) map[string]any {
 	data, err := os.ReadFile(file)
 	ts.Check(err)
 	var doc map[string]any
 	ts.Check(json.Unmarshal(data, &doc))
 	var v any
-	ts.Check(json.Unmarshal([]byte(args[2]), &v))
+	ts.Check(json.Unmarshal([]byte(value), &v))
 	var cur any = doc
-	keys := strings.Split(args[1], ".")
+	keys := strings.Split(path, ".")
 	for i, k := range keys {
 		last := i == len(keys)-1
 		switch c := cur.(type) {
@@ -97,18 +156,21 @@ func planEdit(ts *testscript.TestScript, neg bool, args []string) {
 				cur = c[n]
 			}
 		default:
-			ts.Fatalf("plan-edit: %s is not an object or a list", strings.Join(keys[:i], "."))
+			ts.Fatalf("%s: %s is not an object or a list", file, strings.Join(keys[:i], "."))
 		}
 	}
-	// Re-encode through the plan type, so the bytes and checksum are the
-	// ones relayctl itself would write for this content.
-	b, err := json.Marshal(doc)
-	ts.Check(err)
-	var p plans.Plan
-	ts.Check(json.Unmarshal(b, &p))
-	out, err := p.JSON()
-	ts.Check(err)
-	ts.Check(os.WriteFile(file, out, 0o600))
+	return doc
+}
+
+// simHosts is "sim NAME...": simulated hosts on the incident's defaults
+// (rollouttest.NewSim), kept in $WORK/sim, that relayctl then talks to.
+func simHosts(ts *testscript.TestScript, neg bool, args []string) {
+	dir := ts.MkAbs("sim")
+	ts.Check(os.MkdirAll(dir, 0o700))
+	for _, name := range args {
+		ts.Check(rollouttest.NewSim(name).Save(filepath.Join(dir, name+".json")))
+	}
+	ts.Setenv(testSimDir, dir)
 }
 
 // jsonField is "json FILE PATH WANT": decode FILE (or stdout, the last

@@ -59,11 +59,10 @@ func runPlan(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: art, AllowDowngrade: c.Bool("allow-downgrade")})
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: art, AllowDowngrade: c.Bool("allow-downgrade"), Steps: rollout.Steps})
 	if err != nil {
 		return err
 	}
-	rollout.Describe(p)
 	body, err := p.JSON()
 	if err != nil {
 		return err
@@ -109,8 +108,10 @@ func printPlanSummary(w io.Writer, p *plans.Plan) {
 			}
 			parts = append(parts, fmt.Sprintf("release %s → %s", cur, h.Release.Planned))
 		}
-		if h.Config.Change {
-			parts = append(parts, "relay config")
+		for _, fc := range h.Files {
+			if fc.Change && fc.Role != plans.RoleSysctlDropIn { // the sysctls above say it
+				parts = append(parts, fc.Role)
+			}
 		}
 		if h.Readback.CurrentFound {
 			parts = append(parts, fmt.Sprintf("rb %d → %d", h.Readback.Current, h.Readback.Expected))
@@ -181,7 +182,7 @@ func gather(c *cli.Context, e *env, s *plans.Spec) ([]*plans.Facts, error) {
 	}
 	q := rollout.QueryFor(s)
 	fmt.Fprintf(e.stderr, "relayctl: observing %d host(s)\n", len(s.Hosts))
-	facts, errs := rollout.ObserveAll(c.Context, sshDialer(c), s.Hosts, q, c.Int("parallel"))
+	facts, errs := rollout.ObserveAll(c.Context, sshHosts(c), s.Hosts, q, c.Int("parallel"))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -43,10 +43,11 @@ func runShow(c *cli.Context, e *env) error {
 		return withHint(errors.New("show needs exactly one PLAN"), "relayctl show ashburn.plan")
 	}
 	file := c.Args().First()
-	p, raw, err := loadPlan(file)
+	checked, raw, err := loadPlan(file)
 	if err != nil {
 		return err
 	}
+	p := checked.Plan()
 	if c.Bool("json") {
 		_, err := e.stdout.Write(raw)
 		return err
@@ -115,7 +116,7 @@ func colorReview(md []byte) []byte {
 			fence = strings.TrimSuffix(text, "diff")
 		case strings.HasPrefix(text, "#"):
 			color = sgrBold
-		case strings.HasPrefix(text, "- **BLOCKED**"):
+		case strings.HasPrefix(text, "- **BLOCKED**"), strings.HasPrefix(text, "- **RUNS A PROGRAM AS ROOT**"):
 			color = sgrRed
 		case strings.HasPrefix(text, "- **warning**"):
 			color = sgrYellow

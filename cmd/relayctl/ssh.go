@@ -7,6 +7,7 @@ import (
 
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/rollout/shellhost"
 	"github.com/relayctl/relayctl/rollout/sshrun"
 )
 
@@ -34,8 +35,15 @@ func sshOptions(c *cli.Context) sshrun.Options {
 	}
 }
 
-func sshDialer(c *cli.Context) rollout.Dialer { return sshrun.Dialer{Options: sshOptions(c)} }
-
+// sshHosts are the hosts a command talks to: the shell backend over SSH.
 func sshHosts(c *cli.Context) rollout.HostDialer {
-	return rollout.ShellHosts(sshDialer(c), plans.StateDir)
+	if testHosts != nil {
+		return testHosts
+	}
+	return shellhost.Hosts(sshrun.Dialer{Options: sshOptions(c)}, plans.StateDir)
 }
+
+// testHosts is set by the test binary alone (main_test.go), whose CLI
+// scripts drive simulated hosts (rollouttest.FileDialer): the engine and
+// the CLI as they are, the host in memory.
+var testHosts rollout.HostDialer

@@ -35,21 +35,24 @@ staged, checks it and uploads nothing: the window is the restart, not the
 transfer. A receipt is kept on each host and written beside the plan as
 PLAN.stage.json and PLAN.stage.md, with the bytes uploaded per host.
 
+The plan's approval is checked as apply checks it: when an allowed_signers
+file is configured (--require-approval, $RELAYCTL_REQUIRE_APPROVAL or
+/etc/relayctl/allowed_signers), stage needs PLAN.sig signed by a key listed
+there, or --skip-approval REASON, which the stage receipt records.
+
 Exit status: 0 every host staged (or already as planned), 1 otherwise.
 
 Examples:
    relayctl stage fleet.plan --parallel 20       # the day before
    relayctl apply fleet.plan                     # in the window
-   relayctl apply fleet.plan --stage-only        # the same as relayctl stage`,
+   relayctl apply fleet.plan --stage-only        # the same as relayctl stage
+   relayctl stage fleet.plan --skip-approval "staging before review"   # recorded in PLAN.stage.json`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "artifact", Usage: "the release `FILE` (default: the spec's artifact, relative to the spec as recorded in the plan); its sha256 must match the plan"},
 			&cli.BoolFlag{Name: "break-lock", Usage: "take a host lock that a dead run left behind (after checking the host)"},
 			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal (and lock) of a run that stopped in its window, after checking the host, and stage"},
 			&cli.DurationFlag{Name: "fetch-timeout", Value: rollout.DefaultFetchTimeout, Usage: "how long a host may take to fetch a release from the plan's url"},
-			&cli.StringFlag{Name: "require-approval", EnvVars: []string{"RELAYCTL_REQUIRE_APPROVAL"}, Usage: "refuse the plan unless PLAN.sig is a signature of it by a key in this allowed_signers `FILE`"},
-			&cli.StringFlag{Name: "signature", Usage: "the plan's signature `FILE` (default PLAN.sig)"},
-			&cli.StringFlag{Name: "checksum", Usage: "refuse the plan unless its checksum is this `sha256:...` (copied from the review)"},
-		}, sshFlags()...),
+		}, append(approvalFlags(), sshFlags()...)...),
 		Action: func(c *cli.Context) error { return runStage(c, e) },
 	}
 }
@@ -68,11 +71,13 @@ func runStage(c *cli.Context, e *env) error {
 		}
 	}
 	file := c.Args().First()
-	p, raw, err := loadPlan(file)
+	checked, raw, err := loadPlan(file)
 	if err != nil {
 		return err
 	}
-	if err := checkApproval(c, e, file, p, raw); err != nil {
+	p := checked.Plan()
+	approved, err := decideApproval(c, e, file, p, raw)
+	if err != nil {
 		return err
 	}
 	artifact, err := planArtifact(c.String("artifact"), p)
@@ -82,7 +87,7 @@ func runStage(c *cli.Context, e *env) error {
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	live, width := terminal(e.stderr)
-	rep, err := rollout.Stage(ctx, sshHosts(c), p, rollout.ApplyOptions{
+	rep, err := rollout.Stage(ctx, sshHosts(c), checked, rollout.ApplyOptions{
 		Parallel:     c.Int("parallel"),
 		Artifact:     artifact,
 		BreakLock:    c.Bool("break-lock") || c.Bool("clear-journal"),
@@ -93,6 +98,7 @@ func runStage(c *cli.Context, e *env) error {
 		LiveWidth:    width,
 		FetchTimeout: c.Duration("fetch-timeout"),
 		Now:          time.Now,
+		Approval:     approved,
 	})
 	if err != nil {
 		return err

@@ -51,13 +51,16 @@ func runVerify(c *cli.Context, e *env) error {
 	var err error
 	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
 		p, facts, err = planFromSpec(c, e, arg)
-	} else if p, _, err = loadPlan(arg); err == nil {
+	} else if checked, _, lerr := loadPlan(arg); lerr != nil {
+		err = lerr
+	} else {
+		p = checked.Plan()
 		hosts := make([]string, len(p.Hosts))
 		for i, h := range p.Hosts {
 			hosts[i] = h.Host
 		}
 		var errs []error
-		facts, errs = rollout.ObserveAll(c.Context, sshDialer(c), hosts, rollout.QueryForPlan(p), c.Int("parallel"))
+		facts, errs = rollout.ObserveAll(c.Context, sshHosts(c), hosts, rollout.QueryForPlan(p), c.Int("parallel"))
 		err = errors.Join(errs...)
 	}
 	if err != nil {
@@ -144,9 +147,6 @@ func planFromSpec(c *cli.Context, e *env, file string) (*plans.Plan, []*plans.Fa
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: art, AllowDowngrade: true})
-	if err == nil {
-		rollout.Describe(p)
-	}
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: art, AllowDowngrade: true, Steps: rollout.Steps})
 	return p, facts, err
 }

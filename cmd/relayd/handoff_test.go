@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayctl/relayctl/relay/server"
+
 	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/relay/client"
 	"github.com/relayctl/relayctl/relay/wire"
@@ -125,6 +127,21 @@ func pair(t *testing.T, relay string, lobby uint32) (*udpPlayer, *udpPlayer) {
 	return a, b
 }
 
+// settled is p's status once its rx_packets reads the same twice, 50 ms
+// apart: every datagram sent so far counted.
+func settled(t *testing.T, p *proc) server.Status {
+	t.Helper()
+	st := p.status()
+	waitFor(t, func() (bool, string) {
+		time.Sleep(50 * time.Millisecond)
+		next := p.status()
+		ok := next.Counters.RxPackets == st.Counters.RxPackets
+		st = next
+		return ok, fmt.Sprintf("rx_packets still moving (%d)", st.Counters.RxPackets)
+	})
+	return st
+}
+
 func exchange(a, b *udpPlayer) {
 	a.send()
 	b.expect(a.id)
@@ -191,7 +208,10 @@ func TestHandoffBetweenProcesses(t *testing.T) {
 	args := append(loopbackArgs(t), "--handoff-socket", sock)
 	old := startRelayd(t, nil, nil, append(args, "--so-rcvbuf", "65536")...)
 	a, b := pair(t, old.listen, 7)
-	before := old.status()
+	// The relay counts a batch's datagrams once it has forwarded them, so
+	// the last forward can reach a player before its count is in /status:
+	// read the counters once they have settled (the race a -short run hit).
+	before := settled(t, old)
 
 	// Same flags but the port: the new one takes the socket, whatever its
 	// port, and asks for a bigger buffer.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -128,22 +129,67 @@ func BuildFlags(version string) []string {
 	return []string{"-trimpath", "-buildvcs=false", "-ldflags", "-s -w -X main.Version=" + version}
 }
 
-// FreePort is a port number free for UDP and TCP both on 127.0.0.1 now: a
-// relay in the machine's network namespace listens on it (UDP) and serves
-// its control plane on it (TCP), where a bench on the machine reaches it.
+// FreePort is a port number for a relay in the machine's network
+// namespace, which listens on it (UDP) and serves its control plane on it
+// (TCP), where a bench on the machine reaches it. The port is the test's
+// until it ends: it is taken from below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), so no socket bound to port 0 can be
+// handed it meanwhile, and it is held by a file lock that every test
+// binary's FreePort honours. (A probe socket closed before the relay binds,
+// as FreePort once was, lost its port to another test in between:
+// "address already in use".)
 func FreePort(t testing.TB) int {
 	t.Helper()
-	for {
-		udp, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	low := ephemeralLow()
+	for port := freePortFirst; port < low && port < 65536; port++ {
+		f, err := os.OpenFile(fmt.Sprintf("/tmp/relaylab-port-%d.lock", port), os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("free port: %v", err)
 		}
-		port := udp.LocalAddr().(*net.UDPAddr).Port
-		tcp, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-		udp.Close()
-		if err == nil {
-			tcp.Close()
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+			f.Close()
+			continue
+		}
+		if portFree(port) {
+			t.Cleanup(func() { f.Close() })
 			return port
 		}
+		f.Close()
 	}
+	t.Fatalf("free port: none free from %d below the ephemeral range at %d", freePortFirst, low)
+	return 0
+}
+
+// freePortFirst is where FreePort starts looking: well above the ports
+// of system services and below Linux's default ephemeral range (32768).
+const freePortFirst = 24000
+
+// ephemeralLow is the first port the kernel hands out to a bind to port 0.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	var low int
+	if _, err := fmt.Sscan(string(b), &low); err != nil || low <= freePortFirst {
+		return 32768
+	}
+	return low
+}
+
+// portFree reports whether nothing listens on port, UDP or TCP, on
+// 127.0.0.1 now.
+func portFree(port int) bool {
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	udp, err := net.ListenPacket("udp4", addr)
+	if err != nil {
+		return false
+	}
+	defer udp.Close()
+	tcp, err := net.Listen("tcp4", addr)
+	if err != nil {
+		return false
+	}
+	tcp.Close()
+	return true
 }

@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"time"
 
@@ -85,8 +84,8 @@ func Verify(plan, armored, allowedSigners []byte, name string, now time.Time) (A
 			reasons = append(reasons, fmt.Sprintf("%s:%d is a cert-authority line", name, s.Line))
 			continue
 		}
-		if len(s.Namespaces) > 0 && !matchAny(s.Namespaces, Namespace) {
-			reasons = append(reasons, fmt.Sprintf("%s:%d allows namespaces %s only", name, s.Line, strings.Join(s.Namespaces, ",")))
+		if s.HasNamespaces && matchPatternList(Namespace, s.Namespaces) != 1 {
+			reasons = append(reasons, fmt.Sprintf("%s:%d allows namespaces %q only, which %s is not (OpenSSH's pattern lists: a negated match refuses)", name, s.Line, clip(s.Namespaces), Namespace))
 			continue
 		}
 		if !s.ValidAfter.IsZero() && now.Before(s.ValidAfter) {
@@ -110,7 +109,8 @@ func Verify(plan, armored, allowedSigners []byte, name string, now time.Time) (A
 type Signer struct {
 	Principals    string
 	CertAuthority bool
-	Namespaces    []string
+	HasNamespaces bool   // a namespaces= option was given, even ""
+	Namespaces    string // its pattern list, as ssh-keygen reads it
 	ValidAfter    time.Time
 	ValidBefore   time.Time
 	Key           ssh.PublicKey
@@ -149,53 +149,46 @@ func ParseAllowedSigners(data []byte, name string) ([]Signer, error) {
 
 func parseSignerLine(line string) (Signer, error) {
 	var s Signer
+	if strings.ContainsRune(line, 0) {
+		return s, errors.New("a NUL byte in the line")
+	}
 	principals, rest := nextField(line)
 	if principals == "" {
 		return s, errors.New("no principals")
 	}
 	s.Principals = principals
-	// Options come before the key type; they may contain quoted spaces.
-	for {
-		rest = strings.TrimLeft(rest, " \t")
+	// At most one field of options comes before the key, as OpenSSH reads
+	// it (sshsig.c): it may hold quoted spaces.
+	rest = strings.TrimLeft(rest, " \t")
+	if rest == "" {
+		return s, errors.New("no public key")
+	}
+	if !looksLikeKey(rest) {
+		opts, r, err := advancePastOptions(rest)
+		if err != nil {
+			return s, err
+		}
+		if err := parseOptions(opts, &s); err != nil {
+			return s, err
+		}
+		rest = strings.TrimLeft(r, " \t")
 		if rest == "" {
 			return s, errors.New("no public key")
 		}
-		if strings.HasPrefix(rest, "ssh-") || strings.HasPrefix(rest, "ecdsa-") || strings.HasPrefix(rest, "sk-") {
-			break
-		}
-		opts, r := nextField(rest)
-		rest = r
-		for _, o := range splitOptions(opts) {
-			k, v, _ := strings.Cut(o, "=")
-			v = strings.Trim(v, `"`)
-			switch strings.ToLower(k) {
-			case "cert-authority":
-				s.CertAuthority = true
-			case "namespaces":
-				s.Namespaces = strings.Split(v, ",")
-			case "valid-after":
-				t, err := parseSignerTime(v)
-				if err != nil {
-					return s, err
-				}
-				s.ValidAfter = t
-			case "valid-before":
-				t, err := parseSignerTime(v)
-				if err != nil {
-					return s, err
-				}
-				s.ValidBefore = t
-			default:
-				return s, fmt.Errorf("unknown option %q", k)
-			}
-		}
 	}
-	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(rest))
+	key, _, keyOpts, _, err := ssh.ParseAuthorizedKey([]byte(rest))
 	if err != nil {
 		return s, fmt.Errorf("public key: %v", err)
 	}
+	if len(keyOpts) > 0 {
+		return s, fmt.Errorf("public key: %q before it is not a key (options go in one field, before the key)", strings.Join(keyOpts, ","))
+	}
 	s.Key = key
 	return s, nil
+}
+
+func looksLikeKey(s string) bool {
+	return strings.HasPrefix(s, "ssh-") || strings.HasPrefix(s, "ecdsa-") || strings.HasPrefix(s, "sk-")
 }
 
 // nextField splits off the first whitespace-separated field, keeping
@@ -214,22 +207,6 @@ func nextField(s string) (string, string) {
 	return s, ""
 }
 
-// splitOptions splits "a,b=\"x,y\"" at commas outside quotes.
-func splitOptions(s string) []string {
-	var out []string
-	quoted, start := false, 0
-	for i, r := range s {
-		switch {
-		case r == '"':
-			quoted = !quoted
-		case r == ',' && !quoted:
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(out, s[start:])
-}
-
 // parseSignerTime reads YYYYMMDD[HHMM[SS]][Z], as ssh-keygen does (UTC
 // with Z, local time without).
 func parseSignerTime(v string) (time.Time, error) {
@@ -245,13 +222,4 @@ func parseSignerTime(v string) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("time %q: want YYYYMMDD[HHMM[SS]][Z]", v)
-}
-
-func matchAny(patterns []string, s string) bool {
-	for _, p := range patterns {
-		if ok, _ := path.Match(p, s); ok {
-			return true
-		}
-	}
-	return false
 }

@@ -41,7 +41,7 @@ func TestVerify(t *testing.T) {
 	}{
 		{"plain line", line("", s), plan, ""},
 		{"namespaces", line(`namespaces="file,relayctl-*"`, s), plan, ""},
-		{"other namespace only", line(`namespaces="git"`, s), plan, "allows namespaces git only"},
+		{"other namespace only", line(`namespaces="git"`, s), plan, `allows namespaces "git" only`},
 		{"valid window", line(`valid-after="20261130",valid-before="20261202Z"`, s), plan, ""},
 		{"expired", line(`valid-before="20261130Z"`, s), plan, "expired"},
 		{"not yet", line(`valid-after="202612020000Z"`, s), plan, "valid only after"},
@@ -72,6 +72,13 @@ func TestParseAllowedSignersErrors(t *testing.T) {
 		{line("bogus-option", s), "a:1: unknown option"},
 		{line(`valid-after="tomorrow"`, s), `a:1: time "tomorrow"`},
 		{"alice ssh-ed25519 AAAA-not-base64", "a:1: public key"},
+		{line(`namespaces=relayctl-plan`, s), "a:1: options: namespaces wants its value in double quotes"},
+		{line(`namespaces="git",namespaces="relayctl-plan"`, s), `a:1: options: "namespaces" is given twice`},
+		{line(`namespaces="relayctl-plan",`, s), "a:1: options: a comma ends them"},
+		{line(`namespaces="relayctl-plan`, s), "a:1: options: a quote is not closed"},
+		{line(`valid-after="20261201",valid-before="20261130"`, s), `a:1: options: "valid-before" is not after "valid-after"`},
+		{line(`cert-authority namespaces="relayctl-plan"`, s), "a:1: public key: \"namespaces=\\\"relayctl-plan\\\"\" before it is not a key"},
+		{"alice\x00 " + line("", s), "a:1: a NUL byte"},
 	} {
 		if _, err := ParseAllowedSigners([]byte(tt.in), "a"); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: got %v, want %q", tt.in, err, tt.want)

@@ -8,17 +8,17 @@ import (
 	"strings"
 
 	"github.com/relayctl/relayctl/relay/sockstat"
-	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/rollout/shellhost"
 )
 
 // SSHKernel reads the relay socket's kernel counters on the relay host
-// through a rollout.Runner (the SSH transport): d from ss -m, the drops
+// through a shellhost.Runner (the SSH transport): d from ss -m, the drops
 // column of /proc/PID/net/udp and RcvbufErrors of /proc/PID/net/snmp. The
 // reads happen in the relay process's network namespace (nsenter -t PID -n
 // for ss; /proc/PID/net is already that namespace's view), which is also
 // what a relay in a container needs.
 type SSHKernel struct {
-	Runner rollout.Runner
+	Runner shellhost.Runner
 	Port   int // the relay's UDP port
 	PID    int // the relay process; 0 finds it from ss -p on the first read
 }
@@ -38,9 +38,9 @@ func (k *SSHKernel) ReadKernel(ctx context.Context) (KernelSnapshot, error) {
 		k.PID = pid
 	}
 	pid := strconv.Itoa(k.PID)
-	cmd := rollout.Command("nsenter", "-t", pid, "-n", "ss", "-H", "-O", "-u", "-l", "-n", "-m", k.filter()) +
-		" && echo " + sectionMark + " && " + rollout.Command("cat", "/proc/"+pid+"/net/udp") +
-		" && echo " + sectionMark + " && " + rollout.Command("cat", "/proc/"+pid+"/net/snmp")
+	cmd := shellhost.Command("nsenter", "-t", pid, "-n", "ss", "-H", "-O", "-u", "-l", "-n", "-m", k.filter()) +
+		" && echo " + sectionMark + " && " + shellhost.Command("cat", "/proc/"+pid+"/net/udp") +
+		" && echo " + sectionMark + " && " + shellhost.Command("cat", "/proc/"+pid+"/net/snmp")
 	var out, errb bytes.Buffer
 	if err := k.Runner.Run(ctx, cmd, nil, &out, &errb); err != nil {
 		return KernelSnapshot{}, fmt.Errorf("read kernel counters of relay pid %d: %w", k.PID, err)
@@ -58,7 +58,7 @@ func (k *SSHKernel) filter() string { return "sport = :" + strconv.Itoa(k.Port) 
 // network namespace.
 func (k *SSHKernel) findPID(ctx context.Context) (int, error) {
 	var out, errb bytes.Buffer
-	cmd := rollout.Command("ss", "-H", "-O", "-u", "-l", "-n", "-m", "-p", k.filter())
+	cmd := shellhost.Command("ss", "-H", "-O", "-u", "-l", "-n", "-m", "-p", k.filter())
 	if err := k.Runner.Run(ctx, cmd, nil, &out, &errb); err != nil {
 		return 0, fmt.Errorf("find the relay process: %w", err)
 	}

@@ -3,6 +3,7 @@ package rollouttest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
 	"sort"
@@ -41,20 +42,21 @@ type Sim struct {
 	FailMsg   string        // what the host says when FailOp fails
 	IgnoreRB  bool          // the restarted relay keeps the default buffer
 	DropIn    string        // a primitive kind at which the connection is lost
-	InWindow  chan struct{} // closed when the restart is reached
-	ReleaseIn chan struct{} // the restart waits for it
+	InWindow  chan struct{} `json:"-"` // closed when the restart is reached
+	ReleaseIn chan struct{} `json:"-"` // the restart waits for it
 	// Fetch is what the host gets for a release url (nil: no network).
-	Fetch func(url string) ([]byte, error)
+	Fetch func(url string) ([]byte, error) `json:"-"`
 
 	Restarts int
 	Handoffs int
-	Draining bool         // the relay refuses new lobbies (relay-drain POST)
-	Players  []int        // what /status reports, one reading after another; the last repeats
-	Ops      []rollout.Op // every primitive received, in order
-	Uploaded int          // bytes received
-	Fetched  int          // bytes the host fetched from a url
-	staged   map[string]string
-	backups  map[string]*string
+	Draining bool               // the relay refuses new lobbies (relay-drain POST)
+	Players  []int              // what /status reports, one reading after another; the last repeats
+	Ops      []rollout.Op       `json:"-"` // every primitive received, in order
+	Uploaded int                // bytes received
+	Fetched  int                // bytes the host fetched from a url
+	Backups  map[string]*string // what backup kept, by name (nil: the file was absent)
+	locked   bool
+	trips    int
 }
 
 // NewSim is the incident's host: the 212,992-byte defaults, release 1.7.0
@@ -72,24 +74,32 @@ func NewSim(name string) *Sim {
 		RB:       212992,
 		Exe:      "/opt/relay/releases/1.7.0/relayd",
 		Paths:    plans.PlanPaths(plans.DefaultPaths),
-		staged:   map[string]string{},
-		backups:  map[string]*string{},
+		Backups:  map[string]*string{},
 	}
 }
 
-// Host is the Sim behind the rollout.Host interface.
-func (s *Sim) Host() *Host {
-	return &Host{
-		Addr: s.Name + ":22", Login: "root",
-		ObserveFunc: func(ctx context.Context, q rollout.Query) (*plans.Facts, error) { return s.Facts(), nil },
-		LockFunc: func(ctx context.Context, owner string, breakLock bool) error {
-			if s.LockBusy {
-				return fmt.Errorf("%w: relayctl devel (pid 1 on elsewhere), plan other", rollout.ErrLocked)
-			}
-			return nil
-		},
-		RunFunc: s.run,
-	}
+var _ rollout.Host = (*Sim)(nil)
+
+// Address is the Sim's name with the SSH port.
+func (s *Sim) Address() string { return s.Name + ":22" }
+
+// User is root.
+func (s *Sim) User() string { return "root" }
+
+// RoundTrips counts the Run calls (each one batch, one round trip).
+func (s *Sim) RoundTrips() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.trips
+}
+
+// Close ends the session: a lock not released stays behind, as on a real
+// host.
+func (s *Sim) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.locked = false
+	return nil
 }
 
 // Facts is what observe would read.
@@ -151,33 +161,26 @@ type errLost struct{}
 
 func (errLost) Error() string { return "ssh: connection lost" }
 
-func (s *Sim) run(ctx context.Context, ops []rollout.Op, each func(int, rollout.Result) error) error {
+// Run carries out ops in order (rollout.Host), stopping at the first that
+// fails, with the faults the Sim was given.
+func (s *Sim) Run(ctx context.Context, ops []rollout.Op, each func(int, rollout.Result) error) error {
+	s.mu.Lock()
+	s.trips++
+	s.mu.Unlock()
 	for i, o := range ops {
+		if err := o.Validate(); err != nil {
+			return err
+		}
 		if o.Kind == "restart" && s.InWindow != nil {
 			close(s.InWindow)
 			<-s.ReleaseIn
 			s.InWindow = nil
 		}
-		s.mu.Lock()
-		s.Ops = append(s.Ops, o)
-		if o.Kind == s.DropIn {
-			s.mu.Unlock()
-			return rollout.ConnLost(errLost{})
-		}
-		if o.Kind == s.FailOp {
-			s.mu.Unlock()
-			return &rollout.OpError{Op: o, Msg: s.FailMsg}
-		}
-		r, err := s.apply(o)
-		if o.Offer && r.Value != "kept" {
-			r.Sent = len(o.Data)
-		} else if !o.Offer {
-			r.Sent = len(o.Data)
-		}
-		s.mu.Unlock()
+		r, err := s.one(o)
 		if err != nil {
-			return &rollout.OpError{Op: o, Msg: err.Error()}
+			return err
 		}
+		r.At = time.Now()
 		if each != nil {
 			if err := each(i, r); err != nil {
 				return err
@@ -187,98 +190,154 @@ func (s *Sim) run(ctx context.Context, ops []rollout.Op, each func(int, rollout.
 	return nil
 }
 
+// one carries out one primitive, or fails it as the Sim's faults say.
+func (s *Sim) one(o rollout.Op) (rollout.Result, error) {
+	if o.Kind == "observe" {
+		return rollout.Result{Facts: s.Facts()}, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Ops = append(s.Ops, o)
+	switch {
+	case o.Kind == s.DropIn:
+		return rollout.Result{}, rollout.ConnLost(errLost{})
+	case o.Kind == s.FailOp:
+		return rollout.Result{}, &rollout.OpError{Op: o, Msg: s.FailMsg}
+	case o.Kind != "lock" && o.Kind != "observe" && !s.locked:
+		return rollout.Result{}, fmt.Errorf("run on host: the host is not locked")
+	}
+	r, err := s.apply(o)
+	if err != nil {
+		if errors.Is(err, rollout.ErrLocked) || errors.Is(err, rollout.ErrStaleLock) {
+			return rollout.Result{}, err
+		}
+		return rollout.Result{}, &rollout.OpError{Op: o, Msg: err.Error()}
+	}
+	if o.Offer && r.Value != "kept" || !o.Offer {
+		r.Sent = len(o.Data)
+	}
+	return r, nil
+}
+
 // apply carries out one primitive on the in-memory host.
 func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
-	a := func(i int) string { return o.Args[i] }
 	switch o.Kind {
-	case "begin", "step", "dir", "file-ok", "link-ok", "exec-ok", "check-release", "commit", "unlock":
+	case "lock":
+		if s.LockBusy {
+			return rollout.Result{}, fmt.Errorf("%w: relayctl devel (pid 1 on elsewhere), plan other", rollout.ErrLocked)
+		}
+		s.locked = true
+	case "unlock":
+		s.locked = false
+	case "begin", "step", "dir", "file-ok", "link-ok", "exec-ok", "check-release", "commit", "daemon-reload":
 	case "clear":
 		s.Journal = ""
-	case "recv":
-		s.staged[a(0)] = string(o.Data)
-		s.Uploaded += len(o.Data)
-	case "put":
-		s.Files[a(1)] = s.staged[a(0)]
-	case "rename":
-		c, ok := s.Files[a(0)]
-		if !ok {
-			return rollout.Result{}, fmt.Errorf("rename %s: no such file", a(0))
-		}
-		s.Files[a(1)] = c
-		delete(s.Files, a(0))
-	case "remove":
-		delete(s.Files, a(0))
-	case "link":
-		s.Link = a(1)
 	case "keep", "fetch":
-		if c, ok := s.Files[a(0)]; ok && plans.SHA256(c) == a(1) {
-			return rollout.Result{Value: "kept"}, nil
+		return s.store(o)
+	case "rename", "remove", "link", "place-release", "backup", "restore", "backup-link", "restore-link":
+		return rollout.Result{}, s.file(o)
+	case "sysctl", "restart", "handoff", "stop", "relay-drain", "unit-log", "clock":
+		return s.relay(o), nil
+	default:
+		return rollout.Result{}, fmt.Errorf("unknown request %s", o.Kind)
+	}
+	return rollout.Result{}, nil
+}
+
+// store is keep and fetch: bytes by their sha256, kept when there already.
+func (s *Sim) store(o rollout.Op) (rollout.Result, error) {
+	a := o.Args
+	if c, ok := s.Files[a[0]]; ok && plans.SHA256(c) == a[1] {
+		return rollout.Result{Value: "kept"}, nil
+	}
+	data := o.Data
+	if o.Kind == "fetch" {
+		if s.Fetch == nil {
+			return rollout.Result{}, fmt.Errorf("fetch %s: Could not resolve host (nothing was written)", a[2])
 		}
-		data := o.Data
-		if o.Kind == "fetch" {
-			if s.Fetch == nil {
-				return rollout.Result{}, fmt.Errorf("fetch %s: Could not resolve host (nothing was written)", a(2))
-			}
-			var err error
-			if data, err = s.Fetch(a(2)); err != nil {
-				return rollout.Result{}, fmt.Errorf("fetch %s: %v (nothing was written)", a(2), err)
-			}
-			s.Fetched += len(data)
-		} else {
-			s.Uploaded += len(data)
+		var err error
+		if data, err = s.Fetch(a[2]); err != nil {
+			return rollout.Result{}, fmt.Errorf("fetch %s: %v (nothing was written)", a[2], err)
 		}
-		if got := plans.SHA256(string(data)); got != a(1) {
-			return rollout.Result{}, fmt.Errorf("the file fetched from %s has sha256 %s, want %s (nothing was written)", a(2), got, a(1))
+		s.Fetched += len(data)
+	} else {
+		s.Uploaded += len(data)
+	}
+	if got := plans.SHA256(string(data)); got != a[1] {
+		return rollout.Result{}, fmt.Errorf("the file fetched from %s has sha256 %s, want %s (nothing was written)", a[2], got, a[1])
+	}
+	s.Files[a[0]] = string(data)
+	return rollout.Result{Value: o.Kind + " " + strconv.Itoa(len(data))}, nil
+}
+
+// file carries out a primitive on the Sim's files, releases and link.
+func (s *Sim) file(o rollout.Op) error {
+	a := o.Args
+	switch o.Kind {
+	case "rename":
+		c, ok := s.Files[a[0]]
+		if !ok {
+			return fmt.Errorf("rename %s: no such file", a[0])
 		}
-		s.Files[a(0)] = string(data)
-		return rollout.Result{Value: o.Kind + " " + strconv.Itoa(len(data))}, nil
+		s.Files[a[1]] = c
+		delete(s.Files, a[0])
+	case "remove":
+		delete(s.Files, a[0])
+	case "link":
+		s.Link = a[1]
 	case "place-release":
-		if c, ok := s.Files[a(1)]; !ok || plans.SHA256(c) != a(2) {
-			return rollout.Result{}, fmt.Errorf("%s is not a regular file", a(1))
+		if c, ok := s.Files[a[1]]; !ok || plans.SHA256(c) != a[2] {
+			return fmt.Errorf("%s is not a regular file", a[1])
 		}
-		s.Releases[path.Base(a(0))] = true
+		s.Releases[path.Base(a[0])] = true
 	case "backup":
-		if c, ok := s.Files[a(0)]; ok {
-			s.backups[a(1)] = &c
+		if c, ok := s.Files[a[0]]; ok {
+			s.Backups[a[1]] = &c
 		} else {
-			s.backups[a(1)] = nil
+			s.Backups[a[1]] = nil
 		}
 	case "restore":
-		if c := s.backups[a(1)]; c != nil {
-			s.Files[a(0)] = *c
+		if c := s.Backups[a[1]]; c != nil {
+			s.Files[a[0]] = *c
 		} else {
-			delete(s.Files, a(0))
+			delete(s.Files, a[0])
 		}
 	case "backup-link":
 		l := s.Link
-		s.backups[a(1)] = &l
+		s.Backups[a[1]] = &l
 	case "restore-link":
-		s.Link = *s.backups[a(1)]
+		l := s.Backups[a[1]]
+		if l == nil {
+			return fmt.Errorf("restore-link %s: nothing backed up as %s", a[0], a[1])
+		}
+		s.Link = *l
+	}
+	return nil
+}
+
+// relay carries out a primitive on the kernel's values and the relay.
+func (s *Sim) relay(o rollout.Op) rollout.Result {
+	now := rollout.Result{Value: strconv.FormatInt(time.Now().UnixNano(), 10)}
+	switch o.Kind {
 	case "sysctl":
-		s.Sysctls[a(0)] = a(1)
-		return rollout.Result{Value: a(1)}, nil
+		s.Sysctls[o.Args[0]] = o.Args[1]
+		return rollout.Result{Value: o.Args[1]}
 	case "restart":
 		s.restart()
-		return rollout.Result{Value: strconv.FormatInt(time.Now().UnixNano(), 10)}, nil
 	case "handoff":
 		s.Handoffs++
 		inode := s.Inode
 		s.restart()
 		s.Restarts--
 		s.Inode = inode
-		return rollout.Result{Value: strconv.FormatInt(time.Now().UnixNano(), 10)}, nil
 	case "relay-drain":
-		s.Draining = a(2) == "POST"
+		s.Draining = o.Args[2] == "POST"
 	case "stop":
 		s.PID = 0
 	case "unit-log":
-		return rollout.Result{Value: "relayd: error: bad config"}, nil
-	case "clock":
-		return rollout.Result{Value: strconv.FormatInt(time.Now().UnixNano(), 10)}, nil
-	default:
-		return rollout.Result{}, fmt.Errorf("unknown request %s", o.Kind)
+		return rollout.Result{Value: "relayd: error: bad config"}
 	}
-	return rollout.Result{}, nil
+	return now
 }
 
 // restart starts the release the link points at, with its config.

@@ -1,4 +1,4 @@
-// Package sshrun is the SSH transport behind rollout.Runner: it resolves a
+// Package sshrun is the SSH transport behind shellhost.Runner: it resolves a
 // host through ~/.ssh/config, checks its key against known_hosts (failing
 // closed), authenticates with identity files and ssh-agent, follows
 // ProxyJump hops, and runs one command per session, through sudo -n when the
@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/kevinburke/ssh_config"
-	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/rollout/shellhost"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -100,7 +100,7 @@ type Client struct {
 	sessions atomic.Int64
 }
 
-var _ rollout.Runner = (*Client)(nil)
+var _ shellhost.Runner = (*Client)(nil)
 
 // Dial resolves spec (see Resolve), connects, checks the host key and
 // authenticates. Every error names the host.
@@ -280,7 +280,7 @@ var sudoPrompts = []string{
 
 // Run runs cmd in one new session. For a user other than root it runs as
 // sudo -n -- sh -c 'cmd', so cmd is the same shell text either way. stdin,
-// stdout and stderr may be nil. A non-zero exit is a *rollout.ExitError
+// stdout and stderr may be nil. A non-zero exit is a *shellhost.ExitError
 // (not prefixed with the host, callers add their own context); every other
 // error names the host. A command past its timeout is sent KILL, its
 // session is closed and the error matches ErrTimeout; OpenSSH refuses
@@ -292,7 +292,7 @@ func (c *Client) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, s
 		limit = time.Until(dl)
 	}
 	rctx, cancel := context.WithTimeout(ctx, limit)
-	if rollout.CommandTimeoutDisabled(ctx) {
+	if shellhost.CommandTimeoutDisabled(ctx) {
 		// The host lock lives as long as the apply, not one command.
 		rctx, cancel = context.WithCancel(ctx)
 	}
@@ -304,7 +304,7 @@ func (c *Client) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, s
 	sudo := c.target.User != "root"
 	remote := cmd
 	if sudo {
-		remote = "sudo -n -- sh -c " + rollout.Quote(cmd)
+		remote = "sudo -n -- sh -c " + shellhost.Quote(cmd)
 	}
 	s, err := c.conn.NewSession()
 	if err != nil {
@@ -354,12 +354,17 @@ func (c *Client) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, s
 		}
 		return nil
 	}
+	g.shut() // the tail is complete once Wait has returned
+	return c.exitError(err, sudo, tail.String())
+}
+
+// exitError is a command that did not succeed: its exit status and the
+// tail of its stderr, or a sudo that wanted a password.
+func (c *Client) exitError(err error, sudo bool, msg string) error {
 	var ee *ssh.ExitError
 	if !errors.As(err, &ee) {
 		return fmt.Errorf("%s: run command: %w", c.target, err)
 	}
-	g.shut() // the tail is complete once Wait has returned
-	msg := tail.String()
 	if sudo && ee.ExitStatus() == 1 {
 		for _, p := range sudoPrompts {
 			if strings.Contains(msg, p) {
@@ -371,7 +376,7 @@ func (c *Client) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, s
 	if msg == "" && ee.Signal() != "" {
 		msg = "killed by signal " + ee.Signal()
 	}
-	return &rollout.ExitError{Status: ee.ExitStatus(), Stderr: msg}
+	return &shellhost.ExitError{Status: ee.ExitStatus(), Stderr: msg}
 }
 
 func roundLimit(d time.Duration) time.Duration {

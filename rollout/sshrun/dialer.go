@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/rollout/shellhost"
 )
 
 // Dialer opens hosts for rollout over SSH. A connection the client refused
@@ -13,10 +14,10 @@ import (
 // nothing was done to it; any other failure is unreachability.
 type Dialer struct{ Options Options }
 
-var _ rollout.Dialer = Dialer{}
+var _ shellhost.Dialer = Dialer{}
 
 // Dial connects to host as a spec names it.
-func (d Dialer) Dial(ctx context.Context, host string) (rollout.Conn, error) {
+func (d Dialer) Dial(ctx context.Context, host string) (shellhost.Conn, error) {
 	c, err := Dial(ctx, host, d.Options)
 	switch {
 	case errors.Is(err, ErrHostKeyChanged), errors.Is(err, ErrUnknownHost),

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/relayctl/relayctl/internal/sshtest"
-	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/rollout/shellhost"
 	"github.com/relayctl/relayctl/rollout/sshrun"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -127,7 +127,7 @@ func TestRealSSHD(t *testing.T) {
 
 	var out, errOut bytes.Buffer
 	err := c.Run(context.Background(), "id -u; cat; echo warn >&2; exit 3", strings.NewReader("from stdin\n"), &out, &errOut)
-	var ee *rollout.ExitError
+	var ee *shellhost.ExitError
 	if !errors.As(err, &ee) || ee.Status != 3 || ee.Stderr != "warn" {
 		t.Fatalf("got %v, want exit status 3 with stderr warn", err)
 	}

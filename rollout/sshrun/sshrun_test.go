@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/relayctl/relayctl/internal/sshtest"
-	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/rollout/shellhost"
 	"github.com/relayctl/relayctl/rollout/sshrun"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
@@ -110,7 +110,7 @@ func TestRun(t *testing.T) {
 				err = c.Run(context.Background(), tt.cmd, nil, &stdout, &stderr)
 			}
 			gotStatus := 0
-			var ee *rollout.ExitError
+			var ee *shellhost.ExitError
 			if errors.As(err, &ee) {
 				gotStatus = ee.Status
 				if got, want := ee.Stderr, strings.TrimSpace(stderr.String()); got != want {
@@ -160,9 +160,9 @@ func TestRunStderrTail(t *testing.T) {
 	s := e.server(t)
 	c := dial(t, "root@"+s.Addr(), e.opts())
 	err := c.Run(context.Background(), "i=0; while [ $i -lt 500 ]; do echo line$i >&2; i=$((i+1)); done; exit 2", nil, nil, nil)
-	var ee *rollout.ExitError
+	var ee *shellhost.ExitError
 	if !errors.As(err, &ee) {
-		t.Fatalf("got %v, want *rollout.ExitError", err)
+		t.Fatalf("got %v, want *shellhost.ExitError", err)
 	}
 	if !strings.HasSuffix(ee.Stderr, "line499") || !strings.HasPrefix(ee.Stderr, "line") || len(ee.Stderr) > 2048 {
 		t.Errorf("got Stderr %d bytes starting %.20q, want a whole-line tail ending line499", len(ee.Stderr), ee.Stderr)
@@ -640,12 +640,12 @@ func TestSudo(t *testing.T) {
 		if got, want := out.String(), "it's|a|b|"; got != want {
 			t.Errorf("got %q, want %q", got, want)
 		}
-		if got, want := s.Commands()[0], "sudo -n -- sh -c "+rollout.Quote(cmd); got != want {
+		if got, want := s.Commands()[0], "sudo -n -- sh -c "+shellhost.Quote(cmd); got != want {
 			t.Errorf("got command %q, want %q", got, want)
 		}
 		// Another non-zero exit through sudo is an ordinary ExitError.
 		err := c.Run(context.Background(), "echo 'sudo: a password is required' >&2; exit 4", nil, nil, nil)
-		var ee *rollout.ExitError
+		var ee *shellhost.ExitError
 		if !errors.As(err, &ee) || ee.Status != 4 || errors.Is(err, sshrun.ErrSudoPassword) {
 			t.Errorf("got %v, want ExitError status 4", err)
 		}
@@ -693,11 +693,11 @@ func TestRunKilledBySignal(t *testing.T) {
 	s := e.server(t)
 	c := dial(t, "root@"+s.Addr(), e.opts())
 	err := c.Run(context.Background(), "kill -9 $$", nil, nil, nil)
-	var ee *rollout.ExitError
+	var ee *shellhost.ExitError
 	if !errors.As(err, &ee) {
-		t.Fatalf("got %v, want *rollout.ExitError", err)
+		t.Fatalf("got %v, want *shellhost.ExitError", err)
 	}
-	if got, want := *ee, (rollout.ExitError{Status: 137, Stderr: "killed by signal KILL"}); got != want {
+	if got, want := *ee, (shellhost.ExitError{Status: 137, Stderr: "killed by signal KILL"}); got != want {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
 }

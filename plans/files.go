@@ -1,0 +1,134 @@
+package plans
+
+// Every file relayctl writes on a host is an entry of HostPlan.Files: the
+// relay config, the sysctl drop-in, the systemd unit drop-in. The
+// fingerprint, validate, the review, the engine's steps (stage it beside
+// its path, put it in place in the window, undo from a backup) and the
+// receipt iterate over that one list; a new kind of file is a role here
+// and a planner that adds its entry.
+
+// File roles: what a planned file is for.
+const (
+	RoleRelayConfig  = "relay config"
+	RoleSysctlDropIn = "sysctl drop-in"
+	RoleUnitDropIn   = "unit drop-in"
+)
+
+// FileRole is what relayctl knows about one role of file.
+type FileRole struct {
+	Name string
+	// Label is how the review names such a file.
+	Label string
+	// Why it is there, for the review ("" for nothing to add).
+	Why string
+	// Restarts: a change takes effect when the relay restarts (so the
+	// plan restarts it); a sysctl drop-in takes effect at boot.
+	Restarts bool
+	// Reload: systemd must read it again (systemctl daemon-reload) once
+	// it changes, before the restart.
+	Reload bool
+	// Always: the review lists it even when it is absent and stays so.
+	Always bool
+}
+
+// FileRoles lists the roles, in the order the review shows their files.
+var FileRoles = []FileRole{
+	{Name: RoleRelayConfig, Label: "Relay config", Restarts: true, Always: true},
+	{Name: RoleSysctlDropIn, Label: "Sysctl drop-in", Always: true},
+	{Name: RoleUnitDropIn, Label: "systemd unit drop-in", Why: "CAP_NET_ADMIN for SO_RCVBUFFORCE", Restarts: true, Reload: true},
+}
+
+// Role finds a role by name.
+func Role(name string) (FileRole, bool) {
+	for _, r := range FileRoles {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return FileRole{}, false
+}
+
+// FileChange is a file relayctl owns on the host. Its planned content is
+// never stored in the plan (a relay config may hold secrets): apply
+// derives it again and checks it against SHA256, and the review shows Diff,
+// with secrets masked.
+type FileChange struct {
+	Role          string      `json:"role"` // RoleRelayConfig, ...
+	Path          string      `json:"path"`
+	Change        bool        `json:"change"`
+	Exists        bool        `json:"exists"`
+	Remove        bool        `json:"remove,omitempty"`         // the plan removes the file
+	SHA256        string      `json:"sha256,omitempty"`         // of the planned content
+	CurrentSHA256 string      `json:"current_sha256,omitempty"` // of the content found
+	Diff          []DiffLine  `json:"diff,omitempty"`           // current → planned, secrets masked
+	Changes       []KeyChange `json:"changes,omitempty"`        // the same per key, secrets masked
+	Content       string      `json:"-"`                        // the planned content, derived, never stored
+}
+
+// fileChange compares a file found on the host with its planned content;
+// remove means the plan wants no file at all.
+func fileChange(role, p string, cur FileFact, planned string, remove bool) FileChange {
+	fc := FileChange{Role: role, Path: p, Exists: cur.Exists, Remove: remove, Content: planned}
+	if cur.Exists {
+		fc.CurrentSHA256 = sha256Text(cur.Content)
+	}
+	if remove {
+		fc.Change = cur.Exists
+	} else {
+		fc.SHA256 = sha256Text(planned)
+		fc.Change = !cur.Exists || cur.Content != planned
+	}
+	if fc.Change {
+		fc.Diff = diffLines(cur.Content, planned)
+	}
+	return fc
+}
+
+// File is the host plan's file of a role, or nil.
+func (h *HostPlan) File(role string) *FileChange {
+	for i := range h.Files {
+		if h.Files[i].Role == role {
+			return &h.Files[i]
+		}
+	}
+	return nil
+}
+
+// filesRestart reports whether a file changes that takes effect only when
+// the relay restarts.
+func (h *HostPlan) filesRestart() bool {
+	for _, fc := range h.Files {
+		if r, _ := Role(fc.Role); r.Restarts && fc.Change {
+			return true
+		}
+	}
+	return false
+}
+
+// Observed is the planned file as facts show it.
+func (fc FileChange) Observed(f *Facts) FileFact {
+	switch fc.Role {
+	case RoleRelayConfig:
+		return f.Config
+	case RoleUnitDropIn:
+		if f.UnitDropIn != nil {
+			return *f.UnitDropIn
+		}
+		return FileFact{}
+	}
+	return fileFact(f, fc.Path)
+}
+
+// PlannedPath is where a plan puts its file of a role; false for a role
+// the plan has no file of.
+func PlannedPath(p *Plan, role string) (string, bool) {
+	switch role {
+	case RoleRelayConfig:
+		return p.Paths.RelayConfig, true
+	case RoleSysctlDropIn:
+		return p.Paths.SysctlFile, true
+	case RoleUnitDropIn:
+		return UnitDropInPath(p.Relay.Service.Name), p.Relay.Service.Manager == "systemd"
+	}
+	return "", false
+}

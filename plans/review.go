@@ -1,0 +1,211 @@
+package plans
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/relayctl/relayctl/tune"
+)
+
+// Markdown renders the review a person reads in a change request: warnings
+// and blockers first, then per host the sysctl table, the release, the
+// files with their diffs, the expected read-back and the window's steps.
+// Every string that came from a host or a spec is escaped (escape.go).
+func (p *Plan) Markdown(planFile string) []byte {
+	r := &review{p: p}
+	r.header(planFile)
+	r.readFirst()
+	for _, h := range p.Hosts {
+		r.host(h)
+	}
+	return []byte(r.b.String())
+}
+
+// review is a plan's review being written.
+type review struct {
+	p *Plan
+	b strings.Builder
+}
+
+func (r *review) w(format string, a ...any) { fmt.Fprintf(&r.b, format, a...) }
+
+// header is what the plan does everywhere: release, buffer, service,
+// window, promise, and the hosts and waves.
+func (r *review) header(planFile string) {
+	p := r.p
+	r.w("# relayctl plan: %s\n\n", MDText(p.Name))
+	r.w("- Plan file: %s (format %d, checksum %s)\n", MDCode(planFile), p.FormatVersion, MDCode(p.Checksum))
+	r.w("- Spec: %s (sha256 %s)\n", MDCode(p.SpecFile), MDCode(short(p.SpecSHA256)))
+	if p.Relay.URL != "" {
+		r.w("- Release: %s, fetched by each host from %s (sha256 %s, checked on the host before anything is staged)\n", MDText(p.Relay.Version), MDCode(p.Relay.URL), MDCode(p.Relay.SHA256))
+	} else {
+		r.w("- Release: %s from %s (sha256 %s, %d bytes)\n", MDText(p.Relay.Version), MDCode(p.Relay.Artifact), MDCode(p.Relay.SHA256), p.Relay.Size)
+	}
+	force := ""
+	if p.Relay.SORcvbufForce {
+		force = " with SO_RCVBUFFORCE (ignores net.core.rmem_max)"
+	}
+	if p.Relay.SORcvbuf > 0 {
+		r.w("- The relay asks for SO_RCVBUF %d%s on UDP port %d\n", p.Relay.SORcvbuf, force, p.Relay.Port)
+	} else {
+		r.w("- The relay does not call setsockopt(SO_RCVBUF): its socket gets net.core.rmem_default\n")
+	}
+	r.w("- Service: %s\n", serviceText(p.Relay.Service))
+	if p.Window != nil {
+		r.w("- Window: %s to %s (apply refuses outside it)\n", MDText(p.Window.NotBefore), MDText(p.Window.NotAfter))
+	} else {
+		r.w("- Window: none given (apply may restart at any time)\n")
+	}
+	if len(p.Relay.Service.Handoff) > 0 {
+		r.w("- Handoff: %s on %s, where release and running relay both support it\n", MDCode(Argv(p.Relay.Service.Handoff)), MDCode(p.Relay.HandoffSocket))
+	}
+	if c := p.Capacity; c != nil {
+		r.w("- Promise: %d players in lobbies of %d at %d Hz, %d-byte datagrams, %s\n", c.Players, c.LobbySize, c.Hz, c.PacketSize, MDText(tune.StallPhrase(c.Stall)))
+	}
+	if p.AllowDowngrade {
+		r.w("- Downgrades allowed (--allow-downgrade)\n")
+	}
+	counts := map[string]int{}
+	for _, h := range p.Hosts {
+		counts[h.Action]++
+	}
+	r.w("- Hosts: %d to change, %d already as planned, %d blocked\n", counts[ActionChange], counts[ActionNone], counts[ActionBlocked])
+	if len(p.Hosts) > 0 {
+		r.w("%s", rolloutMarkdown(p))
+	}
+	r.w("\n")
+}
+
+// readFirst lists what a reviewer must see before anything else: sysctls
+// that run programs as root, then every host's blockers, then warnings.
+func (r *review) readFirst() {
+	var notes []string
+	for _, c := range r.p.Sysctl {
+		if c.RunsProgram != "" {
+			notes = append(notes, fmt.Sprintf("- **RUNS A PROGRAM AS ROOT** %s = %s: %s (allowed by the spec's unsafe.sysctls_that_run_programs)", MDCode(c.Key), mdValue(c.Value), MDText(c.RunsProgram)))
+		}
+	}
+	for _, h := range r.p.Hosts {
+		for _, m := range h.Blockers {
+			notes = append(notes, fmt.Sprintf("- **BLOCKED** %s: %s", MDText(h.Host), MDText(m)))
+		}
+	}
+	for _, h := range r.p.Hosts {
+		for _, m := range h.Warnings {
+			notes = append(notes, fmt.Sprintf("- **warning** %s: %s", MDText(h.Host), MDText(m)))
+		}
+	}
+	if len(notes) > 0 {
+		r.w("## Read first\n\n%s\n\n", strings.Join(notes, "\n"))
+	}
+}
+
+// host is one host's section.
+func (r *review) host(h *HostPlan) {
+	r.w("## %s (%s): %s\n\n", MDText(h.Host), MDText(h.Address), actionText(h.Action))
+	r.w("Kernel %s · fingerprint %s\n\n", MDCode(h.Kernel), MDCode(short(h.Fingerprint)))
+	r.sysctlTable(h)
+	r.w("- Release: %s\n", releaseText(h.Release))
+	for _, fc := range h.Files {
+		if line := fileLine(fc); line != "" {
+			r.w("%s\n", line)
+		}
+	}
+	r.w("- Expected read-back: %s\n", readbackText(h.Readback))
+	if c := h.Capacity; c != nil {
+		r.w("- Capacity: %s\n", MDText(c.Summary()))
+	}
+	if h.Switch != "" {
+		r.w("- Switch: **%s**: %s\n", h.Switch, MDText(h.SwitchWhy))
+	}
+	if d := r.p.Drain; d != nil && h.Action == ActionChange {
+		r.w("- Drain gate: %s\n", MDText(drainText(d, h)))
+	}
+	r.w("\n")
+	for _, fc := range h.Files {
+		if len(fc.Diff) > 0 {
+			role, _ := Role(fc.Role)
+			r.w("%s %s, current → planned (`*` marks a line relayctl manages; the others are kept as they are; secrets masked):\n\n", role.Label, MDCode(fc.Path))
+			r.w("%s", diffBlock(fc))
+		}
+	}
+	r.steps(h)
+}
+
+// sysctlTable is a host's sysctls: current, planned, and which file decides
+// each at the next boot.
+func (r *review) sysctlTable(h *HostPlan) {
+	if len(h.Sysctls) == 0 {
+		return
+	}
+	r.w("| key | current | planned | decided at boot by |\n|---|---|---|---|\n")
+	for _, c := range h.Sysctls {
+		cur := mdValue(c.Current)
+		if !c.Writable {
+			cur += " (read-only here)"
+		}
+		planned := mdValue(c.Planned)
+		if !c.Change {
+			planned += " (no change)"
+		}
+		if r.p.runsProgram(c.Key) {
+			planned += " **runs a program as root**"
+		}
+		boot := "nothing (kernel default)"
+		if c.DecidedAtBoot != "" {
+			boot = MDCode(c.DecidedAtBoot)
+			if c.Shadowed {
+				boot += " **shadows ours** (" + mdValue(c.BootValue) + ")"
+			}
+		}
+		r.w("| %s | %s | %s | %s |\n", MDCell(MDCode(c.Key)), MDCell(cur), MDCell(planned), MDCell(boot))
+	}
+	r.w("\n")
+}
+
+// readbackText says what ss will show, by which kernel rule, and what it
+// shows now.
+func readbackText(rb Readback) string {
+	rule := fmt.Sprintf("max(2 × min(%d, rmem_max %d), 2304)", rb.Requested, rb.RmemMax)
+	switch {
+	case rb.Requested == 0:
+		rule = fmt.Sprintf("rmem_default %d, since the relay does not ask", rb.RmemDefault)
+	case rb.Force:
+		rule = fmt.Sprintf("max(2 × %d, 2304) with SO_RCVBUFFORCE", rb.Requested)
+	}
+	now := "no socket found now"
+	if rb.CurrentFound {
+		now = fmt.Sprintf("now rb %d, drops %d", rb.Current, rb.CurrentDrops)
+	}
+	return fmt.Sprintf("`ss` on UDP port %d shows **rb %d** = %s; %s", rb.Port, rb.Expected, rule, now)
+}
+
+// steps lists a host's steps by phase, numbered through.
+func (r *review) steps(h *HostPlan) {
+	if len(h.Steps) == 0 {
+		return
+	}
+	r.w("### Steps\n\n")
+	n := 0
+	for _, phase := range []struct{ name, title string }{
+		{PhaseStage, "Before the window (no effect on the running relay)"},
+		{PhaseWindow, "In the window (one restart)"},
+		{PhaseVerify, "After the restart: read back"},
+	} {
+		first := true
+		for _, s := range h.Steps {
+			if s.Phase != phase.name {
+				continue
+			}
+			if first {
+				r.w("%s:\n\n", phase.title)
+				first = false
+			}
+			n++
+			r.w("%d. %s\n", n, MDText(s.Title))
+		}
+		if !first {
+			r.w("\n")
+		}
+	}
+}

@@ -1,0 +1,155 @@
+package rollout
+
+import (
+	"context"
+	"time"
+
+	"github.com/relayctl/relayctl/plans"
+)
+
+// A host's apply is a list of phases, run in order by hostRun.run; each is
+// a small type in its own file (phase_*.go) with the title the timeline,
+// the progress lines and the receipt use:
+//
+//	lock        take the host lock (one session for the whole apply)
+//	observe     read the host, in the same round trip as the lock
+//	refusals    an unfinished run's journal, blockers, the window
+//	derive      the host's plan again from its spec and what was observed
+//	stage       everything before the window; nothing in force changes
+//	drain       wait for the relay's players to leave (with a drain gate)
+//	window      the window's steps, the read-back's first reading behind them
+//	read-back   read the host back until it holds as planned
+//	rollback    undo the window when it or its read-back failed
+//	commit      file the receipt and the journal on the host
+//
+// relayctl stage stops after stage, with its own commit.
+func hostPhases(p *plans.Plan, o ApplyOptions) []phase {
+	ph := []phase{lockPhase{}, observePhase{}, refusalsPhase{}, derivePhase{}, stagePhase{}}
+	if o.StageOnly {
+		return append(ph, commitPhase{})
+	}
+	if p.Drain != nil {
+		ph = append(ph, drainPhase{})
+	}
+	return append(ph, windowPhase{}, readBackPhase{}, rollbackPhase{}, commitPhase{})
+}
+
+// phase is one phase of a host's apply.
+type phase interface {
+	// title names the phase in the timeline.
+	title() string
+	// runs says whether the phase has anything to do now (a rollback only
+	// after a failure); a phase that does not run has no span.
+	runs(hr *hostRun) bool
+	// run does the phase; an ending ends the host's apply there.
+	run(ctx context.Context, hr *hostRun) *ending
+}
+
+// ending is how a host's apply ended: its outcome, the state the host was
+// left in, and why.
+type ending struct {
+	outcome       Outcome
+	state, reason string
+}
+
+func end(out Outcome, state, reason string) *ending { return &ending{out, state, reason} }
+
+// hostRun is one host's apply in progress: what the phases share.
+type hostRun struct {
+	p      *plans.Plan
+	stored *plans.HostPlan // the plan file's host plan
+	h      *plans.HostPlan // the plan derived from the host as observed: what runs
+	o      ApplyOptions
+	host   Host
+	res    *HostResult
+	pr     *progress
+	q      Query
+	yield  func() func() // gives up the parallel slot while draining; returns how to take one back
+
+	locked     bool         // the session holds the host lock (until unlock)
+	observeErr error        // the lock's reading of the host failed
+	st         []step       // the steps derived for this host, in order
+	gate       *plans.Facts // the host when the window begins (the drain gate's last reading)
+	first      *plans.Facts // the read-back's first reading, made in the window's batch
+	started    int          // window steps that started
+	stopped    int64        // the host clock when the relay stopped (ns)
+	failure    error        // the window or its read-back failed
+	inWindow   bool         // failure is a window step's (not the read-back's)
+	outcome    Outcome      // Applied or RolledBack, for commit to file
+	// cut is where the running phase's span ends when that is before the
+	// phase returns (an answer in the same batch as the next phase's).
+	cut time.Time
+}
+
+func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPlan, o ApplyOptions, pr *progress, yield func() func()) *HostResult {
+	res := &HostResult{HostAccount: HostAccount{Host: h.Host, Address: h.Address, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}},
+		started: o.Now(), clock: time.Now()}
+	host, err := d.DialHost(ctx, h.Host)
+	res.Timeline = append(res.Timeline, Phase{Name: "connect", Ms: time.Since(res.clock).Milliseconds()})
+	if err != nil {
+		res.Outcome, res.Reason = Unreachable, err.Error()
+		if IsRefusal(err) {
+			res.Outcome = Refused
+		}
+		return res
+	}
+	defer host.Close()
+	res.Address = host.Address()
+	hr := &hostRun{p: p, stored: h, h: h, o: o, host: host, res: res, pr: pr, q: QueryForPlan(p), yield: yield}
+	return hr.run(ctx)
+}
+
+// run runs the phases in order, each span on the timeline, until one ends
+// the host's apply; the lock is released at the end whatever happened.
+func (hr *hostRun) run(ctx context.Context) *HostResult {
+	defer hr.unlock()
+	start := time.Now()
+	for _, ph := range hostPhases(hr.p, hr.o) {
+		if !ph.runs(hr) {
+			continue
+		}
+		hr.cut = time.Time{}
+		e := ph.run(ctx, hr)
+		stop := hr.cut
+		if stop.IsZero() {
+			stop = time.Now()
+		}
+		hr.span(ph.title(), start, stop)
+		start = stop
+		if e != nil {
+			hr.res.Outcome, hr.res.State, hr.res.Reason = e.outcome, e.state, e.reason
+			break
+		}
+	}
+	hr.res.RoundTrips = hr.host.RoundTrips()
+	return hr.res
+}
+
+// unlock releases the host lock cleanly when the session still holds it
+// (commit releases it in its own batch).
+func (hr *hostRun) unlock() {
+	if hr.locked {
+		hr.host.Run(context.Background(), []Op{unlockOp()}, nil)
+		hr.locked = false
+	}
+}
+
+// observe reads the host in its locked session.
+func (hr *hostRun) observe(ctx context.Context) (*plans.Facts, error) {
+	f, err := observe(ctx, hr.host, hr.q)
+	if err != nil {
+		return nil, err
+	}
+	f.Host = hr.h.Host
+	return f, nil
+}
+
+func (hr *hostRun) record(phase string, s plans.Step, status, detail string) {
+	hr.res.Steps = append(hr.res.Steps, StepRecord{Phase: phase, Kind: s.Kind, Key: s.Key, Title: s.Title, Status: status, Detail: detail,
+		Millis: hr.o.Now().Sub(hr.res.started).Milliseconds()})
+}
+
+// span adds a phase that ran from start to end to the timeline.
+func (hr *hostRun) span(name string, start, end time.Time) {
+	hr.res.Timeline = append(hr.res.Timeline, Phase{Name: name, StartMs: start.Sub(hr.res.clock).Milliseconds(), Ms: end.Sub(start).Milliseconds()})
+}

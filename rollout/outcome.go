@@ -1,0 +1,125 @@
+package rollout
+
+import (
+	"time"
+
+	"github.com/relayctl/relayctl/plans"
+)
+
+// Outcome is how one host ended. Each is distinct on purpose: Ansible lumps
+// unreachable and failed together (ansible#3845), and an operator needs to
+// know which hosts were touched.
+type Outcome string
+
+// Outcomes of a host, in the order the recap lists them.
+const (
+	Applied     Outcome = "applied"     // changed and verified by read-back
+	Unchanged   Outcome = "unchanged"   // already as planned: no restart
+	RolledBack  Outcome = "rolled back" // the window failed; the old state is back and verified
+	Failed      Outcome = "failed"      // see State for where the host is
+	Refused     Outcome = "refused"     // nothing changed: stale or edited plan, lock, journal, window, blocked, unsafe folders, drain deadline (abort)
+	Skipped     Outcome = "skipped"     // left for a later run: its players had not gone at the drain deadline (skip)
+	Unreachable Outcome = "unreachable" // no connection
+	NotStarted  Outcome = "not started" // an earlier failure or an interrupt stopped the fleet first
+	Staged      Outcome = "staged"      // relayctl stage: staged for the window; nothing in force changed
+)
+
+// Outcomes lists every outcome in recap order.
+var Outcomes = []Outcome{Applied, Unchanged, Staged, RolledBack, Failed, Refused, Skipped, Unreachable, NotStarted}
+
+// Host states after an apply: a failed apply leaves each host as it was or
+// as planned, and says which; anything else is named exactly.
+const (
+	StateAsWas     = "as it was"
+	StateAsPlanned = "as planned"
+)
+
+// StepRecord is one step as it ran.
+type StepRecord struct {
+	Phase  string `json:"phase"`
+	Kind   string `json:"kind"`
+	Key    string `json:"key,omitempty"`
+	Title  string `json:"title,omitempty"`
+	Status string `json:"status"` // done, failed
+	Detail string `json:"detail,omitempty"`
+	Millis int64  `json:"ms"` // since the host's apply started
+}
+
+// HostAccount is how one host's apply went, as its receipt tells it (the
+// receipt adds summaries of what was read: receipt.go).
+type HostAccount struct {
+	Host    string        `json:"host"`
+	Address string        `json:"address"`
+	Outcome Outcome       `json:"outcome"`
+	State   string        `json:"state"` // as it was, as planned, or what exactly
+	Reason  string        `json:"reason,omitempty"`
+	Drift   []plans.Drift `json:"drift,omitempty"`
+	Journal string        `json:"journal,omitempty"`  // an unfinished run's journal, when that refused us
+	UnitLog string        `json:"unit_log,omitempty"` // systemd's journal of the relay when the window failed
+	// ExpectedRB is the read-back the plan promises.
+	ExpectedRB   int   `json:"rb_expected"`
+	WindowMillis int64 `json:"window_ms"` // relay stopped → new socket verified, on the host's clock
+	Restarts     int   `json:"restarts"`
+	Handoffs     int   `json:"handoffs"`
+	// The players: what the relay held when the window began (at the drain
+	// gate, or when observed), how long the gate waited, and how many
+	// players the switch cut (a restart cuts every lobby; a handoff none).
+	PlayersAtWindow *plans.Players `json:"players_at_window,omitempty"`
+	DrainWaitMillis int64          `json:"drain_wait_ms,omitempty"`
+	PlayersCut      *int           `json:"players_cut,omitempty"`
+	HandoffGapUS    *int64         `json:"handoff_gap_us,omitempty"` // the relay's own: old's last read → new's first
+	RoundTrips      int            `json:"round_trips"`
+	Steps           []StepRecord   `json:"steps"`
+	// Timeline is where the host's time went, phase by phase, on
+	// relayctl's clock (ms since the host's apply started).
+	Timeline []Phase `json:"timeline,omitempty"`
+	Verify   []Check `json:"verify,omitempty"`
+	Wave     int     `json:"wave,omitempty"`
+	// BytesUploaded counts the file bytes relayctl sent to the host
+	// (release, config, drop-in; not the receipt): 0 when all of it was
+	// staged ahead.
+	BytesUploaded int64         `json:"bytes_uploaded"`
+	TowardPlan    []plans.Drift `json:"toward_plan,omitempty"` // facts that moved toward the plan since it was made (staged ahead)
+	FromLedger    string        `json:"from_ledger,omitempty"` // not touched: its outcome is an earlier run's (apply --resume)
+}
+
+// HostResult is one host's apply as the engine ends it: its account, and
+// the host as read before and after (which the receipt summarises).
+type HostResult struct {
+	HostAccount
+	Before, After *plans.Facts
+	started       time.Time // on the options' clock (a test's may be fixed)
+	clock         time.Time // the real clock at the start, for the timeline
+}
+
+// Phase is one span of a host's apply: connect, lock, observe, stage,
+// drain, window, read-back, commit.
+type Phase struct {
+	Name    string `json:"name"`
+	StartMs int64  `json:"start_ms"`
+	Ms      int64  `json:"ms"`
+}
+
+// Report is the whole apply.
+type Report struct {
+	Plan     string        `json:"plan"`
+	Checksum string        `json:"checksum"`
+	Started  string        `json:"started"`
+	Millis   int64         `json:"ms"`
+	Hosts    []*HostResult `json:"hosts"`
+	Run      int           `json:"run,omitempty"` // 1, then one more per apply --resume
+	Waves    []*WaveResult `json:"waves,omitempty"`
+	Stopped  string        `json:"stopped,omitempty"`  // why hosts were left not started
+	Approval *Approval     `json:"approval,omitempty"` // ApplyOptions.Approval
+}
+
+// Succeeded is true when every host is applied or unchanged (or staged,
+// for relayctl stage).
+func (r *Report) Succeeded() bool {
+	for _, h := range r.Hosts {
+		if h.Outcome != Applied && h.Outcome != Unchanged && h.Outcome != Staged {
+			return false
+		}
+	}
+	return true
+}

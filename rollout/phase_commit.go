@@ -1,0 +1,59 @@
+package rollout
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/relayctl/relayctl/plans"
+)
+
+// commitPhase files the host's receipt and its journal on the host and
+// releases the lock, in one round trip: applied, rolled back (the window
+// failed and the old state is back and verified), or staged.
+type commitPhase struct{}
+
+func (commitPhase) title() string      { return "commit" }
+func (commitPhase) runs(*hostRun) bool { return true }
+
+func (commitPhase) run(ctx context.Context, hr *hostRun) *ending {
+	ctx = context.WithoutCancel(ctx)
+	switch {
+	case hr.o.StageOnly:
+		hr.commit(ctx, Staged)
+		return end(Staged, StateAsWas, "staged for the window: nothing in force changed")
+	case hr.outcome == RolledBack:
+		hr.commit(ctx, RolledBack)
+		return end(RolledBack, StateAsWas, hr.failure.Error())
+	}
+	hr.commit(ctx, Applied)
+	return end(Applied, StateAsPlanned, "")
+}
+
+// commit files the receipt and the journal on the host, and unlocks.
+func (hr *hostRun) commit(ctx context.Context, out Outcome) {
+	hr.res.Outcome = out
+	hr.res.RoundTrips = hr.host.RoundTrips() + 1 // with the commit's own
+	body, err := receiptJSON(hr.p, hr.res)
+	if err != nil {
+		hr.pr.say(hr.h.Host, "receipt: %v", err)
+		return
+	}
+	o := op("commit", receiptName(hr.p, hr.o.Now()), strings.ReplaceAll(string(out), " ", "-"))
+	o.Data = body
+	// The unlock goes in the same batch; if the commit fails the host
+	// skips it, and the run's end unlocks.
+	if err := hr.host.Run(ctx, []Op{o, unlockOp()}, nil); err != nil {
+		hr.pr.say(hr.h.Host, "could not file the receipt on the host: %v", err)
+		return
+	}
+	hr.locked = false
+}
+
+func receiptName(p *plans.Plan, now time.Time) string {
+	sum := strings.TrimPrefix(p.Checksum, "sha256:")
+	if len(sum) > 12 {
+		sum = sum[:12]
+	}
+	return now.UTC().Format("20060102T150405Z") + "-" + p.Name + "-" + sum
+}

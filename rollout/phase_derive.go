@@ -1,0 +1,119 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/tune"
+)
+
+// derivePhase works out again what runs on the host, from the plan's
+// recorded spec and the host as it is now, by the code that made the plan:
+// the plan file only has to agree with it. A host already as planned is
+// unchanged; a host whose facts drifted is refused as stale, unless every
+// drifted fact moved toward the plan (a planned sysctl already at its
+// planned value, the release staged ahead: staged.go).
+type derivePhase struct{}
+
+func (derivePhase) title() string      { return "derive" }
+func (derivePhase) runs(*hostRun) bool { return true }
+
+func (derivePhase) run(ctx context.Context, hr *hostRun) *ending {
+	p, stored, before := hr.p, hr.stored, hr.res.Before
+	derived, err := plans.Replan(p, before, Steps)
+	if err != nil {
+		return end(Refused, StateAsWas, err.Error())
+	}
+	if derived.Fingerprint == stored.Fingerprint {
+		if d := plans.ActionDiff(stored, derived); len(d) > 0 {
+			return end(Refused, StateAsWas, "the plan's actions for this host are not what its spec and the host give (it was edited, or made by another relayctl): "+strings.Join(d, "; ")+"; make and review the plan again")
+		}
+	} else if e := hr.drifted(derived); e != nil {
+		return e
+	}
+	hr.h = derived
+	if derived.Action == plans.ActionNone {
+		hr.res.After = before
+		return end(Unchanged, StateAsPlanned, "nothing to change")
+	}
+	for _, fc := range derived.Files {
+		if was := stored.File(fc.Role); fc.Change && (was == nil || was.SHA256 != fc.SHA256) {
+			return end(Refused, StateAsWas, "the "+fc.Role+" derived now does not hash to the reviewed one; make a new plan")
+		}
+	}
+	hr.st = steps(p, derived, stepInput{artifact: hr.o.Artifact, fetchTimeout: hr.o.FetchTimeout}, false)
+	if hr.o.StageOnly {
+		hr.st = stageSteps(hr.st)
+	}
+	return nil
+}
+
+// drifted decides a host whose facts are not the plan's: unchanged when it
+// is as planned already, stale unless every drifted fact moved toward the
+// plan (then the rest of the plan stands, without those steps).
+func (hr *hostRun) drifted(derived *plans.HostPlan) *ending {
+	if derived.Action == plans.ActionNone {
+		hr.res.After = hr.res.Before
+		return end(Unchanged, StateAsPlanned, "already as planned")
+	}
+	drift := plans.Diff(hr.stored.Facts, derived.Facts)
+	if !towardPlan(hr.p, drift) || !subsequence(derived.Steps, hr.stored.Steps) {
+		hr.res.Drift = drift
+		return end(Refused, StateAsWas, fmt.Sprintf("the plan is stale: %d fact(s) changed since it was made (%s); make a new plan", len(drift), driftText(drift)))
+	}
+	hr.res.TowardPlan = drift
+	hr.pr.say(hr.h.Host, "%s", towardText(hr.p, drift))
+	return nil
+}
+
+// subsequence reports whether every step of a is in b, in order.
+func subsequence(a, b []plans.Step) bool {
+	j := 0
+	for _, s := range a {
+		for j < len(b) && !sameStep(s, b[j]) {
+			j++
+		}
+		if j == len(b) {
+			return false
+		}
+		j++
+	}
+	return true
+}
+
+// towardPlan reports whether every drifted fact is a planned sysctl that
+// now holds its planned value, or the planned release staged ahead.
+func towardPlan(p *plans.Plan, drift []plans.Drift) bool {
+	if len(drift) == 0 {
+		return false
+	}
+	for _, d := range drift {
+		if stagedRelease(p, d) {
+			continue
+		}
+		key, ok := strings.CutPrefix(d.Name, "sysctl ")
+		if !ok {
+			return false
+		}
+		planned := ""
+		for _, s := range p.Sysctl {
+			if s.Key == key {
+				planned = s.Value
+			}
+		}
+		if planned == "" || !tune.Equal(d.Observed, planned) {
+			return false
+		}
+	}
+	return true
+}
+
+func driftText(d []plans.Drift) string {
+	var parts []string
+	for _, x := range d {
+		parts = append(parts, fmt.Sprintf("%s: planned %s, now %s", x.Name, x.Planned, x.Observed))
+	}
+	return plans.Visible(strings.Join(parts, "; "))
+}

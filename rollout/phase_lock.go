@@ -1,0 +1,69 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/relayctl/relayctl/plans"
+)
+
+// lockPhase takes the host lock, and reads the host in the same round
+// trip (observePhase keeps the reading). The lock comes first: while
+// another apply runs, the host's journal and the drift it causes are that
+// run's business, not evidence of a dead run.
+type lockPhase struct{}
+
+func (lockPhase) title() string      { return "lock" }
+func (lockPhase) runs(*hostRun) bool { return true }
+
+func (lockPhase) run(ctx context.Context, hr *hostRun) *ending {
+	var before *plans.Facts
+	err := hr.host.Run(ctx, []Op{lockOp(hr.o.Owner, hr.o.BreakLock), observeOp(hr.q)}, func(i int, r Result) error {
+		if i == 0 {
+			hr.locked, hr.cut = true, r.At
+			hr.pr.say(hr.h.Host, "observe")
+			return nil
+		}
+		before = r.Facts
+		return nil
+	})
+	switch {
+	case !hr.locked && isConnLost(err):
+		return end(Unreachable, StateAsWas, err.Error())
+	case !hr.locked:
+		return end(Refused, StateAsWas, lockHint(err))
+	case err != nil:
+		hr.observeErr = err
+	default:
+		before.Host = hr.h.Host
+		hr.res.Before = before
+	}
+	return nil
+}
+
+// lockHint says what to do about a lock relayctl could not take.
+func lockHint(err error) string {
+	var stale *StaleLockError
+	if !errors.As(err, &stale) {
+		return err.Error()
+	}
+	if stale.Journal != "" {
+		return err.Error() + "; check the host (relayctl verify PLAN), then apply with --clear-journal"
+	}
+	return err.Error() + "; check the host (relayctl verify PLAN), then apply with --break-lock"
+}
+
+// observePhase is the lock's reading of the host: what every later phase
+// compares with.
+type observePhase struct{}
+
+func (observePhase) title() string      { return "observe" }
+func (observePhase) runs(*hostRun) bool { return true }
+
+func (observePhase) run(ctx context.Context, hr *hostRun) *ending {
+	if hr.observeErr != nil {
+		return end(Failed, StateAsWas, "observe: "+strings.TrimPrefix(hr.observeErr.Error(), "observe: "))
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/relayctl/relayctl/plans"
+)
+
+// rollbackPhase undoes the window when one of its steps or its read-back
+// failed, and proves the old state by reading it back.
+type rollbackPhase struct{}
+
+func (rollbackPhase) title() string         { return "rollback" }
+func (rollbackPhase) runs(hr *hostRun) bool { return hr.failure != nil }
+
+func (rollbackPhase) run(ctx context.Context, hr *hostRun) *ending {
+	ctx = context.WithoutCancel(ctx)
+	if isConnLost(hr.failure) {
+		return end(Failed, "unknown: the connection was lost inside the window; the journal on the host says where it stopped",
+			"window: "+hr.failure.Error())
+	}
+	hr.unitLog(ctx, hr.stopped)
+	hr.pr.say(hr.h.Host, "window failed: %v; rolling back", hr.failure)
+	state, err := hr.rollback(ctx, hr.st[:hr.started], hr.inWindow, hr.res.Before)
+	if err != nil {
+		return end(Failed, state, "window: "+hr.failure.Error()+"; rollback: "+err.Error())
+	}
+	hr.outcome = RolledBack
+	return nil
+}
+
+// rollback undoes the window steps that started, last first, with the
+// relay switched back (restarted, handed back, or stopped) once after
+// everything else is back, and verifies the old state. lastFailed says the
+// last step's do failed, which a handoff undoes differently (undoOf). It
+// returns the host's state in words when that is not "as it was".
+func (hr *hostRun) rollback(ctx context.Context, ran []step, lastFailed bool, before *plans.Facts) (string, error) {
+	var ops, last []Op
+	var undone []step
+	for i := len(ran) - 1; i >= 0; i-- {
+		s := ran[i]
+		if s.describe().Phase != plans.PhaseWindow {
+			continue
+		}
+		undone = append(undone, s)
+		undo := undoOf(s, lastFailed && i == len(ran)-1)
+		if s.traits().switches {
+			last = undo
+			continue
+		}
+		ops = append(ops, undo...)
+	}
+	ops = append(append([]Op{op("step", "start rollback")}, ops...), last...)
+	d := plans.Step{Phase: "rollback", Kind: "rollback", Title: "roll back the window"}
+	c := &checkCtx{p: hr.p, h: hr.h, before: before}
+	if err := hr.host.Run(ctx, ops, nil); err != nil {
+		hr.record("rollback", d, "failed", err.Error())
+		if isConnLost(err) {
+			return "unknown: the connection was lost during rollback; see the journal on the host", err
+		}
+		// Read back anyway: say exactly what the host looks like.
+		after, oerr := hr.observe(ctx)
+		if oerr != nil {
+			return "unknown: rollback failed and the host could not be read back", err
+		}
+		hr.res.After, c.after = after, after
+		return "in between: " + failed(restoredChecks(undone, c)), err
+	}
+	hr.record("rollback", d, "done", "")
+	if len(last) > 0 { // the relay switched back (a stop is no switch)
+		switch last[0].Kind {
+		case "restart":
+			hr.res.Restarts++
+		case "handoff":
+			hr.res.Handoffs++
+		}
+	}
+	return hr.readBackRestored(ctx, undone, c)
+}
+
+// readBackRestored reads the host back until it is as it was, or time runs
+// out.
+func (hr *hostRun) readBackRestored(ctx context.Context, undone []step, c *checkCtx) (string, error) {
+	deadline := time.Now().Add(hr.o.VerifyTimeout) // a real clock: Now may be a test's fixed one
+	for {
+		after, err := hr.observe(ctx)
+		if err != nil {
+			return "unknown: the host could not be read back after rollback", &connLost{err}
+		}
+		c.after = after
+		checks := restoredChecks(undone, c)
+		if allOK(checks) || time.Now().After(deadline) {
+			hr.res.After = after
+			hr.res.Verify = append(hr.res.Verify, checks...)
+			if bad := failed(checks); bad != "" {
+				return "in between: " + bad, errors.New("old state not verified: " + bad)
+			}
+			return StateAsWas, nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// restoredChecks are the rollback's read-back: each undone step's own, and
+// the relay socket as it was.
+func restoredChecks(undone []step, c *checkCtx) []Check {
+	var out []Check
+	for _, s := range undone {
+		for _, x := range s.restored(c) {
+			x.What = "rollback: " + x.What
+			out = append(out, x)
+		}
+	}
+	for _, x := range (readBack{port: c.p.Relay.Port}).restored(c) {
+		x.What = "rollback: " + x.What
+		out = append(out, x)
+	}
+	return out
+}

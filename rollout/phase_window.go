@@ -1,0 +1,65 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/relayctl/relayctl/plans"
+)
+
+// windowPhase runs the window's steps in order, the one moment players
+// notice, with the read-back's first reading right behind them in the same
+// batch. From here on the host finishes or rolls back whatever happens to
+// ctx: an interrupt stops other hosts, not this one.
+type windowPhase struct{}
+
+func (windowPhase) title() string      { return "window" }
+func (windowPhase) runs(*hostRun) bool { return true }
+
+func (windowPhase) run(ctx context.Context, hr *hostRun) *ending {
+	if st := hr.gate.RelayStatus; st != nil && st.Read {
+		hr.res.PlayersAtWindow = &plans.Players{Players: st.Players, Lobbies: st.Lobbies}
+	}
+	b := newStepBatch(plans.PhaseWindow, hr.st, func(s step) []Op {
+		if s.describe().Phase != plans.PhaseWindow {
+			return nil
+		}
+		return s.do()
+	}, []Op{op("step", "start window")})
+	tail := observeOp(hr.q)
+	started, err := hr.runSteps(context.WithoutCancel(ctx), plans.PhaseWindow, b, &tail, func(r Result) {
+		if r.Facts != nil {
+			r.Facts.Host = hr.h.Host
+			hr.first = r.Facts
+		}
+	})
+	hr.started = started
+	for _, sp := range b.spans[:b.done] {
+		switch t := hr.st[sp.index].traits(); {
+		case t.handsOver:
+			hr.res.Handoffs++
+		case t.switches:
+			hr.res.Restarts++
+		}
+	}
+	if err != nil {
+		hr.failure, hr.inWindow = err, true
+		hr.playerImpact(nil)
+	}
+	return nil
+}
+
+// unitLog keeps systemd's own account of a failed start in the receipt.
+func (hr *hostRun) unitLog(ctx context.Context, since int64) {
+	svc := hr.p.Relay.Service
+	if svc.Manager != "systemd" {
+		return
+	}
+	if since == 0 {
+		since = hr.res.started.UnixNano()
+	}
+	hr.host.Run(ctx, []Op{op("unit-log", svc.Name, fmt.Sprint(since))}, func(_ int, r Result) error {
+		hr.res.UnitLog = r.Value
+		return nil
+	})
+}

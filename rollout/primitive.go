@@ -1,0 +1,126 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/relayctl/relayctl/plans"
+)
+
+// Primitive is one kind of Op a host carries out. This table is the one
+// list of them: the shell backend's agent.sh has a function per kind
+// (p_KIND, a - in KIND a _), the Sim a case per kind, and
+// TestEveryPrimitiveHasAnAgentFunctionAndASimCase holds all three to it.
+type Primitive struct {
+	Kind string
+	// Args are the Op's arguments in order, for people.
+	Args string
+	// Mutates: the primitive changes the host, so the host's journal notes
+	// it once done (the journal says where a run that died stopped).
+	Mutates bool
+	// Payload: what follows the request: its Data bytes, or its Argv lines.
+	Payload string
+	Doc     string
+}
+
+// Payloads of a primitive.
+const (
+	NoPayload   = ""
+	DataPayload = "data"
+	ArgvPayload = "argv"
+)
+
+// Primitives lists every kind of Op, in the order a run meets them.
+var Primitives = []Primitive{
+	{Kind: "lock", Args: "OWNER MODE", Doc: "start the host's session and take the host lock (MODE keep or break); the first of a session"},
+	{Kind: "observe", Doc: "read the host's facts (Op.Query says which); read-only"},
+	{Kind: "begin", Args: "PLAN CHECKSUM", Doc: "start a run: a fresh stage folder, the journal opened"},
+	{Kind: "step", Args: "TEXT", Doc: "note a step's start or end in the journal, by its kind and title"},
+	{Kind: "dir", Args: "PATH", Doc: "PATH is (made) a folder that only root can change, and so is every folder above it"},
+	{Kind: "file-ok", Args: "PATH", Doc: "PATH is absent or a regular file, not a symlink"},
+	{Kind: "link-ok", Args: "PATH", Doc: "PATH is absent or a symlink"},
+	{Kind: "exec-ok", Args: "PATH", Doc: "PATH is a regular executable only root can change"},
+	{Kind: "keep", Args: "PATH SHA256 SIZE MODE [LIKE]", Mutates: true, Payload: DataPayload,
+		Doc: "PATH holds those bytes: kept when it does already, else NEED without data, or written from the data (temp file, sha256 checked, rename); LIKE gives its mode and owner"},
+	{Kind: "fetch", Args: "PATH SHA256 URL MAXSIZE TIMEOUT", Mutates: true,
+		Doc: "the same, the host fetching URL itself (http(s) only, at most MAXSIZE bytes, TIMEOUT seconds)"},
+	{Kind: "place-release", Args: "DIR FILE SHA256", Mutates: true, Doc: "DIR/relayd copied from FILE, its sha256 checked on the host"},
+	{Kind: "check-release", Args: "DIR SHA256", Doc: "DIR/relayd has that sha256, and DIR is root's alone all the way down"},
+	{Kind: "backup", Args: "PATH NAME", Doc: "keep PATH's content, mode and owner (or its absence) in the stage folder for restore"},
+	{Kind: "backup-link", Args: "PATH NAME", Doc: "keep a symlink's target (or its absence)"},
+	{Kind: "sysctl", Args: "KEY VALUE [WANT]", Mutates: true, Doc: "write /proc/sys/KEY; answers what reads back, fails if that is not WANT"},
+	{Kind: "rename", Args: "FROM TO", Mutates: true, Doc: "atomic rename in one folder"},
+	{Kind: "remove", Args: "PATH", Mutates: true, Doc: "unlink PATH, never what it points at"},
+	{Kind: "link", Args: "PATH TARGET", Mutates: true, Doc: "PATH becomes a symlink to TARGET: a new link renamed over it"},
+	{Kind: "daemon-reload", Mutates: true, Doc: "systemctl daemon-reload"},
+	{Kind: "restart", Args: "systemd UNIT | command NSTOP NSTART", Mutates: true, Payload: ArgvPayload,
+		Doc: "restart the relay (the stop then the start words follow); answers the host clock (ns) when it stopped"},
+	{Kind: "handoff", Args: "command N", Mutates: true, Payload: ArgvPayload, Doc: "run the handoff command (its words follow); answers the host clock (ns) before it"},
+	{Kind: "stop", Args: "systemd UNIT | command NSTOP", Mutates: true, Payload: ArgvPayload, Doc: "stop the relay"},
+	{Kind: "restore", Args: "PATH NAME", Mutates: true, Doc: "put back what backup kept, with its mode and owner"},
+	{Kind: "restore-link", Args: "PATH NAME", Mutates: true, Doc: "put back what backup-link kept"},
+	{Kind: "relay-drain", Args: "PID HOST:PORT POST|DELETE", Doc: "the relay's no-new-lobbies mode on or off, through its control plane in its network namespace"},
+	{Kind: "unit-log", Args: "UNIT SINCE_NS", Doc: "the unit's journal lines since then"},
+	{Kind: "clock", Doc: "the host clock (ns)"},
+	{Kind: "clear", Doc: "archive an unfinished run's journal and stage folder"},
+	{Kind: "commit", Args: "NAME OUTCOME", Payload: DataPayload, Doc: "file the receipt (the data) and the journal beside it; the run is over"},
+	{Kind: "unlock", Doc: "release the host lock and end the session; the last of a session"},
+}
+
+// primitive finds a kind in Primitives.
+func primitive(kind string) (Primitive, bool) {
+	for _, p := range Primitives {
+		if p.Kind == kind {
+			return p, true
+		}
+	}
+	return Primitive{}, false
+}
+
+// Primitive constructors: the only way steps build Ops, so every field is
+// checked once (Op.Validate) before it can reach a host.
+
+func op(kind string, args ...string) Op { return Op{Kind: kind, Args: args} }
+
+// validField is a value that travels as one tab-separated field.
+func validField(s string) error {
+	if s == "" || strings.ContainsAny(s, "\t\n\r\x00") || len(s) > 4096 {
+		return fmt.Errorf("value %q is empty or contains a tab, newline or NUL", s)
+	}
+	return nil
+}
+
+// Validate checks an Op before it is sent: a kind of the table, and
+// fields that cannot break out of their place.
+func (o Op) Validate() error {
+	p, ok := primitive(o.Kind)
+	if !ok {
+		return fmt.Errorf("%q is not a host primitive", o.Kind)
+	}
+	for _, a := range o.Args {
+		if err := validField(a); err != nil {
+			return fmt.Errorf("%s: %w", o.Kind, err)
+		}
+	}
+	for _, w := range o.Argv {
+		if err := plans.ValidArgWord(w); err != nil {
+			return fmt.Errorf("%s: %w", o.Kind, err)
+		}
+	}
+	if o.Kind == "observe" {
+		if o.Query == nil {
+			return fmt.Errorf("observe without a query")
+		}
+		return o.Query.Validate()
+	}
+	if len(o.Data) > 0 && p.Payload != DataPayload || len(o.Argv) > 0 && p.Payload != ArgvPayload {
+		return fmt.Errorf("%s takes no %s", o.Kind, map[bool]string{true: "data", false: "command words"}[len(o.Data) > 0])
+	}
+	return nil
+}
+
+// Mutates reports whether the Op changes the host (the journal notes it).
+func (o Op) Mutates() bool {
+	p, _ := primitive(o.Kind)
+	return p.Mutates
+}

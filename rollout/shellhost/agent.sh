@@ -1,0 +1,809 @@
+# shellcheck shell=sh
+# relayctl agent: runs on a host for the length of one apply, as
+#   sh -c AGENT relayctl-agent STATE_DIR OBSERVE_SCRIPT
+# and carries out the primitives relayctl sends on stdin. It is a constant
+# of relayctl: everything from a plan reaches it as data, validated first,
+# never as code. The primitives, their arguments and which of them change
+# the host are listed once, in rollout/primitive.go; each is a function
+# here, p_KIND (a - in KIND is a _), and nothing else can be called.
+#
+# A request is one line of tab-separated fields:
+#   KIND  JOURNAL  NDATA  NARGV  ARG...
+# JOURNAL is 1 when the journal notes the primitive once done (a change on
+# the host), NDATA the number of bytes that follow the line, NARGV the
+# number of lines that follow them (a command's words, one a line). The
+# loop below reads what a primitive leaves of its payload, so the next line
+# read is always the next request. Each request is answered with one line:
+#   OK | VAL <text> | ERR <text> | DATA <n> followed by n bytes | NEED | SKIP
+# where <text> is one line, cleaned of control characters.
+#
+# relayctl sends a whole batch at once, ended by "sync", and then reads the
+# answers (one network round trip a batch). After an ERR, or a NEED (keep:
+# the host lacks those bytes), nothing more of the batch is done: every
+# request up to the sync is answered SKIP (its payload read and dropped),
+# and the sync answers OK and ends the skipping.
+#
+# The first line must be "lock<TAB>OWNER<TAB>MODE": the agent checks that
+# STATE_DIR and every folder above it belong to root and nobody else can
+# write them, then takes the host lock (flock on STATE_DIR/lock) and holds
+# it until it exits, which it does on "unlock" or when relayctl goes away
+# (stdin closes). It answers LOCKED, BUSY <owner>, STALE <owner>
+# [JOURNAL <last line>] or UNSAFE <reason>.
+set -u
+LC_ALL=C
+export LC_ALL
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+umask 022
+state=$1
+observe_script=${2:-}
+journal=$state/journal
+stage=$state/stage
+tab=$(printf '\t')
+
+# clean TEXT: one line of at most 2000 bytes without control characters.
+# Most text is already clean (no byte below 32, no DEL; UTF-8 is kept):
+# it is printed without starting a process (three a call were a third of
+# an apply's processes on the host).
+clean() {
+	clean_=$*
+	case $clean_ in
+	*[[:cntrl:]]*) ;;
+	*) if [ ${#clean_} -le 2000 ]; then
+		printf '%s' "$clean_"
+		return
+	fi ;;
+	esac
+	printf '%s' "$clean_" | tr '\n\t\r' '   ' | tr -d '\000-\037\177' | head -c 2000
+}
+ok() {
+	[ -n "${done_op_after:-}" ] && done_op
+	printf 'OK\n'
+}
+val() {
+	[ -n "${done_op_after:-}" ] && done_op
+	printf 'VAL %s\n' "$(clean "$*")"
+}
+err() {
+	skipping=1
+	msg=$(clean "$*")
+	[ -d "$state" ] && [ -n "${locked:-}" ] && printf '%s fail %s\n' "$(now)" "$msg" >>"$journal"
+	printf 'ERR %s\n' "$msg"
+}
+now() { date -u +%Y-%m-%dT%H:%M:%S.%NZ; }
+jlog() { printf '%s %s\n' "$(now)" "$(clean "$*")" >>"$journal"; }
+
+# owned_by_root_only PATH: PATH (not followed) belongs to root and, unless
+# it is a symlink, neither its group nor others may write it.
+owned_by_root_only() {
+	st=$(stat -c '%u %a %F' -- "$1" 2>/dev/null) || return 1
+	set -- $st
+	[ "$1" = 0 ] || return 1
+	case $3 in symbolic) return 0 ;; esac
+	m=$2
+	while [ ${#m} -lt 3 ]; do m=0$m; done
+	case $m in *[2367][0-7] | *[2367]) return 1 ;; esac
+	return 0
+}
+
+# root_dirs PATH...: every PATH is a folder (not a symlink) that belongs
+# to root and that neither its group nor others may write, with one stat
+# for all of them.
+root_dirs() {
+	st=$(stat -c '%u %a %F' -- "$@" 2>/dev/null) || return 1
+	n_=0
+	ifs_=$IFS
+	IFS='
+'
+	set -f
+	for l_ in $st; do
+		n_=$((n_ + 1))
+		m=${l_#* }
+		m=${m%% *}
+		while [ ${#m} -lt 3 ]; do m=0$m; done
+		case $l_ in "0 "*" directory") ;; *) n_=-1 ;; esac
+		case $m in *[2367][0-7] | *[2367]) n_=-1 ;; esac
+		[ "$n_" -gt 0 ] || break
+	done
+	IFS=$ifs_
+	set +f
+	[ "$n_" = "$#" ]
+}
+
+# prefixes PATH: "/" and every folder from it down to PATH, one a line
+# (PATH is absolute and clean).
+prefixes() {
+	printf '/\n'
+	p_=
+	rest_=${1#/}
+	while [ -n "$rest_" ]; do
+		p_=$p_/${rest_%%/*}
+		case $rest_ in */*) rest_=${rest_#*/} ;; *) rest_= ;; esac
+		printf '%s\n' "$p_"
+	done
+}
+
+# safe_dir PATH: every folder from / down to PATH, as written and as
+# resolved, belongs to root and only root can write it, so nobody else can
+# plant a symlink or swap a file between our check and our write. Missing
+# folders are made (0755). Prints the reason when it fails.
+#
+# The usual case (every folder there, none a symlink, all root's) costs
+# one stat; anything else takes the careful path below, which also finds
+# the reason to print.
+safe_dir() {
+	safe_target_=$1
+	ifs_=$IFS
+	IFS='
+'
+	set -f
+	# shellcheck disable=SC2046 # one path a line, globbing off
+	set -- $(prefixes "$safe_target_")
+	IFS=$ifs_
+	set +f
+	root_dirs "$@" && return 0
+	safe_dir_careful "$safe_target_"
+}
+safe_dir_careful() {
+	p=
+	rest=${1#/}
+	owned_by_root_only / || { echo "/ is writable by others"; return 1; }
+	while [ -n "$rest" ]; do
+		seg=${rest%%/*}
+		case $rest in */*) rest=${rest#*/} ;; *) rest= ;; esac
+		p=$p/$seg
+		if [ ! -e "$p" ] && [ ! -L "$p" ]; then
+			mkdir -m 0755 -- "$p" 2>&1 || return 1
+		fi
+		owned_by_root_only "$p" || { echo "$p is not owned by root or is writable by its group or others"; return 1; }
+	done
+	real=$(readlink -f -- "$1") || { echo "cannot resolve $1"; return 1; }
+	[ -d "$real" ] || { echo "$1 is not a folder"; return 1; }
+	p=
+	rest=${real#/}
+	while [ -n "$rest" ]; do
+		seg=${rest%%/*}
+		case $rest in */*) rest=${rest#*/} ;; *) rest= ;; esac
+		p=$p/$seg
+		owned_by_root_only "$p" || { echo "$p (through a symlink in $1) is not owned by root or is writable by its group or others"; return 1; }
+	done
+	return 0
+}
+
+# release_ok DIR: DIR is a release folder that root alone can change, all
+# the way down: DIR and every folder above it (safe_dir), and every file and
+# folder in it owned by root, writable by nobody else, and no symlink among
+# them. Whoever could change a release after its sha256 was checked would
+# run as root when the service starts it. Prints the reason when it fails.
+release_ok() {
+	if [ -L "$1" ] || [ ! -d "$1" ]; then
+		echo "$1 is not a folder"
+		return 1
+	fi
+	safe_dir "$1" || return 1
+	bad_=$(find "$1" -mindepth 1 \( -type l -o ! -user 0 -o -perm /022 \) -print -quit 2>&1) || {
+		echo "cannot read $1: $bad_"
+		return 1
+	}
+	[ -z "$bad_" ] && return 0
+	if [ -L "$bad_" ]; then
+		echo "$bad_ is a symlink; a release holds only root's own files and folders"
+	else
+		echo "$bad_ is not owned by root or is writable by its group or others: whoever can change it would run as root"
+	fi
+	return 1
+}
+
+# sha256_of FILE [SIZE]: the file's sha256 in hex (nothing, and false, if
+# it cannot be read). openssl uses the CPU's SHA instructions and coreutils'
+# sha256sum does not: 17 ms against 82 ms for a 9 MB release on the lab
+# machine, and a host hashes a release two or three times an apply. A file
+# known to be small (SIZE under 1 MiB) goes to sha256sum, which starts
+# faster.
+sha256_of() {
+	sha_=''
+	big_=yes
+	case ${2:-} in '' | *[!0-9]*) ;; *) [ "$2" -ge 1048576 ] || big_= ;; esac
+	if [ -n "$big_" ] && command -v openssl >/dev/null 2>&1; then
+		sha_=$(openssl dgst -sha256 -r <"$1" 2>/dev/null) || sha_=
+		sha_=${sha_%% *}
+	fi
+	case $sha_ in
+	'' | *[!0-9a-f]*)
+		sha_=$(sha256sum -- "$1" 2>/dev/null) || return 1
+		sha_=${sha_%% *}
+		;;
+	esac
+	[ ${#sha_} = 64 ] || return 1
+	printf '%s' "$sha_"
+}
+
+# size_of FILE: its size in bytes.
+size_of() {
+	size_=$(wc -c <"$1") || return 1
+	printf '%s' $((size_))
+}
+
+# parent PATH: the folder PATH is in (PATH is absolute and clean).
+parent() {
+	parent_=${1%/*}
+	printf '%s' "${parent_:-/}"
+}
+
+# fresh_temp DIR: a new, empty, exclusively created file in DIR.
+fresh_temp() { mktemp -- "$1/.relayctl.XXXXXXXX"; }
+
+# read_n N: exactly N bytes of stdin to stdout. GNU dd takes the pipe from
+# sshd 64 KiB at a time where head -c reads 8 KiB: on the lab, 20 uploads of
+# the 9 MB release cost the host's sshd and the readers 3.2 CPU-s instead of
+# 3.7. Where dd lacks count_bytes (busybox), head -c.
+if [ "$(printf abc | dd bs=65536 iflag=fullblock,count_bytes count=2 status=none 2>/dev/null)" = ab ]; then
+	read_n() { dd bs=65536 iflag=fullblock,count_bytes count="$1" status=none; }
+else
+	read_n() { head -c "$1"; }
+fi
+
+# take N FILE: read exactly N bytes of stdin into FILE. Whatever happens to
+# the write (a full disk), all N bytes are read, so the next request line is
+# the next request and never the rest of a file; the write's own error, if
+# any, is printed.
+take() {
+	read_n "$1" | { { cat >"$2"; } 2>&1 || { cat >/dev/null; false; }; }
+}
+
+# capped MAX FILE: at most MAX bytes of stdin into FILE; rc 3 when there
+# was more (then FILE holds MAX bytes and the rest is left unread, so the
+# writer fails on its next write and stops). The cap holds whatever the
+# server says: curl 7.88 ignores --max-filesize when a response has no
+# Content-Length, and wget has no cap at all.
+capped() {
+	read_n "$1" >"$2" || return 1
+	[ "$(read_n 1 | wc -c)" -eq 0 ] || return 3
+}
+
+# fetch_url URL MAX SECS FILE: fetch URL into FILE, at most MAX bytes in
+# SECS seconds, http and https only (redirects too), no URL globbing. Sets
+# rc (0 when FILE holds the whole body) and out (the fetcher's words).
+# wget cannot be held to http(s) across a redirect (it follows one to
+# ftp://), so with wget a redirect is refused: give the final url, or
+# install curl.
+fetch_url() {
+	fu_rc=$4.rc
+	if command -v curl >/dev/null 2>&1; then
+		out=$({ { curl -fsS -L -g --proto =http,https --proto-redir =http,https --max-redirs 5 \
+			--connect-timeout "$3" --max-time "$3" --max-filesize "$2" -o - --url "$1" 2>&3 </dev/null 9>&-
+			echo $? >"$fu_rc"; } | capped "$2" "$4"; } 3>&1)
+		rc=$?
+		fetcher=curl
+	elif command -v wget >/dev/null 2>&1; then
+		out=$({ { timeout "$3" wget -q --max-redirect=0 -O - -- "$1" 2>&3 </dev/null 9>&-
+			echo $? >"$fu_rc"; } | capped "$2" "$4"; } 3>&1)
+		rc=$?
+		fetcher=wget
+	else
+		out="no curl or wget on the host" rc=127
+		return
+	fi
+	frc=$(cat -- "$fu_rc" 2>/dev/null)
+	rm -f -- "$fu_rc"
+	if [ "$rc" = 3 ]; then
+		out="more than $2 bytes (the cap); stopped there"
+		return
+	fi
+	[ "$rc" = 0 ] || { out="cannot write the file: $out"; return; }
+	rc=${frc:-1}
+	case $fetcher:$rc in
+	wget:124) out="timed out after $3 seconds" ;;
+	wget:0) ;;
+	wget:*) out="wget exit $rc (a redirect is refused with wget; give the release's final url, or install curl)${out:+: $out}" ;;
+	esac
+}
+
+# mode_like REF FILE: FILE gets REF's mode and owner when REF is a regular
+# file (not a symlink): a file relayctl replaces keeps its mode and owner, so
+# a 0600 config holding a secret stays 0600. stat -c and numeric chmod and
+# chown work with GNU coreutils and busybox alike.
+mode_like() {
+	[ -f "$1" ] && [ ! -L "$1" ] || return 0
+	ml_=$(stat -c '%a %u %g' -- "$1") || return 1
+	set -- "$2" $ml_
+	chmod "$2" -- "$1" && chown "$3:$4" -- "$1"
+}
+
+# write_file FROM PATH MODE [REF]: write FROM's content as PATH through a
+# fresh temp file in PATH's folder and a rename, which replaces PATH itself
+# (a symlink there is replaced, never followed); with REF, PATH gets REF's
+# mode and owner (mode_like) instead of MODE.
+write_file() {
+	d=$(parent "$2")
+	why=$(safe_dir "$d") || { echo "$why"; return 1; }
+	t=$(fresh_temp "$d") || return 1
+	if cat -- "$1" >"$t" && chmod "$3" -- "$t" && mode_like "${4:-}" "$t" && mv -fT -- "$t" "$2"; then return 0; fi
+	rm -f -- "$t"
+	return 1
+}
+
+# read_argv N: read N of the request's lines, each a word, as one command
+# to run with no shell in between: no eval, no word splitting, no globbing.
+# It reads the lines whatever they hold; argv_empty is set when a word is
+# empty: split at tabs, an empty word would vanish, and run_list would run
+# another command than the one reviewed, so such a command is refused
+# (empty_argv).
+read_argv() {
+	n=$1
+	argv_empty=
+	argv_list=
+	while [ "$n" -gt 0 ] && [ "$argv_left" -gt 0 ]; do
+		IFS= read -r w || exit 2
+		argv_left=$((argv_left - 1))
+		[ -n "$w" ] || argv_empty=1
+		argv_list="$argv_list$w$tab"
+		n=$((n - 1))
+	done
+	[ "$n" = 0 ]
+}
+empty_argv() { err "$op: a command word is empty; relayctl runs no command with one (without a shell it would vanish)"; }
+run_list() { # run_list: the words of argv_list (tab-separated) as a command
+	IFS=$tab
+	set -f
+	# shellcheck disable=SC2086 # splitting at tabs is the point: words were sent one a line
+	set -- $argv_list
+	set +f
+	IFS=' 	
+'
+	# fd 9 holds the host lock: a relay started here must not inherit it.
+	"$@" 9>&-
+}
+
+
+# squeeze TEXT: its words joined by single spaces (tune.Normalize).
+squeeze() {
+	set -f
+	# shellcheck disable=SC2086 # splitting at blanks is the point
+	set -- $1
+	set +f
+	printf '%s' "$*"
+}
+
+# done_op: the journal notes each change made, even when relayctl has
+# gone away meanwhile (a lost connection): the next run reads where it
+# stopped. Values here were validated by relayctl: no control characters.
+done_op() { printf '%s ok %s %s\n' "$(now)" "$op" "$a" >>"$journal"; }
+
+# The primitives, one function each (rollout/primitive.go lists them with
+# their arguments); a b c d e are the request's arguments.
+
+p_sync() {
+	skipping=
+	printf 'OK\n'
+}
+p_begin() { # PLAN CHECKSUM: a fresh stage folder, the journal opened
+	rm -rf -- "$stage" && mkdir -m 0700 -- "$stage" || { err "cannot create $stage"; return; }
+	mkdir -p -- "$state/receipts"
+	jlog "begin plan=$a checksum=$b"
+	ok
+}
+p_step() { # TEXT: a step's start or end, by its kind and title
+	jlog "$a"
+	ok
+}
+p_dir() { # PATH: PATH is (made) a folder that only root can change
+	if why=$(safe_dir "$a"); then ok; else err "$why"; fi
+}
+p_file_ok() { # PATH: absent, or a regular file and not a symlink
+	if [ -L "$a" ]; then
+		err "$a is a symlink; relayctl writes no file through or over a symlink: make it a regular file"
+	elif [ -e "$a" ] && [ ! -f "$a" ]; then
+		err "$a is not a regular file"
+	else ok; fi
+}
+p_link_ok() { # PATH: absent, or a symlink
+	if [ -e "$a" ] && [ ! -L "$a" ]; then err "$a exists and is not a symlink"; else ok; fi
+}
+p_exec_ok() { # PATH: a regular executable only root can change
+	# Whoever can change the program (or what its symlink points at) would
+	# run as root: it and every folder above it must be root's.
+	real=$(readlink -f -- "$a")
+	if [ -z "$real" ] || [ ! -f "$real" ] || [ ! -x "$real" ]; then
+		err "$a is not an executable file"
+	elif ! owned_by_root_only "$real"; then
+		err "$real is not owned by root or is writable by its group or others: whoever can change it would run as root"
+	elif ! why=$(safe_dir "$(parent "$a")"); then
+		err "$why"
+	elif why=$(safe_dir "$(parent "$real")"); then ok; else err "$why"; fi
+}
+p_rename() { # FROM TO: atomic rename in one folder
+	if out=$(mv -fT -- "$a" "$b" 2>&1); then ok; else err "rename $a to $b: $out"; fi
+}
+p_remove() { # PATH: unlink PATH (never what it points at)
+	if out=$(rm -f -- "$a" 2>&1); then ok; else err "remove $a: $out"; fi
+}
+p_link() { # PATH TARGET: PATH becomes a symlink to TARGET, a new link renamed over it
+	t=$a.relayctl-link
+	if [ -e "$t" ] || [ -L "$t" ]; then rm -f -- "$t"; fi
+	if out=$(ln -s -- "$b" "$t" 2>&1 && mv -fT -- "$t" "$a" 2>&1); then ok; else err "point $a at $b: $out"; fi
+}
+
+# holds PATH SHA256 SIZEHINT LIKE: PATH already holds those bytes (checked,
+# not trusted: a regular file root alone can change, in a folder root alone
+# can change, whose owner could otherwise swap them after the check), and
+# takes LIKE's mode and owner. rc 1: it does not; rc 2: it cannot (the
+# reason printed). dir is PATH's folder.
+holds() {
+	dir=$(parent "$1")
+	why=$(safe_dir "$dir") || { echo "$why"; return 2; }
+	if [ -L "$1" ]; then
+		echo "$1 is a symlink; relayctl writes no file through or over a symlink"
+		return 2
+	fi
+	[ -f "$1" ] && owned_by_root_only "$1" && [ "$(sha256_of "$1" "$3")" = "$2" ] || return 1
+	mode_like "$4" "$1" || { echo "cannot set the mode of $1 like $4"; return 2; }
+}
+
+# settle TEMP PATH SHA256 MODE LIKE HOW: TEMP, once its sha256 is checked,
+# becomes PATH (mode MODE, or LIKE's): VAL HOW SIZE, or ERR with nothing left
+# behind.
+settle() {
+	got=$(size_of "$1")
+	sum=$(sha256_of "$1" "$got")
+	if [ "$sum" != "$3" ]; then
+		rm -f -- "$1"
+		if [ "$6" = fetched ]; then err "the file fetched from $c has sha256 $sum, want $3 (nothing was written)"; else err "the bytes received for $2 have sha256 $sum, want $3"; fi
+		return
+	fi
+	if out=$(chmod "$4" -- "$1" 2>&1 && mode_like "$5" "$1" 2>&1 && mv -fT -- "$1" "$2" 2>&1); then val "$6 $got"; else
+		rm -f -- "$1"
+		err "write $2: $out"
+	fi
+}
+
+p_keep() { # PATH SHA256 SIZE MODE [LIKE], with the SIZE bytes as data or none
+	# VAL kept when PATH holds those bytes already; else with no data NEED
+	# (the rest of the batch waits for the bytes), with data the bytes
+	# written through a temp file and a rename, sha256 checked: VAL sent
+	# SIZE. LIKE: the file whose mode and owner PATH takes.
+	why=$(holds "$a" "$b" "$c" "$e")
+	case $? in
+	0) val kept; return ;;
+	2) err "$why"; return ;;
+	esac
+	if [ "$data_left" = 0 ]; then
+		skipping=1
+		printf 'NEED\n'
+		return
+	fi
+	dir=$(parent "$a")
+	t=$(fresh_temp "$dir") || { err "cannot create a file in $dir"; return; }
+	# take reads every byte whatever happens to the write; in a command
+	# substitution it cannot say so itself.
+	out=$(take "$data_left" "$t")
+	rc=$?
+	data_left=0
+	if [ "$rc" != 0 ]; then
+		rm -f -- "$t"
+		err "write $a: $out"
+		return
+	fi
+	got=$(size_of "$t")
+	if [ "$got" != "$c" ]; then
+		rm -f -- "$t"
+		err "received $got of $c bytes for $a"
+		return
+	fi
+	settle "$t" "$a" "$b" "$d" "$e" sent
+}
+p_fetch() { # PATH SHA256 URL MAXSIZE TIMEOUT: the same, but the host fetches URL
+	# itself (fetch_url: curl, else wget), at most MAXSIZE bytes in TIMEOUT
+	# seconds: VAL kept or VAL fetched SIZE; nothing written otherwise.
+	why=$(holds "$a" "$b" "" "")
+	case $? in
+	0) val kept; return ;;
+	2) err "$why"; return ;;
+	esac
+	dir=$(parent "$a")
+	t=$(fresh_temp "$dir") || { err "cannot create a file in $dir"; return; }
+	fetch_url "$c" "$d" "$e" "$t"
+	if [ "$rc" != 0 ]; then
+		rm -f -- "$t"
+		err "fetch $c: $(printf '%s' "$out" | tail -c 300) (nothing was written)"
+		return
+	fi
+	settle "$t" "$a" "$b" 0755 "" fetched
+}
+p_place_release() { # DIR FILE SHA256: DIR/relayd copied from FILE, sha256 checked on the host
+	new=$a.relayctl-new
+	if ! why=$(safe_dir "$(parent "$a")"); then err "$why"; return; fi
+	if [ -L "$b" ] || [ ! -f "$b" ]; then err "$b is not a regular file"; return; fi
+	if ! out=$(rm -rf -- "$new" 2>&1 && mkdir -m 0755 -- "$new" 2>&1 && cp -- "$b" "$new/relayd" 2>&1 && chmod 0755 -- "$new/relayd" 2>&1); then
+		rm -rf -- "$new"
+		err "$out"
+		return
+	fi
+	sum=$(sha256_of "$new/relayd")
+	if [ "$sum" != "$c" ]; then
+		rm -rf -- "$new"
+		err "the release on the host has sha256 $sum, want $c"
+		return
+	fi
+	if out=$(rm -rf -- "$a" 2>&1 && mv -T -- "$new" "$a" 2>&1); then ok; else err "install release folder $a: $out"; fi
+}
+p_check_release() { # DIR SHA256: DIR/relayd has that sha256, and DIR is root's alone all the way down
+	if ! why=$(release_ok "$a"); then
+		err "$why"
+		return
+	fi
+	sum=$(sha256_of "$a/relayd")
+	if [ "$sum" = "$b" ]; then ok; else err "the release already in $a has sha256 ${sum:-none}, want $b"; fi
+}
+p_backup() { # PATH NAME: keep PATH's content, mode and owner (or its absence) for restore
+	if [ -L "$a" ]; then
+		err "$a is a symlink; relayctl writes no file through or over a symlink"
+	elif [ -f "$a" ]; then
+		if out=$(cp -p -- "$a" "$stage/$b" 2>&1); then ok; else err "back up $a: $out"; fi
+	else
+		: >"$stage/$b.absent"
+		ok
+	fi
+}
+p_restore() { # PATH NAME: put back what backup kept, with its mode and owner
+	if [ -e "$stage/$b.absent" ]; then
+		if out=$(rm -f -- "$a" 2>&1); then ok; else err "remove $a: $out"; fi
+	elif out=$(write_file "$stage/$b" "$a" 0644 "$stage/$b" 2>&1); then ok; else err "restore $a: $out"; fi
+}
+p_backup_link() { # PATH NAME: the same for a symlink
+	if [ -L "$a" ]; then
+		if readlink -- "$a" >"$stage/$b"; then ok; else err "read $a"; fi
+	else
+		: >"$stage/$b.absent"
+		ok
+	fi
+}
+p_restore_link() { # PATH NAME
+	if [ -e "$stage/$b.absent" ]; then
+		if out=$(rm -f -- "$a" 2>&1); then ok; else err "remove $a: $out"; fi
+	else
+		t=$(cat "$stage/$b")
+		if out=$(rm -f -- "$a.relayctl-link" 2>&1 && ln -s -- "$t" "$a.relayctl-link" 2>&1 && mv -fT -- "$a.relayctl-link" "$a" 2>&1); then ok; else err "point $a back at $t: $out"; fi
+	fi
+}
+p_sysctl() { # KEY VALUE [WANT]: write /proc/sys/KEY; VAL what reads back, ERR if that is not WANT
+	f=/proc/sys/$(printf '%s' "$a" | tr . /)
+	[ -e "$f" ] || {
+		err "$a does not exist"
+		return
+	}
+	# A sysctl's exit status proves nothing (docs/kernel.md): relayctl
+	# compares what reads back.
+	if ! out=$( (printf '%s\n' "$b" >"$f") 2>&1); then
+		err "write $a: $out; it reads $(head -c 200 "$f")"
+		return
+	fi
+	got=$(head -c 4096 "$f")
+	if [ -n "$c" ] && [ "$(squeeze "$got")" != "$(squeeze "$c")" ]; then
+		err "$a: read back $(squeeze "$got"), want $c"
+		return
+	fi
+	val "$got"
+}
+p_handoff() { # command N, then N lines: the handoff argv; VAL the host clock (ns) before it
+	t=$(date +%s%N)
+	read_argv "$b" || {
+		err "short argv"
+		return
+	}
+	[ -z "$argv_empty" ] || {
+		empty_argv
+		return
+	}
+	if out=$(run_list </dev/null 2>&1); then val "$t"; else err "handoff: $(printf '%s' "$out" | tail -c 400)"; fi
+}
+# service VERB: restart or stop the relay, by systemd UNIT, or by the stop
+# (and start) argv lines: VAL the host clock (ns) when it was stopped.
+service() {
+	t=$(date +%s%N)
+	case $a in
+	systemd)
+		if out=$(systemctl "$1" -- "$b" 2>&1 9>&-); then val "$t"; else err "systemctl $1 $b: $(printf '%s' "$out" | tail -c 300)"; fi
+		;;
+	command)
+		read_argv "$b" || {
+			err "short argv"
+			return
+		}
+		stop_list=$argv_list
+		stop_empty=$argv_empty
+		start_list=
+		if [ "$1" = restart ]; then
+			read_argv "$c" || {
+				err "short argv"
+				return
+			}
+			start_list=$argv_list
+		fi
+		[ -z "$stop_empty$argv_empty" ] || {
+			empty_argv
+			return
+		}
+		argv_list=$stop_list
+		if ! out=$(run_list </dev/null 2>&1); then
+			err "stop: $(printf '%s' "$out" | tail -c 300)"
+			return
+		fi
+		if [ "$1" = restart ]; then
+			argv_list=$start_list
+			if ! out=$(run_list </dev/null 2>&1); then
+				err "start: $(printf '%s' "$out" | tail -c 300)"
+				return
+			fi
+		fi
+		val "$t"
+		;;
+	*) err "unknown manager $a" ;;
+	esac
+}
+p_restart() { service restart; } # systemd UNIT | command NSTOP NSTART, then the argv lines
+p_stop() { service stop; }       # systemd UNIT | command NSTOP, then the argv lines
+p_daemon_reload() {
+	if out=$(systemctl daemon-reload 2>&1 9>&-); then ok; else err "systemctl daemon-reload: $(printf '%s' "$out" | tail -c 300)"; fi
+}
+p_relay_drain() { # PID HOST:PORT POST|DELETE: the relay's no-new-lobbies mode, in its network namespace
+	case $a in '' | *[!0-9]*)
+		err "bad pid"
+		return
+		;;
+	esac
+	case $c in POST | DELETE) ;; *)
+		err "bad verb"
+		return
+		;;
+	esac
+	out=$(nsenter -t "$a" -n timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
+printf "%s /drain HTTP/1.0\r\n\r\n" "$2" >&3
+head -c 200 <&3' "${b%:*}" "${b##*:}" "$c" 2>&1)
+	case $out in "HTTP/"*" 200 "*) ok ;; *) err "$c /drain: $(printf '%s' "$out" | head -n 1)" ;; esac
+}
+p_unit_log() { # UNIT SINCE_NS: DATA, the unit's journal lines since then
+	since=$((b / 1000000000))
+	out=$(journalctl -u "$a" --since "@$since" -n 20 --no-pager -o short-iso 2>&1 | tail -c 8000)
+	printf 'DATA %d\n%s' "$(printf '%s' "$out" | wc -c)" "$out"
+}
+p_clock() { val "$(date +%s%N)"; }
+p_observe() { # BOUNDARY, then the argv lines (observe.sh's arguments): DATA its framed output
+	# observe.sh in this session: the read-back needs no SSH session of
+	# its own. Its output goes through a file, which keeps it byte for byte
+	# (a command substitution would eat the final newline). Not read_argv:
+	# observe's words may be empty (a unit name under the command manager),
+	# and splitting at tabs drops them.
+	f=$state/observe.out
+	(
+		n=$argv_left
+		set --
+		while [ "$n" -gt 0 ]; do
+			IFS= read -r w || exit 1
+			set -- "$@" "$w"
+			n=$((n - 1))
+		done
+		printf '%s\n' "$a" | sh -c "$observe_script" relayctl-observe "$@" 9>&-
+	) >"$f" 2>/dev/null
+	argv_left=0
+	printf 'DATA %d\n' "$(wc -c <"$f")"
+	cat -- "$f"
+	rm -f -- "$f"
+}
+p_clear() { # archive an unfinished run's journal and stage
+	old=$state/receipts/abandoned-$(date -u +%Y%m%dT%H%M%SZ)
+	mkdir -p -- "$state/receipts" || {
+		err "mkdir receipts"
+		return
+	}
+	if [ -f "$journal" ]; then mv -- "$journal" "$old.journal" || {
+		err "archive the journal"
+		return
+	}; fi
+	if [ -d "$stage" ]; then mv -- "$stage" "$old.stage" || {
+		err "archive $stage"
+		return
+	}; fi
+	val "$old"
+}
+p_commit() { # NAME OUTCOME, then the receipt as data: filed with the journal beside it
+	case $a in *[!A-Za-z0-9._-]* | '')
+		err "bad receipt name"
+		return
+		;;
+	esac
+	r=$state/receipts/$a
+	out=$(take "$data_left" "$r.json.relayctl-new")
+	rc=$?
+	data_left=0
+	if [ "$rc" != 0 ]; then
+		err "write receipt: $out"
+		return
+	fi
+	mv -f -- "$r.json.relayctl-new" "$r.json" || {
+		err "write receipt"
+		return
+	}
+	jlog "end $b"
+	mv -f -- "$journal" "$r.journal" || {
+		err "file the journal"
+		return
+	}
+	rm -rf -- "$stage"
+	ok
+}
+p_unlock() { # remove the owner file and exit
+	rm -f -- "$state/lock.owner"
+	ok
+	exit 0
+}
+
+IFS= read -r first || exit 0
+IFS=$tab read -r cmd owner mode <<EOF
+$first
+EOF
+[ "$cmd" = lock ] || {
+	printf 'ERR the first request must be lock\n'
+	exit 2
+}
+why=$(safe_dir "$state") || {
+	printf 'UNSAFE %s\n' "$(clean "$why")"
+	exit 77
+}
+exec 9>>"$state/lock" || {
+	printf 'UNSAFE cannot open %s/lock\n' "$state"
+	exit 77
+}
+if ! flock -n 9; then
+	printf 'BUSY %s\n' "$(clean "$(head -c 2000 "$state/lock.owner" 2>/dev/null)")"
+	exit 75
+fi
+# The lock is free, but a run that died keeps its owner file: report it.
+if [ -s "$state/lock.owner" ] && [ "$mode" != break ]; then
+	line="STALE $(clean "$(head -c 2000 "$state/lock.owner")")"
+	[ -s "$journal" ] && line="$line${tab}JOURNAL $(clean "$(tail -n 1 "$journal")")"
+	printf '%s\n' "$line"
+	exit 76
+fi
+printf '%s\n' "$owner" >"$state/lock.owner"
+locked=1
+printf 'LOCKED\n'
+
+skipping=
+while IFS= read -r line; do
+	IFS=$tab read -r op done_op_after data_left argv_left a b c d e <<EOF
+$line
+EOF
+	# The payload's sizes must be numbers, or the stream cannot be kept
+	# in step: the agent stops.
+	case $data_left:$argv_left in
+	*[!0-9:]* | :* | *:)
+		printf 'ERR bad request line\n'
+		exit 2
+		;;
+	esac
+	[ "$done_op_after" = 1 ] || done_op_after=
+	fn=
+	case $op in
+	'' | *[!a-z-]*) ;;
+	*)
+		fn=p_$op
+		while :; do
+			case $fn in *-*) fn=${fn%%-*}_${fn#*-} ;; *) break ;; esac
+		done
+		;;
+	esac
+	if [ -n "$skipping" ] && [ "$op" != sync ] && [ "$op" != unlock ]; then
+		printf 'SKIP\n'
+	elif [ -n "$fn" ] && command -v "$fn" >/dev/null 2>&1; then
+		"$fn"
+	else
+		err "unknown request $op"
+	fi
+	# What the primitive left of its payload is read and dropped.
+	[ "$data_left" -gt 0 ] && read_n "$data_left" >/dev/null
+	while [ "$argv_left" -gt 0 ]; do
+		IFS= read -r _ || exit 2
+		argv_left=$((argv_left - 1))
+	done
+done
+exit 0

@@ -1,0 +1,251 @@
+package shellhost
+
+// agent.sh's keep, fetch and place-release, run here as root through
+// ShellHost: the release store by content, data sent only on request, and
+// fetches by the host itself with curl against a local HTTP server.
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relayctl/relayctl/plans"
+)
+
+func TestAgentKeepSendsOnce(t *testing.T) {
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	data := []byte("relayd bytes\n")
+	sha := plans.SHA256(string(data))
+	file := filepath.Join(root, "releases", ".sha256", sha, "relayd")
+	res, err := runOps(h, keepOp(file, sha, data, "0755"))
+	if err != nil || res[0].Sent != len(data) || res[0].Value != "sent 13" {
+		t.Fatalf("first keep: %+v %v, want the bytes sent", res, err)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("stored file: %v %v", fi, err)
+	}
+	res, err = runOps(h, keepOp(file, sha, data, "0755"))
+	if err != nil || res[0].Sent != 0 || res[0].Value != "kept" {
+		t.Errorf("second keep: %+v %v, want kept and nothing sent", res, err)
+	}
+	// The same file changed on the host is sent again, not trusted.
+	os.WriteFile(file, []byte("tampered\n"), 0o755)
+	if res, err := runOps(h, keepOp(file, sha, data, "0755")); err != nil || res[0].Sent != len(data) {
+		t.Errorf("keep over a changed file: %+v %v", res, err)
+	}
+	// Bytes that do not hash to what they claim are not kept.
+	bad := filepath.Join(root, "releases", ".sha256", strings.Repeat("0", 64), "relayd")
+	if _, err := runOps(h, keepOp(bad, strings.Repeat("0", 64), data, "0755")); err == nil || !strings.Contains(err.Error(), "have sha256 "+sha) {
+		t.Errorf("mismatched bytes: got %v", err)
+	}
+	if _, err := os.Stat(bad); !os.IsNotExist(err) {
+		t.Errorf("mismatched bytes were kept: %v", err)
+	}
+	// A planted symlink is refused, and what it points at stays.
+	victim := filepath.Join(root, "victim")
+	os.WriteFile(victim, []byte("precious\n"), 0o644)
+	link := filepath.Join(root, "releases", "x.relayctl-new")
+	os.Symlink(victim, link)
+	if _, err := runOps(h, keepOp(link, sha, data, "0644")); err == nil || !strings.Contains(err.Error(), "is a symlink") {
+		t.Errorf("keep over a symlink: got %v", err)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Errorf("wrote through a symlink: %q", b)
+	}
+	// The connection goes on after a refused keep: the protocol is in step.
+	if res, err := runOps(h, op("clock")); err != nil || res[0].Value == "" {
+		t.Errorf("after a refused keep: %v %v", res, err)
+	}
+	// place-release makes the version folder from the store.
+	dir := filepath.Join(root, "releases", "1.8.0")
+	if _, err := runOps(h, op("place-release", dir, file, sha)); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "relayd")); string(b) != string(data) {
+		t.Errorf("placed release: %q", b)
+	}
+}
+
+func TestAgentFetch(t *testing.T) {
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	data := []byte("relayd served over http\n")
+	sha := plans.SHA256(string(data))
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		switch r.URL.Path {
+		case "/relayd":
+			w.Write(data)
+		case "/slow":
+			time.Sleep(3 * time.Second)
+			w.Write(data)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	store := func(sha string) string { return filepath.Join(root, "releases", ".sha256", sha, "relayd") }
+	fetch := func(url, sha, timeout string) ([]Result, error) {
+		return runOps(h, op("fetch", store(sha), sha, url, "1048576", timeout))
+	}
+	res, err := fetch(srv.URL+"/relayd", sha, "10")
+	if err != nil || res[0].Value != "fetched 24" || res[0].Sent != 0 {
+		t.Fatalf("fetch: %+v %v", res, err)
+	}
+	if res, err := fetch(srv.URL+"/relayd", sha, "10"); err != nil || res[0].Value != "kept" || hits.Load() != 1 {
+		t.Errorf("second fetch: %+v %v, %d requests; want kept without a request", res, err, hits.Load())
+	}
+	other := strings.Repeat("1", 64)
+	tests := []struct{ url, sha, timeout, want string }{
+		{srv.URL + "/relayd", other, "10", "the file fetched from " + srv.URL + "/relayd has sha256 " + sha + ", want " + other + " (nothing was written)"},
+		{srv.URL + "/missing", other, "10", "fetch " + srv.URL + "/missing: curl: (22) The requested URL returned error: 404"},
+		{srv.URL + "/slow", other, "1", "fetch " + srv.URL + "/slow: curl: (28) Operation timed out after"},
+	}
+	for _, tt := range tests {
+		_, err := fetch(tt.url, tt.sha, tt.timeout)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: got %v, want %q", tt.url, err, tt.want)
+		}
+		if _, err := os.Stat(store(tt.sha)); !os.IsNotExist(err) {
+			t.Errorf("%s: something was written: %v", tt.url, err)
+		}
+	}
+	left, _ := filepath.Glob(filepath.Join(root, "releases", ".sha256", other, ".relayctl.*"))
+	if len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// A write that fails on a full disk keeps the host's own words, and the
+// bytes that could not be written are still read: the next request is read
+// as a request, not as the rest of the file.
+func TestAgentKeepOnAFullDisk(t *testing.T) {
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	full := filepath.Join(root, "small")
+	os.Mkdir(full, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "relayctl-agent-test", full).CombinedOutput(); err != nil {
+		t.Skipf("mount a small tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", full).Run() })
+	data := []byte(strings.Repeat("relayd bytes\n", 40000)) // 520,000 bytes: more than fits
+	sha := plans.SHA256(string(data))
+	_, err := runOps(h, keepOp(filepath.Join(full, "relayd"), sha, data, "0755"))
+	if err == nil || !strings.Contains(err.Error(), "No space left on device") {
+		t.Fatalf("keep on a full disk: got %v, want the host's own error", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(full, ".relayctl.*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+	if res, err := runOps(h, op("clock")); err != nil || res[0].Value == "" {
+		t.Errorf("the next request after a failed keep: %v %v; want it answered", res, err)
+	}
+}
+
+// A host never writes more than the fetch cap, whatever the server says
+// (curl 7.88 ignores --max-filesize for a body without Content-Length, and
+// wget has no cap), follows redirects to http(s) only, and never expands a
+// url as a glob: checked with curl and, on a PATH without curl, with wget.
+func TestAgentFetchHoldsCapSchemesAndGlobs(t *testing.T) {
+	const cap = 1 << 20
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		switch {
+		case r.URL.Path == "/chunked":
+			// 20 MB in chunks, no Content-Length.
+			chunk := []byte(strings.Repeat("x", 64<<10))
+			for range 320 {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+				w.(http.Flusher).Flush()
+			}
+		case r.URL.Path == "/to-ftp":
+			http.Redirect(w, r, "ftp://127.0.0.1:1/relayd", http.StatusFound)
+		case r.URL.Path == "/to-file":
+			http.Redirect(w, r, "file:///etc/passwd", http.StatusFound)
+		case r.URL.Path == "/small":
+			w.Write([]byte("ok\n"))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := strings.Index(agentScript, "\nif [ \"$(printf abc | dd ")
+	readN := agentScript[start+1:]
+	readN = readN[:strings.Index(readN, "\nfi\n")+4]
+	script := readN + agentFunc(t, "capped") + agentFunc(t, "fetch_url") +
+		`fetch_url "$1" "$2" 10 "$3"; printf '%s\n%s' "$rc" "$out"`
+	dir := t.TempDir()
+	common := []string{"cat", "wc", "dd", "head", "rm", "timeout", "printf", "tail"}
+	withCurl := toolDir(t, filepath.Join(dir, "curl-bin"), append(common, "curl")...)
+	withWget := toolDir(t, filepath.Join(dir, "wget-bin"), append(common, "wget")...)
+	for _, fetcher := range []struct{ name, path string }{{"curl", withCurl}, {"wget", withWget}} {
+		for _, tt := range []struct{ name, url, want string }{
+			{"chunked body over the cap", srv.URL + "/chunked", "more than 1048576 bytes (the cap)"},
+			{"redirect to ftp", srv.URL + "/to-ftp", ""},
+			{"redirect to file", srv.URL + "/to-file", ""},
+			{"a glob url", srv.URL + "/relayd{a,b}[1-50000]", ""},
+		} {
+			t.Run(fetcher.name+"/"+tt.name, func(t *testing.T) {
+				hits.Store(0)
+				file := filepath.Join(dir, fetcher.name+"-"+strings.ReplaceAll(tt.name, " ", "-"))
+				cmd := exec.Command(sh, "-c", script, "sh", tt.url, strconv.Itoa(cap), file)
+				cmd.Env = []string{"PATH=" + fetcher.path}
+				b, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("%v: %s", err, b)
+				}
+				rc, out, _ := strings.Cut(string(b), "\n")
+				if rc == "0" {
+					t.Errorf("rc 0 (%q); want a failure", out)
+				}
+				if tt.want != "" && !strings.Contains(out, tt.want) {
+					t.Errorf("said %q, want %q", out, tt.want)
+				}
+				if fi, err := os.Stat(file); err == nil && fi.Size() > cap {
+					t.Errorf("wrote %d bytes, more than the cap %d", fi.Size(), cap)
+				}
+				if n := hits.Load(); n > 1 {
+					t.Errorf("%d requests, want at most one", n)
+				}
+			})
+		}
+		// A plain fetch still works on this path.
+		file := filepath.Join(dir, fetcher.name+"-small")
+		cmd := exec.Command(sh, "-c", script, "sh", srv.URL+"/small", strconv.Itoa(cap), file)
+		cmd.Env = []string{"PATH=" + fetcher.path}
+		if b, err := cmd.CombinedOutput(); err != nil || !strings.HasPrefix(string(b), "0\n") {
+			t.Errorf("%s: a small fetch: %q %v", fetcher.name, b, err)
+		}
+		if b, _ := os.ReadFile(file); string(b) != "ok\n" {
+			t.Errorf("%s: a small fetch wrote %q", fetcher.name, b)
+		}
+	}
+
+	// Through the agent, the over-cap body leaves nothing behind.
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	store := filepath.Join(root, "releases", ".sha256", strings.Repeat("2", 64), "relayd")
+	_, err = runOps(h, op("fetch", store, strings.Repeat("2", 64), srv.URL+"/chunked", strconv.Itoa(cap), "10"))
+	if err == nil || !strings.Contains(err.Error(), "more than 1048576 bytes (the cap); stopped there (nothing was written)") {
+		t.Errorf("agent fetch of an over-cap chunked body: got %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(store), "*")); len(left) > 0 {
+		t.Errorf("files left in the store: %v", left)
+	}
+}

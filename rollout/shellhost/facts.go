@@ -1,0 +1,167 @@
+package shellhost
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/relay/sockstat"
+	"github.com/relayctl/relayctl/rollout"
+)
+
+// frameSet is observe.sh's sections by name.
+type frameSet map[string]Frame
+
+// text is a section's output, trimmed, when its command succeeded.
+func (by frameSet) text(name string) (string, bool) {
+	fr, ok := by[name]
+	if !ok || fr.Status != 0 {
+		return "", false
+	}
+	return strings.TrimSpace(string(fr.Data)), true
+}
+
+// data is a section's output as it is, when its command succeeded.
+func (by frameSet) data(name string) []byte {
+	if fr, ok := by[name]; ok && fr.Status == 0 {
+		return fr.Data
+	}
+	return nil
+}
+
+// FactsFromFrames interprets the sections.
+func FactsFromFrames(frames []Frame, q rollout.Query) (*plans.Facts, error) {
+	by := frameSet{}
+	for _, fr := range frames {
+		by[fr.Name] = fr
+	}
+	f := &plans.Facts{Sysctls: map[string]plans.SysctlFact{}, SysctlFiles: []plans.ConfFile{}}
+	var ok bool
+	if f.Kernel, ok = by.text("kernel"); !ok {
+		return nil, fmt.Errorf("%w: no kernel version", errFrame)
+	}
+	f.Hostname, _ = by.text("hostname")
+	if c, ok := by.text("clock"); ok {
+		f.ClockNanos, _ = strconv.ParseInt(c, 10, 64)
+	}
+	mode, _ := by.text("netns-probe")
+	f.InitialNetns = mode == "644"
+	if err := by.sysctls(f, q.Keys); err != nil {
+		return nil, err
+	}
+	by.sysctlFiles(f, frames)
+	by.release(f, q.Paths)
+	if err := by.files(f, q); err != nil {
+		return nil, err
+	}
+	f.Service = serviceFact(by)
+	if f.Service.Running {
+		f.Release.RunningExe, _ = by.text("relay-exe")
+		self, _ := by.text("netns-self")
+		if ns, ok := by.text("relay-netns"); ok {
+			f.Socket.OwnNetns = ns != self
+		}
+	}
+	if fr, ok := by["relay-status"]; ok {
+		f.RelayStatus = parseStatus(fr)
+	}
+	return f, by.socket(f, q.Port)
+}
+
+// sysctls are the runtime values of the query's keys.
+func (by frameSet) sysctls(f *plans.Facts, keys []string) error {
+	for _, k := range keys {
+		fr, ok := by["sysctl "+k]
+		if !ok {
+			return fmt.Errorf("%w: sysctl %s missing", errFrame, k)
+		}
+		if fr.Status != 0 {
+			f.Sysctls[k] = plans.SysctlFact{}
+			continue
+		}
+		w, _ := by.text("sysctl-writable " + k)
+		f.Sysctls[k] = plans.SysctlFact{Exists: true, Value: strings.TrimRight(string(fr.Data), "\n"), Writable: w == "yes"}
+	}
+	return nil
+}
+
+// sysctlFiles are the sysctl.d files, in observe's order, and the ones it
+// did not read.
+func (by frameSet) sysctlFiles(f *plans.Facts, frames []Frame) {
+	for _, fr := range frames {
+		if p, ok := strings.CutPrefix(fr.Name, "file "); ok && fr.Status == 0 {
+			switch {
+			case len(fr.Data) > plans.MaxHostFile:
+				f.SkippedFiles = append(f.SkippedFiles, fmt.Sprintf("%s is larger than %d bytes", p, plans.MaxHostFile))
+			case plans.ValidHostPath(p) != nil:
+				f.SkippedFiles = append(f.SkippedFiles, "a file name with unusual characters")
+			default:
+				f.SysctlFiles = append(f.SysctlFiles, plans.ConfFile{Path: p, Content: string(fr.Data)})
+			}
+		}
+		if d, ok := strings.CutPrefix(fr.Name, "skipped "); ok {
+			f.SkippedFiles = append(f.SkippedFiles, "in "+d+": "+strings.TrimSpace(string(fr.Data)))
+		}
+	}
+}
+
+// release is where the current link points and the releases installed.
+func (by frameSet) release(f *plans.Facts, paths plans.PlanPaths) {
+	if raw, ok := by.text("current-link"); ok {
+		f.Release.CurrentRaw = raw
+		f.Release.Current = plans.ReleaseOf(paths, raw)
+		if plans.ValidVersion(f.Release.Current) != nil {
+			f.Release.Current = ""
+		}
+	}
+	if list, ok := by.text("releases"); ok {
+		for _, v := range strings.Fields(list) {
+			if plans.ValidVersion(v) == nil {
+				f.Release.Installed = append(f.Release.Installed, v)
+			}
+		}
+		sort.Strings(f.Release.Installed)
+	}
+}
+
+// files are an unfinished run's journal and lock owner, the relay config
+// and the unit drop-in.
+func (by frameSet) files(f *plans.Facts, q rollout.Query) error {
+	if d := by.data("journal"); d != nil {
+		f.Journal = string(d)
+	}
+	if d := by.data("lock-owner"); d != nil {
+		f.LockOwner = plans.Visible(strings.TrimSpace(string(d)))
+	}
+	if fr, ok := by["relay-config"]; ok && fr.Status == 0 {
+		if len(fr.Data) > plans.MaxHostFile {
+			return fmt.Errorf("the relay config %s is larger than %d bytes", q.Paths.RelayConfig, plans.MaxHostFile)
+		}
+		f.Config = plans.FileFact{Exists: true, Content: string(fr.Data)}
+	}
+	if fr, ok := by["unit-dropin"]; ok {
+		f.UnitDropIn = &plans.FileFact{}
+		if fr.Status == 0 {
+			if len(fr.Data) > plans.MaxHostFile {
+				return fmt.Errorf("the unit drop-in %s is larger than %d bytes", unitDropIn(q.Service), plans.MaxHostFile)
+			}
+			*f.UnitDropIn = plans.FileFact{Exists: true, Content: string(fr.Data)}
+		}
+	}
+	return nil
+}
+
+// socket is the relay socket read back from the kernel: ss, /proc/net/udp
+// and /proc/net/snmp of the relay's network namespace.
+func (by frameSet) socket(f *plans.Facts, port int) error {
+	f.Socket.Port = port
+	r, err := sockstat.ReadBack(by.data("ss"), by.data("proc-net-udp"), by.data("proc-net-snmp"), port)
+	if err != nil {
+		return err
+	}
+	f.Socket.Found, f.Socket.Rcvbuf, f.Socket.Drops, f.Socket.Inode = r.Found, r.Rcvbuf, r.Drops, r.Inode
+	f.Socket.ProcUDPDrops, f.Socket.RcvbufErrors, f.Socket.InErrors = r.ProcUDPDrops, r.RcvbufErrors, r.InErrors
+	return nil
+}

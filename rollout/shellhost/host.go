@@ -1,0 +1,149 @@
+// Package shellhost is relayctl's real host: rollout.Host over a command
+// runner (SSH, in production), made of two shell scripts that are constants
+// of relayctl. observe.sh reads a host's facts; agent.sh holds the host lock
+// for the length of an apply and carries out the primitives relayctl sends
+// it (rollout/primitive.go lists them). Nothing from a spec or a plan
+// reaches either script as code: values travel as data, validated first.
+package shellhost
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/relayctl/relayctl/rollout"
+)
+
+//go:embed agent.sh
+var agentScript string
+
+// Host is a rollout.Host over a connection: observe.sh for facts, and one
+// long-lived agent.sh session that holds the host lock and runs primitives
+// for the whole apply.
+type Host struct {
+	name  string
+	conn  Conn
+	state string
+	count countingRunner
+
+	mu      sync.Mutex
+	agent   *session
+	batches int // batches sent to the agent (each one round trip)
+}
+
+var _ rollout.Host = (*Host)(nil)
+
+// New wraps a connection to the host a spec calls name; state is the
+// host's state folder (plans.StateDir).
+func New(name string, c Conn, state string) *Host {
+	return &Host{name: name, conn: c, state: state, count: countingRunner{Runner: c}}
+}
+
+// Hosts makes a rollout.HostDialer of a transport Dialer.
+func Hosts(d Dialer, state string) rollout.HostDialer { return dialer{d, state} }
+
+type dialer struct {
+	d     Dialer
+	state string
+}
+
+func (s dialer) DialHost(ctx context.Context, name string) (rollout.Host, error) {
+	c, err := s.d.Dial(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return New(name, c, s.state), nil
+}
+
+// Address is what was dialled.
+func (h *Host) Address() string { return h.conn.Address() }
+
+// User is the remote user.
+func (h *Host) User() string { return h.conn.User() }
+
+// RoundTrips counts commands run on the host and batches sent its agent.
+func (h *Host) RoundTrips() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.count.count() + h.batches
+}
+
+// Close ends the agent (if any) and the connection.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	a := h.agent
+	h.agent = nil
+	h.mu.Unlock()
+	if a != nil {
+		a.close()
+	}
+	return h.conn.Close()
+}
+
+// Run carries out ops on the host (rollout.Host). A lone observe without a
+// session runs observe.sh as a command of its own; a lock starts agent.sh,
+// and everything after it goes to that session in batches.
+func (h *Host) Run(ctx context.Context, ops []rollout.Op, each func(i int, r rollout.Result) error) error {
+	if len(ops) == 0 {
+		return nil
+	}
+	for _, o := range ops {
+		if err := o.Validate(); err != nil {
+			return err
+		}
+	}
+	for i, o := range ops {
+		if o.Kind == "unlock" && i != len(ops)-1 {
+			return errors.New("run on host: unlock must end the ops")
+		}
+	}
+	h.mu.Lock()
+	a := h.agent
+	h.mu.Unlock()
+	switch {
+	case a == nil && ops[0].Kind == "lock":
+		return h.lockAndRun(ctx, ops, each)
+	case a == nil && len(ops) == 1 && ops[0].Kind == "observe":
+		return h.observeAlone(ctx, ops[0], each)
+	case a == nil:
+		return errors.New("run on host: the host is not locked")
+	case ops[0].Kind == "lock":
+		return errors.New("run on host: the host is locked already")
+	}
+	return h.send(ctx, a, ops, 0, each, nil)
+}
+
+// observeAlone runs observe.sh as one command (plan, verify, facts).
+func (h *Host) observeAlone(ctx context.Context, o rollout.Op, each func(int, rollout.Result) error) error {
+	c, err := newObserveCall(*o.Query, h.name, h.conn.Address(), h.conn.User())
+	if err != nil {
+		return err
+	}
+	f, err := c.run(ctx, &h.count)
+	if err != nil {
+		return err
+	}
+	if each != nil {
+		return each(0, rollout.Result{Facts: f, At: time.Now()})
+	}
+	return nil
+}
+
+// countingRunner counts round trips.
+type countingRunner struct {
+	Runner
+	n  int
+	mu sync.Mutex
+}
+
+func (c *countingRunner) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, stderr io.Writer) error {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return c.Runner.Run(ctx, cmd, stdin, stdout, stderr)
+}
+
+func (c *countingRunner) count() int { c.mu.Lock(); defer c.mu.Unlock(); return c.n }

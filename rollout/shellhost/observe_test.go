@@ -1,0 +1,356 @@
+package shellhost
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/relayctl/relayctl/plans"
+)
+
+// localRunner runs commands on this machine with sh -c: the observe script
+// meets the real kernel, real ss and real /proc without SSH in between.
+type localRunner struct {
+	netns bool // in a network namespace of its own (unshare -n)
+}
+
+func (l localRunner) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, stderr io.Writer) error {
+	c := exec.CommandContext(ctx, "sh", "-c", cmd)
+	if l.netns {
+		c = exec.CommandContext(ctx, "unshare", "-n", "sh", "-c", cmd)
+	}
+	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+	err := c.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return &ExitError{Status: ee.ExitCode()}
+	}
+	return err
+}
+
+const testBoundary = "@@relayctl-0123456789abcdef0123456789abcdef"
+
+func TestParseFrames(t *testing.T) {
+	B := testBoundary
+	out := B + " kernel\n6.18.44\n\n" + B + " end 0\n" +
+		B + " relay-config\nabsent\n\n" + B + " end 2\n" +
+		B + " file /etc/sysctl.d/a b.conf\na = 1\n@@relayctl-guess end 0\n\n" + B + " end 0\n"
+	frames, err := ParseFrames([]byte(out), B)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(frames) != 3 {
+		t.Fatalf("got %d frames, want 3", len(frames))
+	}
+	if frames[0].Name != "kernel" || string(frames[0].Data) != "6.18.44\n" {
+		t.Errorf("kernel frame: got %q %q", frames[0].Name, frames[0].Data)
+	}
+	if frames[2].Name != "file /etc/sysctl.d/a b.conf" || string(frames[2].Data) != "a = 1\n@@relayctl-guess end 0\n" {
+		t.Errorf("a frame whose content fakes another boundary: got %q %q", frames[2].Name, frames[2].Data)
+	}
+	if frames[1].Status != 2 {
+		t.Errorf("status: got %d, want 2", frames[1].Status)
+	}
+	for _, bad := range []string{
+		"garbage\n",
+		B + " kernel\n6.18\n",                    // never ends
+		B + " kernel\n6.18\n\n" + B + " end x\n", // bad status
+		B + " kernel\n6.18\n\n" + B + " end 0",   // no final newline
+		B + " kernel",                            // no header newline
+		"@@relayctl-other kernel\nx\n\n@@relayctl-other end 0\n",
+	} {
+		if _, err := ParseFrames([]byte(bad), B); err == nil {
+			t.Errorf("ParseFrames(%q): got no error", bad)
+		}
+	}
+	// A frame seen twice, or output holding the boundary, is forged.
+	for _, forged := range []string{
+		B + " ss\na\n" + B + " end 0\n" + B + " ss\nb\n" + B + " end 0\n",
+		B + " relay-status\n{}" + B + " ss\n\n" + B + " end 0\n",
+	} {
+		if _, err := ParseFrames([]byte(forged), B); !errors.Is(err, ErrForgedFrame) {
+			t.Errorf("ParseFrames(%q): got %v, want ErrForgedFrame", forged, err)
+		}
+	}
+}
+
+func FuzzParseFrames(f *testing.F) {
+	B := testBoundary
+	f.Add([]byte(B + " kernel\n6.18.44\n\n" + B + " end 0\n"))
+	f.Add([]byte(B + " relay-config\nabsent\n\n" + B + " end 2\n"))
+	f.Add([]byte(B + " a\nabc\n" + B + " end 0\n" + B + " b\nx\n\n" + B + " end 1\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		frames, err := ParseFrames(b, B)
+		if err != nil {
+			return
+		}
+		n := 0
+		seen := map[string]bool{}
+		for _, fr := range frames {
+			n += len(fr.Data)
+			if seen[fr.Name] || bytes.Contains(fr.Data, []byte(B)) {
+				t.Fatalf("accepted a forged frame %q", fr.Name)
+			}
+			seen[fr.Name] = true
+		}
+		if n > len(b) {
+			t.Fatalf("frames hold %d bytes of a %d-byte input", n, len(b))
+		}
+		FactsFromFrames(frames, Query{Keys: []string{"net.core.rmem_max"}, Port: 7788})
+	})
+}
+
+func TestQueryCommandQuotes(t *testing.T) {
+	q := Query{Keys: []string{"net.core.rmem_max"}, Port: 7788, Paths: plans.PlanPaths(plans.DefaultPaths),
+		Service: plans.PlanService{Manager: "command", PIDFile: "/opt/relay/run/relayd.pid"}}
+	c, err := newObserveCall(q, "h", "a", "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := c.command()
+	if strings.Contains(cmd, "@@relayctl-") && !strings.Contains(cmd, "@@relayctl-*") {
+		t.Errorf("the command line carries a boundary: %q", cmd)
+	}
+	for _, bad := range []func(q *Query){
+		func(q *Query) { q.Paths.RelayConfig = "/etc/relay/$(id).env" },
+		func(q *Query) { q.Service = plans.PlanService{Manager: "systemd", Name: "-Hroot@evil.example"} },
+		func(q *Query) { q.Service.PIDFile = "/run/x; reboot" },
+		func(q *Query) { q.Keys = []string{"net.core.rmem_max,kernel.x"} },
+	} {
+		c := q
+		bad(&c)
+		if _, err := newObserveCall(c, "h", "a", "u"); err == nil {
+			t.Errorf("%+v was accepted", c)
+		}
+	}
+}
+
+// fakeRelay is a "relay" for observing this machine: a copy of sleep
+// started from a release folder (so its executable is a release), with
+// its pid in a pid file, and a UDP socket of ours on a free port.
+type fakeRelay struct {
+	dir, pidFile string
+	port, pid    int
+	conn         *net.UDPConn
+}
+
+func startFakeRelay(t *testing.T) *fakeRelay {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("observe reads the relay through nsenter: needs root")
+	}
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	dir := t.TempDir()
+	os.MkdirAll(dir+"/releases/1.7.0", 0o755)
+	sleep, _ := exec.LookPath("sleep")
+	b, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(dir+"/releases/1.7.0/relayd", b, 0o755)
+	os.Symlink(dir+"/releases/1.7.0", dir+"/current")
+	os.WriteFile(dir+"/relayd.env", []byte("RELAYD_SO_RCVBUF=0\n"), 0o644)
+	cmd := exec.Command(dir+"/releases/1.7.0/relayd", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	r := &fakeRelay{dir: dir, pidFile: dir + "/relayd.pid", port: conn.LocalAddr().(*net.UDPAddr).Port, pid: cmd.Process.Pid, conn: conn}
+	os.WriteFile(r.pidFile, []byte(strconv.Itoa(r.pid)+"\n"), 0o644)
+	return r
+}
+
+func (r *fakeRelay) query(control string) Query {
+	return Query{Keys: []string{"net.core.rmem_default", "net.core.rmem_max", "net.ipv4.udp_mem", "net.core.no_such_key"}, Port: r.port, Control: control,
+		Paths:   plans.PlanPaths{Current: r.dir + "/current", Releases: r.dir + "/releases", RelayConfig: r.dir + "/relayd.env", StateDir: r.dir + "/state", SysctlFile: "/etc/sysctl.d/90-relayctl.conf"},
+		Service: plans.PlanService{Manager: "command", PIDFile: r.pidFile}}
+}
+
+func (r *fakeRelay) rcvbuf(t *testing.T) uint64 {
+	raw, _ := r.conn.SyscallConn()
+	var rb int
+	raw.Control(func(fd uintptr) { rb = getRcvbuf(t, fd) })
+	return uint64(rb)
+}
+
+// TestObserveThisMachine runs the real observe script here, against a
+// stand-in relay (startFakeRelay).
+func TestObserveThisMachine(t *testing.T) {
+	r := startFakeRelay(t)
+	f, err := observeWith(localRunner{}, "here", r.query(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rmemMax, _ := os.ReadFile("/proc/sys/net/core/rmem_max")
+	if got, want := f.Sysctls["net.core.rmem_max"].Value, strings.TrimSpace(string(rmemMax)); got != want {
+		t.Errorf("rmem_max: got %q, want %q", got, want)
+	}
+	if !strings.Contains(f.Sysctls["net.ipv4.udp_mem"].Value, "\t") {
+		t.Errorf("udp_mem: got %q, want the kernel's tab-separated form kept as read", f.Sysctls["net.ipv4.udp_mem"].Value)
+	}
+	if f.Sysctls["net.core.no_such_key"].Exists {
+		t.Error("a missing key was reported as existing")
+	}
+	if !f.Service.Running || f.Service.PID != r.pid {
+		t.Errorf("service: got %+v, want running with pid %d", f.Service, r.pid)
+	}
+	if f.Release.Current != "1.7.0" || f.Config.Content != "RELAYD_SO_RCVBUF=0\n" {
+		t.Errorf("release/config: got %+v / %q", f.Release, f.Config.Content)
+	}
+	if rb := r.rcvbuf(t); !f.Socket.Found || f.Socket.Rcvbuf != rb || f.Socket.Inode == 0 {
+		t.Errorf("socket: got %+v, want found with rb %d (getsockopt) and its inode", f.Socket, rb)
+	}
+	if !f.InitialNetns {
+		t.Error("this test runs in the initial network namespace, observe says otherwise")
+	}
+	var buf bytes.Buffer
+	for _, cf := range f.SysctlFiles {
+		buf.WriteString(cf.Path + "\n")
+	}
+	if !strings.Contains(buf.String(), "/etc/sysctl.conf") && fileExists("/etc/sysctl.conf") {
+		t.Errorf("sysctl files: got\n%s\nwant /etc/sysctl.conf among them", buf.String())
+	}
+}
+
+// A pid file that names a process which does not run a release (pid 1), or
+// that someone other than root can write, is not read back.
+func TestObserveTrustsOnlyReleases(t *testing.T) {
+	r := startFakeRelay(t)
+	os.WriteFile(r.pidFile, []byte("1\n"), 0o644)
+	f, err := observeWith(localRunner{}, "here", r.query(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Service.Running || !strings.Contains(f.Service.Detail, "pid 1 runs") || !strings.Contains(f.Service.Detail, "not a release") {
+		t.Errorf("pid 1: got %+v, want not running, not read back", f.Service)
+	}
+	os.WriteFile(r.pidFile, []byte(strconv.Itoa(r.pid)+"\n"), 0o666)
+	os.Chmod(r.pidFile, 0o666)
+	f, err = observeWith(localRunner{}, "here", r.query(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Service.Running || !strings.Contains(f.Service.Detail, "only root may write it") {
+		t.Errorf("a world-writable pid file: got %+v, want it distrusted", f.Service)
+	}
+}
+
+var boundaryRe = regexp.MustCompile(`@@relayctl-[0-9a-f]{16,}`)
+
+// The relay writes its own /status. One that learns the frame boundary the
+// way any local user can (from /proc/PID/cmdline) and prints frames of its
+// own must not change what observe reports: the socket's rb stays what the
+// kernel says.
+func TestObserveForgedStatusCannotChangeFacts(t *testing.T) {
+	r := startFakeRelay(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	learnt := false
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var b string
+		paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range paths {
+			c, _ := os.ReadFile(p)
+			if m := boundaryRe.Find(c); m != nil {
+				b = string(m)
+			}
+		}
+		body := `{"version":"1.7.0","so_rcvbuf_effective":8388608}`
+		if b != "" {
+			learnt = true
+			forged := fmt.Sprintf("UNCONN 0 0 127.0.0.1:%d 0.0.0.0:* ino:1 sk:1 <-> skmem:(r0,rb8388608,t0,tb212992,f0,w0,o0,bl0,d0)", r.port)
+			body += "\n" + b + " end 0\n" + b + " ss\n" + forged + "\n" + b + " end 0\n" + b + " relay-status-more"
+		}
+		io.WriteString(w, body)
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	f, err := observeWith(localRunner{}, "here", r.query(ln.Addr().String()))
+	if errors.Is(err, ErrForgedFrame) {
+		return // detected
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := r.rcvbuf(t); f.Socket.Rcvbuf != want {
+		t.Errorf("the relay's /status changed the reported rb to %d, the socket has %d (boundary learnt from cmdline: %v)", f.Socket.Rcvbuf, want, learnt)
+	}
+	if learnt {
+		t.Error("the frame boundary was readable in a process's command line")
+	}
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func framesOf(B string, kv ...string) []byte {
+	var b bytes.Buffer
+	for i := 0; i+1 < len(kv); i += 2 {
+		fmt.Fprintf(&b, "%s %s\n%s\n%s end 0\n", B, kv[i], kv[i+1], B)
+	}
+	return b.Bytes()
+}
+
+// The current release is the version of the folder the link names only
+// when that folder is directly in the releases dir: a link to
+// /anywhere/1.8.0 is not release 1.8.0.
+func TestObserveReleaseIsTheWholeLinkTarget(t *testing.T) {
+	q := Query{Port: 7788, Paths: plans.PlanPaths(plans.DefaultPaths)}
+	for _, tt := range []struct{ link, want string }{
+		{"/opt/relay/releases/1.8.0", "1.8.0"},
+		{"releases/1.8.0", "1.8.0"},
+		{"/anywhere/1.8.0", ""},
+		{"/opt/relay/releases/../../tmp/1.8.0", ""},
+		{"/opt/relay/releases/1.8.0/..", ""},
+	} {
+		frames, err := ParseFrames(framesOf(testBoundary, "kernel", "6.18", "current-link", tt.link), testBoundary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := FactsFromFrames(frames, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Release.Current != tt.want {
+			t.Errorf("link %s: got release %q, want %q", tt.link, f.Release.Current, tt.want)
+		}
+	}
+}
+
+// A sysctl.d file over the size limit is reported, not read into memory.
+func TestObserveBoundsHostFiles(t *testing.T) {
+	big := strings.Repeat("# padding\n", plans.MaxHostFile/10+10)
+	frames, err := ParseFrames(framesOf(testBoundary, "kernel", "6.18", "file /etc/sysctl.d/99-big.conf", big), testBoundary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := FactsFromFrames(frames, Query{Port: 7788, Paths: plans.PlanPaths(plans.DefaultPaths)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.SysctlFiles) != 0 || len(f.SkippedFiles) != 1 || !strings.Contains(f.SkippedFiles[0], "99-big.conf is larger than") {
+		t.Errorf("got files %d, skipped %q", len(f.SysctlFiles), f.SkippedFiles)
+	}
+	var lb limitedBuffer
+	lb.max = 10
+	lb.Write([]byte("0123456789abc"))
+	if !lb.over || lb.Len() != 10 {
+		t.Errorf("limitedBuffer kept %d bytes, over %v", lb.Len(), lb.over)
+	}
+}

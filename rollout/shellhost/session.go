@@ -1,0 +1,376 @@
+package shellhost
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/relayctl/relayctl/rollout"
+)
+
+// session is agent.sh running on the host: requests go to its stdin,
+// answers come from its stdout, one line each.
+type session struct {
+	in     *io.PipeWriter
+	out    *bufio.Reader
+	stderr *bytes.Buffer
+	done   chan error
+	once   chan struct{}
+}
+
+func (a *session) close() {
+	select {
+	case <-a.once:
+		return
+	default:
+		close(a.once)
+	}
+	a.in.Close()
+	select {
+	case <-a.done:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// start runs agent.sh on the host. It lives as long as the apply: no
+// per-command timeout, and an interrupt of the apply does not cut a host
+// off inside its window.
+func (h *Host) start(ctx context.Context) *session {
+	cmd := Command("sh", "-c", agentScript, "relayctl-agent", h.state, observeScript)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	a := &session{in: inW, out: bufio.NewReader(outR), stderr: &bytes.Buffer{}, done: make(chan error, 1), once: make(chan struct{})}
+	actx := WithoutCommandTimeout(context.WithoutCancel(ctx))
+	go func() {
+		err := h.count.Run(actx, cmd, inR, outW, a.stderr)
+		outW.CloseWithError(err)
+		inR.Close()
+		a.done <- err
+	}()
+	return a
+}
+
+// lockAndRun starts the agent and sends the lock request and, behind it
+// without waiting, the first batch of the rest: one round trip for the
+// lock and (say) the first observe. The agent reads the rest only once it
+// holds the lock, and exits otherwise.
+func (h *Host) lockAndRun(ctx context.Context, ops []rollout.Op, each func(int, rollout.Result) error) error {
+	lock := ops[0]
+	a := h.start(ctx)
+	h.mu.Lock()
+	h.batches++
+	h.mu.Unlock()
+	if _, err := fmt.Fprintf(a.in, "lock\t%s\t%s\n", lock.Args[0], lock.Args[1]); err != nil {
+		a.close()
+		return rollout.ConnLost(err)
+	}
+	lockAnswer := func() error {
+		line, err := readLine(a.out)
+		if err != nil {
+			a.close()
+			return fmt.Errorf("take host lock: %v %s", err, strings.TrimSpace(a.stderr.String()))
+		}
+		if err := lockError(line, h.state); err != nil {
+			a.close()
+			return err
+		}
+		h.mu.Lock()
+		h.agent = a
+		h.mu.Unlock()
+		if each != nil {
+			return each(0, rollout.Result{At: time.Now()})
+		}
+		return nil
+	}
+	if len(ops) == 1 {
+		return lockAnswer()
+	}
+	return h.send(ctx, a, ops[1:], 1, each, lockAnswer)
+}
+
+// lockError reads the agent's answer to the lock request.
+func lockError(line, state string) error {
+	word, rest, _ := strings.Cut(line, " ")
+	switch word {
+	case "LOCKED":
+		return nil
+	case "BUSY":
+		if rest == "" {
+			rest = "an unknown owner"
+		}
+		return fmt.Errorf("%w: %s (%s/lock)", rollout.ErrLocked, rest, state)
+	case "STALE":
+		who, journal, _ := strings.Cut(rest, "\tJOURNAL ")
+		return &rollout.StaleLockError{Owner: who, Journal: journal, StateDir: state}
+	case "UNSAFE":
+		return fmt.Errorf("%w: %s: make it owned by root and writable by root alone", rollout.ErrUnsafeHost, rest)
+	}
+	return fmt.Errorf("take host lock: unexpected answer %q", clip(line))
+}
+
+// batches_ sends ops to the agent in batches: a batch is written at once,
+// ended by "sync", and its answers read after (one round trip a batch,
+// however many primitives). The agent stops doing things at the first ERR
+// of a batch and answers SKIP to the rest, so nothing runs after a
+// failure. A batch ends early after an Op whose answer relayctl must check
+// before anything else runs (EndsBatch), and when the host lacks a keep's
+// bytes (NEED): the keep is sent again with its bytes, and the Ops after
+// it, in the next batch. base is the index in the caller's ops of ops[0];
+// first, when set, reads an answer that comes before the first batch's
+// (the lock's), once that batch is written.
+func (h *Host) send(ctx context.Context, a *session, ops []rollout.Op, base int, each func(int, rollout.Result) error, first func() error) error {
+	withData := false // after a NEED: the batch's keeps carry their bytes
+	for start := 0; start < len(ops); {
+		end := start
+		for end < len(ops) {
+			end++
+			if ops[end-1].EndsBatch() {
+				break
+			}
+		}
+		batch := ops[start:end]
+		// The agent exits at unlock: nothing after it, not even a sync.
+		last := batch[len(batch)-1].Kind == "unlock"
+		if first == nil {
+			h.mu.Lock()
+			h.batches++
+			h.mu.Unlock()
+		}
+		calls, err := h.observeCalls(batch)
+		if err != nil {
+			return err
+		}
+		// Written while the answers are read: a batch with a release in it
+		// is larger than what the connection buffers, and the agent answers
+		// as it goes.
+		wrote := make(chan error, 1)
+		go func(withData bool) { wrote <- writeBatch(a.in, batch, calls, withData, !last) }(withData)
+		if first != nil {
+			if err := first(); err != nil {
+				<-wrote
+				return err
+			}
+			first = nil
+		}
+		need, err := h.answers(a, batch, calls, base+start, withData, !last, each)
+		var oos *errOutOfStep
+		if err != nil && (rollout.IsConnLost(err) || errors.As(err, &oos)) {
+			// The session is of no more use (lost, or out of step): end
+			// it, which also ends a write still under way.
+			a.in.CloseWithError(err)
+		}
+		if werr := <-wrote; werr != nil && err == nil {
+			err = rollout.ConnLost(werr)
+		}
+		if err != nil {
+			return err
+		}
+		if need < 0 {
+			start, withData = end, false
+			continue
+		}
+		start, withData = start+need, true
+	}
+	return nil
+}
+
+// observeCalls makes the observe runs of a batch, by index.
+func (h *Host) observeCalls(batch []rollout.Op) (map[int]*observeCall, error) {
+	calls := map[int]*observeCall{}
+	for i, o := range batch {
+		if o.Kind != "observe" {
+			continue
+		}
+		c, err := newObserveCall(*o.Query, h.name, h.conn.Address(), h.conn.User())
+		if err != nil {
+			return nil, err
+		}
+		calls[i] = c
+	}
+	return calls, nil
+}
+
+// maxLine bounds one answer line of the agent.
+const maxLine = 8192
+
+func readLine(r *bufio.Reader) (string, error) {
+	var b []byte
+	for {
+		chunk, isPrefix, err := r.ReadLine()
+		if err != nil {
+			return "", err
+		}
+		b = append(b, chunk...)
+		if len(b) > maxLine {
+			return "", fmt.Errorf("an answer line longer than %d bytes", maxLine)
+		}
+		if !isPrefix {
+			return string(b), nil
+		}
+	}
+}
+
+// errOutOfStep is an answer the agent should not have given: the session
+// is out of step and of no more use.
+type errOutOfStep struct{ msg string }
+
+func (e *errOutOfStep) Error() string { return e.msg }
+
+func outOfStep(format string, a ...any) error { return &errOutOfStep{fmt.Sprintf(format, a...)} }
+
+// answers reads a batch's answers and its sync's. It returns the index in
+// the batch of a keep the host lacks the bytes of (NEED), or -1. After the
+// host stopped the batch (ERR, NEED) every answer must be SKIP; after
+// relayctl stopped caring (each failed, facts it cannot read) the host goes
+// on and its answers are read and dropped.
+func (h *Host) answers(a *session, batch []rollout.Op, calls map[int]*observeCall, base int, withData, synced bool, each func(int, rollout.Result) error) (int, error) {
+	need := -1
+	stopped := false // the host stopped the batch
+	var failure error
+	for i, o := range batch {
+		line, err := readLine(a.out)
+		if err != nil {
+			return -1, rollout.ConnLost(err)
+		}
+		word, rest, _ := strings.Cut(line, " ")
+		r := rollout.Result{At: time.Now()}
+		switch word {
+		case "SKIP":
+			if !stopped {
+				return -1, outOfStep("run on host: %s skipped with no failure before it", o.Kind)
+			}
+			continue
+		case "NEED":
+			if !o.Offer || withData || stopped {
+				return -1, outOfStep("run on host: unexpected NEED to %s", o.Kind)
+			}
+			need, stopped = i, true
+			continue
+		case "ERR":
+			if stopped {
+				return -1, outOfStep("run on host: %s answered ERR after the batch stopped", o.Kind)
+			}
+			stopped = true
+			if failure == nil {
+				failure = &rollout.OpError{Op: o, Msg: rest}
+			}
+			continue
+		case "OK":
+		case "VAL":
+			r.Value = rest
+		case "DATA":
+			if r.Value, err = readData(a.out, rest); err != nil {
+				return -1, err
+			}
+		default:
+			return -1, outOfStep("run on host: unexpected answer %q to %s", clip(line), o.Kind)
+		}
+		if stopped {
+			return -1, outOfStep("run on host: %s answered %s after the batch stopped", o.Kind, word)
+		}
+		if o.Kind == "unlock" {
+			h.mu.Lock()
+			h.agent = nil
+			h.mu.Unlock()
+			a.close()
+		}
+		if failure != nil {
+			continue
+		}
+		if !o.Offer || withData {
+			r.Sent = len(o.Data) // a keep's bytes go whether or not the host had them
+		}
+		if c := calls[i]; c != nil {
+			if r.Facts, failure = c.facts([]byte(r.Value)); failure != nil {
+				continue
+			}
+			r.Value = ""
+		}
+		if each != nil {
+			failure = each(base+i, r)
+		}
+	}
+	if synced {
+		line, err := readLine(a.out)
+		if err != nil {
+			return -1, rollout.ConnLost(err)
+		}
+		if line != "OK" {
+			return -1, outOfStep("run on host: unexpected answer %q to sync", clip(line))
+		}
+	}
+	if failure != nil {
+		return -1, failure
+	}
+	return need, nil
+}
+
+// readData reads a DATA answer's bytes.
+func readData(r *bufio.Reader, size string) (string, error) {
+	n, err := strconv.Atoi(size)
+	if err != nil || n < 0 || n > MaxObserveOutput {
+		return "", outOfStep("run on host: bad answer DATA %q", clip(size))
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return "", rollout.ConnLost(err)
+	}
+	return string(buf), nil
+}
+
+// writeBatch writes a batch as agent.sh reads it: each Op's request line
+// (KIND, JOURNAL, NDATA, NARGV, its arguments), then its data and its
+// command words, then "sync" (unless the batch ends the agent). A keep
+// goes as an offer (no bytes), or with withData with its bytes. Data is
+// written from the Op's own slice, never copied: every host shares the one
+// copy of a release in memory.
+func writeBatch(w io.Writer, batch []rollout.Op, calls map[int]*observeCall, withData, sync bool) error {
+	var b bytes.Buffer
+	for i, o := range batch {
+		args, argv := o.Args, o.Argv
+		if c := calls[i]; c != nil {
+			args, argv = []string{c.boundary}, c.args
+		}
+		data := o.Data
+		if o.Offer && !withData {
+			data = nil
+		}
+		journal := "0"
+		if o.Mutates() {
+			journal = "1"
+		}
+		fmt.Fprintf(&b, "%s\t%s\t%d\t%d", o.Kind, journal, len(data), len(argv))
+		for _, a := range args {
+			b.WriteByte('\t')
+			b.WriteString(a)
+		}
+		b.WriteByte('\n')
+		if len(data) > 0 {
+			if _, err := w.Write(b.Bytes()); err != nil {
+				return err
+			}
+			b.Reset()
+			if _, err := w.Write(data); err != nil {
+				return err
+			}
+		}
+		for _, arg := range argv {
+			b.WriteString(arg)
+			b.WriteByte('\n')
+		}
+	}
+	if sync {
+		b.WriteString("sync\t0\t0\t0\n")
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
