@@ -117,7 +117,7 @@ func joinOutcome(err error, t *tally) wire.Reason {
 		t.noNew++
 		return wire.ReasonDraining
 	case errors.Is(err, lobby.ErrSourceLimit):
-		t.src++
+		t.sourceLimit++
 		return wire.ReasonSourceLimit
 	case errors.Is(err, lobby.ErrPlayerTaken):
 		t.bad[reasonPlayerTaken]++

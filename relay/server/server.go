@@ -101,10 +101,10 @@ type counters struct {
 
 // tally counts one batch, added to the counters once.
 type tally struct {
-	rxBytes, forwarded, lobbyFull, noNew        uint64
-	notJoined, otherVersion, joinsRx            uint64
-	joinChallenged, cookieRejected, joined, src uint64
-	bad                                         [numReasons]uint64
+	rxBytes, forwarded, lobbyFull, noNew                uint64
+	notJoined, otherVersion, joinsRx                    uint64
+	joinChallenged, cookieRejected, joined, sourceLimit uint64
+	bad                                                 [numReasons]uint64
 }
 
 func (c *counters) add(t *tally) {
@@ -115,7 +115,7 @@ func (c *counters) add(t *tally) {
 		{&c.rxBytes, t.rxBytes}, {&c.forwarded, t.forwarded}, {&c.lobbyFull, t.lobbyFull},
 		{&c.refusedDraining, t.noNew}, {&c.notJoined, t.notJoined}, {&c.otherVersion, t.otherVersion},
 		{&c.joinsRx, t.joinsRx}, {&c.joinChallenged, t.joinChallenged}, {&c.cookieRejected, t.cookieRejected},
-		{&c.joined, t.joined}, {&c.sourceLimit, t.src},
+		{&c.joined, t.joined}, {&c.sourceLimit, t.sourceLimit},
 	} {
 		if a.v > 0 {
 			a.c.Add(a.v)
