@@ -202,6 +202,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("RELAYD_IDLE_TIMEOUT=\"1h2m3.5s\"\nRELAYD_LISTEN='127.0.0.1:0'")
 	f.Add("RELAYD_BATCH=1\nRELAYD_BATCH=2")
 	f.Add("=\n==\nRELAYD_LOBBY_SIZE=")
+	f.Add("RELAYD_EXEMPT_SOURCES=10.0.0.0/8, 192.0.2.7/32\nRELAYD_MAX_PLAYERS_PER_ADDR=3\nRELAYD_MAX_PLAYERS_PER_NET=9")
+	f.Add("RELAYD_EXEMPT_SOURCES=\nRELAYD_MAX_PLAYERS_PER_NET=0")
 	f.Fuzz(func(t *testing.T, in string) {
 		c, err := Parse(strings.NewReader(in), "fuzz")
 		if err != nil {

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 )
@@ -75,8 +76,14 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(make([]byte, HeaderLen), Header{Lobby: 1, Player: 1}))
 	f.Add(Encode(make([]byte, HeaderLen+120), Header{Lobby: 4095, Player: 8, Seq: 1 << 31, SentUnix: 1 << 62}))
 	f.Add(Encode(make([]byte, HeaderLen), Header{Lobby: 1, Player: 0}))
+	v1 := Encode(make([]byte, HeaderLen+8), Header{Lobby: 3, Player: 2})
+	binary.BigEndian.PutUint32(v1, MagicV1)
+	f.Add(v1)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in := bytes.Clone(b)
+		if h, err := DecodeV1(b); err == nil && (h.Player == 0 || KindOf(b) != KindV1) {
+			t.Fatalf("DecodeV1 accepted %+v from % x", h, b)
+		}
 		h, err := Decode(b)
 		if !bytes.Equal(in, b) {
 			t.Fatalf("Decode modified its input")
