@@ -8,17 +8,20 @@ GO ?= go
 # of one commit build alike), the version stamped. The same commit and Go
 # toolchain give the same sha256 on any machine, so a reviewer can rebuild
 # bin/relayd and check a plan's sha256 (cmd/relayd/reproducible_test.go;
-# internal/lab.BuildFlags are the same flags).
+# internal/lab.BuildFlags are the same flags). relayd's version is stamped
+# twice, as main.Version and as its marker (relay/capability.VersionFlags),
+# which relayctl validate and plan read from the bytes to check a spec's
+# relay.release.version.
 GOBUILD = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false
 # make install PREFIX=/usr/local (DESTDIR for packaging).
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: build install test test-unit lab-deps lint demo demo-systemd demo-bench fuzz bench-apply bench-plan restart-impact clean
+.PHONY: build install test test-unit lab-deps lint lab lab-down demo demo-systemd demo-bench fuzz bench-apply bench-plan restart-impact clean
 
 build:
 	$(GOBUILD) -ldflags "-s -w -X main.Version=$(VERSION)" -o bin/relayctl ./cmd/relayctl
-	$(GOBUILD) -ldflags "-s -w -X main.Version=$(RELAY_VERSION)" -o bin/relayd ./cmd/relayd
+	$(GOBUILD) -ldflags "-s -w -X main.Version=$(RELAY_VERSION) -X main.versionMarker=relayd-version:$(RELAY_VERSION)" -o bin/relayd ./cmd/relayd
 	$(GOBUILD) -ldflags "-s -w" -o bin/relaylab ./internal/cmd/relaylab
 	@cd bin && sha256sum relayctl relayd
 
@@ -50,6 +53,8 @@ test: lab-deps
 lab-deps:
 	./scripts/lab-deps.sh
 
+# Everything but the lab tests and the tests that drive the real relayd
+# for seconds (both skip under -short: lab.Require). CI runs make test.
 test-unit:
 	$(GO) test -race -short ./...
 
@@ -74,6 +79,15 @@ fuzz:
 # read-back, receipt. Needs root; installs openssh-server if missing.
 demo: lab-deps build
 	./scripts/demo.sh
+
+# One lab host that stays up, with ssh_config, known_hosts and ready specs
+# in lab/, to try relayctl by hand (README.md, Next steps); lab-down stops
+# it and puts back the rmem values it found. Needs root.
+lab: lab-deps build
+	./scripts/lab.sh up
+
+lab-down:
+	./scripts/lab.sh down
 
 # The same demo on a lab host that boots a real systemd, relayd running as
 # relay/dist/relayd.service.
@@ -102,4 +116,4 @@ restart-impact: lab-deps
 	./scripts/restart-impact.sh --runs 5
 
 clean:
-	rm -rf bin demo
+	rm -rf bin demo demo-bench

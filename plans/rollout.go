@@ -33,6 +33,30 @@ type Rollout struct {
 	Waves          []string `json:"waves,omitempty"`           // e.g. ["1", "5", "25%", "100%"]
 	MaxFailures    string   `json:"max_failures,omitempty"`    // "0", "2", "10%"
 	MaxUnreachable string   `json:"max_unreachable,omitempty"` // the same
+	// Recover is what apply does with a window a dead run left unfinished
+	// on a host (its journal says how far it got): RecoverComplete or
+	// RecoverRollback; "" is complete.
+	Recover string `json:"recover,omitempty"`
+}
+
+// Recovery policies: a window a dead run left unfinished is completed
+// (the remaining steps, the switch if it had not happened, the read-back)
+// or rolled back (every change it made undone from its backups, the old
+// relay running). Complete is the default: the plan is the reviewed
+// change, finishing it costs no restart the plan did not already cost (a
+// rollback after the switch costs a second one), and its read-back and
+// rollback guard it as in any apply.
+const (
+	RecoverComplete = "complete"
+	RecoverRollback = "rollback"
+)
+
+// ValidRecover checks a recovery policy.
+func ValidRecover(s string) error {
+	if s != RecoverComplete && s != RecoverRollback {
+		return fmt.Errorf("want complete or rollback, got %q", s)
+	}
+	return nil
 }
 
 // Amount is a number of hosts, or a percentage of some number of hosts.
@@ -133,13 +157,20 @@ type Resolved struct {
 	Waves          []Amount
 	MaxFailures    Amount
 	MaxUnreachable Amount
+	Recover        string // RecoverComplete or RecoverRollback
 }
 
 // Resolve parses a rollout recorded in a plan (nil: the defaults).
 func (r *Rollout) Resolve() (Resolved, error) {
-	out := Resolved{Waves: DefaultWaves}
+	out := Resolved{Waves: DefaultWaves, Recover: RecoverComplete}
 	if r == nil {
 		return out, nil
+	}
+	if r.Recover != "" {
+		if err := ValidRecover(r.Recover); err != nil {
+			return out, fmt.Errorf("rollout.recover: %w", err)
+		}
+		out.Recover = r.Recover
 	}
 	if len(r.Waves) > 0 {
 		w, err := ParseWaves(r.Waves)
@@ -175,7 +206,7 @@ func WavesText(w []Amount) string {
 
 // rollout parses the spec's rollout section.
 func (p *specParser) rollout(n *yaml.Node) *Rollout {
-	f, ok := p.fields(n, "rollout", "waves", "max_failures", "max_unreachable")
+	f, ok := p.fields(n, "rollout", "waves", "max_failures", "max_unreachable", "recover")
 	if !ok {
 		return nil
 	}
@@ -219,6 +250,15 @@ func (p *specParser) rollout(n *yaml.Node) *Rollout {
 			continue
 		}
 		*b.dst = a.String()
+	}
+	if v := f["recover"]; v != nil {
+		if s, ok := p.str(v, "rollout.recover"); ok {
+			if err := ValidRecover(s); err != nil {
+				p.fail(v, "rollout.recover", "%v: what apply does with a window a dead run left unfinished", err)
+			} else {
+				r.Recover = s
+			}
+		}
 	}
 	return r
 }

@@ -18,8 +18,7 @@ type ApplyOptions struct {
 	Artifact      []byte // the release file, checked against the plan's sha256
 	Now           func() time.Time
 	IgnoreWindow  bool      // apply outside the plan's window
-	BreakLock     bool      // take a lock a dead run left behind
-	ClearJournal  bool      // archive an unfinished run's journal and go on
+	ClearJournal  bool      // archive an unfinished run's journal that cannot be recovered with this plan, and go on
 	Owner         string    // who applies, recorded in the host lock
 	Progress      io.Writer // one line per step, for people
 	VerifyTimeout time.Duration
@@ -38,7 +37,9 @@ type ApplyOptions struct {
 	LiveWidth    int                // its columns
 	StageOnly    bool               // stop each host after its stage (relayctl stage)
 	FetchTimeout time.Duration      // a host's fetch of a url release
-	Approval     *Approval          // how the caller decided the plan may run, for the receipt
+
+	confirmOnly bool      // check a host the ledger shows done is as planned, and change nothing
+	Approval    *Approval // how the caller decided the plan may run, for the receipt
 }
 
 // Checked is a plan that passed CheckPlan: the only kind Apply and Stage
@@ -117,6 +118,16 @@ func Apply(ctx context.Context, d HostDialer, c Checked, o ApplyOptions) (*Repor
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
+	}
+	if o.Rollout == nil {
+		r, err := p.Rollout.Resolve()
+		if err != nil {
+			return nil, err
+		}
+		o.Rollout = &r
+	}
+	if o.Rollout.Recover == "" {
+		o.Rollout.Recover = plans.RecoverComplete
 	}
 	return runFleet(ctx, d, p, o)
 }

@@ -221,22 +221,6 @@ func TestApplyLostConnectionSaysJournal(t *testing.T) {
 	}
 }
 
-func TestApplyRefusesUnfinishedJournal(t *testing.T) {
-	d, p, sims := fleet(t, 1, "")
-	sims[0].Journal = "2026-11-30T04:00:00Z start window\n2026-11-30T04:00:00Z start window set-sysctl: set sysctl: net.core.rmem_max = 8388608 in /proc/sys, read back\n"
-	rep := applyFake(t, context.Background(), d, p, 1)
-	h := rep.Hosts[0]
-	if h.Outcome != rollout.Refused || !strings.Contains(h.Reason, "set sysctl: net.core.rmem_max") || h.Journal == "" {
-		t.Errorf("got %s: %s; want refused quoting the journal's last line", h.Outcome, h.Reason)
-	}
-	// A journal of a run that never reached its window does not block.
-	d, p, sims = fleet(t, 1, "")
-	sims[0].Journal = "2026-11-30T04:00:00Z begin plan=fake\n2026-11-30T04:00:00Z start stage place-release: place release\n"
-	if rep := applyFake(t, context.Background(), d, p, 1); rep.Hosts[0].Outcome != rollout.Applied {
-		t.Errorf("stage-only journal: got %s (%s), want applied", rep.Hosts[0].Outcome, rep.Hosts[0].Reason)
-	}
-}
-
 func TestApplyStaleAndAlreadyApplied(t *testing.T) {
 	d, p, sims := fleet(t, 2, "")
 	sims[0].Sysctls["net.core.rmem_default"] = "425984"

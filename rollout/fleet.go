@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ type fleet struct {
 	rep     *Report
 	results []*HostResult // in the plan's order
 	todo    []int         // the hosts this run works on
+	done    []int         // the hosts the ledger shows done, to confirm
 	rules   fleetRules
 	book    *ledgerBook
 	pr      *progress
@@ -38,7 +40,14 @@ func runFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 	if err != nil {
 		return nil, err
 	}
+	f.confirm()
+	if f.rules, err = rulesFor(p, o, len(f.todo)); err != nil {
+		return nil, err
+	}
+	f.book.flush()
+	f.pr = newProgress(o, len(f.todo), len(f.rules.sizes))
 	defer f.pr.finish()
+	defer context.AfterFunc(ctx, f.pr.interrupted)() // says at once what an interrupt does
 	at := 0
 	for wi, size := range f.rules.sizes {
 		if f.why() != "" {
@@ -70,27 +79,57 @@ func newFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 	}
 	for i := range p.Hosts {
 		if o.Resume != nil && o.Resume.Done(i) {
-			f.fromLedger(i, o.Resume.Hosts[i])
+			f.done = append(f.done, i)
 			continue
 		}
 		f.todo = append(f.todo, i)
 	}
-	var err error
-	if f.rules, err = rulesFor(p, o, len(f.todo)); err != nil {
-		return nil, err
-	}
 	f.book = &ledgerBook{l: led, save: o.SaveLedger, now: o.Now}
-	f.book.flush()
-	f.pr = newProgress(o, len(f.todo), len(f.rules.sizes))
 	return f, nil
 }
 
-// fromLedger is a host an earlier run applied: not touched.
+// confirm checks, in one observe each, that every host the ledger shows
+// applied or unchanged is as planned: the ledger is a file, and an edited
+// one must not make a run skip a host. A host as planned keeps its earlier
+// outcome, confirmed; one that is not joins this run's hosts; one that
+// cannot be reached is unreachable, unconfirmed.
+func (f *fleet) confirm() {
+	o := f.o
+	o.confirmOnly = true
+	sem := make(chan struct{}, max(1, f.o.Parallel))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, i := range f.done {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r := applyHost(f.ctx, f.d, f.p, f.p.Hosts[i], o, silent(), nil)
+			e := f.o.Resume.Hosts[i]
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case r.Outcome == Unchanged:
+				f.fromLedger(i, e)
+			case r.Outcome == NotStarted && r.Reason == errNotConfirmed:
+				f.todo = append(f.todo, i)
+			default:
+				r.Reason = fmt.Sprintf("the ledger says %s in run %d, which could not be confirmed: %s", e.Outcome, e.Run, r.Reason)
+				f.results[i] = r
+			}
+		}()
+	}
+	wg.Wait()
+	slices.Sort(f.todo) // the plan's order
+}
+
+// fromLedger is a host an earlier run applied, confirmed as planned now.
 func (f *fleet) fromLedger(i int, e LedgerHost) {
 	r := f.results[i]
 	r.Outcome, r.State, r.Wave, r.BytesUploaded = Outcome(e.Outcome), e.State, e.Wave, e.BytesUploaded
 	r.FromLedger = fmt.Sprintf("%s in run %d", e.Outcome, e.Run)
-	r.Reason = "not touched: " + r.FromLedger + " (the ledger)"
+	r.Reason = r.FromLedger + ", confirmed as planned now (the ledger)"
 }
 
 func (f *fleet) since() int64 { return time.Since(f.clock).Milliseconds() }
@@ -192,6 +231,9 @@ func (f *fleet) host(i int, w *WaveResult) {
 func (f *fleet) finish() (*Report, error) {
 	f.rep.Stopped = f.why()
 	for _, r := range f.results {
+		if r.Outcome == NotStarted {
+			r.Next = NextResume
+		}
 		if r.Outcome == NotStarted && r.Reason == "" {
 			if f.ctx.Err() != nil {
 				r.Reason = "interrupted before this host started"

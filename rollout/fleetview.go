@@ -121,6 +121,59 @@ func (p *progress) hostEnd(r *HostResult) {
 	p.above(plans.Visible(line))
 }
 
+// interrupted says at once what an interrupt does (issue 22: Ctrl-C was
+// silent for seconds while windows finished): no host starts, a host in
+// its window finishes it or rolls back, a host staging stops before its
+// window. A second interrupt changes none of that (the command says so).
+func (p *progress) interrupted() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var window, staging []string
+	if w := p.wave; w != nil {
+		for _, name := range w.Hosts {
+			switch h := p.hosts[name]; {
+			case h == nil:
+			case h.phase == phaseWindow:
+				window = append(window, name)
+			case h.phase == phaseStaging:
+				staging = append(staging, name)
+			}
+		}
+	}
+	line := "relayctl: interrupt: no new host starts"
+	if len(window) > 0 {
+		ends := "each ends"
+		if len(window) == 1 {
+			ends = "it ends"
+		}
+		line += fmt.Sprintf("; finishing the window on %s (%s): %s applied or rolled back", tenseHosts(len(window)), hostList(window), ends)
+	}
+	if len(staging) > 0 {
+		verb := "stop"
+		if len(staging) == 1 {
+			verb = "stops"
+		}
+		line += fmt.Sprintf("; %s staging %s before the window", tenseHosts(len(staging)), verb)
+	}
+	line += "; then relayctl stops (apply --resume goes on later). A second interrupt does not cut a window short"
+	p.above(plans.Visible(line))
+}
+
+func tenseHosts(n int) string {
+	if n == 1 {
+		return "1 host"
+	}
+	return fmt.Sprintf("%d hosts", n)
+}
+
+// hostList names up to three hosts.
+func hostList(h []string) string {
+	if len(h) > 3 {
+		return strings.Join(h[:3], ", ") + fmt.Sprintf(" and %d more", len(h)-3)
+	}
+	return strings.Join(h, ", ")
+}
+
 func (p *progress) waveEnd(w *WaveResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -265,4 +318,10 @@ func hostRange(h []string) string {
 		return h[0]
 	}
 	return h[0] + " … " + h[len(h)-1]
+}
+
+// silent is progress that goes nowhere: the ledger's confirmation checks,
+// which say what they found in the recap, not as they go.
+func silent() *progress {
+	return &progress{w: io.Discard, hosts: map[string]*hostView{}, ended: map[Outcome]int{}}
 }

@@ -52,3 +52,21 @@ func TestLiveFleetView(t *testing.T) {
 		t.Errorf("fit: %q", got)
 	}
 }
+
+// An interrupt is said at once: which hosts finish their window, which
+// stop before it, and what a second interrupt does.
+func TestInterruptSaysWhatItDoes(t *testing.T) {
+	var out bytes.Buffer
+	p := newProgress(ApplyOptions{Progress: &out}, 5, 2)
+	p.waveStart(&WaveResult{Wave: 2, Hosts: []string{"a", "b", "c", "d"}})
+	for _, h := range []string{"a", "b", "c"} {
+		p.hostStart(h)
+	}
+	p.step("a", plans.PhaseWindow, "restart relay once")
+	p.step("b", plans.PhaseWindow, "restart relay once")
+	p.interrupted()
+	want := "relayctl: interrupt: no new host starts; finishing the window on 2 hosts (a, b): each ends applied or rolled back; 1 host staging stops before the window; then relayctl stops (apply --resume goes on later). A second interrupt does not cut a window short\n"
+	if got := out.String(); !strings.HasSuffix(got, want) {
+		t.Errorf("got\n%s\nwant it to end\n%s", got, want)
+	}
+}

@@ -3,7 +3,6 @@ package rollout
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -23,8 +22,9 @@ type Host interface {
 	// answer as it comes. A backend may send the ops as one batch (one
 	// round trip): the host itself then does nothing after a failure.
 	//
-	// "lock" must be the first Op of a session; its error wraps ErrLocked,
-	// ErrStaleLock or ErrUnsafeHost. "observe" answers Result.Facts.
+	// "lock" must be the first Op of a session; its error wraps ErrLocked
+	// or ErrUnsafeHost, and its answer names the owner of a dead run whose
+	// lock was free and is taken over ("" for none). "observe" answers Result.Facts.
 	// "unlock" ends the session and must end its ops. A lost connection is
 	// an error for which IsConnLost is true.
 	Run(ctx context.Context, ops []Op, each func(i int, r Result) error) error
@@ -70,7 +70,13 @@ type Op struct {
 	// clock: the answer is the host clock (ns) when the relay stopped, the
 	// start of the window as players see it.
 	clock bool
+	// undoing: part of a rollback, which a host carries out even when its
+	// journal cannot note it (a full disk): an undo is better done than not.
+	undoing bool
 }
+
+// Undoing says the Op is part of a rollback (see Op.undoing).
+func (o Op) Undoing() bool { return o.undoing }
 
 // Check runs the Op's own check of its answer, if it has one.
 func (o Op) Check(r Result) error {
@@ -104,7 +110,6 @@ func (e *OpError) Error() string { return e.Msg }
 // Sentinel errors of the host lock and the host's folders.
 var (
 	ErrLocked     = errors.New("another apply holds the host lock")
-	ErrStaleLock  = errors.New("a dead apply left the host lock behind")
 	ErrUnsafeHost = errors.New("the host's state folder is not safe for root to write in")
 )
 
@@ -127,11 +132,7 @@ func IsConnLost(err error) bool {
 func isConnLost(err error) bool { return IsConnLost(err) }
 
 // lockOp, observeOp and unlockOp are the session's own primitives.
-func lockOp(owner string, breakLock bool) Op {
-	mode := "keep"
-	if breakLock {
-		mode = "break"
-	}
+func lockOp(owner string) Op {
 	// The owner is one line of text in the host's lock owner file.
 	owner = strings.Map(func(r rune) rune {
 		if r < ' ' || r == 0x7f {
@@ -145,27 +146,9 @@ func lockOp(owner string, breakLock bool) Op {
 	if strings.TrimSpace(owner) == "" {
 		owner = "relayctl"
 	}
-	return op("lock", owner, mode)
+	return op("lock", owner)
 }
 
 func observeOp(q Query) Op { return Op{Kind: "observe", Query: &q} }
 
 func unlockOp() Op { return op("unlock") }
-
-// StaleLockError is a host lock a dead run left behind: the lock is free,
-// but its owner file is there, and maybe its journal.
-type StaleLockError struct {
-	Owner    string // the dead run's owner line
-	Journal  string // the last line of its journal, "" for none
-	StateDir string
-}
-
-func (e *StaleLockError) Error() string {
-	if e.Journal != "" {
-		return fmt.Sprintf("%v: %s; its journal (%s/journal) ends with: %s", ErrStaleLock, e.Owner, e.StateDir, e.Journal)
-	}
-	return fmt.Sprintf("%v: %s", ErrStaleLock, e.Owner)
-}
-
-// Is makes errors.Is(err, ErrStaleLock) true.
-func (e *StaleLockError) Is(target error) bool { return target == ErrStaleLock }

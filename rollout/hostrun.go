@@ -13,7 +13,8 @@ import (
 //
 //	lock        take the host lock (one session for the whole apply)
 //	observe     read the host, in the same round trip as the lock
-//	refusals    an unfinished run's journal, blockers, the window
+//	recover     a journal a dead run left: archived, or its window recovered
+//	refusals    blockers, the window
 //	derive      the host's plan again from its spec and what was observed
 //	stage       everything before the window; nothing in force changes
 //	drain       wait for the relay's players to leave (with a drain gate)
@@ -24,7 +25,10 @@ import (
 //
 // relayctl stage stops after stage, with its own commit.
 func hostPhases(p *plans.Plan, o ApplyOptions) []phase {
-	ph := []phase{lockPhase{}, observePhase{}, refusalsPhase{}, derivePhase{}, stagePhase{}}
+	if o.confirmOnly {
+		return []phase{lockPhase{}, observePhase{}, derivePhase{}, confirmPhase{}}
+	}
+	ph := []phase{lockPhase{}, observePhase{}, recoverPhase{}, refusalsPhase{}, derivePhase{}, stagePhase{}}
 	if o.StageOnly {
 		return append(ph, commitPhase{})
 	}
@@ -46,13 +50,22 @@ type phase interface {
 }
 
 // ending is how a host's apply ended: its outcome, the state the host was
-// left in, and why.
+// left in, why, and what to do next (NextResume, ...).
 type ending struct {
 	outcome       Outcome
 	state, reason string
+	next          string
 }
 
-func end(out Outcome, state, reason string) *ending { return &ending{out, state, reason} }
+func end(out Outcome, state, reason string) *ending {
+	return &ending{outcome: out, state: state, reason: reason, next: nextFor(out, state)}
+}
+
+// because says what the next command is when it is not the outcome's usual.
+func (e *ending) because(next string) *ending {
+	e.next = next
+	return e
+}
 
 // hostRun is one host's apply in progress: what the phases share.
 type hostRun struct {
@@ -76,6 +89,7 @@ type hostRun struct {
 	failure    error        // the window or its read-back failed
 	inWindow   bool         // failure is a window step's (not the read-back's)
 	outcome    Outcome      // Applied or RolledBack, for commit to file
+	rec        *recovery    // a window a dead run left unfinished, being recovered
 	// cut is where the running phase's span ends when that is before the
 	// phase returns (an answer in the same batch as the next phase's).
 	cut time.Time
@@ -87,9 +101,9 @@ func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPl
 	host, err := d.DialHost(ctx, h.Host)
 	res.Timeline = append(res.Timeline, Phase{Name: "connect", Ms: time.Since(res.clock).Milliseconds()})
 	if err != nil {
-		res.Outcome, res.Reason = Unreachable, err.Error()
+		res.Outcome, res.Reason, res.Next = Unreachable, err.Error(), NextResume
 		if IsRefusal(err) {
-			res.Outcome = Refused
+			res.Outcome, res.Next = Refused, NextFix // a host key, authentication
 		}
 		return res
 	}
@@ -117,7 +131,7 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 		hr.span(ph.title(), start, stop)
 		start = stop
 		if e != nil {
-			hr.res.Outcome, hr.res.State, hr.res.Reason = e.outcome, e.state, e.reason
+			hr.res.Outcome, hr.res.State, hr.res.Reason, hr.res.Next = e.outcome, e.state, e.reason, e.next
 			break
 		}
 	}

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"strings"
 	"time"
 
 	"github.com/relayctl/relayctl/plans"
@@ -26,6 +27,36 @@ const (
 
 // Outcomes lists every outcome in recap order.
 var Outcomes = []Outcome{Applied, Unchanged, Staged, RolledBack, Failed, Refused, Skipped, Unreachable, NotStarted}
+
+// What to do next for a host that did not end as planned.
+const (
+	NextResume    = "resume"     // apply PLAN --resume goes on with it as it is
+	NextFix       = "fix"        // fix the cause its reason names, then --resume
+	NextNewPlan   = "new plan"   // it drifted from the plan: plan again, review, apply that
+	NextOtherPlan = "other plan" // a run of another plan stopped in its window: that plan's --resume
+	NextWait      = "wait"       // another apply holds it, or it is outside the window: later, --resume
+)
+
+// nextFor is what to do next after an outcome, as a rule.
+func nextFor(out Outcome, state string) string {
+	switch out {
+	case Applied, Unchanged, Staged:
+		return ""
+	case NotStarted, Skipped, Unreachable:
+		return NextResume
+	case Failed:
+		if strings.HasPrefix(state, "unknown") {
+			return NextResume // the journal on the host says where it stopped: --resume recovers it
+		}
+	}
+	return NextFix
+}
+
+// What became of a window a dead run left unfinished.
+const (
+	RecoveryCompleted  = "completed after a crash"
+	RecoveryRolledBack = "rolled back after a crash"
+)
 
 // Host states after an apply: a failed apply leaves each host as it was or
 // as planned, and says which; anything else is named exactly.
@@ -54,8 +85,15 @@ type HostAccount struct {
 	State   string        `json:"state"` // as it was, as planned, or what exactly
 	Reason  string        `json:"reason,omitempty"`
 	Drift   []plans.Drift `json:"drift,omitempty"`
-	Journal string        `json:"journal,omitempty"`  // an unfinished run's journal, when that refused us
-	UnitLog string        `json:"unit_log,omitempty"` // systemd's journal of the relay when the window failed
+	Journal string        `json:"journal,omitempty"` // an unfinished run's journal, when that refused us
+	// DeadRun is the owner of a dead run whose lock this run found free
+	// and took; Recovery what became of its unfinished window.
+	DeadRun  string `json:"dead_run,omitempty"`
+	Recovery string `json:"recovery,omitempty"` // RecoveryCompleted, RecoveryRolledBack
+	// Next is what the operator does next for a host that did not end as
+	// planned: NextResume, NextFix, NextNewPlan, NextOtherPlan, NextWait.
+	Next    string `json:"next,omitempty"`
+	UnitLog string `json:"unit_log,omitempty"` // systemd's journal of the relay when the window failed
 	// ExpectedRB is the read-back the plan promises.
 	ExpectedRB   int   `json:"rb_expected"`
 	WindowMillis int64 `json:"window_ms"` // relay stopped → new socket verified, on the host's clock
@@ -81,6 +119,11 @@ type HostAccount struct {
 	BytesUploaded int64         `json:"bytes_uploaded"`
 	TowardPlan    []plans.Drift `json:"toward_plan,omitempty"` // facts that moved toward the plan since it was made (staged ahead)
 	FromLedger    string        `json:"from_ledger,omitempty"` // not touched: its outcome is an earlier run's (apply --resume)
+	// Pruned are the old releases and store entries removed after the
+	// window (HostPlan.Release.Prune); PruneError why some were not (the
+	// host stays applied; the next plan lists them again).
+	Pruned     []string `json:"pruned,omitempty"`
+	PruneError string   `json:"prune_error,omitempty"`
 }
 
 // HostResult is one host's apply as the engine ends it: its account, and

@@ -12,8 +12,8 @@ import (
 // drainPhase is the drain gate (drainGate), where the spec has one.
 type drainPhase struct{}
 
-func (drainPhase) title() string      { return "drain" }
-func (drainPhase) runs(*hostRun) bool { return true }
+func (drainPhase) title() string         { return "drain" }
+func (drainPhase) runs(hr *hostRun) bool { return hr.rec == nil }
 
 func (drainPhase) run(ctx context.Context, hr *hostRun) *ending {
 	gate, out, why := hr.drainGate(ctx, hr.res.Before)

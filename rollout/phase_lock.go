@@ -19,9 +19,15 @@ func (lockPhase) runs(*hostRun) bool { return true }
 
 func (lockPhase) run(ctx context.Context, hr *hostRun) *ending {
 	var before *plans.Facts
-	err := hr.host.Run(ctx, []Op{lockOp(hr.o.Owner, hr.o.BreakLock), observeOp(hr.q)}, func(i int, r Result) error {
+	err := hr.host.Run(ctx, []Op{lockOp(hr.o.Owner), observeOp(hr.q)}, func(i int, r Result) error {
 		if i == 0 {
 			hr.locked, hr.cut = true, r.At
+			if r.Value != "" {
+				// flock is released when its holder dies: a free lock with an
+				// owner file is a dead run's, and nobody else's apply.
+				hr.res.DeadRun = r.Value
+				hr.pr.say(hr.h.Host, "a dead run's lock was left (%s): the lock was free, so that run is gone; taken", plans.Visible(r.Value))
+			}
 			hr.pr.say(hr.h.Host, "observe")
 			return nil
 		}
@@ -31,8 +37,10 @@ func (lockPhase) run(ctx context.Context, hr *hostRun) *ending {
 	switch {
 	case !hr.locked && isConnLost(err):
 		return end(Unreachable, StateAsWas, err.Error())
+	case !hr.locked && errors.Is(err, ErrLocked):
+		return end(Refused, StateAsWas, err.Error()).because(NextWait)
 	case !hr.locked:
-		return end(Refused, StateAsWas, lockHint(err))
+		return end(Refused, StateAsWas, err.Error())
 	case err != nil:
 		hr.observeErr = err
 	default:
@@ -40,18 +48,6 @@ func (lockPhase) run(ctx context.Context, hr *hostRun) *ending {
 		hr.res.Before = before
 	}
 	return nil
-}
-
-// lockHint says what to do about a lock relayctl could not take.
-func lockHint(err error) string {
-	var stale *StaleLockError
-	if !errors.As(err, &stale) {
-		return err.Error()
-	}
-	if stale.Journal != "" {
-		return err.Error() + "; check the host (relayctl verify PLAN), then apply with --clear-journal"
-	}
-	return err.Error() + "; check the host (relayctl verify PLAN), then apply with --break-lock"
 }
 
 // observePhase is the lock's reading of the host: what every later phase

@@ -16,8 +16,8 @@ import (
 // a fetch that failed), failed otherwise.
 type stagePhase struct{}
 
-func (stagePhase) title() string      { return "stage" }
-func (stagePhase) runs(*hostRun) bool { return true }
+func (stagePhase) title() string         { return "stage" }
+func (stagePhase) runs(hr *hostRun) bool { return hr.rec == nil }
 
 func (stagePhase) run(ctx context.Context, hr *hostRun) *ending {
 	b := newStepBatch(plans.PhaseStage, hr.st, func(s step) []Op {

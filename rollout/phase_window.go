@@ -13,16 +13,21 @@ import (
 // ctx: an interrupt stops other hosts, not this one.
 type windowPhase struct{}
 
-func (windowPhase) title() string      { return "window" }
-func (windowPhase) runs(*hostRun) bool { return true }
+func (windowPhase) title() string { return "window" }
+func (windowPhase) runs(hr *hostRun) bool {
+	return hr.rec == nil || hr.rec.policy == plans.RecoverComplete
+}
 
 func (windowPhase) run(ctx context.Context, hr *hostRun) *ending {
 	if st := hr.gate.RelayStatus; st != nil && st.Read {
 		hr.res.PlayersAtWindow = &plans.Players{Players: st.Players, Lobbies: st.Lobbies}
 	}
 	b := newStepBatch(plans.PhaseWindow, hr.st, func(s step) []Op {
-		if s.describe().Phase != plans.PhaseWindow {
+		switch {
+		case s.describe().Phase != plans.PhaseWindow:
 			return nil
+		case hr.rec != nil: // what a dead run left of it
+			return hr.rec.recoveredOps(s)
 		}
 		return s.do()
 	}, []Op{op("step", "start window")})
@@ -33,7 +38,7 @@ func (windowPhase) run(ctx context.Context, hr *hostRun) *ending {
 			hr.first = r.Facts
 		}
 	})
-	hr.started = started
+	hr.started = max(hr.started, started) // a recovered window began before this run
 	for _, sp := range b.spans[:b.done] {
 		switch t := hr.st[sp.index].traits(); {
 		case t.handsOver:

@@ -32,7 +32,7 @@ const (
 
 // Primitives lists every kind of Op, in the order a run meets them.
 var Primitives = []Primitive{
-	{Kind: "lock", Args: "OWNER MODE", Doc: "start the host's session and take the host lock (MODE keep or break); the first of a session"},
+	{Kind: "lock", Args: "OWNER", Doc: "start the host's session and take the host lock, free when nobody holds it (a dead run's too, which the answer names); the first of a session"},
 	{Kind: "observe", Doc: "read the host's facts (Op.Query says which); read-only"},
 	{Kind: "begin", Args: "PLAN CHECKSUM", Doc: "start a run: a fresh stage folder, the journal opened"},
 	{Kind: "step", Args: "TEXT", Doc: "note a step's start or end in the journal, by its kind and title"},
@@ -44,8 +44,9 @@ var Primitives = []Primitive{
 		Doc: "PATH holds those bytes: kept when it does already, else NEED without data, or written from the data (temp file, sha256 checked, rename); LIKE gives its mode and owner"},
 	{Kind: "fetch", Args: "PATH SHA256 URL MAXSIZE TIMEOUT", Mutates: true,
 		Doc: "the same, the host fetching URL itself (http(s) only, at most MAXSIZE bytes, TIMEOUT seconds)"},
-	{Kind: "place-release", Args: "DIR FILE SHA256", Mutates: true, Doc: "DIR/relayd copied from FILE, its sha256 checked on the host"},
-	{Kind: "check-release", Args: "DIR SHA256", Doc: "DIR/relayd has that sha256, and DIR is root's alone all the way down"},
+	{Kind: "place-release", Args: "DIR FILE SHA256 PROGRAM TREE", Mutates: true,
+		Doc: "a binary (TREE -) copied from FILE to DIR/PROGRAM, or a tarball FILE unpacked into DIR; sha256, tree hash and ownership checked on the host before DIR is renamed into place"},
+	{Kind: "check-release", Args: "DIR SHA256 PROGRAM TREE", Doc: "DIR holds that release (DIR/PROGRAM's sha256, or DIR's tree hash), and DIR is root's alone all the way down"},
 	{Kind: "backup", Args: "PATH NAME", Doc: "keep PATH's content, mode and owner (or its absence) in the stage folder for restore"},
 	{Kind: "backup-link", Args: "PATH NAME", Doc: "keep a symlink's target (or its absence)"},
 	{Kind: "sysctl", Args: "KEY VALUE [WANT]", Mutates: true, Doc: "write /proc/sys/KEY; answers what reads back, fails if that is not WANT"},
@@ -57,6 +58,11 @@ var Primitives = []Primitive{
 		Doc: "restart the relay (the stop then the start words follow); answers the host clock (ns) when it stopped"},
 	{Kind: "handoff", Args: "command N", Mutates: true, Payload: ArgvPayload, Doc: "run the handoff command (its words follow); answers the host clock (ns) before it"},
 	{Kind: "stop", Args: "systemd UNIT | command NSTOP", Mutates: true, Payload: ArgvPayload, Doc: "stop the relay"},
+	{Kind: "reload", Args: "systemd UNIT | command N", Mutates: true, Payload: ArgvPayload,
+		Doc: "reload the service (systemctl reload, or the reload words that follow): it re-applies its buffer on the socket it has; answers the host clock (ns) before it"},
+	{Kind: "reload-or-restart", Args: "systemd UNIT", Mutates: true, Doc: "a reload's undo: systemctl reload-or-restart"},
+	{Kind: "prune", Args: "RELEASES_DIR CURRENT_LINK N", Mutates: true, Payload: ArgvPayload,
+		Doc: "after a window that succeeded: remove the releases (v:VERSION) and store entries (s:SHA256) that follow, never the current link's target; answers how many"},
 	{Kind: "restore", Args: "PATH NAME", Mutates: true, Doc: "put back what backup kept, with its mode and owner"},
 	{Kind: "restore-link", Args: "PATH NAME", Mutates: true, Doc: "put back what backup-link kept"},
 	{Kind: "relay-drain", Args: "PID HOST:PORT POST|DELETE", Doc: "the relay's no-new-lobbies mode on or off, through its control plane in its network namespace"},

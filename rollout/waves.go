@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/relayctl/relayctl/plans"
@@ -40,18 +41,14 @@ type fleetRules struct {
 // (o.Rollout, else the plan's), or for relayctl stage one wave of every
 // host that nothing stops, since staging changes nothing in force.
 func rulesFor(p *plans.Plan, o ApplyOptions, n int) (fleetRules, error) {
+	if o.Rollout == nil {
+		return fleetRules{}, errors.New("apply: no rollout")
+	}
 	if o.StageOnly {
 		return fleetRules{sizes: plans.SplitWaves([]plans.Amount{{N: 100, Percent: true}}, n),
 			maxFailures: plans.Amount{N: 100, Percent: true}, maxUnreachable: plans.Amount{N: 100, Percent: true}}, nil
 	}
-	r := o.Rollout
-	if r == nil {
-		res, err := p.Rollout.Resolve()
-		if err != nil {
-			return fleetRules{}, err
-		}
-		r = &res
-	}
+	r := o.Rollout // Apply resolved it
 	return fleetRules{sizes: plans.SplitWaves(r.Waves, n), maxFailures: r.MaxFailures, maxUnreachable: r.MaxUnreachable, wholeWaveStops: true}, nil
 }
 

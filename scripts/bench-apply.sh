@@ -78,9 +78,8 @@ done
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
+. scripts/demo-lib.sh
 
-# The Go tests' lock for the kernel's global values (internal/kerneltest).
-GLOBAL_LOCK=/tmp/relayctl-global-sysctl.lock
 # What relaylab writes to /etc/relay/relayd.env (lab.DefaultRelayConfig).
 LAB_RELAY_CONFIG=$'RELAYD_LISTEN=0.0.0.0:7788\nRELAYD_CONTROL=127.0.0.1:7789\n'
 INCIDENT=212992 # the kernel default of the incident: rmem_max and rmem_default
@@ -131,32 +130,23 @@ REV=$(git describe --tags --always --dirty 2>/dev/null || echo devel)
 # What was measured: the commit, and any uncommitted change in the tree.
 { git rev-parse HEAD; git status --short --untracked-files=no; } >"$RES_ALL/git.txt" 2>/dev/null || true
 mkdir -p bin
-RELEASE_FLAGS=(-trimpath -buildvcs=false)
-CGO_ENABLED=0 go build "${RELEASE_FLAGS[@]}" -ldflags "-s -w -X main.Version=$REV" -o bin/relayctl ./cmd/relayctl
-CGO_ENABLED=0 go build "${RELEASE_FLAGS[@]}" -ldflags "-s -w -X main.Version=1.7.0" -o "$WORK/relayd-1.7.0" ./cmd/relayd
-CGO_ENABLED=0 go build "${RELEASE_FLAGS[@]}" -ldflags "-s -w -X main.Version=1.8.0" -o "$WORK/relayd-1.8.0" ./cmd/relayd
-go build -o "$WORK/relaylab" ./internal/cmd/relaylab
-go build -o "$WORK/delayproxy" ./internal/cmd/delayproxy
+build_tool ./cmd/relayctl bin/relayctl "$REV"
+build_release 1.7.0 "$WORK/relayd-1.7.0"
+build_release 1.8.0 "$WORK/relayd-1.8.0"
+build_tool ./internal/cmd/relaylab "$WORK/relaylab"
+build_tool ./internal/cmd/delayproxy "$WORK/delayproxy"
 RELAYCTL=$REPO/bin/relayctl
 RELAYLAB=$WORK/relaylab
 RELEASE_SHA1=$(sha1sum "$WORK/relayd-1.8.0" | cut -d' ' -f1)
 RELEASE_MIB=$(awk -v b="$(stat -c %s "$WORK/relayd-1.8.0")" 'BEGIN { printf "%.1f", b / 1048576 }')
 
 # --- the global sysctls: lock, save, restore at exit ------------------------
-sysctl_path() { printf '/proc/sys/%s' "${1//.//}"; }
-sysctl_read() { tr -d ' \t\n' <"$(sysctl_path "$1")"; }
-# sysctl_set KEY VALUE: write, then read back (never trust an exit code).
-sysctl_set() {
-	printf '%s\n' "$2" >"$(sysctl_path "$1")"
-	local got
-	got=$(sysctl_read "$1")
-	[ "$got" = "$2" ] || die "set $1: read back $got, want $2"
-}
+# (sysctl_read, sysctl_set and KERNEL_LOCK come from scripts/demo-lib.sh)
 
-exec 9>>"$GLOBAL_LOCK"
+exec 9>>"$KERNEL_LOCK"
 if ! flock -n 9; then
-	log "waiting up to ${LOCK_WAIT}s for $GLOBAL_LOCK (a test or another bench changes the global sysctls)"
-	flock -w "$LOCK_WAIT" 9 || die "could not take $GLOBAL_LOCK in ${LOCK_WAIT}s"
+	log "waiting up to ${LOCK_WAIT}s for $KERNEL_LOCK (a test or another bench changes the global sysctls)"
+	flock -w "$LOCK_WAIT" 9 || die "could not take $KERNEL_LOCK in ${LOCK_WAIT}s"
 fi
 declare -A SAVED
 for k in $GLOBAL_KEYS; do SAVED[$k]=$(sysctl_read "$k"); done

@@ -49,8 +49,8 @@ done
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
+. scripts/demo-lib.sh
 
-GLOBAL_LOCK=/tmp/relayctl-global-sysctl.lock # internal/kerneltest's
 LAB_RELAY_CONFIG=$'RELAYD_LISTEN=0.0.0.0:7788\nRELAYD_CONTROL=127.0.0.1:7789\n' # lab.DefaultRelayConfig
 INCIDENT=212992
 TARGET=8388608
@@ -84,35 +84,27 @@ mkdir -p "$RES"
 log "building relayctl, relayd 1.7.0 and 1.8.0, relaylab (in $WORK)"
 REV=$(git describe --tags --always --dirty 2>/dev/null || echo devel)
 { git rev-parse HEAD; git status --short --untracked-files=no; } >"$RES/git.txt" 2>/dev/null || true
-export CGO_ENABLED=0
-go build -trimpath -ldflags "-s -w -X main.Version=$REV" -o "$WORK/relayctl" ./cmd/relayctl
-go build -trimpath -buildvcs=false -ldflags "-s -w -X main.Version=1.7.0" -o "$WORK/relayd-1.7.0" ./cmd/relayd
-go build -trimpath -buildvcs=false -ldflags "-s -w -X main.Version=1.8.0" -o "$WORK/relayd-1.8.0" ./cmd/relayd
-go build -o "$WORK/relaylab" ./internal/cmd/relaylab
+build_tool ./cmd/relayctl "$WORK/relayctl" "$REV"
+build_release 1.7.0 "$WORK/relayd-1.7.0"
+build_release 1.8.0 "$WORK/relayd-1.8.0"
+build_tool ./internal/cmd/relaylab "$WORK/relaylab"
 RELAYCTL=$WORK/relayctl
 RELAYLAB=$WORK/relaylab
 RELEASE_BYTES=$(stat -c %s "$WORK/relayd-1.8.0")
 
 # --- the global sysctls: lock, save, restore at exit ------------------------
-sysctl_path() { printf '/proc/sys/%s' "${1//.//}"; }
-sysctl_read() { tr -d ' \t\n' <"$(sysctl_path "$1")"; }
-sysctl_set() {
-	printf '%s\n' "$2" >"$(sysctl_path "$1")"
-	local got
-	got=$(sysctl_read "$1")
-	[ "$got" = "$2" ] || die "set $1: read back $got, want $2"
-}
+# (sysctl_read, sysctl_set and KERNEL_LOCK come from scripts/demo-lib.sh)
 # The lock is held one run at a time (a run at 200 hosts takes minutes),
 # so tests of other worktrees that change the global values get their turn
 # between runs; what was there is restored each time it is let go.
-exec 9>>"$GLOBAL_LOCK"
+exec 9>>"$KERNEL_LOCK"
 declare -A SAVED
 LOCKED=0
 take_lock() {
 	local k
 	if ! flock -n 9; then
-		log "waiting up to ${LOCK_WAIT}s for $GLOBAL_LOCK"
-		flock -w "$LOCK_WAIT" 9 || die "could not take $GLOBAL_LOCK in ${LOCK_WAIT}s"
+		log "waiting up to ${LOCK_WAIT}s for $KERNEL_LOCK"
+		flock -w "$LOCK_WAIT" 9 || die "could not take $KERNEL_LOCK in ${LOCK_WAIT}s"
 	fi
 	LOCKED=1
 	for k in $GLOBAL_KEYS; do SAVED[$k]=$(sysctl_read "$k"); done

@@ -4,13 +4,14 @@
 # the hosts; needs root for the lab.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/demo-lib.sh
 RUNS=${RUNS:-5}
 SIZES=${SIZES:-"1 20"}
 make -s build
 work=$(mktemp -d /tmp/bench-plan.XXXXXX)
 lab=
 trap '[ -n "$lab" ] && ./bin/relaylab down --dir "$lab" >/dev/null 2>&1; rm -rf "$work"' EXIT
-go build -ldflags "-X main.Version=1.7.0" -o "$work/relayd-1.7.0" ./cmd/relayd
+build_release 1.7.0 "$work/relayd-1.7.0"
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 

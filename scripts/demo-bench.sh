@@ -30,18 +30,21 @@ STEP=${STEP:-3s}
 demo_start demo-bench "${DEMO_DIR:-demo-bench}"
 
 say "One lab host, relayd 1.7.0 in the machine's network namespace"
-./bin/relaylab up --dir "$dir/lab" --hosts 1 --no-relay-netns --relayd "$dir/relayd-1.7.0" --relay-version 1.7.0
+lab_up --dir "$dir/lab" --hosts 1 --no-relay-netns --relayd "$dir/relayd-1.7.0" --relay-version 1.7.0
 
 say "Before: the relay socket"
 ./bin/relaylab exec --dir "$dir/lab" lab-1 -- ss -H -O -u -l -n -m 'sport = :7788'
-# bench_gate NAME LOBBY_BASE: the ramp with the gate; the verdict's exit
+# bench_gate NAME LOBBY_BASE [FLAGS...]: the ramp with the gate, its table
+# in $dir/NAME.txt and its report in $dir/NAME.json; the verdict's exit
 # status goes to $dir/NAME.exit (0 carried, 4 short, 1 the bench was the limit).
 bench_gate() {
-	local code=0
+	local code=0 name=$1 base=$2
+	shift 2
 	./bin/relayctl bench --relay 127.0.0.1:7788 --control 127.0.0.1:7789 \
-		--players "$RAMP" --step-duration "$STEP" --lobby-base "$2" --promise 100 --factor 2 \
+		--players "$RAMP" --step-duration "$STEP" --lobby-base "$base" --promise 100 --factor 2 \
 		--ssh lab-1 --relay-pid "$(./bin/relaylab exec --dir "$dir/lab" lab-1 -- /opt/relay/bin/relay-service pid)" "${ssh_flags[@]}" \
-		--plot "$dir/$1.svg" >"$dir/$1.txt" || code=$?
+		--json-out "$dir/$name.json" "$@" >"$dir/$name.txt" || code=$?
+	set -- "$name"
 	cat "$dir/$1.txt"
 	echo "$code" >"$dir/$1.exit"
 	[ "$code" = 0 ] || [ "$code" = 4 ] || { echo "demo-bench: bench exited $code: the bench, not the relay, was the limit (see above)" >&2; exit 1; }
@@ -63,9 +66,9 @@ say "relayctl apply"
 say "After: the relay socket"
 ./bin/relaylab exec --dir "$dir/lab" lab-1 -- ss -H -O -u -l -n -m 'sport = :7788'
 say "After: the same ramp, the same gate"
-bench_gate after 0
+bench_gate after 0 --plot-before "$dir/before.json" --plot "$dir/incident.png" --plot "$dir/incident.svg"
 
-say "Charts: $dir/before.svg and $dir/after.svg; tables: $dir/before.txt and $dir/after.txt"
+say "The chart: $dir/incident.png (and .svg): before and after on the same axes, each knee and the gate marked; tables: $dir/before.txt and $dir/after.txt (--wide, or the .json reports, have every counter)"
 say "The gate: a region must carry twice what is promised"
 verdict() { sed -n 's/^gate: \(.*\)$/\1/p' "$dir/$1.txt" | tail -1; }
 echo "before the fix: $(verdict before) (exit $(cat "$dir/before.exit"))"

@@ -1,38 +1,108 @@
 # shellcheck shell=bash
-# Shared by demo.sh and demo-bench.sh (sourced, from the repository root).
-#
-# demo_start NAME DIR: check root, make DIR afresh, build relayd 1.7.0 into
-# it, and put the machine on the incident's 212,992-byte rmem_max and
-# rmem_default, saying so; on exit the lab in DIR/lab is stopped and the
-# values found are put back. rmem_max is global to the machine (DESIGN.md).
+# Shared by the scripts (sourced, from the repository root): how releases
+# and tools are built, the machine's global sysctls and the lock the tests
+# take around them, and the demos' start and end.
 
 say() { printf '\n== %s\n' "$*"; }
 
+# build_release VERSION OUT: relayd as `make build` and internal/lab build a
+# release: static, reproducible (-trimpath -buildvcs=false), the version
+# stamped with its marker, which relayctl reads from the bytes
+# (relay/capability.VersionFlags).
+build_release() {
+	CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+		-ldflags "-s -w -X main.Version=$1 -X main.versionMarker=relayd-version:$1" -o "$2" ./cmd/relayd
+}
+
+# build_tool PACKAGE OUT [VERSION]: relayctl, relaylab or another command of
+# this repository, built the same way.
+build_tool() {
+	CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X main.Version=${3:-devel}" -o "$2" "$1"
+}
+
+# The machine's global sysctls. net.core.rmem_max and rmem_default are one
+# value for the whole machine, whatever network namespace writes them, so
+# every test and script
+# that changes them takes KERNEL_LOCK first (internal/kerneltest.Lock takes
+# the same file) and puts back what it found.
+KERNEL_LOCK=/tmp/relayctl-global-sysctl.lock
+sysctl_path() { printf '/proc/sys/%s' "${1//.//}"; }
+sysctl_read() { tr -d ' \t\n' <"$(sysctl_path "$1")"; }
+# sysctl_set KEY VALUE: write, then read back (never trust an exit code).
+sysctl_set() {
+	printf '%s\n' "$2" >"$(sysctl_path "$1")"
+	local got
+	got=$(sysctl_read "$1")
+	[ "$got" = "$2" ] || { echo "set $1: read back $got, want $2" >&2; return 1; }
+}
+
+# kernel_lock NAME: take KERNEL_LOCK on the descriptor $kernel_lock_fd,
+# held until the script exits (or kernel_unlock), waiting up to
+# KERNEL_LOCK_WAIT seconds (default 900) and saying so. Run what starts
+# daemons through without_lock, so that none of them inherits the lock.
+# RELAYCTL_KERNEL_LOCK_HELD=1 says the caller holds it already (a test
+# that runs a script inside internal/kerneltest.Lock).
+kernel_lock() {
+	[ "${RELAYCTL_KERNEL_LOCK_HELD:-}" = 1 ] && return 0
+	local wait=${KERNEL_LOCK_WAIT:-900}
+	exec {kernel_lock_fd}>>"$KERNEL_LOCK"
+	if ! flock -n "$kernel_lock_fd"; then
+		echo "$1: waiting for $KERNEL_LOCK: a test or another script is changing the global net.core.rmem_* values" >&2
+		flock -w "$wait" "$kernel_lock_fd" || { echo "$1: error: could not take $KERNEL_LOCK in ${wait}s" >&2; exit 1; }
+	fi
+}
+
+# demo_start NAME DIR: check root, make DIR afresh, build relayd 1.7.0 into
+# it, take the kernel lock, and put the machine on the incident's
+# 212,992-byte rmem_max and rmem_default, saying so; on exit the lab in
+# DIR/lab is stopped and the values found are put back (then the lock is
+# let go).
 demo_start() {
 	demo_name=$1
 	[ "$(id -u)" = 0 ] || { echo "$demo_name: needs root (it starts sshd and changes net.core.rmem_max)" >&2; exit 1; }
 	rm -rf "$2" && mkdir -p "$2"
 	dir=$(cd "$2" && pwd)
-	go build -ldflags "-X main.Version=1.7.0" -o "$dir/relayd-1.7.0" ./cmd/relayd
-	saved_max=$(cat /proc/sys/net/core/rmem_max)
-	saved_default=$(cat /proc/sys/net/core/rmem_default)
+	build_release 1.7.0 "$dir/relayd-1.7.0"
+	kernel_lock "$demo_name"
+	saved_max=$(sysctl_read net.core.rmem_max)
+	saved_default=$(sysctl_read net.core.rmem_default)
 	trap demo_cleanup EXIT
 	say "Global kernel values this demo changes (restored at the end)"
 	echo "net.core.rmem_max:     $saved_max -> 212992"
 	echo "net.core.rmem_default: $saved_default -> 212992"
-	echo 212992 >/proc/sys/net/core/rmem_max
-	echo 212992 >/proc/sys/net/core/rmem_default
+	sysctl_set net.core.rmem_max 212992
+	sysctl_set net.core.rmem_default 212992
 	ssh_flags=(--ssh-config "$dir/lab/ssh_config" --known-hosts "$dir/lab/known_hosts" --identity "$dir/lab/id_ed25519")
 }
 
-demo_cleanup() {
-	./bin/relaylab down --dir "$dir/lab" >/dev/null 2>&1 || true
-	echo "$saved_max" >/proc/sys/net/core/rmem_max
-	echo "$saved_default" >/proc/sys/net/core/rmem_default
-	echo
-	echo "$demo_name: restored net.core.rmem_max=$saved_max net.core.rmem_default=$saved_default; lab stopped"
+# without_lock CMD...: CMD without the kernel lock's descriptor, for what
+# starts daemons (the lab's sshds and relays outlive the script).
+without_lock() {
+	if [ -n "${kernel_lock_fd:-}" ]; then
+		"$@" {kernel_lock_fd}>&-
+	else
+		"$@"
+	fi
 }
 
+# kernel_unlock: let the kernel lock go before the script ends.
+kernel_unlock() {
+	if [ -n "${kernel_lock_fd:-}" ]; then
+		exec {kernel_lock_fd}>&-
+		unset kernel_lock_fd
+	fi
+}
+
+# lab_up ARGS...: relaylab up, without the kernel lock's descriptor.
+lab_up() { without_lock ./bin/relaylab up "$@"; }
+
+demo_cleanup() {
+	./bin/relaylab down --dir "$dir/lab" >/dev/null 2>&1 || true
+	sysctl_set net.core.rmem_max "$saved_max" || true
+	sysctl_set net.core.rmem_default "$saved_default" || true
+	echo
+	echo "$demo_name: restored net.core.rmem_max=$saved_max net.core.rmem_default=$saved_default; lab stopped (make lab starts one that stays up: README.md, Next steps)"
+}
 # write_fix_spec FILE NAME [systemd]: the incident's fix for lab-1, for the
 # generic service manager, or for relayd.service under systemd.
 write_fix_spec() {

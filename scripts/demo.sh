@@ -26,11 +26,11 @@ demo_start demo "${DEMO_DIR:-demo}"
 
 if [ "$manager" = systemd ]; then
 	say "Start one lab host with a real systemd, relayd 1.7.0 as relayd.service"
-	./bin/relaylab up --dir "$dir/lab" --systemd 1 --relayd "$dir/relayd-1.7.0" --relay-version 1.7.0
+	lab_up --dir "$dir/lab" --systemd 1 --relayd "$dir/relayd-1.7.0" --relay-version 1.7.0
 	pid_of='systemctl show -p MainPID --value relayd'
 else
 	say "Start one lab host with relayd 1.7.0"
-	./bin/relaylab up --dir "$dir/lab" --hosts 1 --relayd "$dir/relayd-1.7.0" --relay-version 1.7.0
+	lab_up --dir "$dir/lab" --hosts 1 --relayd "$dir/relayd-1.7.0" --relay-version 1.7.0
 	pid_of='/opt/relay/bin/relay-service pid'
 fi
 

@@ -10,16 +10,19 @@
 # Needs root for --so-rcvbuf-force (the load's window must fit the buffer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/demo-lib.sh
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
-go build -ldflags "-X main.Version=load" -o "$bin/relayd" ./cmd/relayd
-go build -o "$bin/relayload" ./internal/cmd/relayload
+build_release load "$bin/relayd"
+build_tool ./internal/cmd/relayload "$bin/relayload"
 base=()
 if [ -n "${BASELINE:-}" ]; then
 	rev=$(git rev-parse --verify --quiet "${BASELINE}^{commit}") || { echo "relayd-load: BASELINE=$BASELINE: not a commit here" >&2; exit 1; }
 	mkdir "$bin/baseline"
 	git archive "$rev" | tar -x -C "$bin/baseline"
-	(cd "$bin/baseline" && go build -ldflags "-X main.Version=baseline-${rev:0:7}" -o "$bin/relayd-baseline" ./cmd/relayd)
+	# Built as build_release builds this tree's, from the baseline's own tree.
+	(cd "$bin/baseline" && CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+		-ldflags "-s -w -X main.Version=baseline-${rev:0:7}" -o "$bin/relayd-baseline" ./cmd/relayd)
 	base=(-baseline "$bin/relayd-baseline")
 	echo "baseline: relayd of $rev"
 fi

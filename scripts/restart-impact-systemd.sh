@@ -20,6 +20,7 @@
 # to the machine: it takes the lock the tests take and puts the value back).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/demo-lib.sh
 [ "$(id -u)" = 0 ] || { echo "restart-impact-systemd: needs root (it starts a lab host)" >&2; exit 1; }
 RUNS=${RUNS:-5}
 PLAYERS=${PLAYERS:-64}
@@ -29,8 +30,7 @@ AT=${AT:-5}
 # Under /var/tmp, not /tmp: the lab host sees the machine's tree through an
 # overlay, but its /tmp is its own.
 dir=$(mktemp -d /var/tmp/restart-impact-systemd.XXXXXX)
-exec 9>/tmp/relayctl-global-sysctl.lock
-flock 9
+kernel_lock restart-impact-systemd
 saved_max=$(cat /proc/sys/net/core/rmem_max)
 cleanup() {
 	"$dir/relaylab" down --dir "$dir/lab" >/dev/null 2>&1 || true
@@ -41,11 +41,11 @@ trap cleanup EXIT
 echo 8388608 >/proc/sys/net/core/rmem_max
 
 for i in $(seq 0 "$RUNS"); do
-	go build -ldflags "-X main.Version=1.8.$i" -o "$dir/relayd-1.8.$i" ./cmd/relayd
+	build_release "1.8.$i" "$dir/relayd-1.8.$i"
 done
-go build -o "$dir/relaylab" ./internal/cmd/relaylab
-go build -o "$dir/relayctl" ./cmd/relayctl
-"$dir/relaylab" up --dir "$dir/lab" --systemd 1 --relayd "$dir/relayd-1.8.0" --relay-version 1.8.0 >&2
+build_tool ./internal/cmd/relaylab "$dir/relaylab"
+build_tool ./cmd/relayctl "$dir/relayctl"
+without_lock "$dir/relaylab" up --dir "$dir/lab" --systemd 1 --relayd "$dir/relayd-1.8.0" --relay-version 1.8.0 >&2
 ssh_flags=(--ssh-config "$dir/lab/ssh_config" --known-hosts "$dir/lab/known_hosts" --identity "$dir/lab/id_ed25519")
 # Players silent for 2 s are forgotten (relayd's default is 30 s), so a run's
 # lobbies are gone before the next run starts and "players cut" counts only

@@ -16,6 +16,7 @@
 # --modes none,apply-handoff).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/demo-lib.sh
 [ "$(id -u)" = 0 ] || { echo "restart-impact: needs root (it starts a lab host)" >&2; exit 1; }
 ./scripts/lab-deps.sh
 dir=$(mktemp -d /tmp/restart-impact.XXXXXX)
@@ -24,8 +25,7 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-exec 9>/tmp/relayctl-global-sysctl.lock
-flock 9
+kernel_lock restart-impact
 saved_max=$(cat /proc/sys/net/core/rmem_max)
 cleanup() {
 	"$dir/relaylab" down --dir "$dir/lab" >/dev/null 2>&1 || true
@@ -34,12 +34,12 @@ cleanup() {
 }
 echo 8388608 >/proc/sys/net/core/rmem_max
 for v in 1.9.0 1.9.1; do
-	go build -ldflags "-X main.Version=$v" -o "$dir/relayd-$v" ./cmd/relayd
+	build_release "$v" "$dir/relayd-$v"
 done
-go build -o "$dir/relaylab" ./internal/cmd/relaylab
-go build -o "$dir/restartimpact" ./internal/cmd/restartimpact
-go build -o "$dir/relayctl" ./cmd/relayctl
-up=$("$dir/relaylab" up --dir "$dir/lab" --hosts 1)
+build_tool ./internal/cmd/relaylab "$dir/relaylab"
+build_tool ./internal/cmd/restartimpact "$dir/restartimpact"
+build_tool ./cmd/relayctl "$dir/relayctl"
+up=$(without_lock "$dir/relaylab" up --dir "$dir/lab" --hosts 1)
 ns=$(printf '%s\n' "$up" | sed -n 's/^lab-1 .* relay_netns=\([^ ]*\).*$/\1/p')
 [ -n "$ns" ] || { echo "restart-impact: no relay namespace in: $up" >&2; exit 1; }
 echo "restart-impact: kernel $(uname -r), rmem_max $(cat /proc/sys/net/core/rmem_max), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2

@@ -8,6 +8,7 @@ package tune
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,6 +96,8 @@ type KeyInfo struct {
 	Min, Max int64
 	// Doc is one line for reviews.
 	Doc string
+	// Example is a valid value, for error messages.
+	Example string
 }
 
 // The kernel's sock.h minimums: SOCK_MIN_RCVBUF is 2304 and SOCK_MIN_SNDBUF
@@ -115,29 +118,29 @@ const (
 // write inside does not change the value outside.
 var known = map[string]KeyInfo{
 	"net.core.rmem_max": {Fields: 1, Global: true, Unit: "bytes", Min: minRcvbuf, Max: intMax,
-		Doc: "the largest SO_RCVBUF a socket may request; the kernel silently caps larger requests"},
+		Doc: "the largest SO_RCVBUF a socket may request; the kernel silently caps larger requests", Example: "8388608"},
 	"net.core.rmem_default": {Fields: 1, Global: true, Unit: "bytes", Min: minRcvbuf, Max: intMax,
-		Doc: "the receive buffer of a socket that never calls setsockopt(SO_RCVBUF)"},
+		Doc: "the receive buffer of a socket that never calls setsockopt(SO_RCVBUF)", Example: "212992"},
 	"net.core.wmem_max": {Fields: 1, Global: true, Unit: "bytes", Min: minSndbuf, Max: intMax,
-		Doc: "the largest SO_SNDBUF a socket may request"},
+		Doc: "the largest SO_SNDBUF a socket may request", Example: "8388608"},
 	"net.core.wmem_default": {Fields: 1, Global: true, Unit: "bytes", Min: minSndbuf, Max: intMax,
-		Doc: "the send buffer of a socket that never calls setsockopt(SO_SNDBUF)"},
+		Doc: "the send buffer of a socket that never calls setsockopt(SO_SNDBUF)", Example: "212992"},
 	"net.core.netdev_max_backlog": {Fields: 1, Global: true, AbsentInNetns: true, Unit: "packets", Max: intMax,
-		Doc: "packets queued per CPU between the NIC and the protocol stack"},
+		Doc: "packets queued per CPU between the NIC and the protocol stack", Example: "5000"},
 	"net.core.somaxconn": {Fields: 1, Unit: "connections", Max: intMax,
-		Doc: "the longest TCP listen backlog"},
+		Doc: "the longest TCP listen backlog", Example: "4096"},
 	"net.core.optmem_max": {Fields: 1, Unit: "bytes", Max: intMax,
-		Doc: "ancillary buffer per socket (control messages such as SO_RXQ_OVFL)"},
+		Doc: "ancillary buffer per socket (control messages such as SO_RXQ_OVFL)", Example: "131072"},
 	"net.ipv4.udp_rmem_min": {Fields: 1, Unit: "bytes", Max: intMax,
-		Doc: "receive buffer every UDP socket may use even under udp_mem pressure"},
+		Doc: "receive buffer every UDP socket may use even under udp_mem pressure", Example: "4096"},
 	"net.ipv4.udp_wmem_min": {Fields: 1, Unit: "bytes", Max: intMax,
-		Doc: "send buffer every UDP socket may use even under udp_mem pressure"},
+		Doc: "send buffer every UDP socket may use even under udp_mem pressure", Example: "4096"},
 	"net.ipv4.udp_mem": {Fields: 3, Global: true, AbsentInNetns: true, Unit: "pages", Max: math.MaxInt64,
-		Doc: "UDP memory for the whole machine in pages: no pressure, pressure, hard limit"},
+		Doc: "UDP memory for the whole machine in pages: no pressure, pressure, hard limit", Example: "764688 1019584 1529376"},
 	"net.ipv4.tcp_rmem": {Fields: 3, Unit: "bytes", Max: intMax,
-		Doc: "TCP receive buffer: min, default, max"},
+		Doc: "TCP receive buffer: min, default, max", Example: "4096 131072 6291456"},
 	"net.ipv4.tcp_wmem": {Fields: 3, Unit: "bytes", Max: intMax,
-		Doc: "TCP send buffer: min, default, max"},
+		Doc: "TCP send buffer: min, default, max", Example: "4096 16384 4194304"},
 }
 
 // Lookup returns what relayctl knows about key.
@@ -161,7 +164,9 @@ var fieldWords = []string{"", "one integer", "two integers", "three integers"}
 // ValidateValue checks value for key. A known numeric key takes exactly
 // Fields integers in the kernel's range, separated by whitespace; any other
 // key takes printable text of at most MaxValueLen bytes, with no newline or
-// control character (it becomes one line of a sysctl.d file).
+// control character (it becomes one line of a sysctl.d file). An error says
+// what a valid value looks like: a size with a suffix ("8M") is worked out
+// in bytes, otherwise the key's example.
 func ValidateValue(key, value string) error {
 	info, ok := known[key]
 	if !ok || info.Fields == 0 {
@@ -174,18 +179,35 @@ func ValidateValue(key, value string) error {
 	want = fmt.Sprintf("%s wants %s (%s)", key, want, info.Unit)
 	fields := strings.Fields(value)
 	if len(fields) != info.Fields {
-		return fmt.Errorf("%s, got %q", want, value)
+		return fmt.Errorf("%s, got %q; %s", want, value, info.example(value))
 	}
 	for _, f := range fields {
 		n, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
-			return fmt.Errorf("%s, got %q", want, value)
+			return fmt.Errorf("%s, got %q; %s", want, value, info.example(value))
 		}
 		if n < info.Min || n > info.Max {
-			return fmt.Errorf("%s, each from %d to %d, got %q", want, info.Min, info.Max, value)
+			return fmt.Errorf("%s, each from %d to %d, got %q; %s", want, info.Min, info.Max, value, info.example(value))
 		}
 	}
 	return nil
+}
+
+// sizeSuffix is a byte size written the way people say it: 8M, 4MiB, 512k.
+var sizeSuffix = regexp.MustCompile(`^(\d{1,7})\s*([kKmMgG])(?:i?[bB])?$`)
+
+// example is "e.g. 8388608": for a size with a suffix ("8M") that size in
+// bytes, else the key's Example.
+func (info KeyInfo) example(got string) string {
+	if m := sizeSuffix.FindStringSubmatch(strings.TrimSpace(got)); m != nil && info.Unit == "bytes" && info.Fields == 1 {
+		n, _ := strconv.ParseInt(m[1], 10, 64)
+		unit := strings.ToUpper(m[2])
+		shift := map[string]uint{"K": 10, "M": 20, "G": 30}[unit]
+		if b := n << shift; b >= info.Min && b <= info.Max {
+			return fmt.Sprintf("e.g. %d, which is %d %siB in bytes", b, n, unit)
+		}
+	}
+	return "e.g. " + info.Example
 }
 
 func validText(key, value string) error {

@@ -176,10 +176,14 @@ func TestValidateValue(t *testing.T) {
 	}{
 		{"one integer", "net.core.rmem_max", "8388608", ""},
 		{"one integer with spaces", "net.core.rmem_max", " 8388608\n", ""},
-		{"suffix", "net.core.rmem_max", "8M", `net.core.rmem_max wants one integer (bytes), got "8M"`},
-		{"two for one", "net.core.rmem_max", "1 2", `net.core.rmem_max wants one integer (bytes), got "1 2"`},
+		{"suffix", "net.core.rmem_max", "8M", `net.core.rmem_max wants one integer (bytes), got "8M"; e.g. 8388608, which is 8 MiB in bytes`},
+		{"suffix MiB", "net.core.rmem_max", "4MiB", `got "4MiB"; e.g. 4194304, which is 4 MiB in bytes`},
+		{"suffix k", "net.core.rmem_default", "256k", `got "256k"; e.g. 262144, which is 256 KiB in bytes`},
+		{"suffix out of range", "net.core.rmem_max", "8G", `got "8G"; e.g. 8388608`},
+		{"suffix of pages", "net.ipv4.udp_mem", "8M", `got "8M"; e.g. 764688 1019584 1529376`},
+		{"two for one", "net.core.rmem_max", "1 2", `net.core.rmem_max wants one integer (bytes), got "1 2"; e.g. 8388608`},
 		{"empty numeric", "net.core.rmem_max", "", `net.core.rmem_max wants one integer (bytes), got ""`},
-		{"negative", "net.core.somaxconn", "-1", `net.core.somaxconn wants one integer (connections), each from 0 to 2147483647, got "-1"`},
+		{"negative", "net.core.somaxconn", "-1", `net.core.somaxconn wants one integer (connections), each from 0 to 2147483647, got "-1"; e.g. 4096`},
 		{"below SOCK_MIN_RCVBUF", "net.core.rmem_default", "2303", `net.core.rmem_default wants one integer (bytes), each from 2304 to 2147483647, got "2303"`},
 		{"at SOCK_MIN_RCVBUF", "net.core.rmem_default", "2304", ""},
 		{"below SOCK_MIN_SNDBUF", "net.core.wmem_max", "4607", "each from 4608"},
@@ -211,5 +215,19 @@ func TestValidateValue(t *testing.T) {
 				t.Fatalf("ValidateValue(%q, %q): got %q, want it to contain %q", tt.key, tt.value, err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// Every known numeric key's example is itself valid, so no error message
+// suggests a value that would be refused.
+func TestKnownExamplesAreValid(t *testing.T) {
+	for _, k := range KnownKeys() {
+		info, _ := Lookup(k)
+		if info.Fields == 0 {
+			continue
+		}
+		if err := ValidateValue(k, info.Example); err != nil {
+			t.Errorf("%s: example %q: %v", k, info.Example, err)
+		}
 	}
 }

@@ -85,6 +85,8 @@ func newApp(e *env) *cli.App {
 		// relayctl completion: the scripts ask with --generate-bash-completion.
 		EnableBashCompletion: true,
 		ExitErrHandler:       func(*cli.Context, error) {}, // run() prints once and picks the code
+		OnUsageError:         onUsageError,                 // usage.go: one line on stderr, not the help page
+		Action:               unknownCommand,
 		Commands:             commands(e),
 	}
 }

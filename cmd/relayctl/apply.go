@@ -1,14 +1,14 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"os/user"
-	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,8 +23,9 @@ func applyCommand(e *env) *cli.Command {
 		Name:      "apply",
 		Usage:     "apply a reviewed plan: one restart window per host, verified by read-back, rolled back on failure",
 		ArgsUsage: "PLAN",
-		Description: `Per host: refuse a stale plan (saying which facts drifted), take the host
-lock, stage the release, config and sysctl drop-in (no effect on the
+		Description: `Per host: take the host lock, then refuse a stale plan (saying which facts
+drifted; read under the lock, so another run's changes are never mistaken
+for drift), stage the release, config and sysctl drop-in (no effect on the
 running relay), then in one window set the sysctls (read back from
 /proc/sys), persist the drop-in, switch the release, put the config in
 place and restart the relay once. The result is read back from the kernel:
@@ -81,10 +82,10 @@ Examples:
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "artifact", Usage: "the release `FILE` (default: the spec's artifact, relative to the spec as recorded in the plan); its sha256 must match the plan"},
 			&cli.BoolFlag{Name: "ignore-window", Usage: "apply outside the plan's window"},
-			&cli.BoolFlag{Name: "break-lock", Usage: "take a host lock that a dead run left behind (after checking the host)"},
-			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal (and lock) of a run that stopped in its window, after checking the host, and apply"},
+			&cli.StringFlag{Name: "recover", Usage: "what to do with a window a dead run left unfinished on a host (its journal says how far it got): `complete` it, or `rollback` (default: the plan's rollout.recover, else complete)"},
+			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal of an unfinished run that cannot be recovered with this plan (another plan's, or unreadable), after checking the host, and apply"},
 			&cli.DurationFlag{Name: "verify-timeout", Value: 15 * time.Second, Usage: "how long to wait for the restarted relay to read back as planned"},
-			&cli.DurationFlag{Name: "stable-for", Usage: "how long the restarted relay must keep reading back as planned, the same process, before the host counts as applied (default: 1s under systemd, where Restart= can hide a crash; else one read-back)"},
+			&cli.DurationFlag{Name: "stable-for", DefaultText: "1s under systemd, where Restart= can hide a crash; else one read-back", Usage: "how long the restarted relay must keep reading back as planned, the same process, before the host counts as applied"},
 			&cli.StringFlag{Name: "waves", Usage: "wave `SIZES`, e.g. 1,5,25%,100%: hosts, or a share of the hosts left; the last repeats (default: the plan's rollout, else 1,100%)"},
 			&cli.StringFlag{Name: "max-failures", Usage: "failed, rolled back or refused hosts a wave may have for the rollout to go on: `N` or N% of the wave (default: the plan's rollout, else 0)"},
 			&cli.StringFlag{Name: "max-unreachable", Usage: "unreachable hosts a wave may have for the rollout to go on: `N` or N% of the wave (default: the plan's rollout, else 0)"},
@@ -122,14 +123,13 @@ func runApply(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(c.Context, e)
 	defer stop()
 	live, width := terminal(e.stderr)
 	rep, err := rollout.Apply(ctx, sshHosts(c), checked, rollout.ApplyOptions{
 		Parallel:      c.Int("parallel"),
 		Artifact:      artifact,
 		IgnoreWindow:  c.Bool("ignore-window"),
-		BreakLock:     c.Bool("break-lock") || c.Bool("clear-journal"),
 		ClearJournal:  c.Bool("clear-journal"),
 		Owner:         owner(p),
 		Progress:      e.stderr,
@@ -160,34 +160,114 @@ func runApply(c *cli.Context, e *env) error {
 	if c.Bool("json") {
 		e.stdout.Write(body)
 	} else {
-		fmt.Fprint(e.stdout, rollout.Recap(rep))
-		for _, h := range rep.Hosts {
-			if h.Outcome != rollout.Applied && h.Outcome != rollout.Unchanged && h.Outcome != rollout.NotStarted {
-				fmt.Fprintf(e.stdout, "%s: %s (%s): %s\n", plans.Visible(h.Host), h.Outcome, plans.Visible(h.State), plans.Visible(h.Reason))
-			}
-		}
-		if rep.Stopped != "" {
-			fmt.Fprintf(e.stdout, "stopped: %s\n", plans.Visible(rep.Stopped))
-		}
+		printRecap(e.stdout, rep)
 	}
 	fmt.Fprintf(e.stderr, "relayctl: receipt in %s.receipt.json and %s.receipt.md, every host's outcome in %s\n", file, file, ledgerFile(file))
 	if ledgerErr != nil {
 		return ledgerErr
 	}
-	for _, h := range rep.Hosts {
-		if h.Outcome == rollout.Skipped {
-			fmt.Fprintf(e.stderr, "relayctl: hint: skipped hosts still have players; apply %s --resume again when they have gone (applied hosts are not touched then)\n", file)
-			break
-		}
-	}
 	if !rep.Succeeded() {
 		err := errors.New("not every host applied; see the recap and the receipt")
-		if left := len(notDone(rep)); left > 0 {
-			return &exitCode{code: 1, err: withHint(err, fmt.Sprintf("fix the cause, then relayctl apply %s --resume goes on with the %d host(s) not applied or unchanged", file, left))}
+		if hints := nextHints(rep, file, p.SpecFile); len(hints) > 0 {
+			return &exitCode{code: 1, err: withHint(err, strings.Join(hints, "\nrelayctl: hint: "))}
 		}
 		return &exitCode{code: 1, err: err}
 	}
 	return nil
+}
+
+// printRecap is the recap for people: a line per outcome, the hosts that
+// did not end as planned with why, the ones recovered after a crash, and
+// why the rollout stopped.
+func printRecap(w io.Writer, rep *rollout.Report) {
+	fmt.Fprint(w, rollout.Recap(rep))
+	for _, h := range rep.Hosts {
+		if h.Outcome != rollout.Applied && h.Outcome != rollout.Unchanged && h.Outcome != rollout.NotStarted {
+			fmt.Fprintf(w, "%s: %s (%s): %s\n", plans.Visible(h.Host), h.Outcome, plans.Visible(h.State), plans.Visible(h.Reason))
+		}
+		for _, d := range h.Drift {
+			fmt.Fprintf(w, "  drifted: %s: planned %s, now %s\n", plans.Visible(d.Name), clipValue(d.Planned), clipValue(d.Observed))
+		}
+		if h.Recovery != "" && h.Outcome == rollout.Applied {
+			fmt.Fprintf(w, "%s: applied, %s (the run that died: %s)\n", plans.Visible(h.Host), h.Recovery, plans.Visible(h.DeadRun))
+		}
+	}
+	if rep.Stopped != "" {
+		fmt.Fprintf(w, "stopped: %s\n", plans.Visible(rep.Stopped))
+	}
+}
+
+// clipValue is a drifted fact's value, short enough for its line.
+func clipValue(v string) string {
+	v = plans.Visible(v)
+	if len(v) > 60 {
+		return v[:60] + "…"
+	}
+	return v
+}
+
+// nextHints say what to run next, one line per kind of reason the hosts
+// that did not end as planned have, so no hint contradicts another: a
+// stale host needs a new plan, not --resume; a host another plan's run
+// left in its window needs that plan; the rest go on with --resume.
+func nextHints(rep *rollout.Report, file, spec string) []string {
+	by := map[string][]string{}
+	for _, h := range rep.Hosts {
+		if h.Next != "" {
+			by[h.Next] = append(by[h.Next], h.Host)
+		}
+	}
+	hosts := func(next string) string { return plans.Visible(strings.Join(abbreviate(by[next], 5), " ")) }
+	var out []string
+	if len(by[rollout.NextNewPlan]) > 0 {
+		out = append(out, fmt.Sprintf("%s drifted since the plan was made: make a new plan (relayctl plan %s -out PLAN), review it, and apply that", hosts(rollout.NextNewPlan), spec))
+	}
+	if len(by[rollout.NextOtherPlan]) > 0 {
+		out = append(out, fmt.Sprintf("%s: a run of another plan stopped inside its window there; relayctl apply THAT_PLAN --resume finishes or undoes it (the host's journal names the plan)", hosts(rollout.NextOtherPlan)))
+	}
+	if len(by[rollout.NextFix]) > 0 {
+		out = append(out, fmt.Sprintf("%s: fix the cause each reason names, then relayctl apply %s --resume", hosts(rollout.NextFix), file))
+	}
+	if len(by[rollout.NextWait]) > 0 {
+		out = append(out, fmt.Sprintf("%s: held by another apply, or outside the plan's window; relayctl apply %s --resume later", hosts(rollout.NextWait), file))
+	}
+	if len(by[rollout.NextResume]) > 0 {
+		out = append(out, fmt.Sprintf("relayctl apply %s --resume goes on with %d host(s) as they are (%s): applied hosts are checked, not applied again", file, len(by[rollout.NextResume]), hosts(rollout.NextResume)))
+	}
+	return out
+}
+
+// abbreviate lists at most n names, then how many more.
+func abbreviate(names []string, n int) []string {
+	if len(names) <= n {
+		return names
+	}
+	return append(append([]string{}, names[:n]...), fmt.Sprintf("and %d more", len(names)-n))
+}
+
+// interruptible is ctx cancelled by the first SIGINT or SIGTERM; the fleet
+// view then says what that does (rollout's progress.interrupted). A second
+// one cuts no window short: it says so, and the run goes on to its end.
+func interruptible(parent context.Context, e *env) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		first := true
+		for range sigs {
+			if first {
+				first = false
+				cancel()
+				continue
+			}
+			fmt.Fprintln(e.stderr, "relayctl: interrupt again: still finishing the windows in flight, which end applied or rolled back; killing relayctl (kill -9) would leave a host in its window, its journal saying where: relayctl apply PLAN --resume then completes it")
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(sigs)
+		cancel()
+	}
 }
 
 // loadPlan reads a plan file and checks it against the spec it records
@@ -207,33 +287,6 @@ func loadPlan(file string) (rollout.Checked, []byte, error) {
 		return rollout.Checked{}, nil, withHint(fmt.Errorf("%s: %w", file, err), "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
 	}
 	return c, data, nil
-}
-
-// planArtifact reads the release file and checks it is the one reviewed.
-// A release with a url is fetched by each host itself: nothing to read.
-func planArtifact(override string, p *plans.Plan) ([]byte, error) {
-	if p.Relay.URL != "" {
-		if override != "" {
-			return nil, fmt.Errorf("--artifact: plan %s's release is fetched by each host from %s; there is no file to upload", p.Name, p.Relay.URL)
-		}
-		return nil, nil
-	}
-	path := override
-	if path == "" {
-		path = p.Relay.Artifact
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(filepath.Dir(p.SpecFile), path)
-		}
-	}
-	data, err := readRegular(path, plans.MaxArtifactSize)
-	if err != nil {
-		return nil, withHint(fmt.Errorf("read release artifact: %w", err), "give its path with --artifact FILE")
-	}
-	sum := sha256.Sum256(data)
-	if got := hex.EncodeToString(sum[:]); got != p.Relay.SHA256 {
-		return nil, fmt.Errorf("release artifact %s has sha256 %s, the plan was reviewed with %s: it changed since; make a new plan", path, got, p.Relay.SHA256)
-	}
-	return data, nil
 }
 
 func owner(p *plans.Plan) string {

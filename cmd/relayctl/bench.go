@@ -1,16 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -86,8 +90,8 @@ Examples:
   relayctl bench --relay 127.0.0.1:7788 --control 127.0.0.1:7789 --promise 100 --factor 2 --step-duration 3s
   relayctl bench --relay 127.0.0.1:7788 --control 127.0.0.1:7789 --gate 200 --players 40:480:40`,
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "relay", Usage: "the relay's UDP address, `HOST:PORT`", Required: true},
-			&cli.StringFlag{Name: "control", Usage: "the relay's control plane, `HOST:PORT` or URL (GET /status)", Required: true},
+			&cli.StringFlag{Name: "relay", Usage: "the relay's UDP address, `HOST:PORT`", DefaultText: requiredText},
+			&cli.StringFlag{Name: "control", Usage: "the relay's control plane, `HOST:PORT` or URL (GET /status)", DefaultText: requiredText},
 			&cli.IntFlag{Name: "lobby-size", Value: d.LobbySize, Usage: "players per lobby; each datagram is forwarded to the other lobby-size - 1"},
 			&cli.IntFlag{Name: "packet-size", Value: d.PacketSize, Usage: "datagram size in `BYTES`, the 24-byte header included"},
 			&cli.IntFlag{Name: "hz", Value: d.Hz, Usage: "datagrams per player per second (the tick rate)"},
@@ -101,7 +105,10 @@ Examples:
 			&cli.UintFlag{Name: "lobby-base", Value: uint(d.LobbyBase), Usage: "first lobby id the bench uses"},
 			&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed of the jitter offsets, so a schedule can be repeated"},
 			&cli.BoolFlag{Name: "json", Usage: "write the report as JSON on stdout instead of the table"},
-			&cli.StringFlag{Name: "plot", Usage: "write a chart of loss and relay packet rate against players to `FILE` (.svg, or .png with rsvg-convert)"},
+			&cli.BoolFlag{Name: "wide", Usage: "the table with every counter of every step (planned, forwarded, relay tx, p50, p95, CPU); it fits 100 columns without"},
+			&cli.StringFlag{Name: "json-out", Usage: "also write the report as JSON to `FILE`, beside the table (what --plot-before reads)"},
+			&cli.StringSliceFlag{Name: "plot", Usage: "write a chart of loss and relay packet rate against players, the knee and the gate marked, to `FILE` (.png or .svg; repeatable)"},
+			&cli.StringFlag{Name: "plot-before", Usage: "draw the run in this JSON report `FILE` (--json or --json-out of an earlier bench) on the same chart, as before; this run is after"},
 			&cli.StringFlag{Name: "ssh", Usage: "also read the relay host's kernel counters (ss d, /proc/net/udp drops, RcvbufErrors) over SSH from `HOST` and show whether they agree with the relay's"},
 			&cli.IntFlag{Name: "relay-pid", Usage: "with --ssh: the relay's `PID` on its host, when ss -p in the SSH login's namespace cannot find it (a relay in a container)"},
 			&cli.IntFlag{Name: "gate", Usage: "capacity gate: exit 0 only if the relay carries these `PLAYERS` (every step up to them valid, loss within --loss-threshold), 4 if it falls short"},
@@ -144,9 +151,10 @@ Examples:
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			plot := c.String("plot")
-			if plot != "" && !strings.HasSuffix(strings.ToLower(plot), ".svg") && !strings.HasSuffix(strings.ToLower(plot), ".png") {
-				return fmt.Errorf("plot %s: want a .svg or .png file name", plot)
+			// Every output is checked before the ramp spends minutes.
+			out, err := benchOutputs(c)
+			if err != nil {
+				return err
 			}
 
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt)
@@ -182,23 +190,16 @@ Examples:
 				if errors.As(err, &pe) {
 					return withHint(pe, pe.Hint)
 				}
+				if errors.Is(err, syscall.ECONNREFUSED) {
+					return withHint(err, fmt.Sprintf("nothing listens at --control %s: start the relay, or give the address its control plane serves /status on (relayd: RELAYD_CONTROL, 127.0.0.1:7789 by default)", cfg.Control))
+				}
 				return err
 			}
 			// Interrupted: the steps completed so far are still reported,
 			// and the run still ends in an error.
 			runErr := err
-			if c.Bool("json") {
-				if err := rep.WriteJSON(e.stdout); err != nil {
-					return err
-				}
-			} else if err := rep.WriteTable(e.stdout); err != nil {
+			if err := out.write(e, rep); err != nil {
 				return err
-			}
-			if plot != "" {
-				if err := rep.WritePlot(plot); err != nil {
-					return err
-				}
-				fmt.Fprintf(e.stderr, "relayctl: wrote %s\n", plot)
 			}
 			if errors.Is(runErr, context.Canceled) {
 				return errors.New("bench interrupted: the steps completed before it are reported")
@@ -209,6 +210,87 @@ Examples:
 			return gateExit(rep.Gate)
 		},
 	}
+}
+
+// benchOut is where a run's report goes besides stdout: --json-out, the
+// charts of --plot, and the earlier run --plot-before draws beside it.
+type benchOut struct {
+	json, wide bool
+	jsonOut    string
+	plots      []string
+	before     *bench.Report
+}
+
+// benchOutputs reads and checks the output flags before the ramp runs.
+func benchOutputs(c *cli.Context) (*benchOut, error) {
+	o := &benchOut{json: c.Bool("json"), wide: c.Bool("wide"), jsonOut: c.String("json-out"), plots: c.StringSlice("plot")}
+	if o.json && o.wide {
+		return nil, errors.New("--wide is a width of the table; --json has every counter already")
+	}
+	for _, p := range o.plots {
+		if err := bench.PlotFormat(p); err != nil {
+			return nil, err
+		}
+	}
+	if o.jsonOut != "" {
+		f, err := os.CreateTemp(filepath.Dir(o.jsonOut), ".relayctl-report-*")
+		if err != nil {
+			return nil, fmt.Errorf("--json-out %s: cannot write there: %w", o.jsonOut, err)
+		}
+		f.Close()
+		os.Remove(f.Name())
+	}
+	if file := c.String("plot-before"); file != "" {
+		if len(o.plots) == 0 {
+			return nil, errors.New("--plot-before needs --plot: the chart to draw both runs on")
+		}
+		data, err := readRegular(file, 64<<20)
+		if err != nil {
+			return nil, fmt.Errorf("--plot-before: %w", err)
+		}
+		o.before = &bench.Report{}
+		if err := json.Unmarshal(data, o.before); err != nil || o.before.Format == 0 || len(o.before.Steps) == 0 {
+			return nil, withHint(fmt.Errorf("--plot-before %s: not the JSON report of a bench run with steps", file), "write one with relayctl bench ... --json-out before.json")
+		}
+	}
+	return o, nil
+}
+
+// write prints the report (the table, or JSON) and writes the files.
+func (o *benchOut) write(e *env, rep *bench.Report) error {
+	var err error
+	switch {
+	case o.json:
+		err = rep.WriteJSON(e.stdout)
+	case o.wide:
+		err = rep.WriteWideTable(e.stdout)
+	default:
+		err = rep.WriteTable(e.stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if o.jsonOut != "" {
+		var b bytes.Buffer
+		if err := rep.WriteJSON(&b); err != nil {
+			return err
+		}
+		if err := writeFileAtomic(o.jsonOut, b.Bytes(), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "relayctl: wrote %s\n", o.jsonOut)
+	}
+	runs := []bench.PlotRun{{Report: rep}}
+	if o.before != nil {
+		runs = []bench.PlotRun{{Label: "before", Report: o.before}, {Label: "after", Report: rep}}
+	}
+	for _, p := range o.plots {
+		if err := bench.WritePlot(p, runs...); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "relayctl: wrote %s\n", p)
+	}
+	return nil
 }
 
 // benchGate reads --gate, or --promise and --factor.

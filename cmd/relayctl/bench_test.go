@@ -30,6 +30,9 @@ import (
 // directory (the build cache makes the second test's builds cheap).
 func buildBenchBins(t *testing.T) (relayctl, relayd string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("drives the real relayd for seconds; skipped under -short (make test runs it)")
+	}
 	dir := t.TempDir()
 	relayctl, relayd = filepath.Join(dir, "relayctl"), filepath.Join(dir, "relayd")
 	for _, b := range []struct{ out, pkg string }{
@@ -219,7 +222,7 @@ func TestBenchFlagErrors(t *testing.T) {
 	}{
 		{"ramp going down", []string{"--players", "40:8:8"}, "relayctl: error: parse players \"40:8:8\": last step (8) below the first (40): the ramp only grows\n"},
 		{"lobby of one", []string{"--lobby-size", "1"}, "relayctl: error: lobby size 1: a lobby needs at least 2 players to forward anything\n"},
-		{"plot format", []string{"--plot", "out.gif"}, "relayctl: error: plot out.gif: want a .svg or .png file name\n"},
+		{"plot format", []string{"--plot", "out.gif"}, "relayctl: error: plot out.gif: want a .png or .svg file name\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

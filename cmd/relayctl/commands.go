@@ -4,6 +4,7 @@ import "github.com/urfave/cli/v2"
 
 // commands lists the subcommands; each lives in its own file. None has a
 // help subcommand: a host named h or help is a host (--help still works).
+// Usage mistakes are reported by usage.go.
 func commands(e *env) []*cli.Command {
 	cmds := []*cli.Command{
 		validateCommand(e),
@@ -21,6 +22,8 @@ func commands(e *env) []*cli.Command {
 	}
 	for _, c := range cmds {
 		c.HideHelpCommand = true
+		c.OnUsageError = onUsageError
+		c.Before = checkRequired
 	}
 	return cmds
 }

@@ -52,30 +52,23 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 			}
 		}
 	}
+	if v := c.String("recover"); v != "" {
+		if err := plans.ValidRecover(v); err != nil {
+			return nil, withHint(fmt.Errorf("--recover: %w", err), "--recover complete (finish a window a dead run left), or --recover rollback (undo it)")
+		}
+		r.Recover = v
+	}
 	run := &fleetRun{rollout: &r}
 	hosts := len(p.Hosts)
 	if c.Bool("resume") {
-		name := ledgerFile(file)
-		data, err := readRegular(name, rollout.MaxLedgerSize)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, withHint(fmt.Errorf("no ledger %s: nothing to resume", name), "relayctl apply "+file+" (without --resume) applies every host")
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read ledger: %w", err)
-		}
-		if run.resume, err = rollout.LoadLedger(name, data, p); err != nil {
-			if errors.Is(err, rollout.ErrLedgerOtherPlan) {
-				return nil, withHint(err, "a ledger goes with the plan whose apply wrote it; apply this plan without --resume, or resume the plan that ledger belongs to")
+		resumed, err := resumeFrom(e, file, p, run)
+		if err != nil || resumed {
+			if resumed {
+				fmt.Fprintf(e.stderr, "relayctl: waves %s (%s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
+					plans.WavesText(r.Waves), from, r.MaxFailures, r.MaxUnreachable)
 			}
-			return nil, err
+			return run, err
 		}
-		hosts = len(run.resume.Todo())
-		if hosts == 0 {
-			fmt.Fprintf(e.stderr, "relayctl: %s shows every host applied or unchanged: nothing to resume\n", name)
-			return nil, nil
-		}
-		fmt.Fprintf(e.stderr, "relayctl: resuming %s (run %d): %d of %d host(s) not applied or unchanged; the others are not touched\n",
-			name, run.resume.Run+1, hosts, len(p.Hosts))
 	}
 	sizes := plans.SplitWaves(r.Waves, hosts)
 	counts := make([]string, len(sizes))
@@ -87,15 +80,31 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 	return run, nil
 }
 
-// notDone lists the hosts a resume would go on with.
-func notDone(rep *rollout.Report) []string {
-	var out []string
-	for _, h := range rep.Hosts {
-		if h.Outcome != rollout.Applied && h.Outcome != rollout.Unchanged {
-			out = append(out, h.Host)
-		}
+// resumeFrom loads the plan's ledger into run for --resume, and says what
+// the run will do. A run killed before it wrote its ledger left nothing to
+// go on from: then every host is worked on, as in a first run (one already
+// as planned ends unchanged), so --resume is still the one command after
+// any stop; resumed is false then.
+func resumeFrom(e *env, file string, p *plans.Plan, run *fleetRun) (resumed bool, err error) {
+	name := ledgerFile(file)
+	data, err := readRegular(name, rollout.MaxLedgerSize)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		fmt.Fprintf(e.stderr, "relayctl: no ledger %s: no run to go on from, so every host is applied (one already as planned is unchanged)\n", name)
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read ledger: %w", err)
 	}
-	return out
+	if run.resume, err = rollout.LoadLedger(name, data, p); err != nil {
+		if errors.Is(err, rollout.ErrLedgerOtherPlan) {
+			return false, withHint(err, "a ledger goes with the plan whose apply wrote it; apply this plan without --resume, or resume the plan that ledger belongs to")
+		}
+		return false, err
+	}
+	todo := len(run.resume.Todo())
+	fmt.Fprintf(e.stderr, "relayctl: resuming %s (run %d): %d of %d host(s) not applied or unchanged; the %d others are checked to be as planned first (an edited ledger skips nothing): one that is not joins the waves\n",
+		name, run.resume.Run+1, todo, len(p.Hosts), len(p.Hosts)-todo)
+	return true, nil
 }
 
 // terminal reports whether w is a terminal (not a pipe, a file or

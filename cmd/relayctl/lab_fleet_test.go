@@ -279,7 +279,8 @@ func TestLabFleetResumeAfterFailure(t *testing.T) {
 	e.mustPlan(e.spec, e.plan)
 	plant(t, hs[1])
 	code, out, errs := e.relayctl("apply", e.plan, "--parallel", "1")
-	if code != 1 || !strings.Contains(errs, "relayctl apply "+e.plan+" --resume goes on with the 3 host(s) not applied or unchanged") {
+	if code != 1 || !strings.Contains(errs, "lab-2: fix the cause each reason names, then relayctl apply "+e.plan+" --resume") ||
+		!strings.Contains(errs, "relayctl apply "+e.plan+" --resume goes on with 2 host(s) as they are (lab-3 lab-4)") {
 		t.Fatalf("apply: exit %d, want 1 and the resume hint\n%s\n%s", code, out, errs)
 	}
 	l := readLedger(t, e.plan)
@@ -301,7 +302,7 @@ func TestLabFleetResumeAfterFailure(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("resume: exit %d\n%s\n%s", code, out, errs)
 	}
-	if !strings.Contains(errs, "resuming "+e.plan+".ledger.json (run 2): 3 of 4 host(s) not applied or unchanged") {
+	if !strings.Contains(errs, "resuming "+e.plan+".ledger.json (run 2): 3 of 4 host(s) not applied or unchanged; the 1 others are checked") {
 		t.Errorf("resume did not say what it resumes:\n%s", errs)
 	}
 	if p2, _, _ := e.socket(hs[0]); p2 != pid || receipts(hs[0]) != before {

@@ -56,7 +56,8 @@ func TestScripts(t *testing.T) {
 			// The kernel the shipped list of sysctls comes from, for cmpenv.
 			env.Setenv("KNOWN_KERNEL", tune.KnownSysctlsKernel())
 			env.Setenv(testSystemSigners, filepath.Join(env.WorkDir, "etc", "relayctl", "allowed_signers"))
-			return nil
+			// The repository's example files, as the README names them.
+			return copyExamples(filepath.Join("..", "..", "plans", "examples"), filepath.Join(env.WorkDir, "plans", "examples"))
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"relayctl-exit": relayctlExit, "plan-edit": planEdit, "json": jsonField,
 			"sim": simHosts, "json-set": jsonSet},
@@ -224,4 +225,25 @@ func jsonField(ts *testscript.TestScript, neg bool, args []string) {
 	if (string(got) == string(wantB)) == neg {
 		ts.Fatalf("json: %s %s = %s, want %s", args[0], args[1], got, wantB)
 	}
+}
+
+// copyExamples copies the files of the repository's plans/examples.
+func copyExamples(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

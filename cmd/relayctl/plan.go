@@ -2,13 +2,10 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -36,7 +33,8 @@ plan with blocked hosts, which is still written so it can be read).
 Examples:
    relayctl plan plans/examples/ashburn-rcvbuf.yaml -out ashburn.plan
    relayctl facts --spec plans/examples/ashburn-rcvbuf.yaml --json > facts.json
-   relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts facts.json -out ashburn.plan`,
+   relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts facts.json -out ashburn.plan
+   relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts plans/examples/ashburn-facts.json`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the plan to `PLAN` and the review to PLAN.md"},
 			&cli.StringSliceFlag{Name: "facts", Usage: "plan offline from the `FILE` that relayctl facts --json wrote (repeatable) instead of SSH"},
@@ -51,15 +49,16 @@ func runPlan(c *cli.Context, e *env) error {
 		return withHint(errors.New("plan needs exactly one SPEC"), "relayctl plan plans/examples/ashburn-rcvbuf.yaml -out ashburn.plan")
 	}
 	// Every problem of the spec, the artifact's included, before anything connects.
-	spec, art, err := loadSpec(e, c.Args().First())
+	ls, err := loadSpec(e, c.Args().First())
 	if err != nil {
 		return err
 	}
+	spec := ls.spec
 	facts, err := gather(c, e, spec)
 	if err != nil {
 		return err
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: art, AllowDowngrade: c.Bool("allow-downgrade"), Steps: rollout.Steps})
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: ls.artifact, Templates: ls.templates, AllowDowngrade: c.Bool("allow-downgrade"), Steps: rollout.Steps})
 	if err != nil {
 		return err
 	}
@@ -146,33 +145,22 @@ func readSpec(file string) (*plans.Spec, error) {
 	return plans.ParseSpec(file, data)
 }
 
-// readArtifact finds the release file relative to the spec and hashes it.
-// A release that hosts fetch from a url needs no local file: its sha256 is
-// the spec's (an artifact given as well must match it).
-func readArtifact(s *plans.Spec) (plans.Artifact, error) {
-	if s.Relay.Release.URL != "" && s.Relay.Release.Artifact == "" {
-		return plans.Artifact{SHA256: s.Relay.Release.SHA256}, nil
+// checkArtifactVersion refuses an artifact whose version marker names
+// another version than the spec's relay.release.version. An artifact with
+// no marker (an older relayd, another program) says nothing to check.
+func checkArtifactVersion(s *plans.Spec, path string, data []byte) error {
+	fail := func(msg string) error {
+		return &plans.SpecError{File: s.File, Line: s.Relay.Release.Line, Field: "relay.release.artifact", Msg: msg}
 	}
-	p := s.Relay.Release.Artifact
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(filepath.Dir(s.File), p)
-	}
-	data, err := readRegular(p, plans.MaxArtifactSize)
+	got, err := capability.Version(data)
 	if err != nil {
-		msg := err.Error()
-		if errors.Is(err, os.ErrNotExist) {
-			msg = fmt.Sprintf("cannot read %s (%v); the path is relative to the spec's folder (build it with make build)", p, errors.Unwrap(err))
-		}
-		return plans.Artifact{}, &plans.SpecError{File: s.File, Line: s.Relay.Release.Line, Field: "relay.release.artifact", Msg: msg}
+		return fail(err.Error())
 	}
-	sum := sha256.Sum256(data)
-	// What the release can do (a handoff) is read from its bytes, never by
-	// running it.
-	caps, err := capability.Capabilities(data)
-	if err != nil {
-		return plans.Artifact{}, &plans.SpecError{File: s.File, Line: s.Relay.Release.Line, Field: "relay.release.artifact", Msg: err.Error()}
+	if want := s.Relay.Release.Version; got != "" && got != want {
+		return fail(fmt.Sprintf("%s is relayd %s (its version marker), but relay.release.version says %s: build the release as %s (make build RELAY_VERSION=%s), or write version: %s",
+			path, got, want, want, want, got))
 	}
-	return plans.Artifact{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data)), Capabilities: caps}, nil
+	return nil
 }
 
 // gather returns one Facts per spec host, from --facts files or over SSH.

@@ -59,7 +59,7 @@ Examples:
   relayctl size --players 200 --stall 50ms --spec plans/examples/ashburn-rcvbuf.yaml
   relayctl size --players 200 --stall 50ms --spec relay.yaml --rmem-max 212992`,
 		Flags: []cli.Flag{
-			&cli.IntFlag{Name: "players", Usage: "players the relay must carry (required)", Required: true},
+			&cli.IntFlag{Name: "players", Usage: "players the relay must carry", DefaultText: requiredText},
 			&cli.IntFlag{Name: "lobby-size", Value: 8, Usage: "players per lobby; changes the way out (copies), not the receive buffer"},
 			&cli.IntFlag{Name: "hz", Value: 60, Usage: "datagrams per player per second (the tick rate)"},
 			&cli.IntFlag{Name: "packet-size", Value: 200, Usage: "datagram size in `BYTES` (UDP payload, relay/wire's 24-byte header included)"},

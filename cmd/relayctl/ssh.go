@@ -14,10 +14,10 @@ import (
 // sshFlags are shared by every command that talks to hosts.
 func sshFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "known-hosts", Usage: "known_hosts `FILE` to check host keys against and record accepted ones in (default ~/.ssh/known_hosts); /etc/ssh/ssh_known_hosts is read too"},
+		&cli.StringFlag{Name: "known-hosts", EnvVars: []string{"RELAYCTL_KNOWN_HOSTS"}, Usage: "known_hosts `FILE` to check host keys against and record accepted ones in (default ~/.ssh/known_hosts); /etc/ssh/ssh_known_hosts is read too"},
 		&cli.BoolFlag{Name: "accept-new-host-keys", Usage: "trust hosts not in any known_hosts file and record their keys (a changed key, or a plain key where a @cert-authority line applies, is still refused)"},
 		&cli.StringSliceFlag{Name: "identity", Aliases: []string{"i"}, Usage: "private key `FILE` (repeatable); ssh-agent is used too when SSH_AUTH_SOCK is set"},
-		&cli.StringFlag{Name: "ssh-config", Usage: "ssh_config `FILE` for host aliases (default ~/.ssh/config)"},
+		&cli.StringFlag{Name: "ssh-config", EnvVars: []string{"RELAYCTL_SSH_CONFIG"}, Usage: "ssh_config `FILE` for host aliases (default ~/.ssh/config)"},
 		&cli.DurationFlag{Name: "connect-timeout", Value: 10 * time.Second, Usage: "give up connecting to a host after this long"},
 		&cli.DurationFlag{Name: "command-timeout", Value: 60 * time.Second, Usage: "give up on one remote command after this long"},
 		&cli.IntFlag{Name: "parallel", Value: 10, Usage: "hosts worked on at once"},

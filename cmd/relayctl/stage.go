@@ -49,8 +49,7 @@ Examples:
    relayctl stage fleet.plan --skip-approval "staging before review"   # recorded in PLAN.stage.json`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "artifact", Usage: "the release `FILE` (default: the spec's artifact, relative to the spec as recorded in the plan); its sha256 must match the plan"},
-			&cli.BoolFlag{Name: "break-lock", Usage: "take a host lock that a dead run left behind (after checking the host)"},
-			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal (and lock) of a run that stopped in its window, after checking the host, and stage"},
+			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal of an unfinished run that stopped in its window, after checking the host, and stage"},
 			&cli.DurationFlag{Name: "fetch-timeout", Value: rollout.DefaultFetchTimeout, Usage: "how long a host may take to fetch a release from the plan's url"},
 		}, append(approvalFlags(), sshFlags()...)...),
 		Action: func(c *cli.Context) error { return runStage(c, e) },
@@ -90,7 +89,6 @@ func runStage(c *cli.Context, e *env) error {
 	rep, err := rollout.Stage(ctx, sshHosts(c), checked, rollout.ApplyOptions{
 		Parallel:     c.Int("parallel"),
 		Artifact:     artifact,
-		BreakLock:    c.Bool("break-lock") || c.Bool("clear-journal"),
 		ClearJournal: c.Bool("clear-journal"),
 		Owner:        owner(p),
 		Progress:     e.stderr,

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/relayctl/relayctl/relay/capability"
@@ -25,8 +26,27 @@ import (
 )
 
 // Version is the release, stamped at build time with
-// go build -ldflags "-X main.Version=1.8.0".
-var Version = "devel"
+// go build -ldflags "-X main.Version=1.8.0". A release build (make build,
+// lab.BuildFlags: capability.VersionFlags) stamps versionMarker too,
+// "relayd-version:1.8.0", which relayctl validate and plan read from the
+// binary's bytes, without running it, to check the spec's version.
+var (
+	Version       = "devel"
+	versionMarker = ""
+)
+
+// checkStamps refuses a build whose two stamps name different versions:
+// the planner would check one and the relay report the other.
+func checkStamps() error {
+	if versionMarker == "" {
+		return nil // an unmarked build: the planner finds no version to check
+	}
+	v, ok := strings.CutPrefix(versionMarker, capability.VersionPrefix)
+	if !ok || v != Version {
+		return fmt.Errorf("stamped main.Version=%s but main.versionMarker=%s: stamp both with one version (capability.VersionFlags does)", Version, versionMarker)
+	}
+	return nil
+}
 
 func main() {
 	sig := make(chan os.Signal, 1)
@@ -85,6 +105,10 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	}
 	if *readyFD == 1 || *readyFD == 2 || *readyFD < 0 {
 		fmt.Fprintf(stderr, "relayd: error: --ready-fd %d: want an open descriptor from 3 up (0: none)\n", *readyFD)
+		return 2
+	}
+	if err := checkStamps(); err != nil {
+		fmt.Fprintf(stderr, "relayd: error: %v\n", err)
 		return 2
 	}
 	if *showVersion {

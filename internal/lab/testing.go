@@ -12,12 +12,20 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/relayctl/relayctl/relay/capability"
 )
 
-// Require fails the test when a lab prerequisite is missing and CI=true (a
-// test that skips in CI proves nothing), and skips it otherwise.
+// Require marks a lab test: it skips under go test -short (make
+// test-unit: a lab test starts sshds, relays or a systemd, seconds each),
+// fails when a lab prerequisite is missing and CI=true (a test that skips
+// in CI proves nothing), and skips otherwise. CI runs without -short, so
+// every lab test runs there.
 func Require(t testing.TB) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("lab: a lab test; skipped under -short (make test runs it)")
+	}
 	if err := CheckPrerequisites(); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("lab: %v", err)
@@ -123,10 +131,11 @@ func BuildRelaydTo(ctx context.Context, version, out string) error {
 
 // BuildFlags are the go build flags of a release, as the Makefile's build
 // target passes them: no file system paths in the binary (-trimpath), no
-// symbol table or DWARF (-s -w), the version stamped. With CGO_ENABLED=0
-// the same commit builds the same bytes on any machine.
+// symbol table or DWARF (-s -w), the version stamped with its marker
+// (capability.VersionFlags), which relayctl reads from the bytes. With
+// CGO_ENABLED=0 the same commit builds the same bytes on any machine.
 func BuildFlags(version string) []string {
-	return []string{"-trimpath", "-buildvcs=false", "-ldflags", "-s -w -X main.Version=" + version}
+	return []string{"-trimpath", "-buildvcs=false", "-ldflags", "-s -w " + capability.VersionFlags(version)}
 }
 
 // FreePort is a port number for a relay in the machine's network

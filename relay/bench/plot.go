@@ -1,192 +1,241 @@
 package bench
 
 import (
-	"bytes"
+	"errors"
 	"fmt"
+	"image/color"
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// The chart is written by hand as SVG: two series against players (loss %
-// on the left axis, the relay's packet rate on the right) with the knee
-// marked. No plotting dependency is worth it for two polylines.
-const (
-	plotW, plotH                       = 860, 480
-	marginL, marginR, marginT, marginB = 80, 90, 50, 60
-	colLoss, colRate, colKnee, colCeil = "#c0392b", "#2471a3", "#555555", "#b9770e"
-	fontCSS                            = `font-family="sans-serif" font-size="12"`
-)
+// The chart is drawn with gonum.org/v1/plot, which writes PNG and SVG
+// itself (no converter to install). Two panels share the players axis:
+// loss above, the relay's packet rate below. Each run is one colour; a
+// hollow point is an invalid step (the bench fell behind). Each run's knee
+// is a dashed line of its colour, the capacity gate a dotted black one,
+// so runs before and after a fix compare on the same axes.
 
-// WritePlot writes the chart to path: SVG, or PNG when path ends in .png
-// (converted from the SVG by rsvg-convert, from Debian's librsvg2-bin).
-func (r *Report) WritePlot(path string) error {
-	var b bytes.Buffer
-	if err := r.WriteSVG(&b); err != nil {
-		return err
-	}
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".svg":
-		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-			return fmt.Errorf("write plot: %w", err)
-		}
-		return nil
-	case ".png":
-		conv, err := exec.LookPath("rsvg-convert")
-		if err != nil {
-			return fmt.Errorf("write png plot: rsvg-convert not found (apt-get install librsvg2-bin), or name the file .svg")
-		}
-		cmd := exec.Command(conv, "-f", "png", "-b", "white", "-o", path)
-		cmd.Stdin = &b
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("write png plot: rsvg-convert: %w: %s", err, strings.TrimSpace(string(out)))
-		}
-		return nil
-	}
-	return fmt.Errorf("write plot %s: want a .svg or .png file name", path)
+// PlotRun is one run on a chart, with its legend label ("" for a chart of
+// one run).
+type PlotRun struct {
+	Label  string
+	Report *Report
 }
 
-// WriteSVG writes the chart as an SVG document.
-func (r *Report) WriteSVG(w io.Writer) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">`+"\n", plotW, plotH, plotW, plotH)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", plotW, plotH)
-	fmt.Fprintf(&b, `<text x="%d" y="24" font-family="sans-serif" font-size="15" font-weight="bold">relayctl bench: %s, lobbies of %d at %d Hz</text>`+"\n",
-		marginL, esc(r.Config.Relay), r.Config.LobbySize, r.Config.Hz)
+var runColours = []color.Color{
+	color.RGBA{R: 0xc0, G: 0x39, B: 0x2b, A: 0xff}, // before: red
+	color.RGBA{R: 0x24, G: 0x71, B: 0xa3, A: 0xff}, // after: blue
+	color.RGBA{R: 0x1e, G: 0x84, B: 0x49, A: 0xff},
+	color.RGBA{R: 0x7d, G: 0x3c, B: 0x98, A: 0xff},
+}
 
-	x0, x1 := float64(marginL), float64(plotW-marginR)
-	y0, y1 := float64(plotH-marginB), float64(marginT)
-	minP, maxP := 0.0, 1.0
-	maxLoss, maxRate := 0.0, 0.0
-	if len(r.Steps) > 0 {
-		minP, maxP = float64(r.Steps[0].Players), float64(r.Steps[0].Players)
+// PlotFormat checks a chart's file name before a run spends minutes on the
+// ramp: a .png or .svg name in a folder that can be written.
+func PlotFormat(path string) error {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".png", ".svg":
+	default:
+		return fmt.Errorf("plot %s: want a .png or .svg file name", path)
 	}
-	for _, s := range r.Steps {
-		minP = math.Min(minP, float64(s.Players))
-		maxP = math.Max(maxP, float64(s.Players))
-		maxLoss = math.Max(maxLoss, s.LossPct)
-		maxRate = math.Max(maxRate, s.RelayPPS)
+	f, err := os.CreateTemp(filepath.Dir(path), ".relayctl-plot-*")
+	if err != nil {
+		return fmt.Errorf("plot %s: cannot write there: %w", path, err)
 	}
-	if maxP == minP {
-		minP, maxP = minP-1, maxP+1
-	}
-	lossTicks := niceTicks(math.Max(maxLoss, 1))
-	rateTicks := niceTicks(math.Max(maxRate, 1))
-	xTicks := niceTicksRange(minP, maxP)
-	maxP = xTicks[len(xTicks)-1] // the axis ends on a tick
-	lossTop, rateTop := lossTicks[len(lossTicks)-1], rateTicks[len(rateTicks)-1]
-	px := func(p float64) float64 { return x0 + (p-minP)/(maxP-minP)*(x1-x0) }
-	pyL := func(v float64) float64 { return y0 - v/lossTop*(y0-y1) }
-	pyR := func(v float64) float64 { return y0 - v/rateTop*(y0-y1) }
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
 
-	// Axes and grid.
-	fmt.Fprintf(&b, `<g stroke="#000" stroke-width="1"><line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/><line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/><line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/></g>`+"\n",
-		x0, y0, x1, y0, x0, y0, x0, y1, x1, y0, x1, y1)
-	for _, t := range lossTicks {
-		y := pyL(t)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`, x0, y, x1, y)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" %s text-anchor="end" fill="%s">%s</text>`+"\n", x0-6, y+4, fontCSS, colLoss, num(t))
-	}
-	for _, t := range rateTicks {
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" %s fill="%s">%s</text>`+"\n", x1+6, pyR(t)+4, fontCSS, colRate, si(t))
-	}
-	for _, t := range xTicks {
-		x := px(t)
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#000"/>`, x, y0, x, y0+5)
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" %s text-anchor="middle">%s</text>`+"\n", x, y0+20, fontCSS, num(t))
-	}
-	fmt.Fprintf(&b, `<text x="%.1f" y="%d" %s text-anchor="middle">players</text>`+"\n", (x0+x1)/2, plotH-15, fontCSS)
-	fmt.Fprintf(&b, `<text transform="translate(22 %.1f) rotate(-90)" %s text-anchor="middle" fill="%s">loss, %% of planned deliveries</text>`+"\n", (y0+y1)/2, fontCSS, colLoss)
-	fmt.Fprintf(&b, `<text transform="translate(%d %.1f) rotate(90)" %s text-anchor="middle" fill="%s">relay packets/s (rx+tx, its counters)</text>`+"\n", plotW-20, (y0+y1)/2, fontCSS, colRate)
+// WritePlot writes the chart of this run to path (.png or .svg).
+func (r *Report) WritePlot(path string) error {
+	return WritePlot(path, PlotRun{Report: r})
+}
 
-	// The knee, and the bench's own ceiling expressed in players.
-	if k := r.Knee; k.Step >= 0 {
-		x := px(float64(k.Players))
-		label := fmt.Sprintf("knee: %d players", k.Players)
-		if !k.Found {
-			label = fmt.Sprintf("bench limit: %d players", k.Players)
-		}
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="6 4"/>`, x, y0, x, y1, colKnee)
-		// The label sits on the side of the line with more room.
-		lx, anchor := x+4, "start"
-		if x > (x0+x1)/2 {
-			lx, anchor = x-4, "end"
-		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" %s text-anchor="%s" fill="%s">%s</text>`+"\n", lx, y1+14, fontCSS, anchor, colKnee, label)
+// WritePlot writes one chart of the runs, on the same axes, to path: PNG
+// or SVG by its extension.
+func WritePlot(path string, runs ...PlotRun) error {
+	if err := PlotFormat(path); err != nil {
+		return err
 	}
-
-	series := func(col string, y func(Step) float64) {
-		var pts []string
-		for _, s := range r.Steps {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(float64(s.Players)), y(s)))
-		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", col, strings.Join(pts, " "))
-		for _, s := range r.Steps {
-			fill := col
-			if !s.Valid {
-				fill = "white" // hollow: the bench, not the relay, set this point
-			}
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3.5" stroke="%s" fill="%s"/>`, px(float64(s.Players)), y(s), col, fill)
-		}
-		b.WriteString("\n")
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write plot: %w", err)
 	}
-	series(colRate, func(s Step) float64 { return pyR(s.RelayPPS) })
-	series(colLoss, func(s Step) float64 { return pyL(s.LossPct) })
+	werr := writeChart(f, strings.ToLower(filepath.Ext(path)), runs)
+	if err := f.Close(); werr == nil && err != nil {
+		werr = fmt.Errorf("write plot: %w", err)
+	}
+	return werr
+}
 
-	// Legend, in one row between the title and the plot, clear of the knee label.
-	lx, ly := x0, 44.0
-	fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/><text x="%.1f" y="%.1f" %s>loss %%</text>`, lx, ly, lx+24, ly, colLoss, lx+30, ly+4, fontCSS)
-	lx += 100
-	fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/><text x="%.1f" y="%.1f" %s>relay packets/s</text>`, lx, ly, lx+24, ly, colRate, lx+30, ly+4, fontCSS)
-	lx += 150
-	fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3.5" stroke="#000" fill="white"/><text x="%.1f" y="%.1f" %s>hollow: invalid step (the bench fell behind)</text>`, lx+12, ly, lx+30, ly+4, fontCSS)
-	b.WriteString("\n</svg>\n")
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return fmt.Errorf("write svg: %w", err)
+// writeChart draws the runs and encodes them as format, ".png" or ".svg".
+func writeChart(w io.Writer, format string, runs []PlotRun) error {
+	if len(runs) == 0 || len(runs) > len(runColours) {
+		return fmt.Errorf("plot: %d runs; a chart holds 1 to %d", len(runs), len(runColours))
+	}
+	loss, rate, err := chartPanels(runs)
+	if err != nil {
+		return err
+	}
+	width, height := 22*vg.Centimeter, 16*vg.Centimeter
+	var canvas interface {
+		vg.CanvasSizer
+		io.WriterTo
+	}
+	switch format {
+	case ".png":
+		canvas = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(110), vgimg.UseBackgroundColor(color.White))}
+	case ".svg":
+		canvas = vgsvg.New(width, height)
+	default:
+		return fmt.Errorf("plot: format %q: want .png or .svg", format)
+	}
+	dc := draw.New(canvas)
+	tiles := draw.Tiles{Rows: 2, Cols: 1, PadX: vg.Millimeter, PadY: 3 * vg.Millimeter,
+		PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter}
+	panels := [][]*plot.Plot{{loss}, {rate}}
+	for i, c := range plot.Align(panels, tiles, dc) {
+		panels[i][0].Draw(c[0])
+	}
+	if _, err := canvas.WriteTo(w); err != nil {
+		return fmt.Errorf("write plot: %w", err)
 	}
 	return nil
 }
 
-// niceTicks returns 0 and round steps up to at least top.
-func niceTicks(top float64) []float64 {
-	return niceTicksRange(0, top)
-}
-
-func niceTicksRange(lo, hi float64) []float64 {
-	span := hi - lo
-	raw := span / 5
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	step := mag
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
-		if m*mag >= raw {
-			step = m * mag
-			break
+// chartPanels builds the two panels, both over the same players range.
+func chartPanels(runs []PlotRun) (loss, rate *plot.Plot, err error) {
+	loss, rate = plot.New(), plot.New()
+	first := runs[0].Report.Config
+	loss.Title.Text = fmt.Sprintf("relayctl bench: %s, lobbies of %d at %d Hz, %d-byte datagrams", first.Relay, first.LobbySize, first.Hz, first.PacketSize)
+	loss.Y.Label.Text = "loss, % of planned deliveries"
+	rate.Y.Label.Text = "relay packets/s (rx + tx)"
+	rate.X.Label.Text = "players (hollow: an invalid step, the bench fell behind)"
+	for _, p := range []*plot.Plot{loss, rate} {
+		p.Add(plotter.NewGrid())
+		p.Legend.Top, p.Legend.Left = true, true
+		p.Legend.TextStyle.Font.Size = 9
+	}
+	minP, maxP, maxLoss, maxRate := math.Inf(1), math.Inf(-1), 0.0, 0.0
+	for _, run := range runs {
+		for _, s := range run.Report.Steps {
+			minP, maxP = math.Min(minP, float64(s.Players)), math.Max(maxP, float64(s.Players))
+			maxLoss, maxRate = math.Max(maxLoss, s.LossPct), math.Max(maxRate, s.RelayPPS)
 		}
 	}
-	start := math.Floor(lo/step) * step
-	var t []float64
-	for v := start; ; v += step {
-		if v >= lo-1e-9 {
-			t = append(t, v)
+	if math.IsInf(minP, 1) {
+		return nil, nil, errors.New("plot: no step to draw")
+	}
+	if minP == maxP {
+		minP, maxP = minP-1, maxP+1
+	}
+	lossTop, rateTop := math.Max(maxLoss, 1)*1.1, math.Max(maxRate, 1)*1.1
+	for _, p := range []*plot.Plot{loss, rate} {
+		p.X.Min, p.X.Max = minP, maxP
+		p.Y.Min = 0
+	}
+	loss.Y.Max, rate.Y.Max = lossTop, rateTop
+	for i, run := range runs {
+		col := runColours[i]
+		if err := addSeries(loss, run, col, func(s Step) float64 { return s.LossPct }); err != nil {
+			return nil, nil, err
 		}
-		if v >= hi-1e-9 {
-			break
+		if err := addSeries(rate, run, col, func(s Step) float64 { return s.RelayPPS }); err != nil {
+			return nil, nil, err
+		}
+		if k := run.Report.Knee; k.Step >= 0 && len(run.Report.Steps) > 0 {
+			what := "knee"
+			if !k.Found {
+				what = "bench limit"
+			}
+			label := strings.TrimSpace(fmt.Sprintf("%s %s: %d players", what, run.Label, k.Players))
+			if err := addMark(loss, rate, float64(k.Players), lossTop, rateTop, col, []vg.Length{vg.Points(6), vg.Points(4)}, label); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
-	return t
-}
-
-func num(v float64) string {
-	if v == math.Trunc(v) {
-		return fmt.Sprintf("%.0f", v)
+	if g := gatePlayers(runs); g > 0 {
+		label := fmt.Sprintf("gate: %d players", g)
+		if err := addMark(loss, rate, float64(g), lossTop, rateTop, color.Black, []vg.Length{vg.Points(2), vg.Points(3)}, label); err != nil {
+			return nil, nil, err
+		}
 	}
-	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", v), "0"), ".")
+	return loss, rate, nil
 }
 
-func esc(s string) string {
-	r := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
-	return r.Replace(s)
+// addSeries draws one run's values as a line through its steps, valid
+// steps filled, invalid ones hollow.
+func addSeries(p *plot.Plot, run PlotRun, col color.Color, y func(Step) float64) error {
+	var all, invalid plotter.XYs
+	for _, s := range run.Report.Steps {
+		pt := plotter.XY{X: float64(s.Players), Y: y(s)}
+		all = append(all, pt)
+		if !s.Valid {
+			invalid = append(invalid, pt)
+		}
+	}
+	line, points, err := plotter.NewLinePoints(all)
+	if err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	line.Color, line.Width = col, vg.Points(1.5)
+	points.Color, points.Shape, points.Radius = col, draw.CircleGlyph{}, vg.Points(2.5)
+	p.Add(line, points)
+	if len(invalid) > 0 {
+		hollow, err := plotter.NewScatter(invalid)
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		// A white disc under a ring: the point reads as hollow on the line.
+		under, _ := plotter.NewScatter(invalid)
+		under.Color, under.Shape, under.Radius = color.White, draw.CircleGlyph{}, vg.Points(2.5)
+		hollow.Color, hollow.Shape, hollow.Radius = col, draw.RingGlyph{}, vg.Points(2.5)
+		p.Add(under, hollow)
+	}
+	if run.Label != "" {
+		p.Legend.Add(run.Label, line, points)
+	}
+	return nil
+}
+
+// addMark draws a vertical line at x across both panels, named in the
+// upper panel's legend.
+func addMark(loss, rate *plot.Plot, x, lossTop, rateTop float64, col color.Color, dashes []vg.Length, label string) error {
+	for _, m := range []struct {
+		p   *plot.Plot
+		top float64
+	}{{loss, lossTop}, {rate, rateTop}} {
+		l, err := plotter.NewLine(plotter.XYs{{X: x, Y: 0}, {X: x, Y: m.top}})
+		if err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		l.Color, l.Dashes, l.Width = col, dashes, vg.Points(1.2)
+		m.p.Add(l)
+		if m.p == loss {
+			loss.Legend.Add(label, l)
+		}
+	}
+	return nil
+}
+
+// gatePlayers is the capacity gate the runs were held to (the last run's
+// that has one).
+func gatePlayers(runs []PlotRun) int {
+	g := 0
+	for _, run := range runs {
+		if run.Report.Config.Gate != nil {
+			g = run.Report.Config.Gate.Players
+		}
+	}
+	return g
 }

@@ -31,6 +31,9 @@ var relaydBin struct {
 
 func buildRelayd(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("drives the real relayd for seconds; skipped under -short (make test runs it)")
+	}
 	relaydBin.once.Do(func() {
 		dir, err := os.MkdirTemp("", "bench-relayd-")
 		if err != nil {

@@ -118,15 +118,34 @@ func (r *Report) highestValid() *Step {
 	return best
 }
 
-// WriteTable writes the human report: header, one row per step, the knee.
-func (r *Report) WriteTable(w io.Writer) error {
+// TableWidth is the widest row of WriteTable's table (the --wide table and
+// the JSON carry the rest).
+const TableWidth = 100
+
+// WriteTable writes the human report: the header, one row per step within
+// TableWidth columns, with the counters that tell where loss happened
+// (WriteWideTable has every counter), then the notes and the verdicts.
+func (r *Report) WriteTable(w io.Writer) error { return r.writeTable(w, false) }
+
+// WriteWideTable is WriteTable with every counter of every step: planned,
+// forwarded, relay tx, p50 and p95, the bench's CPU and the machine's.
+func (r *Report) WriteWideTable(w io.Writer) error { return r.writeTable(w, true) }
+
+func (r *Report) writeTable(w io.Writer, wide bool) error {
 	var b strings.Builder
+	// The sentences above and below the table stay one line each, to be
+	// grepped (the gate's verdict) and wrapped by the terminal.
+	line := func(s string) { b.WriteString(s + "\n") }
 	for _, l := range r.Header() {
-		b.WriteString(l + "\n")
+		line(l)
 	}
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "players\tlobbies\tplanned\tsent\trelay rx\trelay drops\tforwarded\trelay tx\treceived\tloss in\tloss out\tloss %\tp50\tp95\tp99\tlag p99\tbench cpu\tmachine busy\tvalid\t")
+	if wide {
+		fmt.Fprintln(tw, "players\tlobbies\tplanned\tsent\trelay rx\trelay drops\tforwarded\trelay tx\treceived\tloss in\tloss out\tloss %\tp50\tp95\tp99\tlag p99\tbench cpu\tmachine busy\tvalid\t")
+	} else {
+		fmt.Fprintln(tw, "players\tsent\trelay rx\tdrops\treceived\tloss in\tloss out\tloss %\tp99\tlag p99\tvalid\t")
+	}
 	for _, s := range r.Steps {
 		relay := func(v uint64) string {
 			if !s.RelayKnown {
@@ -140,30 +159,36 @@ func (r *Report) WriteTable(w io.Writer) error {
 		} else if s.NearBenchCeiling {
 			valid = "ceiling"
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%.2f\t%.0f%%\t%s\t\n",
-			s.Players, s.Lobbies, s.Planned, s.Sent, relay(s.RelayRx), relay(s.RelayDrop), relay(s.Forwarded), relay(s.RelayTx),
-			s.Received, relay(s.LossIn), relay(s.LossOut), s.LossPct,
-			ms(s.LatencyP50), ms(s.LatencyP95), ms(s.LatencyP99), ms(s.LagP99), s.BenchCPU, 100*s.MachineBusy, valid)
+		if wide {
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%.2f\t%.0f%%\t%s\t\n",
+				s.Players, s.Lobbies, s.Planned, s.Sent, relay(s.RelayRx), relay(s.RelayDrop), relay(s.Forwarded), relay(s.RelayTx),
+				s.Received, relay(s.LossIn), relay(s.LossOut), s.LossPct,
+				ms(s.LatencyP50), ms(s.LatencyP95), ms(s.LatencyP99), ms(s.LagP99), s.BenchCPU, 100*s.MachineBusy, valid)
+			continue
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d\t%s\t%s\t%.3f\t%s\t%s\t%s\t\n",
+			s.Players, s.Sent, relay(s.RelayRx), relay(s.RelayDrop), s.Received, relay(s.LossIn), relay(s.LossOut), s.LossPct,
+			ms(s.LatencyP99), ms(s.LagP99), valid)
 	}
 	tw.Flush()
 	b.WriteString("\n")
 	for _, s := range r.Steps {
 		for _, why := range s.Invalid {
-			fmt.Fprintf(&b, "%d players: invalid: %s\n", s.Players, why)
+			line(fmt.Sprintf("%d players: invalid: %s", s.Players, why))
 		}
 		for _, n := range s.Notes {
-			fmt.Fprintf(&b, "%d players: %s\n", s.Players, n)
+			line(fmt.Sprintf("%d players: %s", s.Players, n))
 		}
 	}
-	fmt.Fprintf(&b, "%s\n", r.Knee.Summary)
+	line(r.Knee.Summary)
 	if r.Model != nil && r.Model.Check != "" {
-		fmt.Fprintf(&b, "%s\n", r.Model.Check)
+		line(r.Model.Check)
 	}
 	if r.Stopped != "" {
-		fmt.Fprintf(&b, "%s\n", r.Stopped)
+		line(r.Stopped)
 	}
 	if r.Gate != nil {
-		fmt.Fprintf(&b, "%s\n", r.Gate.Summary)
+		line(r.Gate.Summary)
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write report: %w", err)

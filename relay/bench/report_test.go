@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"image"
+	_ "image/png"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func sampleReport() *Report {
@@ -69,14 +74,44 @@ func TestWriteJSONRoundTrip(t *testing.T) {
 	}
 }
 
-func TestWriteSVG(t *testing.T) {
-	var b bytes.Buffer
-	if err := sampleReport().WriteSVG(&b); err != nil {
+// The chart is drawn by gonum/plot in both formats: a PNG that decodes
+// to the chart's size, an SVG that is well-formed XML naming each run's
+// knee and the gate; before and after share one chart.
+func TestWritePlot(t *testing.T) {
+	before := sampleReport()
+	after := sampleReport()
+	for i := range after.Steps {
+		after.Steps[i].Players *= 2
+		after.Steps[i].Valid = i != 1
+	}
+	after.Knee = FindKnee(after.Steps, 0)
+	g := Gate{Players: 32}
+	after.Config.Gate = &g
+	dir := t.TempDir()
+
+	png := filepath.Join(dir, "chart.png")
+	if err := WritePlot(png, PlotRun{"before", before}, PlotRun{"after", after}); err != nil {
 		t.Fatal(err)
 	}
-	// Well-formed XML, two series of three points, the knee labelled.
-	dec := xml.NewDecoder(&b)
-	polylines, circles := 0, 0
+	f, err := os.Open(png)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, format, err := image.DecodeConfig(f)
+	if err != nil || format != "png" || cfg.Width < 800 || cfg.Height < 600 {
+		t.Errorf("png: %s %dx%d, %v", format, cfg.Width, cfg.Height, err)
+	}
+
+	svg := filepath.Join(dir, "chart.svg")
+	if err := WritePlot(svg, PlotRun{"before", before}, PlotRun{"after", after}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(data))
 	var texts []string
 	for {
 		tok, err := dec.Token()
@@ -86,53 +121,60 @@ func TestWriteSVG(t *testing.T) {
 		if err != nil {
 			t.Fatalf("parse svg: %v", err)
 		}
-		if se, ok := tok.(xml.StartElement); ok {
-			switch se.Name.Local {
-			case "polyline":
-				polylines++
-			case "circle":
-				circles++
-			}
-		}
 		if cd, ok := tok.(xml.CharData); ok {
 			texts = append(texts, string(cd))
 		}
 	}
-	if polylines != 2 {
-		t.Errorf("got %d polylines, want 2 (loss and relay rate)", polylines)
-	}
-	if circles != 2*3+1 {
-		t.Errorf("got %d circles, want %d (three points per series and the legend's)", circles, 2*3+1)
-	}
 	all := strings.Join(texts, "|")
-	for _, want := range []string{"knee: 24 players", "players", "loss, % of planned deliveries"} {
+	for _, want := range []string{"knee before: 24 players", "bench limit after: 32 players", "gate: 32 players", "before", "after", "loss, % of planned deliveries", "relay packets/s (rx + tx)"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("svg text: got %q, want it to contain %q", all, want)
 		}
 	}
+	if err := before.WritePlot(filepath.Join(dir, "chart.gif")); err == nil || !strings.Contains(err.Error(), "want a .png or .svg file name") {
+		t.Errorf("a .gif: %v", err)
+	}
+	if err := PlotFormat(filepath.Join(dir, "missing", "chart.png")); err == nil || !strings.Contains(err.Error(), "cannot write there") {
+		t.Errorf("a folder that does not exist: %v", err)
+	}
 }
 
-func TestNiceTicks(t *testing.T) {
-	tests := []struct {
-		lo, hi    float64
-		wantFirst float64
-		wantLast  float64
-	}{
-		{0, 1, 0, 1},
-		{0, 7.3, 0, 8},
-		{8, 400, 100, 400}, // ticks start at the first round value inside the range
-		{0, 168000, 0, 200000},
+// The table's rows fit TableWidth columns at the incident's scale (480
+// players at 60 Hz, 3 s steps: six-figure counts); --wide has every
+// counter.
+func TestTableFitsWidth(t *testing.T) {
+	rep := sampleReport()
+	for i := range rep.Steps {
+		s := &rep.Steps[i]
+		s.Players, s.Sent, s.RelayRx, s.RelayDrop, s.Received = 480, 86400, 86400, 12345, 604800
+		s.LossIn, s.LossOut, s.LossPct = 12345, 86415, 14.286
+		s.LatencyP99, s.LagP99 = 123456*time.Microsecond, 98765*time.Microsecond
+		s.Valid, s.NearBenchCeiling = true, true
 	}
-	for _, tt := range tests {
-		got := niceTicksRange(tt.lo, tt.hi)
-		if got[len(got)-1] != tt.wantLast || got[len(got)-1] < tt.hi {
-			t.Errorf("ticks(%v, %v): got %v, want last %v covering %v", tt.lo, tt.hi, got, tt.wantLast, tt.hi)
+	var b bytes.Buffer
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, l := range strings.Split(b.String(), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "players") && !strings.HasPrefix(strings.TrimSpace(l), "480") {
+			continue
 		}
-		if got[0] != tt.wantFirst {
-			t.Errorf("ticks(%v, %v): got %v, want first %v", tt.lo, tt.hi, got, tt.wantFirst)
+		rows++
+		if n := utf8.RuneCountInString(l); n > TableWidth {
+			t.Errorf("a %d-column row:\n%s", n, l)
 		}
-		if len(got) > 12 {
-			t.Errorf("ticks(%v, %v): got %d ticks, want a readable few", tt.lo, tt.hi, len(got))
+	}
+	if rows != 1+len(rep.Steps) {
+		t.Errorf("found %d table rows, want %d:\n%s", rows, 1+len(rep.Steps), b.String())
+	}
+	b.Reset()
+	if err := rep.WriteWideTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, col := range []string{"lobbies", "planned", "forwarded", "relay tx", "p50", "p95", "bench cpu", "machine busy"} {
+		if !strings.Contains(b.String(), col) {
+			t.Errorf("wide table lacks %q", col)
 		}
 	}
 }

@@ -33,17 +33,19 @@ type Sim struct {
 	RB       uint64            // the relay socket's rb
 	Inode    uint64            // the relay socket's inode: a restart makes a new socket, a handoff keeps it
 	Exe      string            // the running relay's executable
-	Journal  string            // an unfinished run's journal
+	Journal  string            // the journal of the run in progress, or of a run that died
+	Owner    string            // the lock's owner file: a dead run's, while no session holds it
 	Paths    plans.PlanPaths
 
 	// Faults.
-	LockBusy  bool
-	FailOp    string        // a primitive kind that fails with the host's message FailMsg
-	FailMsg   string        // what the host says when FailOp fails
-	IgnoreRB  bool          // the restarted relay keeps the default buffer
-	DropIn    string        // a primitive kind at which the connection is lost
-	InWindow  chan struct{} `json:"-"` // closed when the restart is reached
-	ReleaseIn chan struct{} `json:"-"` // the restart waits for it
+	LockBusy   bool
+	FailOp     string        // a primitive kind that fails with the host's message FailMsg
+	FailMsg    string        // what the host says when FailOp fails
+	IgnoreRB   bool          // the restarted relay keeps the default buffer
+	DropIn     string        // a primitive kind at which the connection is lost, before it is done
+	CrashAfter string        // a primitive kind after which the connection is lost (it was done)
+	InWindow   chan struct{} `json:"-"` // closed when the restart is reached
+	ReleaseIn  chan struct{} `json:"-"` // the restart waits for it
 	// Fetch is what the host gets for a release url (nil: no network).
 	Fetch func(url string) ([]byte, error) `json:"-"`
 
@@ -200,23 +202,41 @@ func (s *Sim) one(o rollout.Op) (rollout.Result, error) {
 	s.Ops = append(s.Ops, o)
 	switch {
 	case o.Kind == s.DropIn:
+		s.DropIn, s.locked = "", false // the session is gone; its lock owner file stays
 		return rollout.Result{}, rollout.ConnLost(errLost{})
 	case o.Kind == s.FailOp:
+		s.jlog("fail " + s.FailMsg)
 		return rollout.Result{}, &rollout.OpError{Op: o, Msg: s.FailMsg}
 	case o.Kind != "lock" && o.Kind != "observe" && !s.locked:
 		return rollout.Result{}, fmt.Errorf("run on host: the host is not locked")
 	}
 	r, err := s.apply(o)
 	if err != nil {
-		if errors.Is(err, rollout.ErrLocked) || errors.Is(err, rollout.ErrStaleLock) {
+		if errors.Is(err, rollout.ErrLocked) {
 			return rollout.Result{}, err
 		}
+		s.jlog("fail " + err.Error())
 		return rollout.Result{}, &rollout.OpError{Op: o, Msg: err.Error()}
+	}
+	if o.Mutates() {
+		s.jlog("ok " + o.Kind + " " + o.Args[0])
+	}
+	if o.Kind == s.CrashAfter {
+		s.CrashAfter, s.locked = "", false // done, then the connection is lost
+		return rollout.Result{}, rollout.ConnLost(errLost{})
 	}
 	if o.Offer && r.Value != "kept" || !o.Offer {
 		r.Sent = len(o.Data)
 	}
 	return r, nil
+}
+
+// jlog appends a line to the journal, as agent.sh does (rollout/journal.go).
+func (s *Sim) jlog(text string) {
+	if s.Journal == "" && !strings.HasPrefix(text, "begin ") {
+		return // no run begun: nothing to note (as the agent, before begin)
+	}
+	s.Journal += time.Now().UTC().Format("2006-01-02T15:04:05.000000000Z") + " " + text + "\n"
 }
 
 // apply carries out one primitive on the in-memory host.
@@ -226,18 +246,30 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 		if s.LockBusy {
 			return rollout.Result{}, fmt.Errorf("%w: relayctl devel (pid 1 on elsewhere), plan other", rollout.ErrLocked)
 		}
-		s.locked = true
+		dead := s.Owner
+		s.locked, s.Owner = true, o.Args[0]
+		return rollout.Result{Value: dead}, nil
 	case "unlock":
-		s.locked = false
-	case "begin", "step", "dir", "file-ok", "link-ok", "exec-ok", "check-release", "commit", "daemon-reload":
-	case "clear":
+		s.locked, s.Owner = false, ""
+	case "begin":
+		s.Backups = map[string]*string{}
 		s.Journal = ""
+		s.jlog("begin plan=" + o.Args[0] + " checksum=" + o.Args[1])
+	case "step":
+		s.jlog(o.Args[0])
+	case "commit":
+		s.Journal, s.Backups = "", map[string]*string{} // filed with the receipt
+	case "dir", "file-ok", "link-ok", "exec-ok", "check-release", "daemon-reload":
+	case "clear":
+		s.Journal, s.Backups = "", map[string]*string{}
 	case "keep", "fetch":
 		return s.store(o)
 	case "rename", "remove", "link", "place-release", "backup", "restore", "backup-link", "restore-link":
 		return rollout.Result{}, s.file(o)
-	case "sysctl", "restart", "handoff", "stop", "relay-drain", "unit-log", "clock":
+	case "sysctl", "restart", "handoff", "stop", "relay-drain", "unit-log", "clock", "reload", "reload-or-restart":
 		return s.relay(o), nil
+	case "prune":
+		return s.prune(o), nil
 	default:
 		return rollout.Result{}, fmt.Errorf("unknown request %s", o.Kind)
 	}
@@ -334,10 +366,31 @@ func (s *Sim) relay(o rollout.Op) rollout.Result {
 		s.Draining = o.Args[2] == "POST"
 	case "stop":
 		s.PID = 0
+	case "reload", "reload-or-restart":
+		if s.PID == 0 {
+			s.restart()
+			break
+		}
+		pid, inode, restarts := s.PID, s.Inode, s.Restarts
+		s.restart()
+		s.PID, s.Inode, s.Restarts = pid, inode, restarts
 	case "unit-log":
 		return rollout.Result{Value: "relayd: error: bad config"}
 	}
 	return now
+}
+
+// prune removes the releases the argv lines name (v:VERSION), never the
+// one the link points at; store entries (s:SHA256) the Sim does not keep.
+func (s *Sim) prune(o rollout.Op) rollout.Result {
+	n := 0
+	for _, w := range o.Argv {
+		if v, ok := strings.CutPrefix(w, "v:"); ok && s.Releases[v] && path.Base(s.Link) != v {
+			delete(s.Releases, v)
+			n++
+		}
+	}
+	return rollout.Result{Value: strconv.Itoa(n)}
 }
 
 // restart starts the release the link points at, with its config.

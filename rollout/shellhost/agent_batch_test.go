@@ -131,7 +131,7 @@ func TestAgentSysctlWantStopsTheBatch(t *testing.T) {
 	}
 	root := rootDir(t)
 	h := New("local", localConn{localRunner{netns: true}}, filepath.Join(root, "state"))
-	if err := lock(h, "x", false); err != nil {
+	if err := lock(h, "x"); err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()

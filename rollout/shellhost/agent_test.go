@@ -41,7 +41,7 @@ func rootDir(t *testing.T) string {
 func lockedAgent(t *testing.T, state string) *Host {
 	t.Helper()
 	h := New("local", localConn{}, state)
-	if err := lock(h, "test owner", false); err != nil {
+	if err := lock(h, "test owner"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
@@ -60,7 +60,7 @@ func runOps(h *Host, ops ...Op) ([]Result, error) {
 func TestAgentRefusesUnsafeStateDir(t *testing.T) {
 	rootDir(t)
 	h := New("local", localConn{}, filepath.Join(t.TempDir(), "state"))
-	err := lock(h, "x", false)
+	err := lock(h, "x")
 	if !errors.Is(err, ErrUnsafeHost) || !strings.Contains(err.Error(), "/tmp is not owned by root or is writable by its group or others") {
 		t.Errorf("got %v, want ErrUnsafeHost naming /tmp", err)
 	}
@@ -70,16 +70,20 @@ func TestAgentLock(t *testing.T) {
 	state := filepath.Join(rootDir(t), "state")
 	first := lockedAgent(t, state)
 	second := New("local", localConn{}, state)
-	if err := lock(second, "other", false); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "test owner") {
+	if err := lock(second, "other"); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "test owner") {
 		t.Errorf("second lock: got %v, want ErrLocked naming the owner", err)
 	}
-	// The first run dies without unlocking: its owner file stays.
+	// The first run dies without unlocking: its owner file stays, but the
+	// lock is free (flock dies with its holder), so the next run takes it
+	// and is told whose it was.
 	first.Close()
-	if err := lock(second, "other", false); !errors.Is(err, ErrStaleLock) || !strings.Contains(err.Error(), "test owner") {
-		t.Errorf("after a dead run: got %v, want ErrStaleLock naming the dead owner", err)
-	}
-	if err := lock(second, "other", true); err != nil {
-		t.Errorf("--break-lock: got %v", err)
+	var dead string
+	err := second.Run(context.Background(), []Op{op("lock", "other")}, func(_ int, r Result) error {
+		dead = r.Value
+		return nil
+	})
+	if err != nil || dead != "test owner" {
+		t.Errorf("after a dead run: got %v, dead owner %q; want the lock, naming the dead owner", err, dead)
 	}
 	unlock(second)
 	if _, err := os.Stat(filepath.Join(state, "lock.owner")); !os.IsNotExist(err) {
@@ -171,7 +175,7 @@ func TestAgentSysctlReadsBack(t *testing.T) {
 	}
 	// In a network namespace of its own, so the machine's values stay.
 	h := New("local", localConn{localRunner{netns: true}}, filepath.Join(rootDir(t), "state"))
-	if err := lock(h, "x", false); err != nil {
+	if err := lock(h, "x"); err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()
@@ -181,6 +185,12 @@ func TestAgentSysctlReadsBack(t *testing.T) {
 	}
 	if _, err := runOps(h, op("sysctl", "net.core.no_such", "1")); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("a missing key: got %v", err)
+	}
+	// A value the kernel refuses is reported in the kernel's words, not the
+	// shell's "printf: I/O error" (issue 22).
+	_, err = runOps(h, op("sysctl", "net.core.somaxconn", "abc"))
+	if err == nil || !strings.Contains(err.Error(), "the kernel refused net.core.somaxconn = abc (Invalid argument); it reads 1234") {
+		t.Errorf("a refused value: got %v", err)
 	}
 }
 
@@ -292,7 +302,7 @@ func TestAgentChecksReleaseOwnership(t *testing.T) {
 	body := []byte("#!/bin/sh\n")
 	os.WriteFile(filepath.Join(rel, "relayd"), body, 0o755)
 	sha := plans.SHA256(string(body))
-	if _, err := runOps(h, op("check-release", rel, sha)); err != nil {
+	if _, err := runOps(h, op("check-release", rel, sha, "relayd", "-")); err != nil {
 		t.Fatalf("a release root owns: %v", err)
 	}
 	nobody := 65534
@@ -315,7 +325,7 @@ func TestAgentChecksReleaseOwnership(t *testing.T) {
 			filepath.Dir(rel) + " is not owned by root"},
 	} {
 		c.plant()
-		if _, err := runOps(h, op("check-release", rel, sha)); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := runOps(h, op("check-release", rel, sha, "relayd", "-")); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want refused with %q", c.name, err, c.want)
 		}
 		c.undo()

@@ -17,7 +17,6 @@ type (
 
 var (
 	ErrLocked     = rollout.ErrLocked
-	ErrStaleLock  = rollout.ErrStaleLock
 	ErrUnsafeHost = rollout.ErrUnsafeHost
 )
 
@@ -40,12 +39,8 @@ func restartOp(svc plans.PlanService) Op {
 }
 
 // lock takes the host lock: a session's first primitive.
-func lock(h *Host, owner string, breakLock bool) error {
-	mode := "keep"
-	if breakLock {
-		mode = "break"
-	}
-	return h.Run(context.Background(), []Op{op("lock", owner, mode)}, nil)
+func lock(h *Host, owner string) error {
+	return h.Run(context.Background(), []Op{op("lock", owner)}, nil)
 }
 
 func unlock(h *Host) error { return h.Run(context.Background(), []Op{op("unlock")}, nil) }

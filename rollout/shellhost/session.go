@@ -66,7 +66,7 @@ func (h *Host) lockAndRun(ctx context.Context, ops []rollout.Op, each func(int, 
 	h.mu.Lock()
 	h.batches++
 	h.mu.Unlock()
-	if _, err := fmt.Fprintf(a.in, "lock\t%s\t%s\n", lock.Args[0], lock.Args[1]); err != nil {
+	if _, err := fmt.Fprintf(a.in, "lock\t%s\n", lock.Args[0]); err != nil {
 		a.close()
 		return rollout.ConnLost(err)
 	}
@@ -76,7 +76,8 @@ func (h *Host) lockAndRun(ctx context.Context, ops []rollout.Op, each func(int, 
 			a.close()
 			return fmt.Errorf("take host lock: %v %s", err, strings.TrimSpace(a.stderr.String()))
 		}
-		if err := lockError(line, h.state); err != nil {
+		dead, err := lockAnswer(line, h.state)
+		if err != nil {
 			a.close()
 			return err
 		}
@@ -84,7 +85,7 @@ func (h *Host) lockAndRun(ctx context.Context, ops []rollout.Op, each func(int, 
 		h.agent = a
 		h.mu.Unlock()
 		if each != nil {
-			return each(0, rollout.Result{At: time.Now()})
+			return each(0, rollout.Result{Value: dead, At: time.Now()})
 		}
 		return nil
 	}
@@ -94,27 +95,26 @@ func (h *Host) lockAndRun(ctx context.Context, ops []rollout.Op, each func(int, 
 	return h.send(ctx, a, ops[1:], 1, each, lockAnswer)
 }
 
-// lockError reads the agent's answer to the lock request.
-func lockError(line, state string) error {
+// lockAnswer reads the agent's answer to the lock request: the owner of a
+// dead run whose lock it found free and took ("" for none), or why it
+// could not take it.
+func lockAnswer(line, state string) (dead string, err error) {
 	word, rest, _ := strings.Cut(line, " ")
 	switch word {
 	case "LOCKED":
-		return nil
+		return rest, nil
 	case "BUSY":
 		if rest == "" {
 			rest = "an unknown owner"
 		}
-		return fmt.Errorf("%w: %s (%s/lock)", rollout.ErrLocked, rest, state)
-	case "STALE":
-		who, journal, _ := strings.Cut(rest, "\tJOURNAL ")
-		return &rollout.StaleLockError{Owner: who, Journal: journal, StateDir: state}
+		return "", fmt.Errorf("%w: %s (%s/lock)", rollout.ErrLocked, rest, state)
 	case "UNSAFE":
-		return fmt.Errorf("%w: %s: make it owned by root and writable by root alone", rollout.ErrUnsafeHost, rest)
+		return "", fmt.Errorf("%w: %s: make it owned by root and writable by root alone", rollout.ErrUnsafeHost, rest)
 	}
-	return fmt.Errorf("take host lock: unexpected answer %q", clip(line))
+	return "", fmt.Errorf("take host lock: unexpected answer %q", clip(line))
 }
 
-// batches_ sends ops to the agent in batches: a batch is written at once,
+// send sends ops to the agent in batches: a batch is written at once,
 // ended by "sync", and its answers read after (one round trip a batch,
 // however many primitives). The agent stops doing things at the first ERR
 // of a batch and answers SKIP to the rest, so nothing runs after a
@@ -342,7 +342,10 @@ func writeBatch(w io.Writer, batch []rollout.Op, calls map[int]*observeCall, wit
 			data = nil
 		}
 		journal := "0"
-		if o.Mutates() {
+		switch {
+		case o.Undoing():
+			journal = "2" // noted if the journal can be written: an undo is better done than not
+		case o.Mutates():
 			journal = "1"
 		}
 		fmt.Fprintf(&b, "%s\t%s\t%d\t%d", o.Kind, journal, len(data), len(argv))

@@ -1,0 +1,245 @@
+package main
+
+// Usage errors (a flag relayctl does not have, a value it cannot read, a
+// required flag left out, a command that does not exist) are one
+// "relayctl: error:" line on stderr with a valid example, a did-you-mean
+// where a name is near one relayctl knows, and a hint pointing at --help.
+// urfave/cli's own handling prints "Incorrect Usage" and the whole help
+// page on stdout, where a script reading results would take it for one.
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// requiredText is the DefaultText of a flag a command cannot run without.
+// checkRequired enforces it (urfave/cli's Required would print the whole
+// help page), and --help shows "(required)" instead of a default.
+const requiredText = "required"
+
+func init() {
+	stock := cli.FlagStringer
+	cli.FlagStringer = func(f cli.Flag) string {
+		return strings.Replace(stock(f), "(default: "+requiredText+")", "("+requiredText+")", 1)
+	}
+}
+
+// usageError is a usage mistake: printed as one error and a hint.
+func usageError(msg, hint string) error { return withHint(errors.New(msg), hint) }
+
+// helpHint points at the help of the command the mistake was made in.
+func helpHint(c *cli.Context) string {
+	if where := commandName(c); where != "" {
+		return fmt.Sprintf("relayctl %s --help lists its flags, with examples", where)
+	}
+	return "relayctl --help lists the commands"
+}
+
+// commandName is the command a mistake was made in: "size", or "" for a
+// flag before any command.
+func commandName(c *cli.Context) string {
+	if c.Command == nil || c.Command.Name == c.App.Name {
+		return ""
+	}
+	return c.Command.Name
+}
+
+// prefixed is "size --stall: msg", or "--stall: msg" before any command.
+func prefixed(where, msg string) string {
+	if where == "" {
+		return msg
+	}
+	return where + " " + msg
+}
+
+var (
+	undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	invalidValue  = regexp.MustCompile(`^invalid (?:boolean )?value "(.*)" for (?:flag )?-+([^:]+): `)
+	needsArgument = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
+)
+
+// onUsageError turns the flag parser's message into relayctl's.
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	where := commandName(c)
+	flags := c.App.Flags
+	if where != "" {
+		flags = c.Command.Flags
+	}
+	msg := err.Error()
+	switch {
+	case undefinedFlag.MatchString(msg):
+		name := undefinedFlag.FindStringSubmatch(msg)[1]
+		text := prefixed(cmp.Or(where, "relayctl"), "has no flag --"+name)
+		if near := nearest(name, flagNames(flags)); near != "" {
+			text += fmt.Sprintf("; did you mean --%s?", near)
+		}
+		return usageError(text, helpHint(c))
+	case invalidValue.MatchString(msg):
+		m := invalidValue.FindStringSubmatch(msg)
+		f := findFlag(flags, m[2])
+		return usageError(prefixed(where, fmt.Sprintf("--%s: %q is not %s", m[2], m[1], valueExample(f, m[1]))), helpHint(c))
+	case needsArgument.MatchString(msg):
+		name := needsArgument.FindStringSubmatch(msg)[1]
+		return usageError(prefixed(where, fmt.Sprintf("--%s needs a value, e.g. --%s %s", name, name, exampleValue(findFlag(flags, name)))), helpHint(c))
+	}
+	return usageError(prefixed(where, msg), helpHint(c))
+}
+
+// unknownCommand is the app's action: it runs only when the first word is
+// not a command (or there is none, when it shows the help, as asked).
+func unknownCommand(c *cli.Context) error {
+	if c.NArg() == 0 {
+		return cli.ShowAppHelp(c)
+	}
+	name := c.Args().First()
+	var names []string
+	for _, cmd := range c.App.Commands {
+		if !cmd.Hidden {
+			names = append(names, cmd.Name)
+		}
+	}
+	text := fmt.Sprintf("unknown command %q", name)
+	if near := nearest(name, names); near != "" {
+		text += fmt.Sprintf("; did you mean %s?", near)
+	}
+	return usageError(text, "relayctl --help lists the commands")
+}
+
+// checkRequired is every command's Before: a flag whose DefaultText is
+// requiredText must be given.
+func checkRequired(c *cli.Context) error {
+	for _, f := range c.Command.Flags {
+		df, ok := f.(cli.DocGenerationFlag)
+		if !ok || df.GetDefaultText() != requiredText || c.IsSet(f.Names()[0]) {
+			continue
+		}
+		name := f.Names()[0]
+		return usageError(fmt.Sprintf("%s needs --%s, e.g. --%s %s", c.Command.Name, name, name, exampleValue(f)), helpHint(c))
+	}
+	return nil
+}
+
+// examples are valid values of the flags whose type alone says too little.
+var examples = map[string]string{
+	"players":  "200",
+	"relay":    "127.0.0.1:7788",
+	"control":  "127.0.0.1:7789",
+	"out":      "ashburn.plan",
+	"waves":    "1,5,25%,100%",
+	"headroom": "2",
+	"factor":   "2",
+}
+
+// exampleValue is a valid value for f.
+func exampleValue(f cli.Flag) string {
+	if f == nil {
+		return "VALUE"
+	}
+	if v, ok := examples[f.Names()[0]]; ok {
+		return v
+	}
+	switch f.(type) {
+	case *cli.DurationFlag:
+		return "50ms"
+	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag:
+		return "10"
+	case *cli.Float64Flag:
+		return "2.5"
+	case *cli.BoolFlag:
+		return "true"
+	}
+	if df, ok := f.(cli.DocGenerationFlag); ok && df.TakesValue() {
+		return "FILE"
+	}
+	return "VALUE"
+}
+
+// valueExample says what a flag takes, with an example, after "is not".
+func valueExample(f cli.Flag, got string) string {
+	switch f.(type) {
+	case *cli.DurationFlag:
+		if digitsOnly(got) {
+			return fmt.Sprintf("a duration: give it a unit, e.g. %sms or %ss", got, got)
+		}
+		return "a duration, e.g. 50ms, 2s or 1m30s"
+	case *cli.IntFlag, *cli.Int64Flag:
+		return "a whole number, e.g. " + exampleValue(f)
+	case *cli.UintFlag:
+		return "a whole number from 0, e.g. " + exampleValue(f)
+	case *cli.Float64Flag:
+		return "a number, e.g. " + exampleValue(f)
+	case *cli.BoolFlag:
+		return "true or false (or give the flag alone)"
+	}
+	return "a valid value, e.g. " + exampleValue(f)
+}
+
+func digitsOnly(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
+func findFlag(flags []cli.Flag, name string) cli.Flag {
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return f
+			}
+		}
+	}
+	return nil
+}
+
+func flagNames(flags []cli.Flag) []string {
+	names := []string{"help"}
+	for _, f := range flags {
+		names = append(names, f.Names()...)
+	}
+	return names
+}
+
+// nearest is the candidate closest to typed by edit distance (a
+// transposition counts as one edit), when it is near enough to be what
+// was meant: at most 2 edits, and fewer than half of typed's letters.
+func nearest(typed string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if len(c) < 2 {
+			continue
+		}
+		if d := editDistance(typed, c); d < bestD && 2*d < len(typed) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance between a and b.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
+}

@@ -1,0 +1,172 @@
+package walkthrough
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/relayctl/relayctl/internal/kerneltest"
+	"github.com/relayctl/relayctl/internal/lab"
+)
+
+// step is one command of the walkthrough and the exit status it must have.
+type step struct {
+	line int // in README.md
+	cmd  string
+	exit int
+}
+
+var exitMark = regexp.MustCompile(`#\s*exit (\d+)\b`)
+
+// walkthroughSteps returns every command of the shell blocks in the
+// README's section whose heading starts "## Next steps", in order. A
+// trailing "# exit N" comment gives the status the command must exit with
+// (0 otherwise).
+func walkthroughSteps(readme string) ([]step, error) {
+	var steps []step
+	in, block := false, false
+	for i, l := range strings.Split(readme, "\n") {
+		switch {
+		case strings.HasPrefix(l, "## "):
+			in = strings.HasPrefix(l, "## Next steps")
+		case !in:
+		case strings.HasPrefix(l, "```sh"):
+			block = true
+		case strings.HasPrefix(l, "```"):
+			block = false
+		case block && strings.TrimSpace(l) != "" && !strings.HasPrefix(strings.TrimSpace(l), "#"):
+			s := step{line: i + 1, cmd: l}
+			if m := exitMark.FindStringSubmatch(l); m != nil {
+				s.exit, _ = strconv.Atoi(m[1])
+			}
+			steps = append(steps, s)
+		}
+	}
+	if len(steps) == 0 {
+		return nil, fmt.Errorf("no commands in a \"## Next steps\" section of README.md")
+	}
+	return steps, nil
+}
+
+// script is the steps as one bash script, so cd and export carry over as
+// they do for a person typing them: each command runs as written, and the
+// script stops at the first that exits otherwise than the README says.
+func script(steps []step) string {
+	var b strings.Builder
+	b.WriteString("set -u\n")
+	for _, s := range steps {
+		fmt.Fprintf(&b, "printf '%%s\\n' %q\n", "$ "+s.cmd)
+		fmt.Fprintf(&b, "%s\n", s.cmd)
+		fmt.Fprintf(&b, "rc=$?; if [ $rc != %d ]; then echo \"walkthrough: README.md:%d exited $rc, want %d\" >&2; exit 1; fi\n", s.exit, s.line, s.exit)
+	}
+	return b.String()
+}
+
+// TestReadmeWalkthrough runs the README's next steps in a copy of the
+// repository (make lab writes bin/ and lab/ there), holding the kernel
+// lock throughout: the walkthrough changes the machine's rmem_max.
+func TestReadmeWalkthrough(t *testing.T) {
+	lab.Require(t)
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := walkthroughSteps(string(readme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if steps[0].cmd != "make lab" || !strings.Contains(steps[len(steps)-1].cmd, "make lab-down") {
+		t.Fatalf("the walkthrough starts with %q and ends with %q; want make lab ... make lab-down", steps[0].cmd, steps[len(steps)-1].cmd)
+	}
+	kerneltest.Lock(t)
+	repo := t.TempDir()
+	copyRepo(t, root, repo)
+	t.Cleanup(func() {
+		if _, err := os.Stat(filepath.Join(repo, "lab", "lab.json")); err == nil {
+			out, err := command(repo, "make", "-s", "lab-down").CombinedOutput()
+			if err != nil {
+				t.Errorf("make lab-down after a failed walkthrough: %v\n%s", err, out)
+			}
+		}
+	})
+	cmd := command(repo, "bash", "-c", script(steps))
+	out, err := cmd.CombinedOutput()
+	t.Logf("walkthrough:\n%s", out)
+	if err != nil {
+		t.Fatalf("the README's walkthrough failed: %v", err)
+	}
+	for _, want := range []string{"lab-1                change", "applied:       1  lab-1", "rolled back:   1  lab-1", "lab: stopped; restored"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the walkthrough's output lacks %q", want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(repo, "lab", "lab.json")); err == nil {
+		t.Error("make lab-down left the lab up")
+	}
+}
+
+// command runs in the copy, with the kernel lock marked as held by this
+// test (the scripts would otherwise wait for it).
+func command(dir string, argv ...string) *exec.Cmd {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "RELAYCTL_KERNEL_LOCK_HELD=1")
+	return cmd
+}
+
+// copyRepo copies the repository's files (not .git, nor what builds and
+// labs leave) to dst.
+func copyRepo(t *testing.T, src, dst string) {
+	t.Helper()
+	skip := map[string]bool{".git": true, "bin": true, "demo": true, "demo-bench": true, "lab": true}
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if d.IsDir() && skip[rel] {
+			return filepath.SkipDir
+		}
+		to := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return os.MkdirAll(to, 0o755)
+		case info.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(to, b, info.Mode().Perm())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("copy the repository: %v", err)
+	}
+}
+
+// The README's walkthrough parses into commands with their exit statuses.
+func TestWalkthroughSteps(t *testing.T) {
+	got, err := walkthroughSteps("# x\n## Next steps: y\n\n```sh\nmake lab\ncd lab   # go there\nrelayctl plan a -out b  # exit 2: changes\n```\ntext\n```sh\n# a comment\nmake lab-down\n```\n## Commands\n```sh\nrelayctl nothing\n```\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []step{{5, "make lab", 0}, {6, "cd lab   # go there", 0}, {7, "relayctl plan a -out b  # exit 2: changes", 2}, {12, "make lab-down", 0}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %v\nwant %v", got, want)
+	}
+}
