@@ -65,6 +65,9 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"idle-timeout", "RELAYD_IDLE_TIMEOUT", "remove a player silent this long (Go `duration`)"},
 	{"batch", "RELAYD_BATCH", "`datagrams` per recvmmsg/sendmmsg; 1 turns batching off"},
 	{"handoff-socket", "RELAYD_HANDOFF_SOCKET", "Unix socket `path` where a running relayd hands over to a new one; empty: no handoff"},
+	{"max-players-per-addr", "RELAYD_MAX_PLAYERS_PER_ADDR", "`players` one IPv4 address may hold across all lobbies"},
+	{"max-players-per-net", "RELAYD_MAX_PLAYERS_PER_NET", "`players` one /24 may hold across all lobbies"},
+	{"exempt-sources", "RELAYD_EXEMPT_SOURCES", "IPv4 `prefixes` held to no per-source limit, comma separated; empty: none"},
 }
 
 func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {

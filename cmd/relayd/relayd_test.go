@@ -19,18 +19,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayctl/relayctl/relay/config"
 	"github.com/relayctl/relayctl/relay/server"
 	"github.com/relayctl/relayctl/relay/sockstat"
 )
 
 // The tests here run the real relayd binary, built once with a stamped
-// version, as relayctl's lab does.
+// version, as relayctl's lab does. TEST_RELAYD=PATH runs them against
+// another build instead (an older release, to see a test fail on it):
+//
+//	TEST_RELAYD=/tmp/old/relayd go test -run Hostile ./cmd/relayd
 
 const stampedVersion = "1.8.0"
 
 var relaydPath string
 
 func TestMain(m *testing.M) {
+	if p := os.Getenv("TEST_RELAYD"); p != "" {
+		relaydPath = p
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "relayd-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -352,4 +360,18 @@ func rcvbufErrors(t *testing.T, pid int) uint64 {
 func portOf(addr string) string {
 	_, port, _ := net.SplitHostPort(addr)
 	return port
+}
+
+// TestEveryKeyHasAFlag: the flag, the environment and the file set the
+// same settings (docs/relayd.md), so every config key has a flag.
+func TestEveryKeyHasAFlag(t *testing.T) {
+	flags := map[string]bool{"RELAYD_SO_RCVBUF_FORCE": true} // a boolean flag of its own
+	for _, f := range flagKeys {
+		flags[f.key] = true
+	}
+	for _, k := range config.Keys() {
+		if !flags[k] {
+			t.Errorf("config key %s has no flag", k)
+		}
+	}
 }
