@@ -14,7 +14,11 @@ import (
 // each other case restarts, says why, and empties the store where a
 // release that binds its own socket could not start.
 func TestStoreSwitch(t *testing.T) {
-	spec := func() *Spec { return incidentSpec(t, func(s string) string { return strings.Replace(s, labService, "    manager: systemd\n    name: relayd\n", 1) }) }
+	spec := func() *Spec {
+		return incidentSpec(t, func(s string) string {
+			return strings.Replace(s, labService, "    manager: systemd\n    name: relayd\n", 1)
+		})
+	}
 	storeAware := []string{capability.Drain, capability.FDStore, capability.Handoff}
 	facts := func(running string, max int) *Facts {
 		f := incidentFacts()

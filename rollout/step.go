@@ -91,6 +91,7 @@ const (
 	KindSwitchRelease = "switch-release"
 	KindInstallConfig = "install-config"
 	KindUnitDropIn    = "unit-drop-in"
+	KindInstallDropIn = "install-drop-in"
 	KindRestart       = "restart"
 	KindHandoff       = "handoff"
 	KindReload        = "reload"

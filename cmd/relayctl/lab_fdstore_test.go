@@ -7,6 +7,8 @@ package main
 // release, and a failing unit seen at once with its own words.
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -90,29 +92,31 @@ func TestLabSystemdStoreKeptUpgradeUnderLoad(t *testing.T) {
 	}
 }
 
-// storeUnawareRelease is a release that neither takes nor keeps anything
-// in systemd's store, as every relayd before fdstore=systemd/1: relayd
-// 1.8.9 run with the variables that tell it of the store removed, so it
-// binds a socket of its own (and its marker does not claim the store).
-func storeUnawareRelease(t *testing.T, h *lab.Host) string {
+// storeUnawareRelease is a tarball release 1.8.9 that neither takes nor
+// keeps anything in systemd's store, as every relayd before
+// fdstore=systemd/1: its program is a wrapper (its marker does not claim
+// the store) that runs relayd 1.8.9, beside it in the release, with the
+// variables that tell it of the store removed, so it binds a socket of its
+// own.
+func storeUnawareRelease(t *testing.T) string {
 	t.Helper()
-	dir, err := h.Path("/opt/relay/releases/1.8.9")
-	if err != nil {
-		t.Fatal(err)
-	}
 	bin, err := os.ReadFile(lab.BuildRelayd(t, "1.8.9"))
-	if err == nil {
-		err = os.MkdirAll(dir, 0o755)
-	}
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, "relayd"), bin, 0o755)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := filepath.Join(t.TempDir(), "relayd")
-	os.WriteFile(w, []byte("#!/bin/sh\n# relayd-capabilities: drain=http/1 ready=fd/1\nexec env -u LISTEN_PID -u LISTEN_FDS -u LISTEN_FDNAMES -u FDSTORE /opt/relay/releases/1.8.9/relayd \"$@\"\n"), 0o755)
-	return w
+	wrapper := "#!/bin/sh\n# relayd-capabilities: drain=http/1 join=cookie/1 ready=fd/1\nexec env -u LISTEN_PID -u LISTEN_FDS -u LISTEN_FDNAMES -u FDSTORE /opt/relay/current/relayd.real \"$@\"\n"
+	var buf bytes.Buffer
+	w := tar.NewWriter(&buf)
+	w.WriteHeader(&tar.Header{Name: "relayd", Mode: 0o755, Size: int64(len(wrapper)), Typeflag: tar.TypeReg})
+	w.Write([]byte(wrapper))
+	w.WriteHeader(&tar.Header{Name: "relayd.real", Mode: 0o755, Size: int64(len(bin)), Typeflag: tar.TypeReg})
+	w.Write(bin)
+	w.Close()
+	p := filepath.Join(t.TempDir(), "relay-1.8.9.tar")
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // The first deploy of a store-aware release onto a store-unaware one is a
@@ -121,19 +125,20 @@ func storeUnawareRelease(t *testing.T, h *lab.Host) string {
 // was; the next window keeps the socket. And a window to a store-unaware
 // release empties the store first.
 func TestLabSystemdStoreFirstDeployAndRollbacks(t *testing.T) {
-	e := startStorePlayersLab(t, "1.9.0")
+	e := startStorePlayersLab(t, "1.8.0")
 	h := e.lab.Hosts[0]
 	ctx := context.Background()
-	unaware := storeUnawareRelease(t, h)
+	unaware := storeUnawareRelease(t)
 
-	// Onto the store-unaware release first: the running 1.9.0 keeps its
-	// socket in the store, so the window empties it before 1.9.2 binds.
-	e.setRelease(t, "1.9.2", unaware)
+	// Onto the store-unaware release first: the running 1.8.0 keeps its
+	// socket in the store, so the window empties it before 1.8.9 binds.
+	spec0, _ := os.ReadFile(e.spec)
+	os.WriteFile(e.spec, []byte(strings.Replace(string(spec0), "version: 1.9.1\n    artifact: "+lab.BuildRelayd(t, "1.9.1"), "kind: tarball\n    version: 1.8.9\n    artifact: "+unaware+"\n    program: relayd", 1)), 0o644)
 	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
 		t.Fatalf("plan to unaware: exit %d\n%s\n%s", code, out, errs)
 	}
 	md, _ := os.ReadFile(e.plan + ".md")
-	if !strings.Contains(string(md), "empties the store and starts 1.9.2 on a socket of its own; every player is cut") {
+	if !strings.Contains(string(md), "empties the store and starts 1.8.9 on a socket of its own; every player is cut") {
 		t.Errorf("review of the window to a store-unaware release:\n%s", md)
 	}
 	if code, out, errs := e.relayctl("apply", e.plan); code != 0 {
@@ -144,8 +149,7 @@ func TestLabSystemdStoreFirstDeployAndRollbacks(t *testing.T) {
 	}
 
 	// The first store-aware deploy: a restart, and the review says why.
-	spec, _ := os.ReadFile(e.spec)
-	os.WriteFile(e.spec, []byte(strings.Replace(string(spec), "version: 1.9.2\n    artifact: "+unaware, "version: 1.9.3\n    artifact: "+lab.BuildRelayd(t, "1.9.3"), 1)), 0o644)
+	os.WriteFile(e.spec, []byte(strings.Replace(string(spec0), "version: 1.9.1\n    artifact: "+lab.BuildRelayd(t, "1.9.1"), "version: 1.9.3\n    artifact: "+lab.BuildRelayd(t, "1.9.3"), 1)), 0o644)
 	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
 		t.Fatalf("plan 1.9.3: exit %d\n%s\n%s", code, out, errs)
 	}
@@ -193,7 +197,7 @@ func TestLabSystemdStoreFirstDeployAndRollbacks(t *testing.T) {
 	if code, out, errs := e.relayctl("apply", e.plan); code != 0 {
 		t.Fatalf("apply 1.9.3: exit %d\n%s\n%s", code, out, errs)
 	}
-	spec, _ = os.ReadFile(e.spec)
+	spec, _ := os.ReadFile(e.spec)
 	os.WriteFile(e.spec, []byte(strings.Replace(string(spec), "version: 1.9.3\n    artifact: "+lab.BuildRelayd(t, "1.9.3"), "version: 1.9.4\n    artifact: "+lab.BuildRelayd(t, "1.9.4"), 1)), 0o644)
 	code, out, errs = e.relayctl("plan", e.spec, "-out", e.plan)
 	md, _ = os.ReadFile(e.plan + ".md")
