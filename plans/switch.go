@@ -83,7 +83,7 @@ func restartOrHandoff(p *Plan, f *Facts) (string, string) {
 	st := f.RelayStatus
 	switch {
 	case svc.Manager == "systemd":
-		return SwitchRestart, "systemctl restart " + svc.Name + ": the service has no control plane to say whether it keeps its socket, and a new socket takes the planned buffer"
+		return SwitchRestart, "systemctl restart " + svc.Name + ": its new sockets take the planned buffer (a service without a control plane cannot say it would keep them through systemd's store)"
 	case len(svc.Handoff) == 0:
 		return SwitchRestart, "the spec gives no relay.service.handoff command"
 	case !slices.Contains(p.Relay.Capabilities, capability.Handoff):
