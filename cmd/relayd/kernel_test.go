@@ -22,7 +22,7 @@ import (
 
 // TestSORcvbufKernelRule starts relayd with --so-rcvbuf 4194304 under two
 // values of net.core.rmem_max and checks the buffer it reports (and ss
-// shows) against the kernel rule of DESIGN.md: rb = max(2*min(X, rmem_max),
+// shows) against the kernel rule of docs/kernel.md: rb = max(2*min(X, rmem_max),
 // 2304), and X*2 regardless of rmem_max with SO_RCVBUFFORCE.
 func TestSORcvbufKernelRule(t *testing.T) {
 	kerneltest.Lock(t)

@@ -16,7 +16,7 @@ import (
 	"github.com/relayctl/relayctl/relay/dist"
 )
 
-// The kernel rule these tests read back (DESIGN.md, kernel facts): a relay
+// The kernel rule these tests read back (docs/kernel.md): a relay
 // asking SO_RCVBUF X gets rb = max(2 * min(X, rmem_max), 2304). With
 // rmem_max at the Linux default 212,992, asking 4 MiB gives 425,984.
 const (

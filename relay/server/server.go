@@ -323,7 +323,7 @@ func (s *Server) logStart() {
 }
 
 // cappedWarning explains a buffer smaller than asked. The kernel gives
-// 2*min(requested, rmem_max) and says nothing (DESIGN.md, kernel facts), so
+// 2*min(requested, rmem_max) and says nothing (docs/kernel.md), so
 // an effective value under 2*requested means the cap applied.
 func cappedWarning(requested int, force bool, effective, rmemMax int) string {
 	if requested <= 0 || effective >= 2*requested {

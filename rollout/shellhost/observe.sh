@@ -82,7 +82,7 @@ if IFS= read -r v </proc/sys/kernel/hostname; then value hostname 0 "$v"; else e
 emit uid id -u
 emit netns-self readlink /proc/self/ns/net
 # Global net.core values are mode 0444 in any network namespace but the
-# initial one (DESIGN.md), which tells where this session runs even where
+# initial one (docs/kernel.md), which tells where this session runs even where
 # /proc/1/ns is not readable.
 emit netns-probe stat -c %a /proc/sys/net/core/rmem_max
 
