@@ -697,6 +697,11 @@ kernel_says() {
 }
 p_handoff() { # command N, then N lines: the handoff argv; VAL the host clock (ns) before it
 	t=$(date +%s%N)
+	run_words handoff
+}
+# run_words WHAT: run the N words (b) that follow the request as a
+# command; VAL $t, or ERR WHAT: the tail of its output.
+run_words() {
 	read_argv "$b" || {
 		err "short argv"
 		return
@@ -705,7 +710,7 @@ p_handoff() { # command N, then N lines: the handoff argv; VAL the host clock (n
 		empty_argv
 		return
 	}
-	if out=$(run_list </dev/null 2>&1); then val "$t"; else err "handoff: $(printf '%s' "$out" | tail -c 400)"; fi
+	if out=$(run_list </dev/null 2>&1); then val "$t"; else err "$1: $(printf '%s' "$out" | tail -c 400)"; fi
 }
 # service VERB: restart or stop the relay, by systemd UNIT, or by the stop
 # (and start) argv lines: VAL the host clock (ns) when it was stopped.
@@ -722,7 +727,7 @@ service() {
 		;;
 	command)
 		if [ "$1" = reload ]; then
-			reload_command
+			run_words reload
 			return
 		fi
 		read_argv "$b" || {
@@ -759,18 +764,6 @@ service() {
 		;;
 	*) err "unknown manager $a" ;;
 	esac
-}
-# reload_command: the command manager's reload, its N words (b) following.
-reload_command() {
-	read_argv "$b" || {
-		err "short argv"
-		return
-	}
-	[ -z "$argv_empty" ] || {
-		empty_argv
-		return
-	}
-	if out=$(run_list </dev/null 2>&1); then val "$t"; else err "reload: $(printf '%s' "$out" | tail -c 300)"; fi
 }
 p_restart() { service restart; } # systemd UNIT | command NSTOP NSTART, then the argv lines
 p_reload() { service reload; }   # systemd UNIT | command N, then the argv lines
