@@ -112,11 +112,17 @@ func (e *playersEnv) stepProcess(bin string, players int, d, at time.Duration, d
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("bench: %v", err)
 	}
-	timer := time.AfterFunc(at, during)
+	// The caller reads what during wrote once this returns, so wait for it
+	// to finish (the race detector found the bench ending first).
+	done := make(chan struct{})
+	timer := time.AfterFunc(at, func() { defer close(done); during() })
 	err := cmd.Wait()
+	if timer.Stop() {
+		close(done) // it never ran
+	}
+	<-done
 	var rep bench.Report
 	if jerr := json.Unmarshal(out.Bytes(), &rep); jerr != nil || len(rep.Steps) != 1 {
-		timer.Stop()
 		e.t.Fatalf("bench: %v, report %v\nstdout:\n%s\nstderr:\n%s", err, jerr, out.Bytes(), errb.Bytes())
 	}
 	return &rep
