@@ -135,6 +135,10 @@ type HostPlan struct {
 	Capacity      *tune.Capacity `json:"capacity,omitempty"` // the planned rb against the spec's promise
 	Steps         []Step         `json:"steps"`              // the steps apply will take (Input.Steps)
 	Previous      PreviousState  `json:"previous"`           // what a rollback restores
+	// DropsAtPlan are the relay's drop counters when the plan observed it:
+	// verify's baseline for the drop rate when no receipt on the host is
+	// newer (never part of the fingerprint: counters move).
+	DropsAtPlan *DropCounters `json:"drops_at_plan,omitempty"`
 }
 
 // FactEntry is one observed fact the plan depends on.
@@ -256,6 +260,10 @@ func Make(in Input) (*Plan, error) {
 		}
 		h := planHost(p, f)
 		h.Steps = in.Steps(p, h)
+		if f.Service.Running && f.Socket.Found {
+			c := DropCountersOf(f)
+			h.DropsAtPlan = &c
+		}
 		p.Hosts = append(p.Hosts, h)
 	}
 	return p, nil

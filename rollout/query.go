@@ -18,6 +18,9 @@ type Query struct {
 	Control string // the relay's control address, "" to not read /status
 	Paths   plans.PlanPaths
 	Service plans.PlanService
+	// LastApply asks for the newest receipt on the host with a read-back
+	// in it (plans.Facts.LastApply): verify's baseline.
+	LastApply bool
 }
 
 // QueryFor builds the query a plan of spec needs.

@@ -31,7 +31,10 @@ func args(q rollout.Query) ([]string, error) {
 		return nil, err
 	}
 	a := []string{strconv.Itoa(q.Port), q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir,
-		q.Service.Manager, q.Service.Name, q.Service.PIDFile, strings.Join(q.Keys, ","), q.Control, strconv.Itoa(plans.MaxHostFile), unitDropIn(q.Service)}
+		q.Service.Manager, q.Service.Name, q.Service.PIDFile, strings.Join(q.Keys, ","), q.Control, strconv.Itoa(plans.MaxHostFile), unitDropIn(q.Service), "-"}
+	if q.LastApply {
+		a[len(a)-1] = "last-apply"
+	}
 	return append(a, tune.SysctlDirs...), nil
 }
 
@@ -275,7 +278,8 @@ func parseStatus(fr Frame) *plans.RelayStatusFact {
 		FromPID     int    `json:"handoff_from_pid"`
 		GapUS       *int64 `json:"handoff_gap_us"`
 		Counters    struct {
-			RxDrops uint64 `json:"rx_drops"`
+			RxDrops   uint64 `json:"rx_drops"`
+			RxPackets uint64 `json:"rx_packets"`
 		} `json:"counters"`
 	}
 	dec := json.NewDecoder(io.LimitReader(bytes.NewReader(data), 1<<16))
@@ -292,6 +296,6 @@ func parseStatus(fr Frame) *plans.RelayStatusFact {
 		return &plans.RelayStatusFact{Error: "status has an overlong handoff field"}
 	}
 	return &plans.RelayStatusFact{Read: true, Version: st.Version, PID: st.PID, SORcvbufRequested: st.Requested, SORcvbufEffective: st.Effective,
-		RxDrops: st.Counters.RxDrops, SocketInode: st.SocketInode, Lobbies: st.Lobbies, Players: st.Players, Draining: st.Draining,
+		RxDrops: st.Counters.RxDrops, RxPackets: st.Counters.RxPackets, SocketInode: st.SocketInode, Lobbies: st.Lobbies, Players: st.Players, Draining: st.Draining,
 		Handoff: plans.Visible(st.Handoff), HandoffSocket: plans.Visible(st.HandoffSock), HandoffFromPID: st.FromPID, HandoffGapUS: st.GapUS}
 }
