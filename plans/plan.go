@@ -260,9 +260,8 @@ func Make(in Input) (*Plan, error) {
 		}
 		h := planHost(p, f)
 		h.Steps = in.Steps(p, h)
-		if f.Service.Running && f.Socket.Found {
-			c := DropCountersOf(f)
-			h.DropsAtPlan = &c
+		if c := DropCountersOf(f); f.Service.Running && c.SocketInode != 0 && c.ClockNanos > 0 {
+			h.DropsAtPlan = &c // a baseline only with its socket and the host's clock
 		}
 		p.Hosts = append(p.Hosts, h)
 	}

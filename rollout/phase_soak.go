@@ -133,7 +133,7 @@ func (hr *hostRun) watch(ctx context.Context) *SoakResult {
 		r.Seconds = r.After.Seconds
 	}
 	r.judge()
-	if r.Verdict == SoakPass && r.Seconds < r.Planned-0.5 {
+	if r.Verdict == SoakPass && r.cut() {
 		r.Verdict, r.Why = SoakUnknown, fmt.Sprintf("interrupted after %s of the %s soak (%s)", seconds(r.Seconds), seconds(r.Planned), r.Summary())
 	}
 	return r

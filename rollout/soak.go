@@ -101,11 +101,15 @@ func (r *SoakResult) Summary() string {
 		return before + ", no soak measured"
 	}
 	over := fmt.Sprintf("the %s soak", seconds(r.Planned))
-	if a.Seconds < r.Planned-0.5 {
+	if r.cut() {
 		over = fmt.Sprintf("the first %s of the %s soak", seconds(a.Seconds), seconds(r.Planned))
 	}
 	return fmt.Sprintf("%s, %.1f drops/s over %s (%s)", before, a.DropRate, over, a.Counts())
 }
+
+// cut says the soak ended before its duration: a regression certain
+// early, or an interrupt. (A whole soak's last sample is at or after it.)
+func (r *SoakResult) cut() bool { return r.After != nil && r.After.Seconds < r.Planned }
 
 // seconds is a span as the recap says it: "60 s", "2.5 s".
 func seconds(s float64) string {

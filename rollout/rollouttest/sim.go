@@ -44,6 +44,7 @@ type Sim struct {
 	IgnoreRB   bool          // the restarted relay keeps the default buffer
 	DropIn     string        // a primitive kind at which the connection is lost, before it is done
 	CrashAfter string        // a primitive kind after which the connection is lost (it was done)
+	RestartAt  int           // the relay restarts by itself (a new socket) on this sample of the run, counted from 1
 	InWindow   chan struct{} `json:"-"` // closed when the restart is reached
 	ReleaseIn  chan struct{} `json:"-"` // the restart waits for it
 	// Fetch is what the host gets for a release url (nil: no network).
@@ -57,6 +58,7 @@ type Sim struct {
 
 	Restarts int
 	Handoffs int
+	Samples  int                // sample primitives received
 	Draining bool               // the relay refuses new lobbies (relay-drain POST)
 	Players  []int              // what /status reports, one reading after another; the last repeats
 	Ops      []rollout.Op       `json:"-"` // every primitive received, in order
@@ -163,6 +165,7 @@ func NewSim(name string) *Sim {
 		Releases: map[string]bool{"1.7.0": true},
 		PID:      100,
 		RB:       212992,
+		Inode:    1,
 		Exe:      "/opt/relay/releases/1.7.0/relayd",
 		Paths:    plans.PlanPaths(plans.DefaultPaths),
 		Backups:  map[string]*string{},
@@ -336,6 +339,11 @@ func (s *Sim) sample(o rollout.Op) (rollout.Result, error) {
 	}
 	if pid, _ := strconv.Atoi(o.Args[0]); pid != s.PID || s.PID == 0 {
 		return rollout.Result{}, &rollout.OpError{Op: o, Msg: "the relay (pid " + o.Args[0] + ") is not running"}
+	}
+	s.Samples++
+	if s.Samples == s.RestartAt {
+		s.restart() // as Restart=on-failure would: another process, another socket
+		s.Restarts--
 	}
 	c := s.counters()
 	return rollout.Result{Drops: &c}, nil
