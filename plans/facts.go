@@ -90,6 +90,12 @@ type RelayRelease struct {
 type FileFact struct {
 	Exists  bool   `json:"exists"`
 	Content string `json:"content"`
+	// Masked: Content has every line that may hold a secret masked
+	// (MaskConfig), as relayctl facts --json prints a relay config.
+	Masked bool `json:"masked,omitempty"`
+	// Unsafe says why observe did not read the file (a symlink, a folder
+	// others can write); Exists and Content are then empty.
+	Unsafe string `json:"unsafe,omitempty"`
 }
 
 // ServiceFact is the relay's service state.
@@ -97,6 +103,9 @@ type ServiceFact struct {
 	Running bool   `json:"running"`
 	PID     int    `json:"pid"`
 	Detail  string `json:"detail,omitempty"` // what the manager said when not running
+	// FoundBy says how the process was found when nothing named it (no
+	// pid file or unit: by its socket on the port).
+	FoundBy string `json:"found_by,omitempty"`
 	// UnitMissing: systemd has no such unit (LoadState not-found).
 	UnitMissing bool `json:"unit_missing,omitempty"`
 	// What systemd says of the unit: its restarts so far (NRestarts), the

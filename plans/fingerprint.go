@@ -47,9 +47,14 @@ func Fingerprinted(f *Facts, keys []string) []FactEntry {
 		hand = st.Handoff + " on " + st.HandoffSocket
 	}
 	add("relay handoff", hand)
-	if f.Config.Exists {
-		add("relay config", "sha256:"+sha256Text(f.Config.Content))
-	} else {
+	// The masked content's hash: the same whether the facts came from the
+	// host or from relayctl facts --json, which masks the secrets.
+	switch {
+	case f.Config.Unsafe != "":
+		add("relay config", "(not read: "+f.Config.Unsafe+")")
+	case f.Config.Exists:
+		add("relay config", "sha256:"+MaskedSHA256(f.Config.Content))
+	default:
 		add("relay config", "(absent)")
 	}
 	if d := f.UnitDropIn; d != nil {

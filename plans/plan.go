@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -579,13 +580,18 @@ func planDrain(h *HostPlan, p *Plan, f *Facts) {
 
 func planConfig(h *HostPlan, p *Plan, f *Facts) FileChange {
 	managed := ManagedConfig(p.Relay)
+	if f.Config.Unsafe != "" {
+		h.Blockers = append(h.Blockers, fmt.Sprintf("the relay config was not read: %s; relayctl reads and writes a config (which may hold secrets) only as a regular file in a folder only root can write: fix it on the host, then plan again", f.Config.Unsafe))
+		return FileChange{Role: RoleRelayConfig, Path: p.Paths.RelayConfig}
+	}
 	var planned string
 	if f.Config.Exists {
 		// The operator's lines stay as they are, in their order: the review
 		// then shows only the keys relayctl manages changing.
 		planned = string(config.Edit([]byte(f.Config.Content), managed))
 		if _, err := config.Parse(strings.NewReader(planned), p.Paths.RelayConfig); err != nil {
-			h.Warnings = append(h.Warnings, fmt.Sprintf("relayd would not read the planned relay config (%v): relayctl keeps the lines it does not manage as they are; fix them on the host", err))
+			// Not the error's words: they quote the line, which may hold a secret.
+			h.Warnings = append(h.Warnings, fmt.Sprintf("relayd would not read the planned relay config (%s): relayctl keeps the lines it does not manage as they are; fix them on the host", configProblem(planned)))
 		}
 	} else {
 		c := config.Default()
@@ -595,12 +601,35 @@ func planConfig(h *HostPlan, p *Plan, f *Facts) FileChange {
 		planned = string(c.Render())
 	}
 	fc := fileChange(RoleRelayConfig, p.Paths.RelayConfig, f.Config, planned, false)
+	fc.Masked = f.Config.Masked
 	fc.Diff = maskDiff(fc.Diff, managedKeys(managed))
 	if fc.Change {
 		fc.Changes = keyChanges(configKeys(f.Config.Content), configKeys(planned), managedKeys(managed), IsSecretKey)
 	}
 	return fc
 }
+
+// configProblem says where relayd's parser stops in a config, by line and
+// key only: its own error quotes the line, which may hold a secret.
+func configProblem(content string) string {
+	_, err := config.Parse(strings.NewReader(content), "config")
+	if err == nil {
+		return "it parses"
+	}
+	m := configLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return "it does not parse"
+	}
+	for _, a := range config.Assignments([]byte(content)) {
+		if strconv.Itoa(a.Line) == m[1] {
+			return "line " + m[1] + ", key " + a.Key
+		}
+	}
+	return "line " + m[1]
+}
+
+// configLine finds the line number in relayd's config error.
+var configLine = regexp.MustCompile(`^config:([0-9]+):`)
 
 func managedKeys(s []config.Setting) map[string]bool {
 	m := map[string]bool{}

@@ -228,7 +228,7 @@ func ValidateFacts(f *Facts) error {
 func factTexts(f *Facts) error {
 	for name, s := range map[string]string{"address": f.Address, "user": f.User, "hostname": f.Hostname, "kernel": f.Kernel,
 		"release current": f.Release.Current, "release link": f.Release.CurrentRaw, "running executable": f.Release.RunningExe,
-		"service detail": f.Service.Detail, "lock owner": f.LockOwner} {
+		"service detail": f.Service.Detail, "found by": f.Service.FoundBy, "lock owner": f.LockOwner, "relay config": f.Config.Unsafe} {
 		if err := hostText(s); err != nil {
 			return fmt.Errorf("%s: %v", name, err)
 		}
@@ -352,7 +352,7 @@ func ActionDiff(stored, derived *HostPlan) []string {
 	cmp("restart", strconv.FormatBool(stored.Restart), strconv.FormatBool(derived.Restart))
 	cmp("expected rb", strconv.Itoa(stored.Readback.Expected), strconv.Itoa(derived.Readback.Expected))
 	for _, r := range FileRoles {
-		cmp(r.Name, fileWords(stored.File(r.Name)), fileWords(derived.File(r.Name)))
+		cmp(r.Name, fileWords(stored.File(r.Name), nil), fileWords(derived.File(r.Name), stored.File(r.Name)))
 	}
 	sysctls := func(h *HostPlan) string {
 		var s []string
@@ -383,10 +383,15 @@ func ActionDiff(stored, derived *HostPlan) []string {
 	return d
 }
 
-func fileWords(f *FileChange) string {
+// fileWords says what a plan does with a file, hashed as reviewed: a file
+// derived now is hashed as the plan it is compared with was (masked, for a
+// plan made from masked facts).
+func fileWords(f, reviewed *FileChange) string {
 	switch {
 	case f == nil:
 		return "none"
+	case reviewed != nil && reviewed.Masked && f.Change && !f.Remove:
+		return "written with sha256 " + MaskedSHA256(f.Content)
 	case !f.Change:
 		return "no change"
 	case f.Remove:

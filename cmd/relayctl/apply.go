@@ -200,6 +200,9 @@ func printRecap(w io.Writer, rep *rollout.Report) {
 		if h.Outcome != rollout.Applied && h.Outcome != rollout.Unchanged && h.Outcome != rollout.NotStarted {
 			fmt.Fprintf(w, "%s: %s (%s): %s\n", plans.Visible(h.Host), h.Outcome, plans.Visible(h.State), plans.Visible(h.Reason))
 		}
+		for _, d := range h.Drift {
+			fmt.Fprintf(w, "  drifted: %s: planned %s, now %s\n", plans.Visible(d.Name), clipValue(d.Planned), clipValue(d.Observed))
+		}
 		if s := h.Soak; s != nil && h.Outcome == rollout.Applied && s.Verdict != rollout.SoakPass {
 			fmt.Fprintf(w, "%s: applied, soak: %s: %s (%s)\n", plans.Visible(h.Host), s.Verdict, plans.Visible(s.Why), s.Action)
 		}
@@ -210,6 +213,15 @@ func printRecap(w io.Writer, rep *rollout.Report) {
 	if rep.Stopped != "" {
 		fmt.Fprintf(w, "stopped: %s\n", plans.Visible(rep.Stopped))
 	}
+}
+
+// clipValue is a drifted fact's value, short enough for its line.
+func clipValue(v string) string {
+	v = plans.Visible(v)
+	if len(v) > 60 {
+		return v[:60] + "…"
+	}
+	return v
 }
 
 // nextHints say what to run next, one line per kind of reason the hosts

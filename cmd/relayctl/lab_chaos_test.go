@@ -3,9 +3,12 @@ package main
 // The chaos test (issue 20): faults together, at random moments, on lab
 // hosts with a real sshd and relayd. Each trial plans the other release
 // (1.8.0 and 1.7.0 in turn), starts `relayctl apply` as a process of its
-// own, and somewhere between 30 and 700 ms in does one of: SIGKILL
-// relayctl, cut a host's SSH connection, kill the agent on a host, or fill
-// a disk on a host (its releases or its state folder). Then it runs the
+// own, and at a random moment of a phase it picks (the stage, the window,
+// the read-back and commit, or any time in the first 700 ms, each found by
+// watching the victim host's journal) does one of: SIGKILL relayctl, cut a
+// host's SSH connection, kill the agent on a host, or fill a disk on a
+// host (its releases or its state folder). The relay's stop takes 300 ms,
+// as a relay that drains does, so a window is long enough to be hit. Then it runs the
 // one documented recovery, `relayctl apply PLAN --resume`, and checks
 // every host: as planned or as it was (never in between), one relay process,
 // rb as its outcome says, the ledger and the receipt's words true to it.
@@ -33,6 +36,21 @@ import (
 	"github.com/relayctl/relayctl/rollout"
 )
 
+// chaosPhase is a moment a trial aims its fault at: a random delay (up to
+// within ms) after the first journal line that says the victim reached
+// the phase (marker; "" is from the start).
+type chaosPhase struct {
+	name, marker string
+	within       int
+}
+
+var chaosPhases = []chaosPhase{
+	{"any time in the first 700 ms", "", 700},
+	{"stage", "begin plan=", 150},
+	{"window", "start window", 400},
+	{"read-back and commit", "done restart", 150},
+}
+
 // chaosFaults are the faults a trial picks from.
 var chaosFaults = []string{"kill relayctl", "cut a connection", "kill an agent", "fill a disk"}
 
@@ -40,9 +58,11 @@ var chaosFaults = []string{"kill relayctl", "cut a connection", "kill an agent",
 type chaosFigures struct {
 	Seed        int64          `json:"seed"`
 	Trials      int            `json:"trials"`
-	Faults      map[string]int `json:"faults"`          // by kind
-	Phases      map[string]int `json:"faults_by_phase"` // where each host was when it hit
-	Recoveries  map[string]int `json:"recoveries"`      // what the recovering run did, by host
+	Faults      map[string]int `json:"faults"`           // by kind
+	Aimed       map[string]int `json:"aimed_at"`         // the phase each trial aimed at
+	Policies    map[string]int `json:"recover_policies"` // --recover of each recovery
+	Phases      map[string]int `json:"faults_by_phase"`  // where each host was when it hit
+	Recoveries  map[string]int `json:"recoveries"`       // what the recovering run did, by host
 	InBetween   int            `json:"hosts_in_between"`
 	MoreThanOne int            `json:"recoveries_needing_more_than_one_command"`
 	Problems    []string       `json:"problems,omitempty"`
@@ -53,7 +73,7 @@ func TestLabChaos(t *testing.T) {
 	seed := int64(envInt(t, "RELAYCTL_CHAOS_SEED", int(time.Now().UnixNano()%1e9)))
 	rng := rand.New(rand.NewPCG(uint64(seed), 20))
 	c := newChaos(t)
-	fig := &chaosFigures{Seed: seed, Trials: trials, Faults: map[string]int{}, Phases: map[string]int{}, Recoveries: map[string]int{}}
+	fig := &chaosFigures{Seed: seed, Trials: trials, Faults: map[string]int{}, Aimed: map[string]int{}, Policies: map[string]int{}, Phases: map[string]int{}, Recoveries: map[string]int{}}
 	t.Logf("chaos: seed %d, %d trials", seed, trials)
 	for n := range trials {
 		c.trial(n, rng, fig)
@@ -93,6 +113,9 @@ func newChaos(t *testing.T) *chaos {
 		t.Fatalf("build relayctl: %v %s", err, out)
 	}
 	base, _ := os.ReadFile(c.e.spec)
+	base = []byte(strings.Replace(string(base), "stop: ["+lab.ServiceScript+", stop]",
+		`stop: [/bin/sh, -c, "sleep 0.3; exec `+lab.ServiceScript+` stop"]`, 1))
+	os.WriteFile(c.e.spec, base, 0o644)
 	older := strings.Replace(string(base), "version: 1.8.0\n    artifact: "+lab.BuildRelayd(t, "1.8.0"), "version: 1.7.0\n    artifact: "+lab.BuildRelayd(t, "1.7.0"), 1)
 	older = strings.Replace(older, "so_rcvbuf: 4194304", "so_rcvbuf: 2097152", 1)
 	c.specs[0] = c.e.spec
@@ -152,10 +175,12 @@ func (c *chaos) trial(n int, rng *rand.Rand, fig *chaosFigures) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- first.Wait() }()
-	time.Sleep(time.Duration(30+rng.IntN(670)) * time.Millisecond)
+	phase := chaosPhases[rng.IntN(len(chaosPhases))]
+	fig.Aimed[phase.name]++
+	ended := c.await(victim, phase, done, rng)
 	undo := c.inject(fault, victim, first, rng)
 	select {
-	case <-done:
+	case <-ended:
 	case <-time.After(3 * time.Minute):
 		first.Process.Kill()
 		<-done
@@ -167,8 +192,10 @@ func (c *chaos) trial(n int, rng *rand.Rand, fig *chaosFigures) {
 	}
 	undo()
 
-	// The one documented recovery command.
-	rec := c.run("apply", plan, "--resume", "--waves", "100%", "--parallel", "3", "--max-failures", "3", "--max-unreachable", "3")
+	// The one documented recovery command, with either policy.
+	policy := []string{"complete", "rollback"}[rng.IntN(2)]
+	fig.Policies[policy]++
+	rec := c.run("apply", plan, "--resume", "--recover", policy, "--waves", "100%", "--parallel", "3", "--max-failures", "3", "--max-unreachable", "3")
 	recOut, err := rec.CombinedOutput()
 	code := exitOf(err)
 	c.check(n, target, fault, before, plan, code, string(recOut), fig)
@@ -194,6 +221,31 @@ func (c *chaos) inject(fault string, h *lab.Host, apply *exec.Cmd, rng *rand.Ran
 		return func() { h.Exec(context.Background(), "rm", "-f", dir+"/.chaos-fill") }
 	}
 	return func() {}
+}
+
+// await waits until the victim's journal shows the phase's marker (or the
+// apply ends, or 10 s pass), then a random part of the phase's length. It
+// returns where the apply's end arrives.
+func (c *chaos) await(h *lab.Host, ph chaosPhase, done chan error, rng *rand.Rand) <-chan error {
+	if ph.marker != "" {
+		// Read through the host's own root: its state folder is a mount of
+		// its mount namespace.
+		path := fmt.Sprintf("/proc/%d/root/var/lib/relayctl/journal", h.SSHDPID)
+		for i := 0; i < 2000; i++ {
+			if b, _ := os.ReadFile(path); strings.Contains(string(b), ph.marker) {
+				break
+			}
+			select {
+			case err := <-done: // over before the phase came
+				again := make(chan error, 1)
+				again <- err
+				return again
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	time.Sleep(time.Duration(rng.IntN(ph.within+1)) * time.Millisecond)
+	return done
 }
 
 // agents are the PIDs of relayctl agents running on h (in its mount

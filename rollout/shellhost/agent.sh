@@ -587,8 +587,8 @@ p_sysctl() { # KEY VALUE [WANT]: write /proc/sys/KEY; VAL what reads back, ERR i
 	}
 	# A sysctl's exit status proves nothing (docs/kernel.md): relayctl
 	# compares what reads back.
-	if ! out=$( (printf '%s\n' "$b" >"$f") 2>&1); then
-		err "write $a: $out; it reads $(head -c 200 "$f")"
+	if ! (printf '%s\n' "$b" >"$f") 2>/dev/null; then
+		err "the kernel refused $a = $b ($(kernel_says "$f" "$b")); it reads $(head -c 200 "$f")"
 		return
 	fi
 	got=$(head -c 4096 "$f")
@@ -597,6 +597,15 @@ p_sysctl() { # KEY VALUE [WANT]: write /proc/sys/KEY; VAL what reads back, ERR i
 		return
 	fi
 	val "$got"
+}
+# kernel_says FILE VALUE: why the kernel refused VALUE for a /proc/sys
+# file, in its own words (the errno's text: "Invalid argument"); the
+# shell's printf only says "I/O error", so the write is made again by dd,
+# which names the errno.
+kernel_says() {
+	ks_=$(printf '%s\n' "$2" | dd of="$1" bs=4096 2>&1 | grep '^dd:' | head -n 1)
+	ks_=${ks_##*: }
+	printf '%s' "${ks_:-refused}"
 }
 p_handoff() { # command N, then N lines: the handoff argv; VAL the host clock (ns) before it
 	t=$(date +%s%N)

@@ -186,6 +186,12 @@ func TestAgentSysctlReadsBack(t *testing.T) {
 	if _, err := runOps(h, op("sysctl", "net.core.no_such", "1")); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("a missing key: got %v", err)
 	}
+	// A value the kernel refuses is reported in the kernel's words, not the
+	// shell's "printf: I/O error" (issue 22).
+	_, err = runOps(h, op("sysctl", "net.core.somaxconn", "abc"))
+	if err == nil || !strings.Contains(err.Error(), "the kernel refused net.core.somaxconn = abc (Invalid argument); it reads 1234") {
+		t.Errorf("a refused value: got %v", err)
+	}
 }
 
 func restartFixture(prog, word string) plans.PlanService {

@@ -161,6 +161,9 @@ func (by frameSet) files(f *plans.Facts, q rollout.Query) error {
 	if d := by.data("lock-owner"); d != nil {
 		f.LockOwner = plans.Visible(strings.TrimSpace(string(d)))
 	}
+	if why, ok := by.text("relay-config-unsafe"); ok {
+		f.Config = plans.FileFact{Unsafe: plans.Visible(clipTo(why, 300))}
+	}
 	if fr, ok := by["relay-config"]; ok && fr.Status == 0 {
 		if len(fr.Data) > plans.MaxHostFile {
 			return fmt.Errorf("the relay config %s is larger than %d bytes", q.Paths.RelayConfig, plans.MaxHostFile)

@@ -225,6 +225,14 @@ func serviceFact(by frameSet) plans.ServiceFact {
 			s.Detail = props["ActiveState"] + "/" + props["SubState"]
 		}
 	}
+	if fr, ok := by["found-by"]; ok {
+		text := clipTo(strings.TrimSpace(string(fr.Data)), 300)
+		if fr.Status == 0 {
+			s.FoundBy = text
+		} else {
+			s.Detail = "cannot tell: nothing names the relay's process (a pid file or a systemd unit), and " + text + "; name it with --pid-file or --systemd-unit"
+		}
+	}
 	if fr, ok := by["pidfile-untrusted"]; ok {
 		s.Detail = clipTo(strings.TrimSpace(string(fr.Data)), 300)
 	}
@@ -242,7 +250,7 @@ func serviceFact(by frameSet) plans.ServiceFact {
 			s.Detail = "not running"
 		}
 	}
-	s.Detail = plans.Visible(s.Detail)
+	s.Detail, s.FoundBy = plans.Visible(s.Detail), plans.Visible(s.FoundBy)
 	return s
 }
 

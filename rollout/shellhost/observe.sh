@@ -12,7 +12,7 @@
 # Arguments (validated and quoted by relayctl):
 #   PORT CURRENT_LINK RELEASES_DIR RELAY_CONFIG STATE_DIR MANAGER UNIT PID_FILE KEYS CONTROL MAXFILE UNIT_DROPIN RECEIPT SYSCTL_DIR...
 # KEYS is a comma-separated list of sysctl keys. MANAGER is systemd,
-# command or none. CONTROL is the relay's control address (host:port, in
+# command or none (nothing names the process: it is looked for by its socket). CONTROL is the relay's control address (host:port, in
 # the relay's network namespace), "" for none. MAXFILE bounds each file read.
 # RECEIPT is last-apply to read the newest receipt with a read-back in it
 # (verify's baseline of the drop rate), - for none.
@@ -124,7 +124,18 @@ done
 
 if [ -L "$current" ]; then emit current-link readlink "$current"; else emit current-link absent; fi
 if [ -d "$releases" ]; then emit releases ls -1 "$releases"; else emit releases absent; fi
-if [ -e "$config" ]; then emit relay-config file_of "$config"; else emit relay-config absent; fi
+# The relay config may hold secrets: it is read only where root alone could
+# have put it, never through a symlink (whose target could be any file).
+if [ -L "$config" ]; then
+	value relay-config-unsafe 0 "$config is a symlink"
+elif [ -e "$config" ]; then
+	cdir=${config%/*}
+	own=$(stat -c '%u %a' -- "${cdir:-/}")
+	case $own in
+	"0 "[0-7][0145][0145] | "0 "[0145][0145] | "0 "[0-7][0-7][0145][0145]) emit relay-config file_of "$config" ;;
+	*) value relay-config-unsafe 0 "${cdir:-/} (the folder of $config) is owned by uid ${own% *} with mode ${own#* }: others can write it" ;;
+	esac
+else emit relay-config absent; fi
 # An apply that did not finish leaves its journal and lock owner behind.
 [ -f "$state/journal" ] && emit journal tail -c 1048576 "$state/journal"
 [ -s "$state/lock.owner" ] && emit lock-owner head -c 4096 "$state/lock.owner"
@@ -165,6 +176,27 @@ command)
 		*) value pidfile-untrusted 0 "$pidfile is owned by uid ${own% *} with mode ${own#* }: only root may write it" ;;
 		esac
 	fi
+	;;
+none)
+	# Nothing names the relay's process (facts without --pid-file or
+	# --systemd-unit): find one that runs a release and has a UDP socket
+	# bound to the port, from the kernel's own tables. It is read back only
+	# as a pid file's would be: it must run a release (checked below).
+	hex=$(printf '%04X' "$port")
+	found=
+	for d in /proc/[0-9]*; do
+		e=$(readlink "$d/exe" 2>/dev/null) || continue
+		case $e in "$releases"/*) ;; *) continue ;; esac
+		if grep -q "^ *[0-9]*: [0-9A-F]*:$hex " "$d/net/udp" "$d/net/udp6" 2>/dev/null; then
+			found="$found ${d#/proc/}"
+		fi
+	done
+	set -- $found
+	case $# in
+	1) pid=$1 value found-by 0 "its socket: the one process running a release in $releases with udp/$port" ;;
+	0) value found-by 1 "no process running a release in $releases has udp/$port" ;;
+	*) value found-by 1 "$# processes running a release in $releases have udp/$port:$found" ;;
+	esac
 	;;
 esac
 set -f
