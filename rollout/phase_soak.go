@@ -116,6 +116,7 @@ func (hr *hostRun) watch(ctx context.Context) *SoakResult {
 		r.players(c)
 		if first == nil {
 			first = &c
+			hr.pr.say(hr.h.Host, "soak: sampling the relay's drop counters for %v, every %v", cfg.Duration, cfg.Interval)
 		}
 		last = &c
 		elapsed := time.Duration(c.ClockNanos - first.ClockNanos)

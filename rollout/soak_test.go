@@ -302,3 +302,22 @@ func TestNoSoakSamplesNothing(t *testing.T) {
 		t.Errorf("without a soak: %s, %+v, %d samples", rep.Hosts[0].Outcome, rep.Hosts[0].Soak, sims[0].Samples)
 	}
 }
+
+// A sample names a process whose network namespace the agent enters and
+// an address it asks for /status: only a pid, a port and a loopback
+// control address (or -) leave relayctl.
+func TestSampleArgumentsAreChecked(t *testing.T) {
+	for _, args := range [][]string{{"42", "7788", "127.0.0.1:7789"}, {"42", "7788", "-"}} {
+		if err := (rollout.Op{Kind: "sample", Args: args}).Validate(); err != nil {
+			t.Errorf("%q: %v", args, err)
+		}
+	}
+	for _, args := range [][]string{
+		{"0", "7788", "-"}, {"042", "7788", "-"}, {"-1", "7788", "-"}, {"42 43", "7788", "-"},
+		{"42", "0", "-"}, {"42", "70000", "-"}, {"42", "7788", "0.0.0.0:7789"}, {"42", "7788", "127.0.0.1"}, {"42", "7788"},
+	} {
+		if err := (rollout.Op{Kind: "sample", Args: args}).Validate(); err == nil {
+			t.Errorf("%q was accepted", args)
+		}
+	}
+}

@@ -172,12 +172,12 @@ func printVerifyTable(e *env, rep verifyReport) {
 		if d.Now.RelayRxDrops != nil {
 			rx = fmt.Sprint(*d.Now.RelayRxDrops)
 		}
-		since, rate, verdict := "-", "-", "unknown"
+		since, rate, verdict := "-", "-", "unknown:"
 		if s := d.Span; s != nil {
 			since = fmt.Sprintf("%s, %.0f s (%s)", d.Since, s.Seconds, s.Counts())
 			rate, verdict = fmt.Sprintf("%.1f", s.DropRate), "within"
 			if !d.OK {
-				verdict = "OVER"
+				verdict = "OVER" // the promise is at most Allowed drops/s
 			}
 			for _, x := range s.Disagreement {
 				notes = append(notes, plans.Visible(h.Host)+": the counters disagree: "+plans.Visible(x))
@@ -185,7 +185,7 @@ func printVerifyTable(e *env, rep verifyReport) {
 		} else if d.NoSpan != "" {
 			notes = append(notes, plans.Visible(h.Host)+": no drop rate: "+plans.Visible(d.NoSpan))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s ≤ %g/s\t\n", plans.Visible(h.Host), d.Now.SSDrops, d.Now.RcvbufErrors, rx, plans.Visible(since), rate, verdict, d.Allowed)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s %g/s\t\n", plans.Visible(h.Host), d.Now.SSDrops, d.Now.RcvbufErrors, rx, plans.Visible(since), rate, verdict, d.Allowed)
 	}
 	tw.Flush()
 	for _, n := range notes {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -219,7 +220,9 @@ func TestObserveReadsTheLastApply(t *testing.T) {
 	write("20260102T000000Z-p-bbbb.json", `{"plan":"p","plan_checksum":"sha256:bbbb","outcome":"applied","drops_after":{"ss_d":7,"socket_inode":9,"clock_ns":200}}`)
 	write("20260103T000000Z-p-cccc.json", `{"plan":"p","outcome":"staged"}`)
 	write("20260104T000000Z-p weird.json", `{"plan":"p","outcome":"applied","drops_after":{"ss_d":99}}`)
-	os.Symlink("/etc/hostname", dir+"/20260105T000000Z-p-link.json")
+	elsewhere := filepath.Join(t.TempDir(), "planted.json") // anyone could have written it
+	os.WriteFile(elsewhere, []byte(`{"plan":"p","outcome":"applied","drops_after":{"ss_d":99,"socket_inode":9,"clock_ns":300}}`), 0o644)
+	os.Symlink(elsewhere, dir+"/20260105T000000Z-p-link.json")
 	f, err := observeWith(localRunner{}, "here", q)
 	if err != nil {
 		t.Fatal(err)
@@ -232,5 +235,46 @@ func TestObserveReadsTheLastApply(t *testing.T) {
 	q.LastApply = false
 	if f, err := observeWith(localRunner{}, "here", q); err != nil || f.LastApply != nil {
 		t.Errorf("without LastApply: %+v, %v", f.LastApply, err)
+	}
+}
+
+// relayctl checks a sample's words before they leave (rollout's
+// Op.Validate), and the agent checks them again: a request that is not a
+// pid, a port and a loopback control address is refused on the host, and
+// nothing in it runs.
+func TestAgentSampleRefusesBadArguments(t *testing.T) {
+	state := filepath.Join(rootDir(t), "state")
+	made := filepath.Join(filepath.Dir(state), "made")
+	var in strings.Builder
+	in.WriteString("lock\ttest\n")
+	bad := [][3]string{
+		{"1 2", "7788", "-"},
+		{"$(touch " + made + ")", "7788", "-"},
+		{"1", "7788;touch " + made, "-"},
+		{"1", "7788", "0.0.0.0:7789"},
+		{"1", "7788", "127.0.0.1:7789;touch"},
+		{"1", "7788", "127.0.0.1:$(touch)"},
+	}
+	for _, b := range bad {
+		fmt.Fprintf(&in, "sample\t0\t0\t0\t@@relayctl-x\t%s\t%s\t%s\nsync\t0\t0\t0\n", b[0], b[1], b[2])
+	}
+	in.WriteString("unlock\t0\t0\t0\n")
+	cmd := exec.Command("sh", "-c", agentScript, "relayctl-agent", state, observeScript)
+	cmd.Stdin = strings.NewReader(in.String())
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("agent: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2+2*len(bad) {
+		t.Fatalf("answers:\n%s", out)
+	}
+	for i, b := range bad {
+		if got := lines[1+2*i]; !strings.HasPrefix(got, "ERR bad ") || lines[2+2*i] != "OK" {
+			t.Errorf("sample %q: answered %q then %q; want ERR bad ... then the sync's OK", b, got, lines[2+2*i])
+		}
+	}
+	if fileExists(made) {
+		t.Error("a command in a sample's arguments ran")
 	}
 }
