@@ -261,7 +261,9 @@ func TestLabVerifyReportsDropsSinceTheLastApply(t *testing.T) {
 			OK    bool        `json:"ok"`
 			Drops verifyDrops `json:"drops"`
 		} `json:"hosts"`
-		Summary struct{ OverPromise int `json:"over_promise"` } `json:"summary"`
+		Summary struct {
+			OverPromise int `json:"over_promise"`
+		} `json:"summary"`
 	}
 	if err := json.Unmarshal([]byte(jout), &vr); err != nil || code != 3 || vr.FormatVersion != 2 || len(vr.Hosts) != 1 || vr.Summary.OverPromise != 1 {
 		t.Fatalf("verify --json: exit %d, %v\n%s", code, err, jout)
