@@ -273,10 +273,11 @@ func TestSoakInterrupted(t *testing.T) {
 	s := fastSoak(func(s *plans.Soak) { s.Duration = 3 * time.Second })
 	r := plans.Resolved{Waves: plans.DefaultWaves, Recover: plans.RecoverComplete, Soak: &s}
 	go func() {
-		for sims[0].Link != "/opt/relay/releases/1.8.0" || sims[0].Restarts == 0 {
+		// The baseline takes about 200/50 samples; a few more and the soak
+		// is under way.
+		for sims[0].Sampled() < 8 {
 			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(300 * time.Millisecond)
 		cancel()
 	}()
 	start := time.Now()

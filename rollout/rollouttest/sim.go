@@ -349,6 +349,14 @@ func (s *Sim) sample(o rollout.Op) (rollout.Result, error) {
 	return rollout.Result{Drops: &c}, nil
 }
 
+// Sampled is how many samples the Sim has answered, safe to call while an
+// apply runs.
+func (s *Sim) Sampled() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Samples
+}
+
 // jlog appends a line to the journal, as agent.sh does (rollout/journal.go).
 func (s *Sim) jlog(text string) {
 	if s.Journal == "" && !strings.HasPrefix(text, "begin ") {
