@@ -108,7 +108,9 @@ func (hr *hostRun) watch(ctx context.Context) *SoakResult {
 		r.Samples++
 		if c.SocketInode != after.Socket.Inode || c.SocketInode == 0 {
 			if first != nil {
-				r.After, _ = Span(*first, *last)
+				if r.After, _ = Span(*first, *last); r.After != nil {
+					r.Seconds = r.After.Seconds
+				}
 			}
 			r.Verdict, r.Why = SoakRegression, fmt.Sprintf("the relay's socket changed during the soak (inode %d after the read-back, %d now): the relay restarted", after.Socket.Inode, c.SocketInode)
 			return r
@@ -121,7 +123,7 @@ func (hr *hostRun) watch(ctx context.Context) *SoakResult {
 		last = &c
 		elapsed := time.Duration(c.ClockNanos - first.ClockNanos)
 		// Drops so far over the whole duration: a regression already certain.
-		certain := last.SSDrops-first.SSDrops > uint64(allowed*cfg.Duration.Seconds())
+		certain := rise(first.SSDrops, last.SSDrops) > uint64(allowed*cfg.Duration.Seconds())
 		if elapsed >= cfg.Duration || certain && elapsed > 0 {
 			break
 		}

@@ -278,3 +278,24 @@ func TestAgentSampleRefusesBadArguments(t *testing.T) {
 		t.Error("a command in a sample's arguments ran")
 	}
 }
+
+// A receipt on the host is relayctl's own file, read as untrusted as any
+// host output: whatever it holds, verify gets a baseline or none, and no
+// text of it that a terminal could act on.
+func FuzzLastApply(f *testing.F) {
+	f.Add("20260102T000000Z-p-bbbb.json", []byte(`{"plan":"p","plan_checksum":"sha256:bbbb","outcome":"applied","drops_after":{"ss_d":7,"socket_inode":9,"clock_ns":200}}`))
+	f.Add("x y.json", []byte(`{"drops_after":null}`))
+	f.Add("r.json", []byte("{\"plan\":\"\\u001b[31m\",\"drops_after\":{}}"))
+	f.Fuzz(func(t *testing.T, name string, data []byte) {
+		by := frameSet{"last-apply-name": {Name: "last-apply-name", Data: []byte(name)}, "last-apply": {Name: "last-apply", Data: data}}
+		la := by.lastApply()
+		if la == nil {
+			return
+		}
+		for _, s := range []string{la.Plan, la.Checksum, la.Outcome, la.Receipt} {
+			if strings.ContainsAny(s, "\x1b\r\n\x00") {
+				t.Errorf("a control character reached the baseline: %q", s)
+			}
+		}
+	})
+}
