@@ -22,10 +22,11 @@ type DropCounters struct {
 	// The socket read: its inode (the same inode is the same socket), how
 	// many bound sockets share the port (ss d sums them), and the relay
 	// process read.
-	SocketInode uint64 `json:"socket_inode,omitempty"`
-	Sockets     int    `json:"sockets,omitempty"`
-	PID         int    `json:"pid,omitempty"`
-	ClockNanos  int64  `json:"clock_ns,omitempty"` // the host's clock at the reading (Unix ns)
+	SocketInode uint64   `json:"socket_inode,omitempty"`
+	Inodes      []uint64 `json:"socket_inodes,omitempty"` // every socket counted, when there are several
+	Sockets     int      `json:"sockets,omitempty"`
+	PID         int      `json:"pid,omitempty"`
+	ClockNanos  int64    `json:"clock_ns,omitempty"` // the host's clock at the reading (Unix ns)
 }
 
 // DropCountersOf picks the drop counters out of facts.
@@ -37,10 +38,31 @@ func DropCountersOf(f *Facts) DropCounters {
 		drops, rx, players := st.RxDrops, st.RxPackets, st.Players
 		c.RelayRxDrops, c.RelayRxPackets, c.Players = &drops, &rx, &players
 	}
+	if len(s.All) > 1 {
+		for _, e := range s.All {
+			c.Inodes = append(c.Inodes, e.Inode)
+		}
+	}
 	if !s.Found {
-		c.SocketInode = 0
+		c.SocketInode, c.Inodes = 0, nil
 	}
 	return c
+}
+
+// Holds reports whether the reading counted the socket with inode i.
+func (c DropCounters) Holds(i uint64) bool {
+	if i == 0 {
+		return false
+	}
+	if c.SocketInode == i {
+		return true
+	}
+	for _, x := range c.Inodes {
+		if x == i {
+			return true
+		}
+	}
+	return false
 }
 
 // LastApply is what a host's newest receipt with a read-back in it says

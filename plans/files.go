@@ -36,6 +36,8 @@ var FileRoles = []FileRole{
 	{Name: RoleRelayConfig, Label: "Relay config", Restarts: true, Always: true},
 	{Name: RoleSysctlDropIn, Label: "Sysctl drop-in", Always: true},
 	{Name: RoleUnitDropIn, Label: "systemd unit drop-in", Why: "CAP_NET_ADMIN for SO_RCVBUFFORCE", Restarts: true, Reload: true},
+	{Name: RoleConfigDropIn, Label: "Config drop-in", Why: "from a template", Restarts: true},
+	{Name: RoleServiceDropIn, Label: "systemd unit drop-in", Why: "from a template", Restarts: true, Reload: true},
 }
 
 // Role finds a role by name.

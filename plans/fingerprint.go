@@ -41,6 +41,9 @@ func Fingerprinted(f *Facts, keys []string) []FactEntry {
 	if f.Socket.Found {
 		rb = strconv.FormatUint(f.Socket.Rcvbuf, 10)
 	}
+	for _, s := range f.Socket.All[min(1, len(f.Socket.All)):] { // the first is the one above
+		rb += " " + strconv.FormatUint(s.Rcvbuf, 10)
+	}
 	add("relay socket rb", rb)
 	hand := "(none)"
 	if st := f.RelayStatus; st != nil && st.Read && st.Handoff != "" {
@@ -57,6 +60,17 @@ func Fingerprinted(f *Facts, keys []string) []FactEntry {
 	default:
 		add("relay config", "(absent)")
 	}
+	for _, p := range sortedKeys(f.Files) {
+		ff := f.Files[p]
+		switch {
+		case ff.Unsafe != "":
+			add("file written "+p, "(not read: "+ff.Unsafe+")")
+		case ff.Exists:
+			add("file written "+p, "sha256:"+sha256Text(MaskGeneric(ff.Content)))
+		default:
+			add("file written "+p, "(absent)")
+		}
+	}
 	if d := f.UnitDropIn; d != nil {
 		v := "(absent)"
 		if d.Exists {
@@ -66,6 +80,15 @@ func Fingerprinted(f *Facts, keys []string) []FactEntry {
 	}
 	sort.Slice(e, func(i, j int) bool { return e[i].Name < e[j].Name })
 	return e
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Fingerprint hashes the fingerprinted facts.

@@ -156,7 +156,7 @@ func TestLoadRefusesEditedPlan(t *testing.T) {
 	if _, err := Load("x.plan", edited); err == nil || !strings.Contains(err.Error(), "edited after review") {
 		t.Errorf("got %v, want a checksum error", err)
 	}
-	future := bytes.Replace(body, []byte(`"format_version": 3`), []byte(`"format_version": 9`), 1)
+	future := bytes.Replace(body, []byte(`"format_version": 4`), []byte(`"format_version": 9`), 1)
 	if _, err := Load("x.plan", future); err == nil || !strings.Contains(err.Error(), "format_version: 9") {
 		t.Errorf("got %v, want a format error", err)
 	}

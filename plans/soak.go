@@ -17,7 +17,7 @@ import (
 type Soak struct {
 	// Duration is how long the soak samples after the read-back; Interval
 	// how often; Baseline how long before the window the baseline spans
-	// at least (0: from the lock's reading to the window, whatever that is).
+	// at least (0: no baseline; max_drop_rate alone judges).
 	Duration time.Duration `json:"duration_ns"`
 	Interval time.Duration `json:"interval_ns"`
 	Baseline time.Duration `json:"baseline_ns"`
@@ -267,7 +267,7 @@ func (s *Soak) Text() string {
 	}
 	base := fmt.Sprintf("against a baseline of at least %v before its window", s.Baseline)
 	if s.Baseline == 0 {
-		base = "against a baseline from its lock to its window"
+		base = "without a baseline"
 	}
 	return fmt.Sprintf("%s is sampled for %v (every %v) after its read-back, %s: more than %g drops/s and more than %g × the baseline's rate, "+
 		"or %d%% of its players lost, is a regression (on_regression: %s; the rollout stops); under %g datagrams/s is insufficient traffic (no_traffic: %s)",

@@ -212,8 +212,9 @@ func SortSpecErrors(errs []*SpecError) {
 const MaxSpecSize = 1 << 20
 
 type specParser struct {
-	file string
-	errs []*SpecError
+	file    string
+	errs    []*SpecError
+	written []specPath // host paths the spec wrote, for checkServicePaths
 }
 
 // fail records a problem and parsing goes on, so every problem is reported.
@@ -428,6 +429,7 @@ func (p *specParser) spec(root *yaml.Node) *Spec {
 		s.Unsafe = p.unsafe(n)
 	}
 	p.checkRootPrograms(s)
+	p.checkServicePaths(s.Relay)
 	if s.Relay.Service.Handoff != nil && s.Relay.HandoffSocket == "" {
 		p.fail(f["relay"], "relay.handoff_socket", "missing; relay.service.handoff needs the socket the relay hands over on, e.g. handoff_socket: /opt/relay/run/handoff.sock")
 	}

@@ -42,8 +42,22 @@ func Validate(p *Plan) error {
 	if got := "sha256:" + sha256Text(p.Spec); p.SpecSHA256 != got {
 		return fmt.Errorf("%w: spec_sha256 is %s, the recorded spec hashes to %s", ErrPlanEdited, p.SpecSHA256, got)
 	}
-	if !sha256Re.MatchString(p.Relay.SHA256) {
+	switch {
+	case !s.Relay.Release.Ships():
+		if p.Relay.SHA256 != "" || p.Relay.Size != 0 || p.Relay.TreeSHA256 != "" {
+			return fmt.Errorf("%w: a release of kind none ships nothing, but relay.sha256, size or tree_sha256 is set", ErrPlanEdited)
+		}
+	case !sha256Re.MatchString(p.Relay.SHA256):
 		return fmt.Errorf("%w: relay.sha256 %q is not a sha256", ErrPlanEdited, p.Relay.SHA256)
+	case s.Relay.Release.Kind != ReleaseKindBinary && !sha256Re.MatchString(p.Relay.TreeSHA256):
+		return fmt.Errorf("%w: relay.tree_sha256 %q is not a sha256", ErrPlanEdited, p.Relay.TreeSHA256)
+	}
+	texts := map[string]string{}
+	for _, t := range p.Relay.Config.Templates {
+		if len(t.Text) > MaxTemplateSize {
+			return fmt.Errorf("%w: template %s is longer than %d bytes", ErrPlanEdited, Visible(t.Source), MaxTemplateSize)
+		}
+		texts[t.Source] = t.Text
 	}
 	if p.Relay.Size < 0 || p.Relay.Size > MaxArtifactSize {
 		return fmt.Errorf("%w: relay.size %d is outside 0 to %d", ErrPlanEdited, p.Relay.Size, MaxArtifactSize)
@@ -58,7 +72,7 @@ func Validate(p *Plan) error {
 			return fmt.Errorf("%w: relay.capabilities holds %q", ErrPlanEdited, c)
 		}
 	}
-	want := header(s, Artifact{SHA256: p.Relay.SHA256, Size: p.Relay.Size, Capabilities: p.Relay.Capabilities}, p.AllowDowngrade)
+	want := header(s, Artifact{SHA256: p.Relay.SHA256, Size: p.Relay.Size, Capabilities: p.Relay.Capabilities, TreeSHA256: p.Relay.TreeSHA256}, texts, p.AllowDowngrade)
 	want.SpecSHA256 = p.SpecSHA256
 	if d := headerDiff(p, want); len(d) > 0 {
 		return fmt.Errorf("%w: %s; make and review the plan again", ErrPlanEdited, strings.Join(d, "; "))

@@ -45,7 +45,7 @@ func Span(a, b plans.DropCounters) (*DropSpan, error) {
 	switch {
 	case a.SocketInode == 0 || b.SocketInode == 0:
 		return nil, fmt.Errorf("%w: the relay socket was not found", errOtherSocket)
-	case a.SocketInode != b.SocketInode:
+	case !b.Holds(a.SocketInode):
 		return nil, fmt.Errorf("%w: the relay socket changed (inode %d, then %d)", errOtherSocket, a.SocketInode, b.SocketInode)
 	case a.ClockNanos <= 0 || b.ClockNanos <= a.ClockNanos:
 		return nil, fmt.Errorf("%w: the readings carry no host clock that moved forward", errNoClock)

@@ -35,6 +35,7 @@ const (
 	NextNewPlan   = "new plan"   // it drifted from the plan: plan again, review, apply that
 	NextOtherPlan = "other plan" // a run of another plan stopped in its window: that plan's --resume
 	NextWait      = "wait"       // another apply holds it, or it is outside the window: later, --resume
+	NextPlayers   = "players"    // its players had not gone at the drain deadline: --resume when they have
 )
 
 // nextFor is what to do next after an outcome, as a rule.
@@ -42,7 +43,9 @@ func nextFor(out Outcome, state string) string {
 	switch out {
 	case Applied, Unchanged, Staged:
 		return ""
-	case NotStarted, Skipped, Unreachable:
+	case Skipped:
+		return NextPlayers
+	case NotStarted, Unreachable:
 		return NextResume
 	case Failed:
 		if strings.HasPrefix(state, "unknown") {
@@ -91,7 +94,8 @@ type HostAccount struct {
 	DeadRun  string `json:"dead_run,omitempty"`
 	Recovery string `json:"recovery,omitempty"` // RecoveryCompleted, RecoveryRolledBack
 	// Next is what the operator does next for a host that did not end as
-	// planned: NextResume, NextFix, NextNewPlan, NextOtherPlan, NextWait.
+	// planned: NextResume, NextFix, NextNewPlan, NextOtherPlan, NextWait,
+	// NextPlayers.
 	Next    string `json:"next,omitempty"`
 	UnitLog string `json:"unit_log,omitempty"` // systemd's journal of the relay when the window failed
 	// ExpectedRB is the read-back the plan promises.
@@ -122,6 +126,11 @@ type HostAccount struct {
 	BytesUploaded int64         `json:"bytes_uploaded"`
 	TowardPlan    []plans.Drift `json:"toward_plan,omitempty"` // facts that moved toward the plan since it was made (staged ahead)
 	FromLedger    string        `json:"from_ledger,omitempty"` // not touched: its outcome is an earlier run's (apply --resume)
+	// Pruned are the old releases and store entries removed after the
+	// window (HostPlan.Release.Prune); PruneError why some were not (the
+	// host stays applied; the next plan lists them again).
+	Pruned     []string `json:"pruned,omitempty"`
+	PruneError string   `json:"prune_error,omitempty"`
 }
 
 // HostResult is one host's apply as the engine ends it: its account, and

@@ -15,33 +15,35 @@ import (
 // the session that holds the host lock: a light observe (ss, two /proc
 // files and /status), so sampling every few seconds costs the host little.
 
-// baselinePhase samples the relay's drop counters before the window, from
-// the lock's reading on, for at least the soak's baseline: the rate the
-// soak compares with. A drain gate after it extends the span with its
-// readings. A host whose relay is not running has no baseline.
+// baselinePhase samples the relay's drop counters before the window, for
+// the soak's baseline (at least two samples): the rate the soak compares
+// with. It runs before the drain gate, while the relay still has its
+// players. Samples only, as the soak's: a sample and an observe count the
+// port's sockets differently when another program shares it. A host whose
+// relay is not running has no baseline, nor a soak with baseline 0.
 type baselinePhase struct{}
 
-func (baselinePhase) title() string         { return "baseline" }
-func (baselinePhase) runs(hr *hostRun) bool { return hr.soak != nil && hr.rec == nil }
+func (baselinePhase) title() string { return "baseline" }
+func (baselinePhase) runs(hr *hostRun) bool {
+	return hr.soak != nil && hr.soak.Baseline > 0 && hr.rec == nil && hr.res.Before.Service.Running && hr.res.Before.Socket.Found
+}
 
 func (baselinePhase) run(ctx context.Context, hr *hostRun) *ending {
-	before := hr.res.Before
-	if !before.Service.Running || !before.Socket.Found {
-		return nil // nothing ran before this release: it has no baseline
-	}
-	first := plans.DropCountersOf(before)
-	hr.baseline = []plans.DropCounters{first}
 	cfg := hr.soak
 	w := hr.waiter()
 	defer w.done()
+	var first *plans.DropCounters
 	for {
-		c, err := hr.sample(ctx, before.Service.PID)
+		c, err := hr.sample(ctx, hr.res.Before.Service.PID)
 		if err != nil {
 			hr.pr.say(hr.h.Host, "soak: baseline: %v; the soak will judge without one", err)
 			hr.baseline = nil
 			return nil
 		}
 		hr.baseline = append(hr.baseline, c)
+		if first == nil {
+			first = &c
+		}
 		left := cfg.Baseline - time.Duration(c.ClockNanos-first.ClockNanos)
 		if left <= 0 {
 			break
@@ -93,7 +95,7 @@ func (e *soakFailed) Error() string { return "soak: " + e.r.Verdict + ": " + e.r
 func (hr *hostRun) watch(ctx context.Context) *SoakResult {
 	cfg := *hr.soak
 	r := &SoakResult{Role: hr.soakRole, Settings: cfg, Planned: cfg.Duration.Seconds()}
-	r.Before = hr.baselineSpan()
+	r.Before = BaselineOf(hr.baseline)
 	allowed := allowedRate(cfg, r.Before)
 	after := hr.res.After
 	w := hr.waiter()
@@ -106,7 +108,7 @@ func (hr *hostRun) watch(ctx context.Context) *SoakResult {
 			return r
 		}
 		r.Samples++
-		if c.SocketInode != after.Socket.Inode || c.SocketInode == 0 {
+		if !c.Holds(after.Socket.Inode) {
 			if first != nil {
 				if r.After, _ = Span(*first, *last); r.After != nil {
 					r.Seconds = r.After.Seconds
@@ -162,16 +164,6 @@ func (r *SoakResult) players(c plans.DropCounters) {
 		r.PlayersPeak = &n
 	}
 	r.PlayersEnd = &n
-}
-
-// baselineSpan is the baseline's span: the baseline phase's readings,
-// extended by the drain gate's last reading when one ran after them.
-func (hr *hostRun) baselineSpan() *DropSpan {
-	readings := hr.baseline
-	if len(readings) > 0 && hr.gate != nil && hr.gate != hr.res.Before && hr.gate.Service.Running {
-		readings = append(append([]plans.DropCounters(nil), readings...), plans.DropCountersOf(hr.gate))
-	}
-	return BaselineOf(readings)
 }
 
 // sample reads the relay's drop counters through the host's session.

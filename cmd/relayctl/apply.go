@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"os/user"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -249,6 +246,9 @@ func nextHints(rep *rollout.Report, file, spec string) []string {
 	if len(by[rollout.NextWait]) > 0 {
 		out = append(out, fmt.Sprintf("%s: held by another apply, or outside the plan's window; relayctl apply %s --resume later", hosts(rollout.NextWait), file))
 	}
+	if len(by[rollout.NextPlayers]) > 0 {
+		out = append(out, fmt.Sprintf("skipped hosts still have players (%s): relayctl apply %s --resume when they have gone, or give drain.deadline more time", hosts(rollout.NextPlayers), file))
+	}
 	if len(by[rollout.NextResume]) > 0 {
 		out = append(out, fmt.Sprintf("relayctl apply %s --resume goes on with %d host(s) as they are (%s): applied hosts are checked, not applied again", file, len(by[rollout.NextResume]), hosts(rollout.NextResume)))
 	}
@@ -305,33 +305,6 @@ func loadPlan(file string) (rollout.Checked, []byte, error) {
 		return rollout.Checked{}, nil, withHint(fmt.Errorf("%s: %w", file, err), "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
 	}
 	return c, data, nil
-}
-
-// planArtifact reads the release file and checks it is the one reviewed.
-// A release with a url is fetched by each host itself: nothing to read.
-func planArtifact(override string, p *plans.Plan) ([]byte, error) {
-	if p.Relay.URL != "" {
-		if override != "" {
-			return nil, fmt.Errorf("--artifact: plan %s's release is fetched by each host from %s; there is no file to upload", p.Name, p.Relay.URL)
-		}
-		return nil, nil
-	}
-	path := override
-	if path == "" {
-		path = p.Relay.Artifact
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(filepath.Dir(p.SpecFile), path)
-		}
-	}
-	data, err := readRegular(path, plans.MaxArtifactSize)
-	if err != nil {
-		return nil, withHint(fmt.Errorf("read release artifact: %w", err), "give its path with --artifact FILE")
-	}
-	sum := sha256.Sum256(data)
-	if got := hex.EncodeToString(sum[:]); got != p.Relay.SHA256 {
-		return nil, fmt.Errorf("release artifact %s has sha256 %s, the plan was reviewed with %s: it changed since; make a new plan", path, got, p.Relay.SHA256)
-	}
-	return data, nil
 }
 
 func owner(p *plans.Plan) string {

@@ -243,14 +243,14 @@ func dropsOf(p *plans.Plan, h *plans.HostPlan, f *plans.Facts, fromPlan bool) ve
 
 // planFromSpec makes a plan in memory from a spec and live facts.
 func planFromSpec(c *cli.Context, e *env, file string) (*plans.Plan, []*plans.Facts, error) {
-	spec, art, err := loadSpec(e, file)
+	ls, err := loadSpec(e, file)
 	if err != nil {
 		return nil, nil, err
 	}
-	facts, err := gather(c, e, spec, true)
+	facts, err := gather(c, e, ls.spec, true)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: art, AllowDowngrade: true, Steps: rollout.Steps})
+	p, err := plans.Make(plans.Input{Spec: ls.spec, Facts: facts, Artifact: ls.artifact, Templates: ls.templates, AllowDowngrade: true, Steps: rollout.Steps})
 	return p, facts, err
 }

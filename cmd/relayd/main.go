@@ -21,6 +21,7 @@ import (
 
 	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/relay/config"
+	"github.com/relayctl/relayctl/relay/fdstore"
 	"github.com/relayctl/relayctl/relay/sdnotify"
 	"github.com/relayctl/relayctl/relay/server"
 )
@@ -138,7 +139,14 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	srv, err := server.New(cfg, version(), log)
+	// What systemd kept for this unit (its fd store), looked up by name; a
+	// malformed LISTEN_* is logged and nothing it names is used.
+	files, err := fdstore.Inherited(environ, os.Getpid())
+	if err != nil {
+		log.Warn("ignoring the descriptors systemd passed", "err", err)
+	}
+	store, why := fdstore.FromEnviron(environ)
+	srv, err := server.New(cfg, version(), log, server.WithSystemd(files, store, why))
 	if err != nil {
 		fmt.Fprintf(stderr, "relayd: error: %v\n", err)
 		return 1
@@ -146,8 +154,9 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	// New has bound the socket and read its SO_RCVBUF back, and the control
 	// port accepts: under systemd (Type=notify), systemctl start and restart
 	// return only now.
-	notify(environ, log, fmt.Sprintf("%s\nSTATUS=relaying on %s, SO_RCVBUF read back %d",
-		sdnotify.Ready, srv.ListenAddr(), srv.Status().SORcvbufEffective))
+	st := srv.Status()
+	notify(environ, log, fmt.Sprintf("%s\nSTATUS=relaying on %s, SO_RCVBUF read back %d, socket %s",
+		sdnotify.Ready, srv.ListenAddr(), st.SORcvbufEffective, socketWords(st)))
 	if *readyFD > 0 {
 		// The service manager waits on this descriptor (a FIFO): a line
 		// when ready, end of file when relayd exits first.
@@ -181,6 +190,21 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	}
 	log.Info("relayd stopped")
 	return 0
+}
+
+// socketWords says where the socket came from, for systemctl status.
+func socketWords(st server.Status) string {
+	switch {
+	case st.SocketFrom == server.SocketFDStore && st.HandoffFromPID != 0:
+		return fmt.Sprintf("and %d lobbies kept in systemd's fd store", st.HandoffLobbies)
+	case st.SocketFrom == server.SocketFDStore:
+		return "kept in systemd's fd store"
+	case st.SocketFrom == server.SocketHandoff:
+		return fmt.Sprintf("handed over by pid %d", st.HandoffFromPID)
+	case st.FDStore != "":
+		return "bound, now kept in systemd's fd store"
+	}
+	return "bound"
 }
 
 // notify tells systemd the relay's state when it runs relayd as a

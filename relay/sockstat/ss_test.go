@@ -1,6 +1,7 @@
 package sockstat
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -25,6 +26,9 @@ func TestParseSSCaptured(t *testing.T) {
 	v6 := Socket{State: "UNCONN", Local: "::1", Port: 57989, Rcvbuf: 212992, Sndbuf: 212992, PIDs: []int{13779}, Process: "sx"}
 	dual := Socket{State: "UNCONN", Local: "*", Port: 35674, Rcvbuf: 212992, Sndbuf: 212992, PIDs: []int{13779}, Process: "sx"}
 	shared := []int{14105, 14063}
+	unbound := func(addr string, ino uint64) Socket {
+		return Socket{State: "UNCONN", Local: addr, Port: 53, Rcvbuf: 16777216, Sndbuf: 212992, Inode: ino, PIDs: []int{105}, Process: "unbound"}
+	}
 	tests := []struct {
 		file string
 		want []Socket
@@ -42,6 +46,11 @@ func TestParseSSCaptured(t *testing.T) {
 			{State: "ESTAB", Local: "127.0.0.1", Port: 39850, Rcvbuf: 212992, Sndbuf: 212992, PIDs: []int{13843}, Process: "sx"},
 			{State: "UNCONN", Local: "::1", Port: 43485, Rcvbuf: 212992, Sndbuf: 212992, PIDs: []int{13843}, Process: "sx"},
 			{State: "UNCONN", Local: "*", Port: 60536, Rcvbuf: 212992, Sndbuf: 212992, PIDs: []int{13843}, Process: "sx"},
+		}},
+		{"ss_packaged_e_p.txt", []Socket{
+			unbound("127.0.0.1", 2732281), unbound("127.0.0.1", 2732277),
+			{State: "UNCONN", Local: "127.0.0.1", Port: 11211, Rcvbuf: 212992, Sndbuf: 8388608, Inode: 2731794, PIDs: []int{97}, Process: "memcached"},
+			unbound("::1", 2732275), unbound("::1", 2732279),
 		}},
 		{"ss_7788_shared_p.txt", []Socket{
 			{State: "UNCONN", Local: "127.0.0.53%lo", Port: 7788, Rcvbuf: 212992, Sndbuf: 212992, PIDs: shared, Process: "python3"},
@@ -82,6 +91,17 @@ func TestParseSSLines(t *testing.T) {
 			Socket{State: "UNCONN", Local: "1.2.3.4", Port: 1, Rmem: 1, Rcvbuf: 2, Wmem: 3, Sndbuf: 4, Drops: 5}, ""},
 		{"ss -e inode", "UNCONN 0 0 127.0.0.1:7788 0.0.0.0:* ino:78944 sk:104d cgroup:/ <->" + sk,
 			Socket{State: "UNCONN", Local: "127.0.0.1", Port: 7788, Rcvbuf: 425984, Sndbuf: 212992, Drops: 7, Inode: 78944}, ""},
+		{"ss -e -p: uid and inode after users", `UNCONN 0 0 127.0.0.1:11211 0.0.0.0:* users:(("memcached",pid=537,fd=25),("memcached",pid=537,fd=24)) uid:103 ino:2010785 sk:5d7 cgroup:/system.slice/memcached.service <->` + sk,
+			Socket{State: "UNCONN", Local: "127.0.0.1", Port: 11211, Rcvbuf: 425984, Sndbuf: 212992, Drops: 7, Inode: 2010785, PIDs: []int{537}, Process: "memcached"}, ""},
+		{"an inode in a process name counts for nothing", `UNCONN 0 0 127.0.0.1:53 0.0.0.0:* users:(("x ino:5 ",pid=7,fd=3)) ino:42 sk:1 <->` + sk,
+			Socket{State: "UNCONN", Local: "127.0.0.1", Port: 53, Rcvbuf: 425984, Sndbuf: 212992, Drops: 7, Inode: 42, PIDs: []int{7}, Process: "x ino:5 "}, ""},
+		{"ss -p without -e: a process name holding ino:", `UNCONN 0 0 127.0.0.1:53 0.0.0.0:* users:(("x ino:5",pid=7,fd=3))` + sk,
+			Socket{State: "UNCONN", Local: "127.0.0.1", Port: 53, Rcvbuf: 425984, Sndbuf: 212992, Drops: 7, PIDs: []int{7}, Process: "x ino:5"}, ""},
+		{"bad inode after users", `UNCONN 0 0 127.0.0.1:53 0.0.0.0:* users:(("x",pid=7,fd=3)) ino:4x` + sk, Socket{}, `ino "4x" is not a number`},
+		{"ss -e -p: inode after users", `UNCONN 0 0 127.0.0.1:7788 0.0.0.0:* users:(("relayd",pid=9,fd=3)) ino:78944 sk:17c3 cgroup:/ <->` + sk,
+			Socket{State: "UNCONN", Local: "127.0.0.1", Port: 7788, Rcvbuf: 425984, Sndbuf: 212992, Drops: 7, Inode: 78944, PIDs: []int{9}, Process: "relayd"}, ""},
+		{"a process named to forge an inode", `UNCONN 0 0 127.0.0.1:7788 0.0.0.0:* users:(("x ino:1",pid=9,fd=3)) ino:78944 sk:1 <->` + sk,
+			Socket{State: "UNCONN", Local: "127.0.0.1", Port: 7788, Rcvbuf: 425984, Sndbuf: 212992, Drops: 7, Inode: 78944, PIDs: []int{9}, Process: "x ino:1"}, ""},
 		{"bad inode", "UNCONN 0 0 127.0.0.1:7788 0.0.0.0:* ino:x1" + sk, Socket{}, `ino "x1" is not a number`},
 		{"no skmem", "UNCONN 0 0 0.0.0.0:7788 0.0.0.0:*", Socket{}, "run ss with -m"},
 		{"service name port", "UNCONN 0 0 0.0.0.0:domain 0.0.0.0:*" + sk, Socket{}, "run ss with -n"},
@@ -177,4 +197,24 @@ func FuzzParseSS(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A service's sockets are the ones its processes hold: another program's
+// socket on the same port in the namespace is not read back as its.
+func TestReadBackOfTheServicesSockets(t *testing.T) {
+	const sk = " skmem:(r0,rb%d,t0,tb212992,f0,w0,o0,bl0,d%d)"
+	ss := fmt.Sprintf(`UNCONN 0 0 127.0.0.1:53 0.0.0.0:* users:(("unbound",pid=10,fd=3)) ino:1`+sk+"\n"+
+		`UNCONN 0 0 [::1]:53 [::]:* users:(("unbound",pid=11,fd=4)) ino:2`+sk+"\n"+
+		`UNCONN 0 0 0.0.0.0:53 0.0.0.0:* users:(("dnsmasq",pid=99,fd=5)) ino:3`+sk+"\n", 16777216, 1, 16777216, 2, 212992, 40)
+	r, err := ReadBackOf([]byte(ss), nil, nil, 53, []int{10, 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Sockets != 2 || len(r.Each) != 2 || r.MinRcvbuf != 16777216 || r.Drops != 3 || r.Inode != 1 {
+		t.Errorf("got %d sockets (%d each), min rb %d, drops %d, inode %d; want unbound's two", r.Sockets, len(r.Each), r.MinRcvbuf, r.Drops, r.Inode)
+	}
+	all, _ := ReadBack([]byte(ss), nil, nil, 53)
+	if all.Sockets != 3 {
+		t.Errorf("without pids: %d sockets, want every one on the port", all.Sockets)
+	}
 }

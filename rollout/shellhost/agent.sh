@@ -523,30 +523,118 @@ p_fetch() { # PATH SHA256 URL MAXSIZE TIMEOUT: the same, but the host fetches UR
 	fi
 	settle "$t" "$a" "$b" 0755 "" fetched
 }
-p_place_release() { # DIR FILE SHA256: DIR/relayd copied from FILE, sha256 checked on the host
+# tree_of DIR: the sha256 of DIR's file listing, one "SHA256  ./PATH" line
+# per regular file sorted by path (artifact.TreeHash, made in Go from the
+# tarball relayctl reviewed). Names are plain characters: the tarball was
+# read before any host unpacked it.
+tree_of() {
+	(cd -- "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum -- | sha256sum) | {
+		read -r t_ _ || return 1
+		printf '%s' "$t_"
+	}
+}
+
+# release_holds DIR PROGRAM TREE SHA: DIR holds the release: for a binary
+# (TREE -) DIR/PROGRAM has sha256 SHA; for a tarball, DIR's files hash to
+# TREE and DIR/PROGRAM is an executable file. Prints why not.
+release_holds() {
+	if [ ! -f "$1/$2" ] || [ -L "$1/$2" ]; then
+		echo "$1/$2 is not a regular file"
+		return 1
+	fi
+	if [ "$3" = - ]; then
+		sum_=$(sha256_of "$1/$2")
+		[ "$sum_" = "$4" ] && return 0
+		echo "$1/$2 has sha256 ${sum_:-none}, want $4"
+		return 1
+	fi
+	[ -x "$1/$2" ] || {
+		echo "$1/$2 is not executable"
+		return 1
+	}
+	tree_=$(tree_of "$1")
+	[ "$tree_" = "$3" ] && return 0
+	echo "the files in $1 hash to ${tree_:-nothing} (find | sort | sha256sum), want $3: not the release reviewed"
+	return 1
+}
+
+p_place_release() { # DIR FILE SHA256 PROGRAM TREE: a binary (TREE -) copied to
+	# DIR/PROGRAM, or a tarball unpacked into DIR, from the store's FILE;
+	# checked on the host (sha256, tree hash, root's alone) before DIR is
+	# renamed into place.
 	new=$a.relayctl-new
 	if ! why=$(safe_dir "$(parent "$a")"); then err "$why"; return; fi
 	if [ -L "$b" ] || [ ! -f "$b" ]; then err "$b is not a regular file"; return; fi
-	if ! out=$(rm -rf -- "$new" 2>&1 && mkdir -m 0755 -- "$new" 2>&1 && cp -- "$b" "$new/relayd" 2>&1 && chmod 0755 -- "$new/relayd" 2>&1); then
-		rm -rf -- "$new"
-		err "$out"
-		return
+	sum=$(sha256_of "$b")
+	if [ "$sum" != "$c" ]; then err "the release on the host has sha256 $sum, want $c"; return; fi
+	if [ "$e" = - ]; then
+		out=$(rm -rf -- "$new" 2>&1 && mkdir -m 0755 -- "$new" 2>&1 && cp -- "$b" "$new/$d" 2>&1 && chmod 0755 -- "$new/$d" 2>&1)
+	else
+		# --no-same-owner: root owns what it unpacks; --no-same-permissions
+		# with umask 022: nothing group- or other-writable.
+		out=$(rm -rf -- "$new" 2>&1 && mkdir -m 0755 -- "$new" 2>&1 && (umask 022 && tar -x -f "$b" -C "$new" --no-same-owner --no-same-permissions 2>&1))
 	fi
-	sum=$(sha256_of "$new/relayd")
-	if [ "$sum" != "$c" ]; then
+	rc=$?
+	if [ "$rc" = 0 ]; then
+		out=$(release_holds "$new" "$d" "$e" "$c") && out=$(release_ok "$new")
+		rc=$?
+	fi
+	if [ "$rc" != 0 ]; then
 		rm -rf -- "$new"
-		err "the release on the host has sha256 $sum, want $c"
+		err "$(printf '%s' "$out" | tail -c 400)"
 		return
 	fi
 	if out=$(rm -rf -- "$a" 2>&1 && mv -T -- "$new" "$a" 2>&1); then ok; else err "install release folder $a: $out"; fi
 }
-p_check_release() { # DIR SHA256: DIR/relayd has that sha256, and DIR is root's alone all the way down
+p_check_release() { # DIR SHA256 PROGRAM TREE: DIR holds that release (release_holds),
+	# and DIR is root's alone all the way down
 	if ! why=$(release_ok "$a"); then
 		err "$why"
 		return
 	fi
-	sum=$(sha256_of "$a/relayd")
-	if [ "$sum" = "$b" ]; then ok; else err "the release already in $a has sha256 ${sum:-none}, want $b"; fi
+	if why=$(release_holds "$a" "$c" "$d" "$b"); then ok; else err "the release already in $a is not the one reviewed: $why"; fi
+}
+p_prune() { # RELEASES_DIR CURRENT_LINK N, then N lines v:VERSION or s:SHA256: remove
+	# each release folder (renamed aside first, so none is ever half there
+	# under its name) or release store entry; never the one the current
+	# link points at. VAL the count removed.
+	if ! why=$(safe_dir "$a"); then err "$why"; return; fi
+	read_argv "$c" || {
+		err "short argv"
+		return
+	}
+	cur=$(readlink -f -- "$b" 2>/dev/null)
+	n=0 failed=
+	IFS=$tab
+	set -f
+	# shellcheck disable=SC2086 # the words were sent one a line, split at tabs
+	set -- $argv_list
+	set +f
+	IFS=' 	
+'
+	for w in "$@"; do
+		case $w in
+		v:[0-9A-Za-z]*)
+			v=${w#v:}
+			case $v in *[!0-9A-Za-z.+-]* | *..*) failed="$failed $v"; continue ;; esac
+			[ "$a/$v" = "$cur" ] && continue
+			[ -d "$a/$v" ] && [ ! -L "$a/$v" ] || continue
+			if mv -T -- "$a/$v" "$a/.relayctl-prune-$v" 2>/dev/null && rm -rf -- "$a/.relayctl-prune-$v"; then n=$((n + 1)); else failed="$failed $v"; fi
+			;;
+		s:*)
+			h=${w#s:}
+			case $h in *[!0-9a-f]* | '') failed="$failed $h"; continue ;; esac
+			[ ${#h} = 64 ] && [ -d "$a/.sha256/$h" ] || continue
+			if rm -rf -- "$a/.sha256/$h"; then n=$((n + 1)); else failed="$failed $h"; fi
+			;;
+		*) failed="$failed $w" ;;
+		esac
+	done
+	# what an earlier prune was stopped in the middle of
+	for d in "$a"/.relayctl-prune-*; do
+		[ -d "$d" ] && [ ! -L "$d" ] && rm -rf -- "$d"
+	done
+	if [ -n "$failed" ]; then err "could not remove:$(clean "$failed")"; else val "$n"; fi
 }
 p_backup() { # PATH NAME: keep PATH's content, mode and owner (or its absence) for restore
 	if [ -L "$a" ]; then
@@ -628,6 +716,10 @@ service() {
 		if out=$(systemctl "$1" -- "$b" 2>&1 9>&-); then val "$t"; else err "systemctl $1 $b: $(printf '%s' "$out" | tail -c 300)"; fi
 		;;
 	command)
+		if [ "$1" = reload ]; then
+			reload_command
+			return
+		fi
 		read_argv "$b" || {
 			err "short argv"
 			return
@@ -663,7 +755,21 @@ service() {
 	*) err "unknown manager $a" ;;
 	esac
 }
+# reload_command: the command manager's reload, its N words (b) following.
+reload_command() {
+	read_argv "$b" || {
+		err "short argv"
+		return
+	}
+	[ -z "$argv_empty" ] || {
+		empty_argv
+		return
+	}
+	if out=$(run_list </dev/null 2>&1); then val "$t"; else err "reload: $(printf '%s' "$out" | tail -c 300)"; fi
+}
 p_restart() { service restart; } # systemd UNIT | command NSTOP NSTART, then the argv lines
+p_reload() { service reload; }   # systemd UNIT | command N, then the argv lines
+p_reload_or_restart() { service reload-or-restart; } # systemd UNIT: a reload's undo
 p_stop() { service stop; }       # systemd UNIT | command NSTOP, then the argv lines
 p_daemon_reload() {
 	if out=$(systemctl daemon-reload 2>&1 9>&-); then ok; else err "systemctl daemon-reload: $(printf '%s' "$out" | tail -c 300)"; fi

@@ -66,7 +66,7 @@ func TestAgentKeepSendsOnce(t *testing.T) {
 	}
 	// place-release makes the version folder from the store.
 	dir := filepath.Join(root, "releases", "1.8.0")
-	if _, err := runOps(h, op("place-release", dir, file, sha)); err != nil {
+	if _, err := runOps(h, op("place-release", dir, file, sha, "relayd", "-")); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "relayd")); string(b) != string(data) {

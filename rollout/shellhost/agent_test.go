@@ -302,7 +302,7 @@ func TestAgentChecksReleaseOwnership(t *testing.T) {
 	body := []byte("#!/bin/sh\n")
 	os.WriteFile(filepath.Join(rel, "relayd"), body, 0o755)
 	sha := plans.SHA256(string(body))
-	if _, err := runOps(h, op("check-release", rel, sha)); err != nil {
+	if _, err := runOps(h, op("check-release", rel, sha, "relayd", "-")); err != nil {
 		t.Fatalf("a release root owns: %v", err)
 	}
 	nobody := 65534
@@ -325,7 +325,7 @@ func TestAgentChecksReleaseOwnership(t *testing.T) {
 			filepath.Dir(rel) + " is not owned by root"},
 	} {
 		c.plant()
-		if _, err := runOps(h, op("check-release", rel, sha)); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := runOps(h, op("check-release", rel, sha, "relayd", "-")); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want refused with %q", c.name, err, c.want)
 		}
 		c.undo()

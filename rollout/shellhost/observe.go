@@ -31,11 +31,19 @@ func args(q rollout.Query) ([]string, error) {
 		return nil, err
 	}
 	a := []string{strconv.Itoa(q.Port), q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir,
-		q.Service.Manager, q.Service.Name, q.Service.PIDFile, strings.Join(q.Keys, ","), q.Control, strconv.Itoa(plans.MaxHostFile), unitDropIn(q.Service), "-"}
+		q.Service.Manager, q.Service.Name, q.Service.PIDFile, strings.Join(q.Keys, ","), q.Control, strconv.Itoa(plans.MaxHostFile), unitDropIn(q.Service),
+		orDash(q.Program), orDash(strings.Join(q.Files, ",")), "-"}
 	if q.LastApply {
 		a[len(a)-1] = "last-apply"
 	}
 	return append(a, tune.SysctlDirs...), nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // unitDropIn is the drop-in relayctl owns for a systemd relay, or "-".
@@ -215,7 +223,7 @@ func serviceFact(by frameSet) plans.ServiceFact {
 		}
 		s.Restarts, _ = strconv.Atoi(props["NRestarts"])
 		s.InvocationID = props["InvocationID"]
-		s.ActiveState = props["ActiveState"]
+		s.ActiveState, s.SubState = plans.Visible(clip(props["ActiveState"])), plans.Visible(clip(props["SubState"]))
 		if props["LoadState"] == "not-found" {
 			s.UnitMissing = true
 			s.Detail = "unit not found"
@@ -238,7 +246,7 @@ func serviceFact(by frameSet) plans.ServiceFact {
 	}
 	if fr, ok := by["untrusted-pid"]; ok {
 		pid, exe, _ := strings.Cut(strings.TrimSpace(string(fr.Data)), " ")
-		s.Detail = "pid " + clipTo(pid, 20) + " runs " + clipTo(exe, 200) + ", which is not a release: not read back"
+		s.Detail = "pid " + clipTo(pid, 20) + " runs " + clipTo(exe, 200) + ", which is not the service's program (relay.release.program, or a release): not read back"
 	}
 	if fr, ok := by["service"]; ok {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(fr.Data))); err == nil && pid > 0 {

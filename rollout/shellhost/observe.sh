@@ -10,10 +10,14 @@
 # bounded (head -c), so a huge file cannot flood relayctl.
 # Each section costs one process at most: this runs on every host at once.
 # Arguments (validated and quoted by relayctl):
-#   PORT CURRENT_LINK RELEASES_DIR RELAY_CONFIG STATE_DIR MANAGER UNIT PID_FILE KEYS CONTROL MAXFILE UNIT_DROPIN RECEIPT SYSCTL_DIR...
+#   PORT CURRENT_LINK RELEASES_DIR RELAY_CONFIG STATE_DIR MANAGER UNIT PID_FILE KEYS CONTROL MAXFILE UNIT_DROPIN PROGRAM FILES RECEIPT SYSCTL_DIR...
 # KEYS is a comma-separated list of sysctl keys. MANAGER is systemd,
 # command or none (nothing names the process: it is looked for by its socket). CONTROL is the relay's control address (host:port, in
 # the relay's network namespace), "" for none. MAXFILE bounds each file read.
+# PROGRAM is the installed program a service of release kind none runs
+# (a process is read back only if it runs it), - for a release relayctl
+# ships (its process must run from RELEASES_DIR). FILES is a comma-separated
+# list of the other files a plan writes (its templates'), - for none.
 # RECEIPT is last-apply to read the newest receipt with a read-back in it
 # (verify's baseline of the drop rate), - for none.
 # Nothing here runs a command named by a spec: the relay is found through
@@ -26,8 +30,8 @@ IFS= read -r b || exit 3
 case $b in @@relayctl-*) ;; *) exit 3 ;; esac
 port=$1 current=$2 releases=$3 config=$4 state=$5 manager=$6 unit=$7 pidfile=$8 keys=$9
 shift 9
-control=$1 maxfile=$2 unitdropin=$3 receipt=$4
-shift 4
+control=$1 maxfile=$2 unitdropin=$3 program=$4 files=$5 receipt=$6
+shift 6
 
 emit() { # emit NAME CMD [ARGS...]
 	printf '%s %s\n' "$b" "$1"
@@ -122,20 +126,37 @@ for d in "$@"; do
 done
 [ -f /etc/sysctl.conf ] && emit "file /etc/sysctl.conf" file_of /etc/sysctl.conf
 
-if [ -L "$current" ]; then emit current-link readlink "$current"; else emit current-link absent; fi
-if [ -d "$releases" ]; then emit releases ls -1 "$releases"; else emit releases absent; fi
-# The relay config may hold secrets: it is read only where root alone could
-# have put it, never through a symlink (whose target could be any file).
-if [ -L "$config" ]; then
-	value relay-config-unsafe 0 "$config is a symlink"
-elif [ -e "$config" ]; then
-	cdir=${config%/*}
-	own=$(stat -c '%u %a' -- "${cdir:-/}")
-	case $own in
-	"0 "[0-7][0145][0145] | "0 "[0145][0145] | "0 "[0-7][0-7][0145][0145]) emit relay-config file_of "$config" ;;
-	*) value relay-config-unsafe 0 "${cdir:-/} (the folder of $config) is owned by uid ${own% *} with mode ${own#* }: others can write it" ;;
-	esac
-else emit relay-config absent; fi
+if [ "$program" = - ]; then
+	if [ -L "$current" ]; then emit current-link readlink "$current"; else emit current-link absent; fi
+	if [ -d "$releases" ]; then emit releases ls -1 "$releases"; else emit releases absent; fi
+	# the release store, most recently stored first (store.go)
+	[ -d "$releases/.sha256" ] && emit store ls -1t "$releases/.sha256"
+fi
+# A file relayctl writes may hold secrets (the relay config above all): it
+# is read only where root alone could have put it, never through a symlink
+# (whose target could be any file). read_owned NAME PATH.
+read_owned() {
+	if [ -L "$2" ]; then
+		value "$1-unsafe" 0 "$2 is a symlink"
+	elif [ -e "$2" ]; then
+		cdir=${2%/*}
+		own=$(stat -c '%u %a' -- "${cdir:-/}")
+		case $own in
+		"0 "[0-7][0145][0145] | "0 "[0145][0145] | "0 "[0-7][0-7][0145][0145]) emit "$1" file_of "$2" ;;
+		*) value "$1-unsafe" 0 "${cdir:-/} (the folder of $2) is owned by uid ${own% *} with mode ${own#* }: others can write it" ;;
+		esac
+	else emit "$1" absent; fi
+}
+read_owned relay-config "$config"
+if [ "$files" != - ]; then
+	old_ifs=$IFS
+	IFS=,
+	for f in $files; do
+		IFS=$old_ifs
+		read_owned "written $f" "$f"
+	done
+	IFS=$old_ifs
+fi
 # An apply that did not finish leaves its journal and lock owner behind.
 [ -f "$state/journal" ] && emit journal tail -c 1048576 "$state/journal"
 [ -s "$state/lock.owner" ] && emit lock-owner head -c 4096 "$state/lock.owner"
@@ -160,12 +181,42 @@ if [ "$receipt" = last-apply ] && [ -d "$state/receipts" ]; then
 	done
 fi
 
+# runs_program EXE: EXE is what the service runs: the spec's installed
+# program (kind none), or anything in a release folder.
+if [ "$program" = - ]; then
+	what="a release in $releases"
+else
+	realprog=$(readlink -f -- "$program" 2>/dev/null) || realprog=$program
+	what=$program
+fi
+runs_program() {
+	if [ "$program" = - ]; then
+		case $1 in "$releases"/*) return 0 ;; esac
+		return 1
+	fi
+	[ "$1" = "$realprog" ]
+}
+
 pid=
 case $manager in
 systemd)
 	if [ -e "$unitdropin" ]; then emit unit-dropin file_of "$unitdropin"; else emit unit-dropin absent; fi
 	emit_all systemd systemctl show --property=MainPID,LoadState,ActiveState,SubState,NRestarts,InvocationID -- "$unit"
 	pid=$(systemctl show --property=MainPID --value -- "$unit" 2>/dev/null </dev/null)
+	# Every process of the unit (workers beside the main one): its sockets
+	# are the service's. cgroup v2, else v1's systemd hierarchy.
+	cg=$(systemctl show --property=ControlGroup --value -- "$unit" 2>/dev/null </dev/null)
+	case $cg in
+	/*[!A-Za-z0-9@._:/\-]* | '' | *..*) ;;
+	/*)
+		for procs in "/sys/fs/cgroup$cg/cgroup.procs" "/sys/fs/cgroup/systemd$cg/cgroup.procs"; do
+			if [ -f "$procs" ]; then
+				emit service-pids head -c 65536 "$procs"
+				break
+			fi
+		done
+		;;
+	esac
 	;;
 command)
 	# The pid file is trusted only if nobody but root can write it.
@@ -186,16 +237,19 @@ none)
 	found=
 	for d in /proc/[0-9]*; do
 		e=$(readlink "$d/exe" 2>/dev/null) || continue
-		case $e in "$releases"/*) ;; *) continue ;; esac
+		runs_program "$e" || continue
 		if grep -q "^ *[0-9]*: [0-9A-F]*:$hex " "$d/net/udp" "$d/net/udp6" 2>/dev/null; then
 			found="$found ${d#/proc/}"
 		fi
 	done
 	set -- $found
 	case $# in
-	1) pid=$1 value found-by 0 "its socket: the one process running a release in $releases with udp/$port" ;;
-	0) value found-by 1 "no process running a release in $releases has udp/$port" ;;
-	*) value found-by 1 "$# processes running a release in $releases have udp/$port:$found" ;;
+	1)
+		pid=$1
+		value found-by 0 "its socket: the one process running $what with udp/$port"
+		;;
+	0) value found-by 1 "no process running $what has udp/$port" ;;
+	*) value found-by 1 "$# processes running $what have udp/$port:$found" ;;
 	esac
 	;;
 esac
@@ -211,13 +265,10 @@ case $pid in '' | 0 | *[!0-9]*) pid= ;; esac
 exe=
 if [ -n "$pid" ] && [ -d "/proc/$pid" ]; then
 	exe=$(readlink "/proc/$pid/exe" 2>/dev/null)
-	case $exe in
-	"$releases"/*) ;;
-	*)
+	if ! runs_program "$exe"; then
 		value untrusted-pid 0 "$pid $exe"
 		pid=
-		;;
-	esac
+	fi
 else
 	pid=
 fi
@@ -227,7 +278,7 @@ filter="sport = :$port"
 if [ -n "$pid" ]; then
 	value relay-exe 0 "$exe"
 	emit relay-netns readlink "/proc/$pid/ns/net"
-	emit ss nsenter -t "$pid" -n ss -H -O -u -a -n -m -e "$filter"
+	emit ss nsenter -t "$pid" -n ss -H -O -u -a -n -m -e -p "$filter"
 	emit proc-net-udp cat "/proc/$pid/net/udp"
 	emit proc-net-snmp cat "/proc/$pid/net/snmp"
 	if [ -n "$control" ]; then

@@ -83,14 +83,19 @@ func DropsFromFrames(frames []Frame, pid, port int) (*plans.DropCounters, error)
 	if !ok {
 		return nil, fmt.Errorf("%w: no clock", errFrame)
 	}
-	f := &plans.Facts{Service: plans.ServiceFact{Running: true, PID: pid}}
+	f := &plans.Facts{}
 	var err error
 	if f.ClockNanos, err = strconv.ParseInt(clock, 10, 64); err != nil || f.ClockNanos <= 0 {
 		return nil, fmt.Errorf("%w: bad clock %q", errFrame, clip(clock))
 	}
+	// Every bound socket on the port in the relay's namespace (ss without
+	// -p, which would read every process's descriptors): the soak checks
+	// the relay's own socket is among them, and a socket of another
+	// program shows as counters that disagree.
 	if err := by.socket(f, port); err != nil {
 		return nil, err
 	}
+	f.Service = plans.ServiceFact{Running: true, PID: pid}
 	if fr, ok := by["relay-status"]; ok {
 		f.RelayStatus = parseStatus(fr)
 	}
