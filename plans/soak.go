@@ -163,7 +163,7 @@ func (p *specParser) soakWords(f map[string]*yaml.Node, s *Soak) {
 			continue
 		}
 		if !contains(w.allowed, str) {
-			msg := fmt.Sprintf("want %s, got %q (%s)", strings.Join(w.allowed, " or "), str, w.why)
+			msg := fmt.Sprintf("want %s, got %q (%s)", orList(w.allowed), str, w.why)
 			if near := NearestWord(str, w.allowed); near != "" {
 				msg += "; did you mean " + near + "?"
 			}
@@ -206,6 +206,14 @@ func (p *specParser) soakNumbers(f map[string]*yaml.Node, s *Soak) {
 			}
 		}
 	}
+}
+
+// orList is "a or b", "a, b or c".
+func orList(w []string) string {
+	if len(w) < 2 {
+		return strings.Join(w, "")
+	}
+	return strings.Join(w[:len(w)-1], ", ") + " or " + w[len(w)-1]
 }
 
 func contains(list []string, s string) bool {

@@ -58,7 +58,7 @@ func TestSoakErrors(t *testing.T) {
 		{"rollout:\n  soak:\n    hosts: canray\n", "s.yaml:24: rollout.soak.hosts: want canary or all, got \"canray\" (which hosts soak: the first of each wave, or every host); did you mean canary?"},
 		{"rollout:\n  soak:\n    on_regression: rolback\n", "rollout.soak.on_regression: want rollback or keep, got \"rolback\""},
 		{"rollout:\n  soak:\n    on_regression: rolback\n", "did you mean rollback?"},
-		{"rollout:\n  soak:\n    no_traffic: pass\n", "rollout.soak.no_traffic: want stop or continue or rollback, got \"pass\""},
+		{"rollout:\n  soak:\n    no_traffic: pass\n", "rollout.soak.no_traffic: want stop, continue or rollback, got \"pass\""},
 		{"rollout:\n  soak:\n    max_drop_rate: lots\n", "rollout.soak.max_drop_rate: want drops per second from 0 to 1e+09, got \"lots\"; e.g. 1"},
 		{"rollout:\n  soak:\n    max_drop_rate: NaN\n", "rollout.soak.max_drop_rate: want drops per second"},
 		{"rollout:\n  soak:\n    max_drop_rate: 0x10\n", "rollout.soak.max_drop_rate: want drops per second"},
