@@ -94,9 +94,19 @@ func fileChange(role, p string, cur FileFact, planned string, remove bool) FileC
 // content's when the plan was made from masked facts.
 func (fc FileChange) Reviewed(derived FileChange) (reviewed, now string) {
 	if fc.Masked {
-		return fc.SHA256, MaskedSHA256(derived.Content)
+		return fc.SHA256, fc.maskedSHA256(derived.Content)
 	}
 	return fc.SHA256, derived.SHA256
+}
+
+// maskedSHA256 hashes content masked as facts --json masks a file of the
+// role: a relay config line by line as KEY=VALUE, any other file by the
+// lines that name a secret.
+func (fc FileChange) maskedSHA256(content string) string {
+	if fc.Role == RoleRelayConfig {
+		return MaskedSHA256(content)
+	}
+	return sha256Text(MaskGeneric(content))
 }
 
 // Holds reports whether content read from the host is the file's planned
@@ -107,12 +117,23 @@ func (fc FileChange) Holds(content string, current bool) bool {
 		want = fc.CurrentSHA256
 	}
 	if fc.Masked {
-		got = MaskedSHA256(content)
+		got = fc.maskedSHA256(content)
 	}
 	return want == got
 }
 
-// File is the host plan's file of a role, or nil.
+// FileAt is the host plan's file at path, or nil.
+func (h *HostPlan) FileAt(path string) *FileChange {
+	for i := range h.Files {
+		if h.Files[i].Path == path {
+			return &h.Files[i]
+		}
+	}
+	return nil
+}
+
+// File is the host plan's file of a role, or nil (the first, for a role
+// templates may have several of).
 func (h *HostPlan) File(role string) *FileChange {
 	for i := range h.Files {
 		if h.Files[i].Role == role {
@@ -143,20 +164,34 @@ func (fc FileChange) Observed(f *Facts) FileFact {
 			return *f.UnitDropIn
 		}
 		return FileFact{}
+	case RoleConfigDropIn, RoleServiceDropIn:
+		return f.File(fc.Path)
 	}
 	return fileFact(f, fc.Path)
 }
 
-// PlannedPath is where a plan puts its file of a role; false for a role
-// the plan has no file of.
-func PlannedPath(p *Plan, role string) (string, bool) {
-	switch role {
-	case RoleRelayConfig:
-		return p.Paths.RelayConfig, true
-	case RoleSysctlDropIn:
-		return p.Paths.SysctlFile, true
-	case RoleUnitDropIn:
-		return UnitDropInPath(p.Relay.Service.Name), p.Relay.Service.Manager == "systemd"
+// PlannedFile is a file a plan may write on a host: its role and path.
+type PlannedFile struct{ Role, Path string }
+
+// PlannedFiles are every file a plan may write on a host, from its spec:
+// the relay config (with the env file), the sysctl drop-in, relayd's force
+// drop-in (a systemd service told SO_RCVBUFFORCE through its env file),
+// and what each template renders.
+func PlannedFiles(p *Plan) []PlannedFile {
+	var out []PlannedFile
+	if p.Relay.Config.EnvFile {
+		out = append(out, PlannedFile{RoleRelayConfig, p.Paths.RelayConfig})
 	}
-	return "", false
+	out = append(out, PlannedFile{RoleSysctlDropIn, p.Paths.SysctlFile})
+	if p.Relay.Service.Manager == "systemd" && p.Relay.Config.EnvFile && p.Relay.Config.Keys.SORcvbufForce != "" {
+		out = append(out, PlannedFile{RoleUnitDropIn, UnitDropInPath(p.Relay.Service.Name)})
+	}
+	for _, t := range p.Relay.Config.Templates {
+		role := RoleConfigDropIn
+		if t.UnitDropIn {
+			role = RoleServiceDropIn
+		}
+		out = append(out, PlannedFile{role, t.Path})
+	}
+	return out
 }

@@ -19,13 +19,16 @@ import (
 
 // MaskConfig is a relay config with every line that may hold a secret
 // masked.
-func MaskConfig(content string) string {
+func MaskConfig(content string) string { return maskLines(content, MaskLine) }
+
+// maskLines masks each line of content with mask.
+func maskLines(content string, mask func(string) string) string {
 	if content == "" {
 		return ""
 	}
 	lines := strings.Split(content, "\n")
 	for i, l := range lines {
-		lines[i] = MaskLine(l)
+		lines[i] = mask(l)
 	}
 	return strings.Join(lines, "\n")
 }

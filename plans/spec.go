@@ -78,7 +78,7 @@ type Window struct {
 	NotAfter  time.Time
 }
 
-// HostPaths are the host conventions of DESIGN.md, each overridable but
+// HostPaths are the host conventions (the README's "The spec"), each overridable but
 // the state folder.
 type HostPaths struct {
 	SysctlFile  string
@@ -94,7 +94,7 @@ type HostPaths struct {
 // journal.
 const StateDir = "/var/lib/relayctl"
 
-// DefaultPaths are the host conventions from DESIGN.md.
+// DefaultPaths are the host conventions (the README's "The spec").
 var DefaultPaths = HostPaths{
 	SysctlFile:  "/etc/sysctl.d/90-relayctl.conf",
 	Releases:    "/opt/relay/releases",

@@ -187,13 +187,4 @@ func MaskGenericLine(l string) string {
 }
 
 // MaskGeneric masks every line of such a file (MaskGenericLine).
-func MaskGeneric(content string) string {
-	if content == "" {
-		return ""
-	}
-	lines := strings.Split(content, "\n")
-	for i, l := range lines {
-		lines[i] = MaskGenericLine(l)
-	}
-	return strings.Join(lines, "\n")
-}
+func MaskGeneric(content string) string { return maskLines(content, MaskGenericLine) }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -365,8 +366,20 @@ func ActionDiff(stored, derived *HostPlan) []string {
 	cmp("release", stored.Release.Action+" "+stored.Release.Planned, derived.Release.Action+" "+derived.Release.Planned)
 	cmp("restart", strconv.FormatBool(stored.Restart), strconv.FormatBool(derived.Restart))
 	cmp("expected rb", strconv.Itoa(stored.Readback.Expected), strconv.Itoa(derived.Readback.Expected))
-	for _, r := range FileRoles {
-		cmp(r.Name, fileWords(stored.File(r.Name), nil), fileWords(derived.File(r.Name), stored.File(r.Name)))
+	var paths []string
+	for _, h := range []*HostPlan{stored, derived} {
+		for _, f := range h.Files {
+			if !slices.Contains(paths, f.Path) {
+				paths = append(paths, f.Path)
+			}
+		}
+	}
+	for _, path := range paths {
+		what := path
+		if f := derived.FileAt(path); f != nil {
+			what = f.Role + " " + path
+		}
+		cmp(what, fileWords(stored.FileAt(path), nil), fileWords(derived.FileAt(path), stored.FileAt(path)))
 	}
 	sysctls := func(h *HostPlan) string {
 		var s []string
@@ -405,7 +418,7 @@ func fileWords(f, reviewed *FileChange) string {
 	case f == nil:
 		return "none"
 	case reviewed != nil && reviewed.Masked && f.Change && !f.Remove:
-		return "written with sha256 " + MaskedSHA256(f.Content)
+		return "written with sha256 " + reviewed.maskedSHA256(f.Content)
 	case !f.Change:
 		return "no change"
 	case f.Remove:
@@ -418,17 +431,18 @@ func fileWords(f, reviewed *FileChange) string {
 // the path the plan's spec gives that role, and only what a review shows.
 func validateFiles(p *Plan, h *HostPlan) error {
 	seen := map[string]bool{}
+	planned := PlannedFiles(p)
 	for _, f := range h.Files {
-		want, ok := PlannedPath(p, f.Role)
 		switch {
-		case !ok:
-			return fmt.Errorf("a file of role %q, which this plan has none of", clip(f.Role))
-		case seen[f.Role]:
-			return fmt.Errorf("two files of role %s", f.Role)
-		case f.Path != want:
-			return errors.New("a file path that is not the spec's")
+		case !slices.Contains(planned, PlannedFile{f.Role, f.Path}):
+			if _, ok := Role(f.Role); !ok {
+				return fmt.Errorf("a file of role %q, which this plan has none of", clip(f.Role))
+			}
+			return fmt.Errorf("a file path that is not the spec's: %s %s", clip(f.Role), clip(f.Path))
+		case seen[f.Path]:
+			return fmt.Errorf("two files at %s", clip(f.Path))
 		}
-		seen[f.Role] = true
+		seen[f.Path] = true
 		if (f.SHA256 != "" && !sha256Re.MatchString(f.SHA256)) || len(f.Diff) > maxDiffLines+1 || len(f.Changes) > maxDiffLines {
 			return fmt.Errorf("file change %s is malformed", f.Path)
 		}

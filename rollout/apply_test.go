@@ -325,7 +325,7 @@ func TestApplyRefusesEditedPlan(t *testing.T) {
 				Title: "set sysctl: kernel.core_pattern = |/tmp/x in /proc/sys, read back"}}, h.Steps[5:]...)...)
 		}, false, `step 6 is "set sysctl: kernel.core_pattern`},
 		{"release ..", func(p *plans.Plan) { p.Relay.Version = ".." }, false, `relay.version is ".."`},
-		{"reviewed config swapped", func(p *plans.Plan) { p.Hosts[0].File(plans.RoleRelayConfig).SHA256 = strings.Repeat("0", 64) }, true, "relay config: the plan says written with sha256 0000"},
+		{"reviewed config swapped", func(p *plans.Plan) { p.Hosts[0].File(plans.RoleRelayConfig).SHA256 = strings.Repeat("0", 64) }, true, "relay config /etc/relay/relayd.env: the plan says written with sha256 0000"},
 		{"no restart reviewed", func(p *plans.Plan) {
 			h := p.Hosts[0]
 			h.Restart = false

@@ -42,7 +42,7 @@ func (derivePhase) run(ctx context.Context, hr *hostRun) *ending {
 		return end(Unchanged, StateAsPlanned, "nothing to change")
 	}
 	for _, fc := range derived.Files {
-		if was := stored.File(fc.Role); fc.Change && (was == nil || !sameReviewed(*was, fc)) {
+		if was := stored.FileAt(fc.Path); fc.Change && (was == nil || !sameReviewed(*was, fc)) {
 			return end(Refused, StateAsWas, "the "+fc.Role+" derived now does not hash to the reviewed one; make a new plan").because(NextNewPlan)
 		}
 	}

@@ -89,7 +89,17 @@ func (m *receiptMD) host(r HostReceipt) {
 // window is what the switch did: the read-back, the release, the players.
 func (m *receiptMD) window(r HostReceipt) {
 	m.w("- Read-back: rb %d before, %d after (expected %d)\n", r.RBBefore, r.RBAfter, r.ExpectedRB)
-	m.w("- Release: %s before, %s after; relay pid %d before, %d after; restarts: %d\n", md(orDash(r.ReleaseBefore)), md(orDash(r.ReleaseAfter)), r.PIDBefore, r.PIDAfter, r.Restarts)
+	if m.p.Relay.Kind == plans.ReleaseKindNone {
+		m.w("- Release: none (%s as the host has it); pid %d before, %d after; restarts: %d\n", md(m.p.Relay.Program), r.PIDBefore, r.PIDAfter, r.Restarts)
+	} else {
+		m.w("- Release (%s): %s before, %s after; relay pid %d before, %d after; restarts: %d\n", md(m.p.Relay.Kind), md(orDash(r.ReleaseBefore)), md(orDash(r.ReleaseAfter)), r.PIDBefore, r.PIDAfter, r.Restarts)
+	}
+	if len(r.Pruned) > 0 {
+		m.w("- Removed after the window: %s\n", md(strings.Join(r.Pruned, ", ")))
+	}
+	if r.PruneError != "" {
+		m.w("- Could not remove every old release: %s\n", md(r.PruneError))
+	}
 	if r.WindowMillis > 0 {
 		m.w("- Window: %d ms from relay stop to new socket verified (host clock)\n", r.WindowMillis)
 	}

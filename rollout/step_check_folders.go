@@ -25,9 +25,12 @@ func newCheckFolders(p *plans.Plan, h *plans.HostPlan) checkFolders {
 			c.files = append(c.files, fc.Path, fc.Path+".relayctl-new")
 		}
 	}
+	c.programs = p.Relay.Service.Programs()
+	if p.Relay.Kind == plans.ReleaseKindNone {
+		return c // no release: nothing in the releases folder or at the link
+	}
 	c.dirs = append(c.dirs, p.Paths.Releases, path.Dir(p.Paths.Current))
 	c.links = []string{p.Paths.Current}
-	c.programs = p.Relay.Service.Programs()
 	if h.Release.Action != plans.ReleaseKeep {
 		// A release arrives in the store first (store.go): bytes there are
 		// trusted only in folders root alone can change. The store itself

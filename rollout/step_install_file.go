@@ -19,9 +19,11 @@ type installFile struct {
 // installKinds are how journals and receipts name the step for a role, and
 // the verb of its title.
 var installKinds = map[string]struct{ kind, verb string }{
-	plans.RoleRelayConfig:  {KindInstallConfig, "install"},
-	plans.RoleSysctlDropIn: {KindPersistDropIn, "persist"},
-	plans.RoleUnitDropIn:   {KindUnitDropIn, "install"},
+	plans.RoleRelayConfig:   {KindInstallConfig, "install"},
+	plans.RoleSysctlDropIn:  {KindPersistDropIn, "persist"},
+	plans.RoleUnitDropIn:    {KindUnitDropIn, "install"},
+	plans.RoleConfigDropIn:  {KindInstallDropIn, "install"},
+	plans.RoleServiceDropIn: {KindUnitDropIn, "install"},
 }
 
 func newInstallFile(fc plans.FileChange) installFile {
@@ -41,8 +43,15 @@ func (s installFile) describe() plans.Step {
 	return plans.Step{Phase: plans.PhaseWindow, Kind: k.kind, Key: s.fc.Path, Title: t}
 }
 
-// backupName is where the stage keeps the file's content for undo.
-func (s installFile) backupName() string { return "backup-" + strings.ReplaceAll(s.fc.Role, " ", "-") }
+// backupName is where the stage keeps the file's content for undo: by
+// role, and for a role templates may have several of, by path too.
+func (s installFile) backupName() string {
+	name := "backup-" + strings.ReplaceAll(s.fc.Role, " ", "-")
+	if s.fc.Role == plans.RoleConfigDropIn || s.fc.Role == plans.RoleServiceDropIn {
+		name += "-" + plans.SHA256(s.fc.Path)[:12]
+	}
+	return name
+}
 
 func (s installFile) prepare() []Op { return []Op{op("backup", s.fc.Path, s.backupName())} }
 

@@ -8,7 +8,7 @@ import (
 )
 
 // setSysctl writes one sysctl to /proc/sys and reads it back: a sysctl's
-// exit status proves nothing (DESIGN.md), so the value that reads back is
+// exit status proves nothing (docs/kernel.md), so the value that reads back is
 // what counts, compared with tune.Equal.
 type setSysctl struct {
 	noStep

@@ -10,7 +10,7 @@
 #   - parallel-ssh running `true` (the floor: one SSH command a host).
 # relayctl is timed twice: a full apply (the upload included), and an
 # apply of a plan whose release `relayctl stage` put on the hosts first.
-# Prints medians and ratios, never asserts on a time (STYLE.md). See
+# Prints medians and ratios, never asserts on a time (ratios in one run, no timed assertions). See
 # docs/bench-apply.md.
 #
 # Needs root (the lab: sshd, mount and network namespaces) and changes the

@@ -6,7 +6,7 @@
 # peak memory (max RSS, GNU time) of each, the bytes relayctl uploaded, and
 # what the lab itself cost the machine; a size the machine cannot hold is
 # reported with the reason, and the sizes above it are skipped. Never
-# asserts on a time (STYLE.md). See docs/bench-fleet.md.
+# asserts on a time (ratios in one run, no timed assertions). See docs/bench-fleet.md.
 #
 # Needs root (the lab: sshd, mount and network namespaces) and changes the
 # machine's global net.core.rmem_max/rmem_default: it takes the same lock as

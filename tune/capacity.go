@@ -100,7 +100,7 @@ type Sizing struct {
 }
 
 // LinuxDefaultRcvbuf is net.core.rmem_default and rmem_max on a stock
-// kernel (DESIGN.md): the buffer of a relay that never asks.
+// kernel (docs/kernel.md): the buffer of a relay that never asks.
 const LinuxDefaultRcvbuf = 212992
 
 // Size computes the receive buffer that absorbs p's stall, with headroom

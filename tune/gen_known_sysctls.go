@@ -26,7 +26,7 @@ var perInterface = []string{"net/ipv4/conf", "net/ipv6/conf", "net/ipv4/neigh", 
 
 func main() {
 	// Global net.core values are mode 0444 in any network namespace but the
-	// initial one (DESIGN.md), where /proc/1/ns may not be readable.
+	// initial one (docs/kernel.md), where /proc/1/ns may not be readable.
 	st, err := os.Stat("/proc/sys/net/core/rmem_max")
 	if err != nil || st.Mode().Perm() != 0o644 {
 		log.Fatal("run as root in the initial network namespace: net.core.rmem_max is not 0644 here, so this is a child namespace, which lacks the machine-wide keys")

@@ -24,7 +24,7 @@ type RcvbufExpect struct {
 	Capped      bool // rmem_max silently cut the request
 }
 
-// ExpectRcvbuf applies the kernel's rule (DESIGN.md, net/core/sock.c
+// ExpectRcvbuf applies the kernel's rule (docs/kernel.md, net/core/sock.c
 // sk_setsockopt and __sock_set_rcvbuf):
 //   - no setsockopt: rb = rmem_default;
 //   - SO_RCVBUF X: rb = max(2*min(X, rmem_max), 2304), the cap silent;
@@ -66,14 +66,14 @@ func (e RcvbufExpect) Warning() string {
 
 // NeverAsksWarning explains that raising rmem_max does nothing for a relay
 // that never calls setsockopt(SO_RCVBUF): its socket gets rmem_default
-// (DESIGN.md). It returns "" when the plan does not raise rmem_max.
+// (docs/kernel.md). It returns "" when the plan does not raise rmem_max.
 func NeverAsksWarning(rmemMaxBefore, rmemMaxAfter, rmemDefault int) string {
 	if rmemMaxAfter <= rmemMaxBefore {
 		return ""
 	}
 	return fmt.Sprintf("raising net.core.rmem_max from %d to %d changes nothing for a relay that never calls "+
 		"setsockopt(SO_RCVBUF): its socket keeps rb %d (%s), the value of net.core.rmem_default; "+
-		"ship it with a relay release that requests SO_RCVBUF",
+		"raise net.core.rmem_default (the buffer every new socket gets), or ship a release that requests SO_RCVBUF",
 		rmemMaxBefore, rmemMaxAfter, rmemDefault, kib(rmemDefault))
 }
 

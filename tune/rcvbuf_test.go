@@ -75,7 +75,7 @@ func TestNeverAsksWarning(t *testing.T) {
 	}{
 		{"raised", 212992, 8388608, 212992, "raising net.core.rmem_max from 212992 to 8388608 changes nothing " +
 			"for a relay that never calls setsockopt(SO_RCVBUF): its socket keeps rb 212992 (208 KiB), " +
-			"the value of net.core.rmem_default; ship it with a relay release that requests SO_RCVBUF"},
+			"the value of net.core.rmem_default; raise net.core.rmem_default (the buffer every new socket gets), or ship a release that requests SO_RCVBUF"},
 		{"unchanged", 212992, 212992, 212992, ""},
 		{"lowered", 8388608, 212992, 212992, ""},
 	}

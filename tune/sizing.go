@@ -7,7 +7,7 @@ import (
 )
 
 // A UDP socket's receive buffer is charged each queued datagram's skb
-// truesize, not its payload (DESIGN.md): a 200-byte datagram costs 1280
+// truesize, not its payload (docs/kernel.md): a 200-byte datagram costs 1280
 // bytes, so the default 212992 holds 166 of them, "about 160".
 //
 // The model, for an IPv4 datagram built by ip_append_data and received

@@ -32,7 +32,7 @@ func TestTruesize(t *testing.T) {
 }
 
 func TestIncidentDatagramsHeld(t *testing.T) {
-	// DESIGN.md: 212,992 bytes hold only about 160 datagrams of 200 bytes.
+	// docs/kernel.md: 212,992 bytes hold only about 160 datagrams of 200 bytes.
 	got := DatagramsHeld(212992, 200)
 	if got < 150 || got > 170 {
 		t.Errorf("DatagramsHeld(212992, 200): got %d, want about 160", got)

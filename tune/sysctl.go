@@ -66,7 +66,7 @@ func ProcPath(key string) string {
 
 // Normalize trims v and collapses every run of whitespace (spaces, tabs,
 // newlines) to one space. Multi-value keys such as net.ipv4.udp_mem read back
-// tab-separated from /proc/sys (DESIGN.md), so values are compared and
+// tab-separated from /proc/sys (docs/kernel.md), so values are compared and
 // written in this form.
 func Normalize(v string) string {
 	return strings.Join(strings.Fields(v), " ")

@@ -12,7 +12,7 @@ import (
 
 // SysctlDirs are the directories `sysctl --system` reads *.conf files from,
 // highest priority first: a file masks every file of the same basename in a
-// later directory (DESIGN.md).
+// later directory (docs/kernel.md).
 var SysctlDirs = []string{
 	"/etc/sysctl.d",
 	"/run/sysctl.d",

@@ -53,6 +53,11 @@ func TestLabSystemdPlanApplyVerify(t *testing.T) {
 		t.Fatalf("spec not switched to systemd:\n%s", b)
 	}
 	h := e.lab.Hosts[0]
+	// The config root's alone (issue 17, item 5): the shipped unit has
+	// systemd copy it for relayd, which never opens it as its dynamic user.
+	if out, err := h.Exec(context.Background(), "sh", "-c", "chmod 0600 /etc/relay/relayd.env && chown root:root /etc/relay/relayd.env && systemctl restart relayd"); err != nil {
+		t.Fatalf("a 0600 config under the shipped unit: %v %s", err, out)
+	}
 	pidBefore, rbBefore, _ := e.socket(h)
 	if rbBefore != 212992 {
 		t.Fatalf("relayd.service starts with rb %d, want the kernel default 212992", rbBefore)
@@ -109,6 +114,9 @@ func TestLabSystemdPlanApplyVerify(t *testing.T) {
 	}
 	if code, out, errs := e.relayctl("verify", e.plan); code != 0 {
 		t.Errorf("verify after apply: exit %d\n%s\n%s", code, out, errs)
+	}
+	if mode, _ := h.Exec(context.Background(), "stat", "-c", "%a %U", "/etc/relay/relayd.env"); strings.TrimSpace(string(mode)) != "600 root" {
+		t.Errorf("the config after apply: %s, want 600 root as it was", mode)
 	}
 }
 
@@ -204,7 +212,7 @@ func TestLabSystemdFlappingRelayIsNotApplied(t *testing.T) {
 	default:
 		t.Fatal("the new relay was never seen to kill")
 	}
-	if code != 1 || !strings.Contains(out, "rolled back:") || !strings.Contains(out, "systemd restarts of relayd on its own since the window: got 1, want 0") {
+	if code != 1 || !strings.Contains(out, "rolled back:") || !strings.Contains(out, "systemd restarted relayd 1 times on its own since the window") && !strings.Contains(out, "relayd exited and systemd is about to restart it") {
 		t.Errorf("apply of a relay that crashed after starting: exit %d, want rolled back naming systemd's restart\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
 	if nrBefore != "0" {

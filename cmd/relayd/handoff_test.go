@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,6 +19,7 @@ import (
 	"github.com/relayctl/relayctl/relay/server"
 
 	"github.com/relayctl/relayctl/relay/capability"
+	"github.com/relayctl/relayctl/relay/client"
 	"github.com/relayctl/relayctl/relay/wire"
 	"github.com/relayctl/relayctl/tune"
 )
@@ -75,6 +78,22 @@ func newUDPPlayer(t *testing.T, relay string, lobby, id uint32) *udpPlayer {
 	return &udpPlayer{t: t, lobby: lobby, id: id, conn: c, relay: raddr, buf: make([]byte, 2048), receivedFrom: map[uint32]int{}}
 }
 
+// join makes p a member with the relay's handshake; it returns the
+// relay's refusal, if it refuses.
+func (p *udpPlayer) join() error {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return client.Join(ctx, p.conn, p.relay.AddrPort(), p.lobby, p.id)
+}
+
+func (p *udpPlayer) mustJoin() {
+	p.t.Helper()
+	if err := p.join(); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
 func (p *udpPlayer) send() {
 	p.t.Helper()
 	b := wire.AppendHeader(nil, wire.Header{Lobby: p.lobby, Player: p.id, Seq: p.seq})
@@ -102,9 +121,8 @@ func (p *udpPlayer) expect(from uint32) {
 // them.
 func pair(t *testing.T, relay string, lobby uint32) (*udpPlayer, *udpPlayer) {
 	a, b := newUDPPlayer(t, relay, lobby, 1), newUDPPlayer(t, relay, lobby, 2)
-	a.send()
-	b.send()
-	a.expect(2)
+	a.mustJoin()
+	b.mustJoin()
 	exchange(a, b)
 	return a, b
 }
@@ -153,8 +171,12 @@ func TestDrainCall(t *testing.T) {
 	}
 	// A new lobby is refused and counted; the one in progress plays on.
 	c, d := newUDPPlayer(t, p.listen, 2, 1), newUDPPlayer(t, p.listen, 2, 2)
-	c.send()
-	d.send()
+	for _, q := range []*udpPlayer{c, d} {
+		var refused *client.RefusedError
+		if err := q.join(); !errors.As(err, &refused) || refused.Reason != wire.ReasonDraining {
+			t.Errorf("join a new lobby while draining: got %v, want refused: draining", err)
+		}
+	}
 	exchange(a, b)
 	waitFor(t, func() (bool, string) {
 		st := p.status()
@@ -169,7 +191,8 @@ func TestDrainCall(t *testing.T) {
 	if got := post("DELETE"); got["draining"] != false {
 		t.Errorf("DELETE /drain: got %v", got)
 	}
-	c.send()
+	c.mustJoin()
+	d.mustJoin()
 	d.send()
 	c.expect(2)
 	if st := p.status(); st.Draining || st.Lobbies != 2 {
@@ -214,8 +237,9 @@ func TestHandoffBetweenProcesses(t *testing.T) {
 			st.SocketInode, before.SocketInode, st.SORcvbufEffective, want, st.HandoffFromPID, old.cmd.Process.Pid,
 			st.Lobbies, st.Players, st.HandoffLobbies, st.HandoffPlayers)
 	}
-	if st.Counters.RxPackets != before.Counters.RxPackets+2 {
-		t.Errorf("rx_packets: got %d, want the old relayd's %d carried on, plus 2", st.Counters.RxPackets, before.Counters.RxPackets)
+	if st.Counters.RxPackets != before.Counters.RxPackets+2 || st.Counters.Joined != before.Counters.Joined {
+		t.Errorf("rx_packets %d, joined %d: want the old relayd's %d and %d carried on, plus 2 datagrams and no join",
+			st.Counters.RxPackets, st.Counters.Joined, before.Counters.RxPackets, before.Counters.Joined)
 	}
 	// And the next release takes over from this one.
 	third := startRelayd(t, nil, nil, args...)

@@ -16,12 +16,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/relayctl/relayctl/internal/kerneltest"
+	"github.com/relayctl/relayctl/relay/client"
 	"github.com/relayctl/relayctl/relay/wire"
 )
 
 // TestSORcvbufKernelRule starts relayd with --so-rcvbuf 4194304 under two
 // values of net.core.rmem_max and checks the buffer it reports (and ss
-// shows) against the kernel rule of DESIGN.md: rb = max(2*min(X, rmem_max),
+// shows) against the kernel rule of docs/kernel.md: rb = max(2*min(X, rmem_max),
 // 2304), and X*2 regardless of rmem_max with SO_RCVBUFFORCE.
 func TestSORcvbufKernelRule(t *testing.T) {
 	kerneltest.Lock(t)
@@ -156,8 +157,9 @@ func TestDropCountersAgree(t *testing.T) {
 	}
 	snmpBefore := rcvbufErrors(t, pid)
 
-	// The sender is a lone player of lobby 1, so nothing is forwarded and
-	// no other socket in the namespace can overflow.
+	// The sender is the lone member of lobby 1 (two handshake datagrams),
+	// so nothing is forwarded, nothing is answered, and no other socket in
+	// the namespace can overflow.
 	var conn *net.UDPConn
 	if err := ns.do(func() (err error) {
 		conn, err = net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
@@ -168,6 +170,10 @@ func TestDropCountersAgree(t *testing.T) {
 	defer conn.Close()
 	relay, err := net.ResolveUDPAddr("udp4", p.listen)
 	if err != nil {
+		t.Fatal(err)
+	}
+	const handshake = 2
+	if err := client.Join(t.Context(), conn, relay.AddrPort(), 1, 1); err != nil {
 		t.Fatal(err)
 	}
 	const burst = 320 * 64 // whole batches
@@ -228,7 +234,10 @@ func TestDropCountersAgree(t *testing.T) {
 		}
 	}
 	// Every datagram was either read or dropped.
-	if got, want := st.Counters.RxPackets+st.Counters.RxDrops, uint64(burst+slow); got != want {
+	if got, want := st.Counters.RxPackets+st.Counters.RxDrops, uint64(handshake+burst+slow); got != want {
 		t.Errorf("rx_packets + rx_drops: got %d, want %d sent", got, want)
+	}
+	if st.Counters.Replies != handshake {
+		t.Errorf("replies: got %d, want only the %d of the handshake", st.Counters.Replies, handshake)
 	}
 }

@@ -65,6 +65,9 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"idle-timeout", "RELAYD_IDLE_TIMEOUT", "remove a player silent this long (Go `duration`)"},
 	{"batch", "RELAYD_BATCH", "`datagrams` per recvmmsg/sendmmsg; 1 turns batching off"},
 	{"handoff-socket", "RELAYD_HANDOFF_SOCKET", "Unix socket `path` where a running relayd hands over to a new one; empty: no handoff"},
+	{"max-players-per-addr", "RELAYD_MAX_PLAYERS_PER_ADDR", "`players` one IPv4 address may hold across all lobbies"},
+	{"max-players-per-net", "RELAYD_MAX_PLAYERS_PER_NET", "`players` one /24 may hold across all lobbies"},
+	{"exempt-sources", "RELAYD_EXEMPT_SOURCES", "IPv4 `prefixes` held to no per-source limit, comma separated; empty: none"},
 }
 
 func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
@@ -74,7 +77,6 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	readyFD := fs.Int("ready-fd", 0, "write a line READY to this open `fd` once the socket is bound and its SO_RCVBUF read back, then close it (for a service manager without sd_notify; 0: none)")
 	showCaps := fs.Bool("capabilities", false, "print the capability marker (handoff, drain) that planners read from the binary, and exit")
-	type setting struct{ key, value string }
 	var fromFlags []setting
 	for _, f := range flagKeys {
 		fs.Func(f.flag, f.usage+" (default "+config.Default().Get(f.key)+", env "+f.key+")", func(v string) error {
@@ -87,7 +89,7 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 		return nil
 	})
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: relayd [flags]\n\nRelays UDP between the players of each lobby. Precedence: flag > environment > config file > default.\nThe configuration is read at start only: restart relayd to apply a change (SIGHUP does not reload).\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: relayd [flags]\n\nRelays UDP between the players of each lobby. Precedence: flag > environment > config file > default.\nThe configuration is read at start; SIGHUP reads it again and sets a new RELAYD_SO_RCVBUF (and _FORCE) on the live socket, without closing it; any other change needs a restart.\n\nFlags:\n")
 		fs.PrintDefaults()
 		fmt.Fprintf(stderr, "\nExamples:\n  relayd --listen 0.0.0.0:7788 --so-rcvbuf 4194304\n  RELAYD_BATCH=1 relayd --config ./relayd.env\n  curl -s 127.0.0.1:7789/status\n  curl -s -X POST 127.0.0.1:7789/drain   # no new lobbies\n  relayd --handoff-socket /run/relayd/handoff.sock   # a second one started the same way takes over\n")
 	}
@@ -171,7 +173,9 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	go func() {
 		for s := range sig {
 			if s == syscall.SIGHUP {
-				log.Info("SIGHUP ignored: relayd reads its configuration at start only; restart it to apply a change")
+				notify(environ, log, sdnotify.Reloading())
+				reload(srv, cfg, *configPath, explicit, environ, fromFlags, log)
+				notify(environ, log, sdnotify.Ready)
 				continue
 			}
 			log.Info("stopping", "signal", s.String())
@@ -190,6 +194,44 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	}
 	log.Info("relayd stopped")
 	return 0
+}
+
+// setting is a config key as a flag set it.
+type setting struct{ key, value string }
+
+// reload is SIGHUP: the config read again as at start (file, then the
+// environment and flags given at start, which still win), and a new
+// receive buffer set on the socket relayd serves, which stays open: no
+// datagram and no player is lost. Any other key that changed is reported
+// and left as it was (it needs a restart); a config that does not load
+// changes nothing.
+func reload(srv *server.Server, running config.Config, path string, explicit bool, environ []string, flags []setting, log *slog.Logger) {
+	cfg, err := config.Load(path, explicit)
+	if err == nil {
+		cfg, err = config.FromEnv(cfg, environ)
+	}
+	for _, s := range flags {
+		if err == nil {
+			err = cfg.Set(s.key, s.value)
+		}
+	}
+	if err != nil {
+		log.Error("SIGHUP: the config does not load; nothing changed", "err", err)
+		return
+	}
+	for _, k := range config.Keys() {
+		if k != "RELAYD_SO_RCVBUF" && k != "RELAYD_SO_RCVBUF_FORCE" && cfg.Get(k) != running.Get(k) {
+			log.Warn("SIGHUP: "+k+" changed; relayd applies it only at a restart", "running", running.Get(k), "config", cfg.Get(k))
+		}
+	}
+	st := srv.Status()
+	if cfg.SORcvbuf == st.SORcvbufRequested && cfg.SORcvbufForce == st.SORcvbufForce {
+		log.Info("SIGHUP: the receive buffer is as configured", "so_rcvbuf_requested", cfg.SORcvbuf, "so_rcvbuf_effective", st.SORcvbufEffective)
+		return
+	}
+	if _, err := srv.SetRcvbuf(cfg.SORcvbuf, cfg.SORcvbufForce); err != nil {
+		log.Error("SIGHUP: the new receive buffer was not set; the socket keeps its own", "err", err)
+	}
 }
 
 // socketWords says where the socket came from, for systemctl status.

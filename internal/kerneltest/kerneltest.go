@@ -1,6 +1,6 @@
 // Package kerneltest lets tests change the kernel's global values safely.
 //
-// net.core.{r,w}mem_{max,default} are global to the machine (DESIGN.md), and
+// net.core.{r,w}mem_{max,default} are global to the machine (docs/kernel.md), and
 // go test runs the test binaries of several packages at once, so every test
 // that writes one of them takes a file lock first and restores the values
 // it found when it ends.

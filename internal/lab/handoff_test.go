@@ -46,7 +46,7 @@ func relaySocket(t *testing.T, pid, port int) sockstat.Socket {
 // namespace, with bash's /dev/tcp (as observe does, no curl needed).
 func relayStatus(t *testing.T, pid int) server.Status {
 	t.Helper()
-	const script = `exec 3<>/dev/tcp/127.0.0.1/7789 && printf 'GET /status HTTP/1.0\r\nHost: relay\r\n\r\n' >&3 && cat <&3`
+	const script = `exec 3<>/dev/tcp/127.0.0.1/7789 && printf 'GET /status HTTP/1.0\r\nHost: 127.0.0.1:7789\r\n\r\n' >&3 && cat <&3`
 	out, err := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-n", "bash", "-c", script).Output()
 	if err != nil {
 		t.Fatalf("GET /status in the netns of %d: %v", pid, err)

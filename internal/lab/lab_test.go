@@ -207,7 +207,7 @@ func TestSSHDInNetns(t *testing.T) {
 		t.Errorf("write net.core.rmem_max in the session succeeded, want it read-only")
 	}
 	t.Logf("write rmem_max: exit %d: %s", code, strings.TrimSpace(errs))
-	// DESIGN.md: sysctl -w says "Invalid argument" and exits 0 there.
+	// docs/kernel.md: sysctl -w says "Invalid argument" and exits 0 there.
 	out, errs, code := sshRun(t, l, h.Name, `sysctl -w net.core.rmem_max="$(cat /proc/sys/net/core/rmem_max)"`, "")
 	if code != 0 || !strings.Contains(out+errs, "Invalid argument") {
 		t.Errorf("sysctl -w net.core.rmem_max: exit %d, output %q, want exit 0 and Invalid argument", code, out+errs)

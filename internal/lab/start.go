@@ -478,7 +478,7 @@ func (h *Host) startSSHD(ctx context.Context, l *Lab) error {
 
 	// unshare execs without forking, so the sshd keeps the pid we start.
 	// --propagation slave, not private: with private, ip netns exec inside
-	// fails with "Invalid argument" (DESIGN.md).
+	// fails with "Invalid argument" (docs/kernel.md).
 	argv := []string{"unshare", "-m", "--propagation", "slave", "/bin/sh", "-c", mountScript, "lab-mount", h.Root, cfg}
 	argv = append(argv, privatePaths()...)
 	if h.SSHDNetns != "" {

@@ -16,7 +16,7 @@ import (
 	"github.com/relayctl/relayctl/relay/dist"
 )
 
-// The kernel rule these tests read back (DESIGN.md, kernel facts): a relay
+// The kernel rule these tests read back (docs/kernel.md): a relay
 // asking SO_RCVBUF X gets rb = max(2 * min(X, rmem_max), 2304). With
 // rmem_max at the Linux default 212,992, asking 4 MiB gives 425,984.
 const (
@@ -205,7 +205,7 @@ func TestSystemdHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const slowStart = "[Service]\nExecStart=\nExecStart=/bin/sh -c 'sleep 1 && exec /opt/relay/current/relayd --config /etc/relay/relayd.env'\n"
+		const slowStart = "[Service]\nExecStart=\nExecStart=/bin/sh -c 'sleep 1 && exec /opt/relay/current/relayd --config /run/relayd/relayd.env'\n"
 		if err := os.WriteFile(slow, []byte(slowStart), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +248,7 @@ func TestSystemdHost(t *testing.T) {
 			t.Errorf("is-failed: %q, want failed", got)
 		}
 		journal := sshOK(t, l, h.Name, "journalctl -u relayd -n 20 --no-pager")
-		if want := "relayd: error: /etc/relay/relayd.env:4: RELAYD_BATCH: want a decimal integer from 1 to 1024"; !strings.Contains(journal, want) {
+		if want := "relayd: error: /run/relayd/relayd.env:4: RELAYD_BATCH: want a decimal integer from 1 to 1024"; !strings.Contains(journal, want) {
 			t.Errorf("journal lacks %q:\n%s", want, journal)
 		}
 		// Exit status 2 (bad config) is not retried.

@@ -113,8 +113,15 @@ func FuzzParseAllowedSigners(f *testing.F) {
 		if err != nil && !strings.HasPrefix(err.Error(), "allowed_signers") && !strings.HasPrefix(err.Error(), "read allowed_signers") {
 			t.Fatalf("an error that names no file: %v", err)
 		}
+		// Matching a parsed list never panics and answers one of its three
+		// values; a list with the name negated after it never matches.
 		for _, s := range signers {
-			matchPatternList(Namespace, s.Namespaces)
+			if r := matchPatternList(Namespace, s.Namespaces); r < -1 || r > 1 {
+				t.Fatalf("matchPatternList(%q) = %d", s.Namespaces, r)
+			}
+			if s.Namespaces != "" && matchPatternList(Namespace, s.Namespaces+",!"+Namespace) == 1 {
+				t.Fatalf("%q matched with the name negated after it", s.Namespaces)
+			}
 		}
 	})
 }

@@ -17,6 +17,9 @@ type Counters struct {
 	Malformed uint64 `json:"malformed"`
 	Forwarded uint64 `json:"forwarded"`
 	LobbyFull uint64 `json:"lobby_full"`
+	// JoinsRx: join datagrams among RxPackets (relayd since wire version
+	// 2): the handshake, not data, so not counted as read.
+	JoinsRx uint64 `json:"joins_rx"`
 }
 
 // sat is a - b, or 0 when a counter went backwards (the relay restarted)
@@ -41,6 +44,7 @@ func (c Counters) Sub(o Counters) Counters {
 		Malformed: d(c.Malformed, o.Malformed),
 		Forwarded: d(c.Forwarded, o.Forwarded),
 		LobbyFull: d(c.LobbyFull, o.LobbyFull),
+		JoinsRx:   d(c.JoinsRx, o.JoinsRx),
 	}
 }
 
@@ -95,7 +99,7 @@ type Step struct {
 	Sent       uint64  `json:"sent"`    // datagrams the players sent
 	Unsent     uint64  `json:"unsent"`  // planned but never sent (late or refused by the bench's kernel)
 	RelayKnown bool    `json:"relay_known"`
-	RelayRx    uint64  `json:"relay_rx"`    // datagrams the relay read
+	RelayRx    uint64  `json:"relay_rx"`    // data datagrams the relay read (its joins not counted)
 	RelayDrop  uint64  `json:"relay_drops"` // dropped in the relay socket's receive buffer
 	RelayTx    uint64  `json:"relay_tx"`    // copies the relay sent
 	Forwarded  uint64  `json:"forwarded"`
@@ -200,7 +204,7 @@ func Account(in StepInput) Step {
 
 	if in.RelayErr == nil {
 		s.RelayKnown = true
-		s.RelayRx = in.Relay.RxPackets
+		s.RelayRx = sat(in.Relay.RxPackets, in.Relay.JoinsRx)
 		s.RelayDrop = in.Relay.RxDrops
 		s.RelayTx = in.Relay.TxPackets
 		s.Forwarded = in.Relay.Forwarded

@@ -282,3 +282,22 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestAccountHandshakeIsNotData: joins the relay read during a step (a
+// player joining again after a restart) are the handshake, not data: not
+// counted as read, so they hide no loss on the way in.
+func TestAccountHandshakeIsNotData(t *testing.T) {
+	sch := NewSchedule(8, 60, time.Second, 0, 1)
+	in := perfect(8, 8, sch)
+	in.Sends.Sent -= 16 // lost on the way in
+	in.Relay.RxPackets = in.Sends.Sent + 16
+	in.Relay.JoinsRx = 16 // 8 players, 2 joins each
+	s := Account(in)
+	if s.RelayRx != in.Sends.Sent || s.LossIn != 0 {
+		t.Errorf("relay rx %d, loss in %d; want %d (the joins not counted) and 0", s.RelayRx, s.LossIn, in.Sends.Sent)
+	}
+	in.Relay.RxPackets = in.Sends.Sent - 16 + 16
+	if s := Account(in); s.LossIn != 16 {
+		t.Errorf("16 lost and 16 joins read: got loss in %d, want 16", s.LossIn)
+	}
+}

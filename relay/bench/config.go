@@ -27,10 +27,15 @@ import (
 // Payload layout after the wire header: a tag saying which step (or join
 // round) the datagram belongs to, then a per-run nonce so datagrams of an
 // earlier run, still in flight, are not counted in this one.
+//
+// A datagram is at least as long as a handshake message: the relay
+// answers a datagram from a player it does not know (after a restart) with
+// a challenge only if that is no larger than the datagram, and without the
+// challenge the player would never learn to join again.
 const (
 	tagLen      = 4
 	nonceLen    = 4
-	MinPacket   = wire.HeaderLen + tagLen + nonceLen
+	MinPacket   = max(wire.HeaderLen+tagLen+nonceLen, wire.HandshakeLen)
 	maxDatagram = 65507 // largest UDP payload over IPv4
 )
 

@@ -7,7 +7,7 @@ import (
 
 // KernelDelta is what the relay host's kernel counted over one step for the
 // relay's socket, read over SSH (--ssh). All three counters are the same
-// kernel drop count seen three ways (DESIGN.md, "Kernel facts"); reporting
+// kernel drop count seen three ways (docs/kernel.md); reporting
 // whether they agree with the relay's own rx_drops is the point.
 type KernelDelta struct {
 	SSDrops      uint64 `json:"ss_d"`               // d in ss -m skmem

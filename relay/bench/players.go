@@ -52,6 +52,7 @@ type fleet struct {
 
 	joinRound atomic.Uint32
 	joinSeen  []atomic.Uint32 // per player, join datagrams of the current round
+	hs        handshakes      // the relay's join handshake (handshake.go)
 
 	ports     map[int]bool // local ports of the player sockets
 	relayPort int
@@ -143,6 +144,7 @@ func openFleet(relay string, n, lobbySize, packetSize int, lobbyBase, nonce uint
 		f.bufs = append(f.bufs, b)
 	}
 	f.seq = make([]uint32, n)
+	f.hs.init(f, n)
 	if n > 0 {
 		rb, err := rcvBuf(f.conns[0])
 		if err != nil {
@@ -224,6 +226,10 @@ func (f *fleet) receive(i, shardIdx, packetSize int) {
 
 // count attributes one received datagram.
 func (f *fleet) count(i int, b []byte, now int64, w *window, shardIdx int) {
+	if isHandshake(b) {
+		f.answer(i, b)
+		return
+	}
 	h, err := wire.Decode(b)
 	if err != nil || len(b) < MinPacket || binary.BigEndian.Uint32(b[wire.HeaderLen+tagLen:]) != f.nonce {
 		f.foreign.Add(1)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,15 +101,23 @@ var startedRE = regexp.MustCompile(`msg="relayd started".* listen=(\S+) control=
 // has said where it listens.
 func startRelayd(t *testing.T, args ...string) *relayd {
 	t.Helper()
-	bin := buildRelayd(t)
+	r, err := spawnRelayd(t, buildRelayd(t), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// spawnRelayd is startRelayd for any goroutine: it does not end the test.
+func spawnRelayd(t *testing.T, bin string, args ...string) (*relayd, error) {
 	args = append([]string{"--config", os.DevNull, "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0"}, args...)
 	cmd := exec.Command("nice", append([]string{"-n", strconv.Itoa(testNice), bin}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start relayd: %v", err)
+		return nil, fmt.Errorf("start relayd: %w", err)
 	}
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGCONT) // in case a test left it stopped
@@ -128,11 +137,10 @@ func startRelayd(t *testing.T, args ...string) *relayd {
 	}()
 	select {
 	case m := <-found:
-		return &relayd{cmd: cmd, udp: m[1], control: m[2]}
+		return &relayd{cmd: cmd, udp: m[1], control: m[2]}, nil
 	case <-time.After(10 * time.Second):
-		t.Fatal("relayd did not report its addresses within 10s")
+		return nil, errors.New("relayd did not report its addresses within 10s")
 	}
-	return nil
 }
 
 // logReport puts the table in the test log, for reading a failure.
@@ -363,7 +371,7 @@ func TestJoinRefusedByLobbySize(t *testing.T) {
 	r := startRelayd(t, "--lobby-size", "4")
 	cfg := r.config(Ramp{From: 8, To: 8, Step: 1})
 	_, err := Run(context.Background(), cfg, Options{})
-	if err == nil || !strings.Contains(err.Error(), "as lobby full: its lobby size is below --lobby-size 8") {
+	if err == nil || !strings.Contains(err.Error(), "the relay refused it: lobby full; its lobby size is below --lobby-size 8") {
 		t.Errorf("got error %v, want the join refused as lobby full", err)
 	}
 }
@@ -391,5 +399,94 @@ func TestInterruptedRun(t *testing.T) {
 	}
 	if !strings.Contains(rep.Stopped, "interrupted during the step of 8 players") {
 		t.Errorf("got stopped %q, want it to name the interrupted step", rep.Stopped)
+	}
+}
+
+// freePort is a port free for UDP and TCP on 127.0.0.1 now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	for range 20 {
+		u, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := u.LocalAddr().(*net.UDPAddr).Port
+		l, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
+		u.Close()
+		if err == nil {
+			l.Close()
+			return port
+		}
+	}
+	t.Fatal("no port free for both UDP and TCP")
+	return 0
+}
+
+// TestRestartPlayersJoinAgain: a relayd restarted in the middle of a step
+// forgets every player; each is challenged when it next sends, proves its
+// address again, and its lobby plays on. The handshake is neither a
+// delivery nor a loss: every copy the players count is a datagram of the
+// step, and with the bench's own count every datagram sent is accounted
+// for, received or lost.
+func TestRestartPlayersJoinAgain(t *testing.T) {
+	port := freePort(t)
+	addrs := []string{"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--control", fmt.Sprintf("127.0.0.1:%d", port)}
+	r := startRelayd(t, addrs...)
+	cfg := r.config(Ramp{From: 8, To: 8, Step: 1})
+	cfg.StepDuration = 3 * time.Second
+	bin := buildRelayd(t)
+	var mu sync.Mutex // guards r, which a restart replaces
+	var restarted chan struct{}
+	opts := func() Options {
+		var once sync.Once
+		restarted = make(chan struct{})
+		ch := restarted
+		return Options{Progress: func(p Progress) {
+			if p.Elapsed < time.Second {
+				return
+			}
+			// Not in the callback: the progress reader must not wait.
+			once.Do(func() {
+				go func() {
+					defer close(ch)
+					mu.Lock()
+					defer mu.Unlock()
+					r.cmd.Process.Signal(syscall.SIGTERM)
+					r.cmd.Wait()
+					var err error
+					if r, err = spawnRelayd(t, bin, addrs...); err != nil {
+						t.Errorf("restart relayd: %v", err)
+					}
+				}()
+			})
+		}}
+	}
+	rep := measure(t, cfg, opts)
+	select {
+	case <-restarted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the relay was never restarted")
+	}
+	s := rep.Steps[0]
+	if len(s.Restarts) != 1 || s.Restarts[0].Handoff {
+		t.Fatalf("got restarts %+v, want one restart", s.Restarts)
+	}
+	if s.Rejoined < 8 {
+		t.Errorf("got %d challenges answered, want every one of the 8 players to have joined again", s.Rejoined)
+	}
+	if !s.Census || s.Duplicates != 0 {
+		t.Fatalf("census %v, duplicates %d: want the bench's own count and no duplicates", s.Census, s.Duplicates)
+	}
+	if got, want := s.Received+7*s.LostIn+s.LostOut, 7*s.Sent; got != want {
+		t.Errorf("received %d + 7 × lost in %d + lost out %d = %d, want 7 × sent = %d: a handshake datagram was counted as data",
+			s.Received, s.LostIn, s.LostOut, got, want)
+	}
+	if s.Received <= s.PlannedDeliveries/2 {
+		t.Errorf("got %d of %d planned deliveries, want most: the lobby must play on after the restart", s.Received, s.PlannedDeliveries)
+	}
+	for _, n := range s.Notes {
+		if strings.Contains(n, "did not send") {
+			t.Errorf("note %q: a handshake answer was taken for a foreign datagram", n)
+		}
 	}
 }

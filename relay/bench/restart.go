@@ -84,6 +84,11 @@ type Impact struct {
 	// got at least one, which a game client may take for a disconnect.
 	ICMPErrors  uint64 `json:"icmp_errors"`
 	ICMPPlayers int    `json:"icmp_players"`
+	// Rejoined: challenges of the relay's join handshake the players
+	// answered during the step: a relay that forgot its players (a restart
+	// that kept no lobby table) challenges each when it next sends, and
+	// the player proves its address and joins again.
+	Rejoined uint64 `json:"rejoined"`
 }
 
 // LobbiesCut and PlayersCut add up the step's restarts.
@@ -104,6 +109,9 @@ func (m Impact) notes() []string {
 	if len(m.Restarts) > 0 && m.Census {
 		n = append(n, fmt.Sprintf("bench's own count: %d datagrams reached no member (player→relay), %d copies missing (relay→players), %d duplicates, %d sends refused by the players' kernel",
 			m.LostIn, m.LostOut, m.Duplicates, m.SendRefused))
+	}
+	if m.Rejoined > 0 {
+		n = append(n, fmt.Sprintf("the relay challenged the players %d times during the step: it had forgotten them, and they joined again", m.Rejoined))
 	}
 	if m.ICMPErrors > 0 {
 		n = append(n, fmt.Sprintf("%d ICMP errors on %d player sockets (port unreachable: no socket bound on the relay); a game client may take one for a disconnect", m.ICMPErrors, m.ICMPPlayers))

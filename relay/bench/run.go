@@ -246,14 +246,17 @@ func (r *runner) members(l, n int) []int {
 
 // join brings players [from, to) into their lobbies before a step, so the
 // first tick of the step is not lost to players the relay does not know
-// yet. It is a closed-loop handshake on purpose: it is not measured. A
-// round is complete when every member of each changed lobby received one
-// join datagram from every other member, which proves the relay has them all.
+// yet: the relay's join handshake (prove), then rounds of join datagrams.
+// It is closed-loop on purpose: it is not measured. A round is complete
+// when every member of each changed lobby received one join datagram from
+// every other member, which proves the relay forwards between them all.
 func (r *runner) join(ctx context.Context, from, to int) error {
 	if from >= to {
 		return nil
 	}
-	before, _ := r.status(ctx)
+	if err := r.prove(ctx, from, to); err != nil {
+		return err
+	}
 	var changed [][]int
 	for l := r.f.lobbyIndex(from); l <= r.f.lobbyIndex(to-1); l++ {
 		changed = append(changed, r.members(l, to))
@@ -291,17 +294,7 @@ func (r *runner) join(ctx context.Context, from, to int) error {
 			}
 		}
 	}
-	msg := fmt.Sprintf("join players %d-%d: the relay did not forward between them after %d rounds", from+1, to, maxJoinRounds)
-	if after, err := r.status(ctx); err == nil {
-		d := after.Sub(before)
-		if d.LobbyFull > 0 {
-			msg += fmt.Sprintf("; it refused %d as lobby full: its lobby size is below --lobby-size %d", d.LobbyFull, r.cfg.LobbySize)
-		}
-		if d.Malformed > 0 {
-			msg += fmt.Sprintf("; it counted %d malformed: lobbies from %d may still be held by an earlier run (try --lobby-base)", d.Malformed, r.cfg.LobbyBase)
-		}
-	}
-	return errors.New(msg)
+	return fmt.Errorf("join players %d-%d: the relay welcomed them but did not forward between them after %d rounds", from+1, to, maxJoinRounds)
 }
 
 func (r *runner) joined(changed [][]int) bool {
@@ -420,7 +413,7 @@ func (r *runner) calibrate(ctx context.Context, players int) (Calibration, error
 	c.Seconds = elapsed.Seconds()
 	c.SendPPS = float64(c.Sent) / c.Seconds
 	c.RecvPPS = float64(c.Received) / c.Seconds
-	c.RelayRx, c.RelayTx, c.RelayDrops = d.RxPackets, d.TxPackets, d.RxDrops
+	c.RelayRx, c.RelayTx, c.RelayDrops = sat(d.RxPackets, d.JoinsRx), d.TxPackets, d.RxDrops
 	bd2, err := r.f.benchDrops()
 	if err != nil {
 		return Calibration{}, fmt.Errorf("calibrate: %w", err)
@@ -447,6 +440,7 @@ func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
 	bd, bderr := r.f.benchDrops()
 	cpu0 := cpuTime()
 	mach0, _ := readMachineCPU(procStat)
+	r.f.hs.answered.Store(0)
 	r.f.win.Store(w)
 
 	var sent atomic.Uint64
@@ -508,7 +502,7 @@ func (r *runner) step(ctx context.Context, i, n int) (Step, error) {
 	if aerr == nil {
 		watch.observe(after, time.Now())
 	}
-	impact := Impact{Restarts: watch.seen(), SendRefused: refused.Load()}
+	impact := Impact{Restarts: watch.seen(), SendRefused: refused.Load(), Rejoined: r.f.hs.answered.Swap(0)}
 	members := lobbies(n, cfg.LobbySize)
 	w.census.tally(attempts, func(p int) int { return members[p/cfg.LobbySize] - 1 }, &impact)
 	icmpSince(icmp0, icmp1, &impact)

@@ -29,17 +29,21 @@ const Prefix = "relayd-capabilities: "
 //     systemctl restart keeps the socket and the players (package fdstore).
 //     A release without it binds a socket of its own, which fails while
 //     the store holds the port.
+//   - join=cookie/1: wire version 2, a player joins with the return
+//     routability handshake (relay/wire); a binary without it speaks wire
+//     version 1, where any datagram joins.
 const (
 	Handoff = "handoff=unix/1"
 	Drain   = "drain=http/1"
 	Ready   = "ready=fd/1"
 	FDStore = "fdstore=systemd/1"
+	Join    = "join=cookie/1"
 )
 
 // Marker is the line in the binary: the prefix, the capabilities separated
 // by spaces, a newline. A variable, not a constant, so its bytes are one
 // string in the binary's data that no compiler folding can split.
-var Marker = Prefix + Drain + " " + FDStore + " " + Handoff + " " + Ready + "\n"
+var Marker = Prefix + Drain + " " + FDStore + " " + Handoff + " " + Join + " " + Ready + "\n"
 
 // maxLine bounds the marker line, so a hostile artifact cannot make the
 // scan hold on to much of it.

@@ -31,6 +31,9 @@ const (
 	MaxSORcvbuf    = math.MaxInt32 / 2 // the kernel caps here before doubling into an int
 	MaxBatch       = 1024              // UIO_MAXIOV, the most recvmmsg/sendmmsg take
 	MaxIdleTimeout = 24 * time.Hour
+	// MaxPlayersPerSource bounds the per-source limits: more than the
+	// largest table holds would be no limit at all.
+	MaxPlayersPerSource = lobby.MaxMaxLobbies
 )
 
 // Config is everything relayd can be told.
@@ -47,6 +50,15 @@ type Config struct {
 	// socket and lobby table to a new one started with the same config; ""
 	// turns handoff off (docs/relayd.md, "Handoff").
 	HandoffSocket string
+	// MaxPlayersPerAddr and MaxPlayersPerNet bound the players one IPv4
+	// address, and one /24, may hold across all lobbies, so that no single
+	// source can squat the relay's lobbies (docs/relayd.md, "Who may join").
+	MaxPlayersPerAddr int
+	MaxPlayersPerNet  int
+	// ExemptSources are IPv4 prefixes held to no per-source limit, comma
+	// separated in canonical form ("" for none): by default the relay
+	// host's own loopback, where a bench on the host sends from one address.
+	ExemptSources string
 }
 
 // Default returns the configuration relayd uses when nothing is set.
@@ -58,7 +70,18 @@ func Default() Config {
 		MaxLobbies:  4096,
 		IdleTimeout: 30 * time.Second,
 		Batch:       64,
+
+		MaxPlayersPerAddr: 16,
+		MaxPlayersPerNet:  64,
+		ExemptSources:     "127.0.0.0/8",
 	}
+}
+
+// Exempt returns ExemptSources as prefixes; a Config that passed Validate
+// has only valid ones.
+func (c Config) Exempt() []netip.Prefix {
+	ps, _ := parsePrefixes(c.ExemptSources)
+	return ps
 }
 
 // key is one setting: its name in files and the environment, how to set it
@@ -92,7 +115,28 @@ var keys = []key{
 		func(c Config) string { return strconv.Itoa(c.Batch) }},
 	{"RELAYD_HANDOFF_SOCKET", func(c *Config, v string) error { c.HandoffSocket = v; return checkHandoffSocket(v) },
 		func(c Config) string { return c.HandoffSocket }},
+	{"RELAYD_MAX_PLAYERS_PER_ADDR", func(c *Config, v string) (err error) {
+		c.MaxPlayersPerAddr, err = parseInt(v, 1, MaxPlayersPerSource)
+		return
+	},
+		func(c Config) string { return strconv.Itoa(c.MaxPlayersPerAddr) }},
+	{"RELAYD_MAX_PLAYERS_PER_NET", func(c *Config, v string) (err error) {
+		c.MaxPlayersPerNet, err = parseInt(v, 1, MaxPlayersPerSource)
+		return
+	},
+		func(c Config) string { return strconv.Itoa(c.MaxPlayersPerNet) }},
+	{"RELAYD_EXEMPT_SOURCES", func(c *Config, v string) error {
+		ps, err := parsePrefixes(v)
+		c.ExemptSources = joinPrefixes(ps)
+		return err
+	},
+		func(c Config) string { return c.ExemptSources }},
 }
+
+// optional are the keys Render writes only when they differ from the
+// default, so that configs rendered before the keys existed do not change.
+var optional = map[string]bool{"RELAYD_HANDOFF_SOCKET": true, "RELAYD_MAX_PLAYERS_PER_ADDR": true,
+	"RELAYD_MAX_PLAYERS_PER_NET": true, "RELAYD_EXEMPT_SOURCES": true}
 
 func lookup(name string) (key, bool) {
 	for _, k := range keys {
@@ -226,14 +270,16 @@ func (c Config) Validate() error {
 }
 
 // Render writes c as an environment file that Parse reads back to c: a
-// header comment, then every key in a fixed order. RELAYD_HANDOFF_SOCKET
-// is written only when set, so configs rendered before it existed do not
-// change.
+// header comment, then every key in a fixed order. The optional keys
+// (RELAYD_HANDOFF_SOCKET and the per-source limits) are written only when
+// they differ from the default, so configs rendered before they existed do
+// not change.
 func (c Config) Render() []byte {
 	var b strings.Builder
 	b.WriteString("# written by relayctl; relayd reads it at start, so restart relayd to apply a change\n")
+	def := Default()
 	for _, k := range keys {
-		if k.name == "RELAYD_HANDOFF_SOCKET" && c.HandoffSocket == "" {
+		if optional[k.name] && k.render(c) == k.render(def) {
 			continue
 		}
 		b.WriteString(k.name)
@@ -298,6 +344,35 @@ func checkHandoffSocket(v string) error {
 		return fmt.Errorf("path %q is %d bytes, a Unix socket path takes at most %d", v, len(v), MaxSocketPath)
 	}
 	return nil
+}
+
+// parsePrefixes reads a comma-separated list of IPv4 prefixes in
+// canonical form (10.0.0.0/8, not 10.1.2.3/8), "" for none.
+func parsePrefixes(v string) ([]netip.Prefix, error) {
+	var ps []netip.Prefix
+	for f := range strings.SplitSeq(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" && strings.TrimSpace(v) == "" {
+			break
+		}
+		p, err := netip.ParsePrefix(f)
+		switch {
+		case err != nil || !p.Addr().Is4():
+			return nil, fmt.Errorf("want IPv4 prefixes like 127.0.0.0/8,192.0.2.10/32 separated by commas, or nothing, got %q", f)
+		case p != p.Masked():
+			return nil, fmt.Errorf("prefix %s has bits set past its length: did you mean %s?", p, p.Masked())
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+func joinPrefixes(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
 }
 
 // checkControl accepts a loopback address and port: the control plane has

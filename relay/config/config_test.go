@@ -20,12 +20,15 @@ func TestParse(t *testing.T) {
 		{
 			name: "every key",
 			in: "RELAYD_LISTEN=127.0.0.1:9000\nRELAYD_CONTROL=127.0.0.2:9001\nRELAYD_SO_RCVBUF=4194304\n" +
-				"RELAYD_SO_RCVBUF_FORCE=true\nRELAYD_LOBBY_SIZE=4\nRELAYD_MAX_LOBBIES=10\nRELAYD_IDLE_TIMEOUT=1m30s\nRELAYD_BATCH=1\n",
+				"RELAYD_SO_RCVBUF_FORCE=true\nRELAYD_LOBBY_SIZE=4\nRELAYD_MAX_LOBBIES=10\nRELAYD_IDLE_TIMEOUT=1m30s\nRELAYD_BATCH=1\n" +
+				"RELAYD_MAX_PLAYERS_PER_ADDR=3\nRELAYD_MAX_PLAYERS_PER_NET=5\nRELAYD_EXEMPT_SOURCES= 192.0.2.7/32 ,10.0.0.0/8\n",
 			want: func(c *Config) {
 				*c = Config{Listen: "127.0.0.1:9000", Control: "127.0.0.2:9001", SORcvbuf: 4194304, SORcvbufForce: true,
-					LobbySize: 4, MaxLobbies: 10, IdleTimeout: 90 * time.Second, Batch: 1}
+					LobbySize: 4, MaxLobbies: 10, IdleTimeout: 90 * time.Second, Batch: 1,
+					MaxPlayersPerAddr: 3, MaxPlayersPerNet: 5, ExemptSources: "192.0.2.7/32,10.0.0.0/8"}
 			},
 		},
+		{name: "no exempt sources", in: "RELAYD_EXEMPT_SOURCES=", want: func(c *Config) { c.ExemptSources = "" }},
 		{name: "quotes and spaces as systemd reads them", in: " RELAYD_SO_RCVBUF = \"8192\"\nRELAYD_LISTEN='0.0.0.0:1'\r\n",
 			want: func(c *Config) { c.SORcvbuf = 8192; c.Listen = "0.0.0.0:1" }},
 		{name: "zero leaves the kernel default", in: "RELAYD_SO_RCVBUF=0", want: func(c *Config) { c.SORcvbuf = 0 }},
@@ -71,6 +74,12 @@ func TestParseErrors(t *testing.T) {
 		{"handoff dotdot", "RELAYD_HANDOFF_SOCKET=/run/relayd/../handoff.sock", "RELAYD_HANDOFF_SOCKET: want a clean absolute path"},
 		{"handoff root", "RELAYD_HANDOFF_SOCKET=/", "RELAYD_HANDOFF_SOCKET: want a clean absolute path"},
 		{"handoff too long", "RELAYD_HANDOFF_SOCKET=/run/" + strings.Repeat("x", 110), "a Unix socket path takes at most 107"},
+		{"per address 0", "RELAYD_MAX_PLAYERS_PER_ADDR=0", "RELAYD_MAX_PLAYERS_PER_ADDR: want a decimal integer from 1 to 1048576"},
+		{"per net too big", "RELAYD_MAX_PLAYERS_PER_NET=1048577", "RELAYD_MAX_PLAYERS_PER_NET: want a decimal integer from 1 to 1048576"},
+		{"exempt host bits", "RELAYD_EXEMPT_SOURCES=127.0.0.1/8", "prefix 127.0.0.1/8 has bits set past its length: did you mean 127.0.0.0/8?"},
+		{"exempt ipv6", "RELAYD_EXEMPT_SOURCES=::1/128", "RELAYD_EXEMPT_SOURCES: want IPv4 prefixes"},
+		{"exempt bare address", "RELAYD_EXEMPT_SOURCES=192.0.2.7", "want IPv4 prefixes like 127.0.0.0/8,192.0.2.10/32"},
+		{"exempt empty item", "RELAYD_EXEMPT_SOURCES=10.0.0.0/8,,", "got \"\""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,7 +99,9 @@ func TestRenderRoundTrip(t *testing.T) {
 		Default(),
 		{Listen: "10.1.2.3:1", Control: "127.0.0.1:0", SORcvbuf: MaxSORcvbuf, SORcvbufForce: true,
 			LobbySize: 256, MaxLobbies: 1 << 20, IdleTimeout: 1500 * time.Millisecond, Batch: 1024,
-			HandoffSocket: "/run/relayd/handoff.sock"},
+			HandoffSocket: "/run/relayd/handoff.sock", MaxPlayersPerAddr: 1, MaxPlayersPerNet: MaxPlayersPerSource, ExemptSources: ""},
+		{Listen: "10.1.2.3:1", Control: "127.0.0.1:0", LobbySize: 2, MaxLobbies: 1, IdleTimeout: time.Second, Batch: 1,
+			MaxPlayersPerAddr: 16, MaxPlayersPerNet: 64, ExemptSources: "127.0.0.0/8,192.0.2.0/24"},
 	}
 	for _, c := range configs {
 		out := c.Render()
@@ -191,6 +202,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("RELAYD_IDLE_TIMEOUT=\"1h2m3.5s\"\nRELAYD_LISTEN='127.0.0.1:0'")
 	f.Add("RELAYD_BATCH=1\nRELAYD_BATCH=2")
 	f.Add("=\n==\nRELAYD_LOBBY_SIZE=")
+	f.Add("RELAYD_EXEMPT_SOURCES=10.0.0.0/8, 192.0.2.7/32\nRELAYD_MAX_PLAYERS_PER_ADDR=3\nRELAYD_MAX_PLAYERS_PER_NET=9")
+	f.Add("RELAYD_EXEMPT_SOURCES=\nRELAYD_MAX_PLAYERS_PER_NET=0")
 	f.Fuzz(func(t *testing.T, in string) {
 		c, err := Parse(strings.NewReader(in), "fuzz")
 		if err != nil {

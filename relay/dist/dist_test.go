@@ -32,8 +32,8 @@ func TestUnitAgreesWithRelayd(t *testing.T) {
 	s := settings(dist.Unit)
 	tests := []struct{ key, want string }{
 		{"Type", "notify"},
-		{"EnvironmentFile", config.DefaultPath},
-		{"ExecStart", "/opt/relay/current/relayd --config " + config.DefaultPath},
+		{"RuntimeDirectory", "relayd"},
+		{"ExecStart", "/opt/relay/current/relayd --config /run/relayd/relayd.env"},
 		{"RestartPreventExitStatus", "2"}, // cmd/relayd: 2 on bad flags or configuration
 		{"DynamicUser", "yes"},
 		{"CapabilityBoundingSet", ""},
@@ -43,6 +43,17 @@ func TestUnitAgreesWithRelayd(t *testing.T) {
 		if got := s[tt.key]; len(got) != 1 || got[0] != tt.want {
 			t.Errorf("%s: got %q, want %q", tt.key, got, tt.want)
 		}
+	}
+	// The config is copied by root (+) from config.DefaultPath into the
+	// runtime folder relayd reads, before each start and on each reload,
+	// so it may be 0600 root's.
+	for _, k := range []string{"ExecStartPre", "ExecReload"} {
+		if got := s[k]; len(got) != 1 || !strings.HasPrefix(got[0], "+/bin/sh -c 'umask 077 && cp "+config.DefaultPath+" /run/relayd/relayd.env.new") {
+			t.Errorf("%s: %q, want root's copy of %s into /run/relayd", k, got, config.DefaultPath)
+		}
+	}
+	if got := s["ExecReload"]; len(got) != 1 || !strings.HasSuffix(got[0], "&& kill -HUP $MAINPID'") {
+		t.Errorf("ExecReload %q, want the copy then SIGHUP", got)
 	}
 	// The fd store: big enough for what relayd keeps there, its size told
 	// to relayd as systemd 254 would, and never the 254-only key that 252

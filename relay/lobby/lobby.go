@@ -1,12 +1,19 @@
 // Package lobby is relayd's table of lobbies and their players. It is pure:
 // no sockets and no clock (callers pass the time), so the rules are easy to
 // test. It is not safe for concurrent use; the relay guards it with a mutex.
+//
+// Only a player whose address has been proven (the join handshake, package
+// cookie) may Join; Forward then relays a datagram only from a member's own
+// address and only to members. A lobby exists while it has members, and
+// memory grows with the players: nothing is allocated for a lobby id that
+// no proven player holds.
 package lobby
 
 import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 )
 
@@ -19,9 +26,12 @@ const (
 
 var (
 	ErrLobbyRange   = errors.New("lobby id out of range")
+	ErrPlayerID     = errors.New("player id 0 is reserved")
 	ErrPlayerTaken  = errors.New("player id held by another address in this lobby")
 	ErrLobbyFull    = errors.New("lobby full")
 	ErrNoNewLobbies = errors.New("no new lobbies: the relay is draining")
+	ErrSourceLimit  = errors.New("the address or its /24 holds as many players as the relay allows")
+	ErrNotMember    = errors.New("not a member of this lobby from this address")
 )
 
 // Config sizes a Table.
@@ -29,112 +39,239 @@ type Config struct {
 	Size        int           // players per lobby
 	MaxLobbies  int           // valid lobby ids are 0 <= id < MaxLobbies
 	IdleTimeout time.Duration // a player silent this long is removed
+
+	// Per-source limits on the players one IPv4 address, and one /24, may
+	// hold across all lobbies; 0 is no limit. Besides, one address never
+	// holds more than Size-1 players of a lobby, so no single source can
+	// fill one. Exempt sources (the relay host's own loopback, a bench
+	// host) are held to none of these.
+	MaxPerAddr int
+	MaxPerNet  int
+	Exempt     []netip.Prefix
 }
 
+// member is one player: 24 bytes, allocated as the lobby grows.
 type member struct {
+	seen   int64 // when it last sent, nanoseconds since the table's base
 	player uint32
-	addr   netip.AddrPort
-	seen   time.Time
+	addr   [4]byte
+	port   uint16
+}
+
+func (m *member) addrPort() netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom4(m.addr), m.port)
+}
+
+func (m *member) is(a netip.AddrPort) bool {
+	return m.port == a.Port() && m.addr == a.Addr().As4()
 }
 
 type lobby struct {
-	members []member // cap is the lobby size, allocated once at creation
+	members []member // grows as players join; never more than Size
 }
 
 // Table holds the lobbies that have at least one player.
 type Table struct {
 	cfg     Config
+	base    time.Time // seen times count from here, on the monotonic clock
 	lobbies map[uint32]*lobby
 	players int
-	// noNew refuses datagrams for lobbies that do not exist yet, so the
+	// Players held per source, exempt sources not counted; an entry goes
+	// when its count reaches 0.
+	perAddr map[[4]byte]int32
+	perNet  map[[3]byte]int32 // by /24
+	// noNew refuses joins for lobbies that do not exist yet, so the
 	// existing ones play out before a restart (the drain gate).
 	noNew bool
 }
 
 // New returns an empty table.
 func New(c Config) (*Table, error) {
-	if c.Size < MinSize || c.Size > MaxSize {
+	switch {
+	case c.Size < MinSize || c.Size > MaxSize:
 		return nil, fmt.Errorf("lobby size %d: want %d to %d", c.Size, MinSize, MaxSize)
-	}
-	if c.MaxLobbies < 1 || c.MaxLobbies > MaxMaxLobbies {
+	case c.MaxLobbies < 1 || c.MaxLobbies > MaxMaxLobbies:
 		return nil, fmt.Errorf("max lobbies %d: want 1 to %d", c.MaxLobbies, MaxMaxLobbies)
-	}
-	if c.IdleTimeout <= 0 {
+	case c.IdleTimeout <= 0:
 		return nil, fmt.Errorf("idle timeout %v: want more than 0", c.IdleTimeout)
+	case c.MaxPerAddr < 0 || c.MaxPerNet < 0:
+		return nil, fmt.Errorf("per-source limits %d and %d: want 0 (none) or more", c.MaxPerAddr, c.MaxPerNet)
 	}
-	return &Table{cfg: c, lobbies: make(map[uint32]*lobby)}, nil
+	for _, p := range c.Exempt {
+		if !p.Addr().Is4() {
+			return nil, fmt.Errorf("exempt source %s: want an IPv4 prefix", p)
+		}
+	}
+	return &Table{cfg: c, base: time.Now(), lobbies: make(map[uint32]*lobby),
+		perAddr: make(map[[4]byte]int32), perNet: make(map[[3]byte]int32)}, nil
 }
 
-// Route records that player, sending from addr at now, is alive in lobby id
-// (joining it if it is not a member yet), and appends the addresses of the
-// lobby's other members to dst. With cap(dst)-len(dst) >= Size-1 it does not
-// allocate, except when it creates a lobby. On error nothing changes and dst
-// is returned as it was.
-func (t *Table) Route(id, player uint32, addr netip.AddrPort, now time.Time, dst []netip.AddrPort) ([]netip.AddrPort, error) {
+func (t *Table) since(now time.Time) int64 { return int64(now.Sub(t.base)) }
+
+// Forward records that player, sending from addr at now, is alive in lobby
+// id, and appends the addresses of the lobby's other members to dst. Only
+// a member sending from its own address is forwarded (ErrNotMember
+// otherwise). With cap(dst)-len(dst) >= Size-1 it does not allocate. On
+// error nothing changes and dst is returned as it was.
+func (t *Table) Forward(id, player uint32, addr netip.AddrPort, now time.Time, dst []netip.AddrPort) ([]netip.AddrPort, error) {
 	if id >= uint32(t.cfg.MaxLobbies) {
 		return dst, ErrLobbyRange
 	}
 	l := t.lobbies[id]
-	if l == nil && t.noNew {
-		return dst, ErrNoNewLobbies
-	}
 	if l == nil {
-		l = &lobby{members: make([]member, 0, t.cfg.Size)}
-		t.lobbies[id] = l
+		return dst, ErrNotMember
 	}
-	self := -1
-	for i := range l.members {
-		if l.members[i].player == player {
-			self = i
-			break
-		}
+	self := l.find(player)
+	if self < 0 || !l.members[self].is(addr) {
+		return dst, ErrNotMember
 	}
-	switch {
-	case self >= 0 && l.members[self].addr != addr:
-		return dst, ErrPlayerTaken
-	case self >= 0:
-		l.members[self].seen = now
-	case len(l.members) == t.cfg.Size:
-		return dst, ErrLobbyFull
-	default:
-		l.members = append(l.members, member{player: player, addr: addr, seen: now})
-		t.players++
-		self = len(l.members) - 1
-	}
+	l.members[self].seen = t.since(now)
 	for i := range l.members {
 		if i != self {
-			dst = append(dst, l.members[i].addr)
+			dst = append(dst, l.members[i].addrPort())
 		}
 	}
 	return dst, nil
+}
+
+func (l *lobby) find(player uint32) int {
+	for i := range l.members {
+		if l.members[i].player == player {
+			return i
+		}
+	}
+	return -1
+}
+
+// Join makes player, whose address addr the caller has proven, a member of
+// lobby id at now, or refreshes it if it is one already. On error nothing
+// changes.
+func (t *Table) Join(id, player uint32, addr netip.AddrPort, now time.Time) error {
+	switch {
+	case id >= uint32(t.cfg.MaxLobbies):
+		return ErrLobbyRange
+	case player == 0:
+		return ErrPlayerID
+	case !addr.Addr().Is4():
+		return fmt.Errorf("join from %s: want an IPv4 address", addr)
+	}
+	l := t.lobbies[id]
+	if l == nil && t.noNew {
+		return ErrNoNewLobbies
+	}
+	if l != nil {
+		if self := l.find(player); self >= 0 {
+			if !l.members[self].is(addr) {
+				return ErrPlayerTaken
+			}
+			l.members[self].seen = t.since(now)
+			return nil
+		}
+		if len(l.members) >= t.cfg.Size {
+			return ErrLobbyFull
+		}
+	}
+	if err := t.checkSource(l, addr.Addr()); err != nil {
+		return err
+	}
+	if l == nil {
+		l = &lobby{}
+		t.lobbies[id] = l
+	}
+	a := addr.Addr().As4()
+	l.members = append(l.members, member{seen: t.since(now), player: player, addr: a, port: addr.Port()})
+	t.count(a, 1)
+	return nil
+}
+
+// checkSource applies the per-source limits to a newcomer from a joining
+// lobby l (nil: a new lobby).
+func (t *Table) checkSource(l *lobby, a netip.Addr) error {
+	if t.exempt(a) {
+		return nil
+	}
+	b := a.As4()
+	if l != nil {
+		same := 0
+		for i := range l.members {
+			if l.members[i].addr == b {
+				same++
+			}
+		}
+		if same >= t.cfg.Size-1 {
+			return ErrSourceLimit
+		}
+	}
+	if n := t.cfg.MaxPerAddr; n > 0 && t.perAddr[b] >= int32(n) {
+		return ErrSourceLimit
+	}
+	if n := t.cfg.MaxPerNet; n > 0 && t.perNet[net24(b)] >= int32(n) {
+		return ErrSourceLimit
+	}
+	return nil
+}
+
+func (t *Table) exempt(a netip.Addr) bool {
+	for _, p := range t.cfg.Exempt {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func net24(a [4]byte) [3]byte { return [3]byte(a[:3]) }
+
+// count adds d to the players held by address a and its /24.
+func (t *Table) count(a [4]byte, d int32) {
+	t.players += int(d)
+	if t.exempt(netip.AddrFrom4(a)) {
+		return
+	}
+	setOrDelete(t.perAddr, a, t.perAddr[a]+d)
+	n := net24(a)
+	setOrDelete(t.perNet, n, t.perNet[n]+d)
+}
+
+func setOrDelete[K comparable](m map[K]int32, k K, v int32) {
+	if v <= 0 {
+		delete(m, k)
+		return
+	}
+	m[k] = v
 }
 
 // Expire removes every player last seen IdleTimeout or longer before now,
 // frees the lobbies left empty, and returns how many players it removed.
 func (t *Table) Expire(now time.Time) int {
 	removed := 0
+	cut := t.since(now) - int64(t.cfg.IdleTimeout)
 	for id, l := range t.lobbies {
 		kept := l.members[:0]
 		for _, m := range l.members {
-			if now.Sub(m.seen) < t.cfg.IdleTimeout {
+			if m.seen > cut {
 				kept = append(kept, m)
+			} else {
+				t.count(m.addr, -1)
+				removed++
 			}
 		}
-		removed += len(l.members) - len(kept)
-		clear(l.members[len(kept):])
-		l.members = kept
-		if len(kept) == 0 {
+		switch {
+		case len(kept) == 0:
 			delete(t.lobbies, id)
+		case cap(kept) > 2*len(kept):
+			l.members = slices.Clone(kept) // give back what the lobby's peak took
+		default:
+			l.members = kept
 		}
 	}
-	t.players -= removed
 	return removed
 }
 
-// SetNoNewLobbies turns the drain gate on or off. While it is on, Route
-// refuses a datagram for a lobby that does not exist (ErrNoNewLobbies);
-// existing lobbies go on, and a player may still join one of them (a
-// player of a lobby in progress coming back from a new address, say).
+// SetNoNewLobbies turns the drain gate on or off. While it is on, Join
+// refuses a lobby that does not exist (ErrNoNewLobbies); existing lobbies
+// go on, and a player may still join one of them (a player of a lobby in
+// progress coming back from a new address, say).
 func (t *Table) SetNoNewLobbies(on bool) { t.noNew = on }
 
 // NoNewLobbies reports whether the drain gate is on.
@@ -145,6 +282,10 @@ func (t *Table) Lobbies() int { return len(t.lobbies) }
 
 // Players returns the number of players in all lobbies.
 func (t *Table) Players() int { return t.players }
+
+// Sources returns how many addresses and /24s hold players, exempt ones
+// not counted: the per-source bookkeeping's size, for tests.
+func (t *Table) Sources() (addrs, nets int) { return len(t.perAddr), len(t.perNet) }
 
 // Members returns the player ids of lobby id in join order, for status and
 // tests.

@@ -43,7 +43,7 @@ func (t *Table) Snapshot(now time.Time) Snapshot {
 	for id, l := range t.lobbies {
 		ls := LobbySnapshot{ID: id, Members: make([]MemberSnapshot, len(l.members))}
 		for i, m := range l.members {
-			ls.Members[i] = MemberSnapshot{Player: m.player, Addr: m.addr, Idle: max(now.Sub(m.seen), 0)}
+			ls.Members[i] = MemberSnapshot{Player: m.player, Addr: m.addrPort(), Idle: time.Duration(max(t.since(now)-m.seen, 0))}
 		}
 		s = append(s, ls)
 	}
@@ -53,7 +53,9 @@ func (t *Table) Snapshot(now time.Time) Snapshot {
 
 // Restore fills an empty table from s as of now: each player keeps its
 // idle time, so it expires when it would have in the process that took
-// the snapshot. It refuses, changing nothing, a snapshot that does not fit
+// the snapshot. Its members were proven by the process that took it, and
+// are kept even where they exceed this table's per-source limits (which
+// then refuse new joins from those sources until they drop below). It refuses, changing nothing, a snapshot that does not fit
 // this table's Config (a lobby id at or above MaxLobbies, more members than
 // Size) or that the table could not have produced (a lobby id twice, a
 // player id 0 or twice in a lobby, an address that is not IPv4).
@@ -65,12 +67,13 @@ func (t *Table) Restore(s Snapshot, now time.Time) error {
 		return fmt.Errorf("restore lobby table: %w", err)
 	}
 	for _, ls := range s {
-		l := &lobby{members: make([]member, len(ls.Members), t.cfg.Size)}
+		l := &lobby{members: make([]member, len(ls.Members))}
 		for i, m := range ls.Members {
-			l.members[i] = member{player: m.Player, addr: m.Addr, seen: now.Add(-m.Idle)}
+			a := m.Addr.Addr().As4()
+			l.members[i] = member{seen: t.since(now) - int64(m.Idle), player: m.Player, addr: a, port: m.Addr.Port()}
+			t.count(a, 1)
 		}
 		t.lobbies[ls.ID] = l
-		t.players += len(ls.Members)
 	}
 	return nil
 }

@@ -15,31 +15,32 @@ import (
 
 func TestNoNewLobbies(t *testing.T) {
 	tb := newTable(t, 4)
-	if _, err := tb.Route(1, 1, addr(1), t0, nil); err != nil {
+	if err := tb.Join(1, 1, addr(1), t0); err != nil {
 		t.Fatal(err)
 	}
 	tb.SetNoNewLobbies(true)
 	if !tb.NoNewLobbies() {
 		t.Fatal("NoNewLobbies: got false after SetNoNewLobbies(true)")
 	}
-	if _, err := tb.Route(2, 1, addr(2), t0, nil); !errors.Is(err, ErrNoNewLobbies) {
+	if err := tb.Join(2, 1, addr(2), t0); !errors.Is(err, ErrNoNewLobbies) {
 		t.Errorf("new lobby while draining: got %v, want ErrNoNewLobbies", err)
 	}
 	if tb.Lobbies() != 1 || tb.Players() != 1 {
 		t.Errorf("refused lobby changed the table: %d lobbies, %d players", tb.Lobbies(), tb.Players())
 	}
 	// The lobby in progress goes on, and takes a new member.
-	got, err := tb.Route(1, 2, addr(3), t0, nil)
+	err := tb.Join(1, 2, addr(3), t0)
+	got, _ := tb.Forward(1, 2, addr(3), t0, nil)
 	if err != nil || !slices.Equal(got, []netip.AddrPort{addr(1)}) {
 		t.Errorf("join an existing lobby while draining: got %v, %v; want [%v]", got, err, addr(1))
 	}
 	// Once it has played out, its id is a new lobby like any other.
 	tb.Expire(t0.Add(time.Minute))
-	if _, err := tb.Route(1, 1, addr(1), t0.Add(time.Minute), nil); !errors.Is(err, ErrNoNewLobbies) {
+	if err := tb.Join(1, 1, addr(1), t0.Add(time.Minute)); !errors.Is(err, ErrNoNewLobbies) {
 		t.Errorf("expired lobby while draining: got %v, want ErrNoNewLobbies", err)
 	}
 	tb.SetNoNewLobbies(false)
-	if _, err := tb.Route(2, 1, addr(2), t0, nil); err != nil {
+	if err := tb.Join(2, 1, addr(2), t0); err != nil {
 		t.Errorf("new lobby after the drain ended: %v", err)
 	}
 }
@@ -58,7 +59,7 @@ func sample(t *testing.T) (*Table, time.Time) {
 		{7, 2, 4, 3 * time.Second}, {11, 1, 5, 4 * time.Second}, {7, 3, 1, 5 * time.Second},
 	}
 	for _, s := range steps {
-		if _, err := tb.Route(s.lobby, s.player, addr(s.from), t0.Add(s.at), nil); err != nil {
+		if err := tb.Join(s.lobby, s.player, addr(s.from), t0.Add(s.at)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,7 +91,7 @@ func TestSnapshotRestore(t *testing.T) {
 	if got := tb2.Members(7); !slices.Equal(got, []uint32{3, 1, 2}) {
 		t.Errorf("lobby 7 members: got %v, want [3 1 2]", got)
 	}
-	got, err := tb2.Route(7, 1, addr(2), later, nil)
+	got, err := tb2.Forward(7, 1, addr(2), later, nil)
 	if err != nil || !slices.Equal(got, []netip.AddrPort{addr(1), addr(4)}) {
 		t.Errorf("fan-out after restore: got %v, %v", got, err)
 	}

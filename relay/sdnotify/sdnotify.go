@@ -32,6 +32,15 @@ const (
 	FDPollOff = "FDPOLL=0"
 )
 
+// Reloading is the state relayd sends when a SIGHUP starts a reload, with
+// the monotonic time systemd 253+ (Type=notify-reload) asks for; READY=1
+// ends it.
+func Reloading() string {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", ts.Sec*1_000_000+ts.Nsec/1000)
+}
+
 // EnvSocket is the environment variable systemd sets for Type=notify units.
 const EnvSocket = "NOTIFY_SOCKET"
 

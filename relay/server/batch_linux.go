@@ -30,6 +30,7 @@ type batchIO struct {
 	txIov   []unix.Iovec // one per rx datagram, trimmed to its length
 	txNames []sockaddr4
 	txHdrs  []mmsghdr
+	txReply []bool // the message is a handshake reply, not a copy
 	nTx     int
 
 	// Results of the syscall closures, which are built once so that a
@@ -38,9 +39,15 @@ type batchIO struct {
 	nRx            int
 	rxErr          error
 	sent           int
-	txPackets      uint64
-	txBytes        uint64
-	txErrors       uint64
+	tx             txCounts
+}
+
+// txCounts is what one send put on the wire: copies of datagrams and
+// handshake replies apart, and the messages the kernel refused.
+type txCounts struct {
+	packets, bytes      uint64 // copies
+	replies, replyBytes uint64
+	errors              uint64
 }
 
 // mmsghdr is struct mmsghdr; Go pads it as C does on 32 and 64 bits.
@@ -72,6 +79,7 @@ func newBatchIO(raw syscall.RawConn, batch, fanout int) *batchIO {
 		txIov:   make([]unix.Iovec, batch),
 		txNames: make([]sockaddr4, batch*fanout),
 		txHdrs:  make([]mmsghdr, batch*fanout),
+		txReply: make([]bool, batch*fanout),
 	}
 	for i := range b.rxHdrs {
 		b.rxIov[i].Base = &b.rxBuf[i*maxDatagram]
@@ -141,7 +149,7 @@ func (b *batchIO) recvSyscall(fd uintptr) bool {
 func (b *batchIO) datagram(i int) (data []byte, truncated bool, from netip.AddrPort) {
 	m := &b.rxHdrs[i]
 	n := min(int(m.n), maxDatagram)
-	data = b.rxBuf[i*maxDatagram : i*maxDatagram+n]
+	data = b.rxBuf[i*maxDatagram : i*maxDatagram+n : (i+1)*maxDatagram] // cap: its own slot
 	sa := &b.rxNames[i]
 	from = netip.AddrPortFrom(netip.AddrFrom4([4]byte(sa[4:8])), binary.BigEndian.Uint16(sa[2:4]))
 	return data, m.hdr.Flags&unix.MSG_TRUNC != 0, from
@@ -178,6 +186,22 @@ func (b *batchIO) drops(i int) (uint32, bool) {
 
 // queue adds a copy of the i-th received datagram, size bytes, for to.
 func (b *batchIO) queue(i, size int, to netip.AddrPort) {
+	b.add(i, size, to, false)
+}
+
+// queueReply sends the first size bytes of the i-th receive buffer, where
+// the caller wrote its answer over the datagram it answers, back to to. It
+// refuses (false) an answer longer than that datagram: the relay never
+// sends an address more than that address sent it.
+func (b *batchIO) queueReply(i, size int, to netip.AddrPort) bool {
+	if size > int(b.rxHdrs[i].n) || size > maxDatagram {
+		return false
+	}
+	b.add(i, size, to, true)
+	return true
+}
+
+func (b *batchIO) add(i, size int, to netip.AddrPort, reply bool) {
 	b.txIov[i].Base = &b.rxBuf[i*maxDatagram]
 	b.txIov[i].SetLen(size)
 	m := &b.txHdrs[b.nTx]
@@ -187,19 +211,21 @@ func (b *batchIO) queue(i, size int, to netip.AddrPort) {
 	binary.BigEndian.PutUint16(sa[2:4], to.Port())
 	a := to.Addr().As4()
 	copy(sa[4:8], a[:])
+	b.txReply[b.nTx] = reply
 	b.nTx++
 }
 
-// send sends every queued copy, waiting while the socket's send buffer is
-// full, and returns how many packets and bytes went out and how many copies
-// the kernel refused (those are skipped).
-func (b *batchIO) send() (packets, bytes, refused uint64, err error) {
-	b.sent, b.txPackets, b.txBytes, b.txErrors = 0, 0, 0, 0
+// send sends every queued message, waiting while the socket's send buffer
+// is full, and returns what went out and how many messages the kernel
+// refused (those are skipped).
+func (b *batchIO) send() (txCounts, error) {
+	b.sent, b.tx = 0, txCounts{}
+	var err error
 	if b.nTx > 0 {
 		err = b.raw.Write(b.sendFn)
 	}
 	b.nTx = 0
-	return b.txPackets, b.txBytes, b.txErrors, err
+	return b.tx, err
 }
 
 func (b *batchIO) sendSyscall(fd uintptr) bool {
@@ -217,18 +243,23 @@ func (b *batchIO) sendSyscall(fd uintptr) bool {
 		}
 		switch errno {
 		case 0:
-			for _, m := range b.txHdrs[b.sent : b.sent+int(n)] {
-				b.txBytes += uint64(m.n)
+			for k := b.sent; k < b.sent+int(n); k++ {
+				if b.txReply[k] {
+					b.tx.replies++
+					b.tx.replyBytes += uint64(b.txHdrs[k].n)
+				} else {
+					b.tx.packets++
+					b.tx.bytes += uint64(b.txHdrs[k].n)
+				}
 			}
-			b.txPackets += uint64(n)
 			b.sent += int(n)
 		case unix.EINTR:
 		case unix.EAGAIN:
 			return false // the runtime waits until the socket is writable
 		default:
-			// This copy failed (say, no route to its player); skip it so
-			// one bad address cannot stall the others.
-			b.txErrors++
+			// This message failed (say, no route to its player); skip it
+			// so one bad address cannot stall the others.
+			b.tx.errors++
 			b.sent++
 		}
 	}

@@ -56,7 +56,7 @@ func TestLoadgen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	before := settle(t, s, 24).Counters // the joins
+	before := settle(t, s, 2*24).Counters // the handshakes
 	const count = 5000
 	res, err := l.Run(context.Background(), count, 0)
 	if err != nil {
@@ -66,13 +66,34 @@ func TestLoadgen(t *testing.T) {
 		t.Fatalf("got sent %d observed %d bad %d, want %d %d 0", res.Sent, res.Observed, l.Bad(), count, count)
 	}
 	after := settle(t, s, before.RxPackets+count).Counters
-	if got := after.Forwarded - before.Forwarded; got != count+1 { // +1: the second probe
-		t.Errorf("forwarded: got %d, want %d", got, count+1)
+	if got := after.Forwarded - before.Forwarded; got != count {
+		t.Errorf("forwarded: got %d, want %d", got, count)
 	}
 	if got := after.TxPackets - before.TxPackets; got != 7*count {
 		t.Errorf("tx_packets: got %d, want 7 x %d", got, count)
 	}
 	if after.RxDrops != 0 || after.Malformed != 0 {
 		t.Errorf("got rx_drops %d malformed %d, want 0 0", after.RxDrops, after.Malformed)
+	}
+}
+
+// TestLoadgenWire1: the load of wire version 1, for a relayd from before
+// the handshake, joins nobody here: the relay refuses every datagram as
+// another version and forwards none.
+func TestLoadgenWire1(t *testing.T) {
+	s := start(t, testConfig(nil))
+	l, err := loadgen.Dial(loadgen.Options{Relay: s.ListenAddr(), Lobbies: 1, Size: 8, Datagram: 120, Window: 8, Wire: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	res, err := l.Run(context.Background(), 8, 0)
+	if err != nil || res.Sent != 8 || res.Observed != 0 || l.Bad() != 1 {
+		t.Fatalf("run: got %+v, %v, %d bad; want 8 sent, none observed, 1 bad (the refusal of the observer's join)", res, err, l.Bad())
+	}
+	st := s.Status()
+	if st.Counters.Forwarded != 0 || st.Counters.OtherVersion != 8+8 || st.Players != 0 {
+		t.Errorf("got forwarded %d other_version %d players %d, want 0, 16 (8 joins, 8 sent), 0",
+			st.Counters.Forwarded, st.Counters.OtherVersion, st.Players)
 	}
 }

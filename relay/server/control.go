@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/relayctl/relayctl/relay/handoff"
@@ -83,11 +84,16 @@ type Status struct {
 }
 
 // Counters count since the socket was created: a process that takes the
-// socket over carries on from its predecessor's counters. RxPackets =
-// Forwarded + Malformed + LobbyFull + RefusedDraining;
-// TxPackets counts the copies sent, so it is 7*Forwarded in full lobbies of
-// eight. RxDrops is the socket's kernel drop count (SO_RXQ_OVFL), which
-// reaches the relay with the next datagram it reads.
+// socket over carries on from its predecessor's counters. Every datagram
+// read is counted once by what became of it:
+//
+//	RxPackets = Forwarded + NotJoined + OtherVersion + Malformed
+//	          + JoinChallenged + Joined + LobbyFull + RefusedDraining + SourceLimit
+//
+// TxPackets counts the copies of datagrams sent, so it is 7*Forwarded in
+// full lobbies of eight; Replies counts the handshake's answers apart.
+// RxDrops is the socket's kernel drop count (SO_RXQ_OVFL), which reaches
+// the relay with the next datagram it reads.
 type Counters struct {
 	RxPackets      uint64 `json:"rx_packets"`
 	RxBytes        uint64 `json:"rx_bytes"`
@@ -99,9 +105,29 @@ type Counters struct {
 	Forwarded      uint64 `json:"forwarded"`
 	LobbyFull      uint64 `json:"lobby_full"`
 	ExpiredPlayers uint64 `json:"expired_players"`
-	// RefusedDraining counts datagrams for new lobbies refused while
-	// draining.
+	// RefusedDraining counts joins of new lobbies refused while draining.
 	RefusedDraining uint64 `json:"refused_draining"`
+
+	// The join handshake. NotJoined: data datagrams from an address that
+	// is not a member of their lobby (challenged if at least 40 bytes).
+	// OtherVersion: datagrams of another wire version (refused, same
+	// condition). JoinsRx: join datagrams read, whatever became of them.
+	// JoinChallenged: joins without a valid cookie, answered with a
+	// challenge; CookieRejected: those of them whose cookie was expired,
+	// forged or another address's. Joined: joins with a valid cookie that
+	// made or kept the player a member. LobbyFull and SourceLimit: joins
+	// with a valid cookie refused because the lobby was full, or the
+	// address or its /24 held as many players as allowed. Replies and
+	// ReplyBytes: the handshake's answers sent.
+	NotJoined      uint64 `json:"not_joined"`
+	OtherVersion   uint64 `json:"other_version"`
+	JoinsRx        uint64 `json:"joins_rx"`
+	JoinChallenged uint64 `json:"join_challenged"`
+	CookieRejected uint64 `json:"cookie_rejected"`
+	Joined         uint64 `json:"joined"`
+	SourceLimit    uint64 `json:"source_limit"`
+	Replies        uint64 `json:"replies"`
+	ReplyBytes     uint64 `json:"reply_bytes"`
 }
 
 // Status returns the relay's state now.
@@ -109,6 +135,9 @@ func (s *Server) Status() Status {
 	s.mu.Lock()
 	lobbies, players, draining := s.table.Lobbies(), s.table.Players(), s.table.NoNewLobbies()
 	s.mu.Unlock()
+	s.bufMu.Lock()
+	requested, force, effective := s.cfg.SORcvbuf, s.cfg.SORcvbufForce, s.effective
+	s.bufMu.Unlock()
 	var malformed uint64
 	for i := range s.c.malformed {
 		malformed += s.c.malformed[i].Load()
@@ -118,9 +147,9 @@ func (s *Server) Status() Status {
 		PID:               os.Getpid(),
 		Listen:            s.ListenAddr().String(),
 		Control:           s.ControlAddr().String(),
-		SORcvbufRequested: s.cfg.SORcvbuf,
-		SORcvbufForce:     s.cfg.SORcvbufForce,
-		SORcvbufEffective: s.effective,
+		SORcvbufRequested: requested,
+		SORcvbufForce:     force,
+		SORcvbufEffective: effective,
 		RmemMaxAtStart:    s.rmemMax,
 		Lobbies:           lobbies,
 		Players:           players,
@@ -136,6 +165,15 @@ func (s *Server) Status() Status {
 			LobbyFull:       s.c.lobbyFull.Load(),
 			ExpiredPlayers:  s.c.expired.Load(),
 			RefusedDraining: s.c.refusedDraining.Load(),
+			NotJoined:       s.c.notJoined.Load(),
+			OtherVersion:    s.c.otherVersion.Load(),
+			JoinsRx:         s.c.joinsRx.Load(),
+			JoinChallenged:  s.c.joinChallenged.Load(),
+			CookieRejected:  s.c.cookieRejected.Load(),
+			Joined:          s.c.joined.Load(),
+			SourceLimit:     s.c.sourceLimit.Load(),
+			Replies:         s.c.replies.Load(),
+			ReplyBytes:      s.c.replyBytes.Load(),
 		},
 		StartedAt:   s.started.UTC(),
 		Draining:    draining,
@@ -203,7 +241,48 @@ func (s *Server) handler() http.Handler {
 	})
 	mux.HandleFunc("POST /drain", s.drain(true))
 	mux.HandleFunc("DELETE /drain", s.drain(false))
-	return mux
+	return loopbackHost(mux)
+}
+
+// loopbackHost refuses a request whose Host is not a loopback name or
+// address. The control plane listens on loopback only, but a web page can
+// still reach it through a browser on the relay host by DNS rebinding (its
+// own name resolving to 127.0.0.1): the browser then sends the page's name
+// as Host, which this refuses. A request without Host (HTTP/1.0, as
+// relayctl's host agent sends) is no browser's and is served.
+func loopbackHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isLoopbackHost(r.Host) {
+			http.Error(w, "misdirected request: relayd's control plane answers only to Host localhost, 127.0.0.0/8 or [::1]", http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isLoopbackHost reports whether host (a Host header: name or address,
+// maybe a port) names this machine's loopback: localhost, an address in
+// 127.0.0.0/8 in dotted-quad form, or [::1]. "" (no Host) is accepted.
+func isLoopbackHost(host string) bool {
+	if host == "" {
+		return true
+	}
+	name, port := host, ""
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
+		name, port = host[:i], host[i+1:]
+	}
+	if len(port) > 5 || strings.Trim(port, "0123456789") != "" {
+		return false
+	}
+	if strings.HasPrefix(name, "[") && strings.HasSuffix(name, "]") {
+		a, err := netip.ParseAddr(name[1 : len(name)-1])
+		return err == nil && a == netip.IPv6Loopback()
+	}
+	if strings.EqualFold(name, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(name)
+	return err == nil && a.Is4() && a.IsLoopback()
 }
 
 // metrics reads the relay's counters at scrape time rather than keeping a
@@ -219,14 +298,23 @@ var (
 	descRxDrops     = desc("rx_drops_total", "Datagrams the kernel dropped on the relay socket (SO_RXQ_OVFL), as d in ss -u -m.")
 	descMalformed   = prometheus.NewDesc("relayd_malformed_total", "Datagrams dropped as malformed, by reason.", []string{"reason"}, nil)
 	descForwarded   = desc("forwarded_total", "Datagrams forwarded to the other members of their lobby.")
-	descLobbyFull   = desc("lobby_full_total", "Datagrams dropped because their lobby was full.")
-	descRefused     = desc("refused_draining_total", "Datagrams for new lobbies refused while draining.")
+	descLobbyFull   = desc("lobby_full_total", "Joins with a valid cookie refused because their lobby was full.")
+	descRefused     = desc("refused_draining_total", "Joins of new lobbies refused while draining.")
+	descNotJoined   = desc("not_joined_total", "Data datagrams from an address that is not a member of their lobby, dropped.")
+	descOtherVer    = desc("other_version_total", "Datagrams of another wire version, dropped.")
+	descJoinsRx     = desc("joins_received_total", "Join datagrams read.")
+	descChallenged  = desc("join_challenged_total", "Joins without a valid cookie, answered with a challenge.")
+	descRejected    = desc("cookie_rejected_total", "Joins whose cookie was expired, forged or another address's.")
+	descJoined      = desc("joined_total", "Joins with a valid cookie that made or kept the player a member.")
+	descSourceLimit = desc("source_limit_total", "Joins with a valid cookie refused by a per-source limit.")
+	descReplies     = desc("replies_total", "Handshake answers sent (challenges, welcomes, refusals).")
+	descReplyBytes  = desc("reply_bytes_total", "Bytes of handshake answers sent.")
 	descDraining    = desc("draining", "1 while the drain gate refuses new lobbies.")
 	descExpired     = desc("expired_players_total", "Players removed after the idle timeout.")
 	descLobbies     = desc("lobbies", "Lobbies with at least one player.")
 	descPlayers     = desc("players", "Players in all lobbies.")
-	descRequested   = desc("so_rcvbuf_requested_bytes", "SO_RCVBUF asked for at start (0: kernel default).")
-	descEffective   = desc("so_rcvbuf_effective_bytes", "SO_RCVBUF read back with getsockopt at start (rb in ss).")
+	descRequested   = desc("so_rcvbuf_requested_bytes", "SO_RCVBUF asked for at start or at the last SIGHUP (0: kernel default).")
+	descEffective   = desc("so_rcvbuf_effective_bytes", "SO_RCVBUF read back with getsockopt at start or at the last SIGHUP (rb in ss).")
 	descRmemMax     = desc("rmem_max_at_start_bytes", "net.core.rmem_max when relayd started.")
 	descBuildInfo   = prometheus.NewDesc("relayd_build_info", "Always 1; the version label is relayd's release.", []string{"version"}, nil)
 	descStartedTime = desc("start_time_seconds", "Unix time relayd started.")
@@ -261,6 +349,15 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 	counter(descForwarded, c.Forwarded)
 	counter(descLobbyFull, c.LobbyFull)
 	counter(descRefused, c.RefusedDraining)
+	counter(descNotJoined, c.NotJoined)
+	counter(descOtherVer, c.OtherVersion)
+	counter(descJoinsRx, c.JoinsRx)
+	counter(descChallenged, c.JoinChallenged)
+	counter(descRejected, c.CookieRejected)
+	counter(descJoined, c.Joined)
+	counter(descSourceLimit, c.SourceLimit)
+	counter(descReplies, c.Replies)
+	counter(descReplyBytes, c.ReplyBytes)
 	draining := 0.0
 	if st.Draining {
 		draining = 1

@@ -415,7 +415,7 @@ func savedState(t *testing.T, seq uint64, corrupt bool) int {
 	defer s.Close()
 	for i := range 8 {
 		p := newPlayer(t, s, 9, uint32(i+1))
-		s.table.Route(9, uint32(i+1), p.conn.LocalAddr().(*net.UDPAddr).AddrPort(), s.started, nil)
+		s.table.Join(9, uint32(i+1), p.conn.LocalAddr().(*net.UDPAddr).AddrPort(), s.started)
 	}
 	s.c.rxPackets.Store(99)
 	st, err := s.stateNow()
@@ -573,14 +573,15 @@ func TestFDStoreAgesTheTable(t *testing.T) {
 func BenchmarkStateNow(b *testing.B) {
 	for _, players := range []int{64, 4096, 32768} {
 		b.Run(fmt.Sprintf("players=%d", players), func(b *testing.B) {
-			s, err := New(testConfig(nil), "x", slog.New(slog.DiscardHandler))
+			// The players come from one /16, held to no per-source limit.
+			s, err := New(testConfig(func(c *config.Config) { c.ExemptSources = "10.0.0.0/8" }), "x", slog.New(slog.DiscardHandler))
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer s.Close()
 			for i := range players {
 				from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 40000)
-				if _, err := s.table.Route(uint32(i/8), uint32(i%8+1), from, s.started, nil); err != nil {
+				if err := s.table.Join(uint32(i/8), uint32(i%8+1), from, s.started); err != nil {
 					b.Fatal(err)
 				}
 			}

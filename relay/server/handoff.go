@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -349,6 +350,9 @@ func (s *Server) counterMap() map[string]uint64 {
 		"rx_drops": s.c.rxDrops.Load(), "forwarded": s.c.forwarded.Load(), "lobby_full": s.c.lobbyFull.Load(),
 		"expired_players": s.c.expired.Load(), "refused_draining": s.c.refusedDraining.Load(),
 	}
+	for name, c := range s.handshakeCounters() {
+		m[name] = c.Load()
+	}
 	for r, name := range reasonNames {
 		m["malformed_"+name] = s.c.malformed[r].Load()
 	}
@@ -364,6 +368,9 @@ func (s *Server) setCounters(m map[string]uint64) {
 		"forwarded": &s.c.forwarded, "lobby_full": &s.c.lobbyFull, "expired_players": &s.c.expired,
 		"refused_draining": &s.c.refusedDraining,
 	}
+	for name, c := range s.handshakeCounters() {
+		set[name] = c
+	}
 	for r, name := range reasonNames {
 		set["malformed_"+name] = &s.c.malformed[r]
 	}
@@ -371,6 +378,16 @@ func (s *Server) setCounters(m map[string]uint64) {
 		if c, ok := set[name]; ok {
 			c.Store(v)
 		}
+	}
+}
+
+// handshakeCounters are the join handshake's counters by their /status
+// names.
+func (s *Server) handshakeCounters() map[string]*atomic.Uint64 {
+	return map[string]*atomic.Uint64{
+		"not_joined": &s.c.notJoined, "other_version": &s.c.otherVersion, "joins_rx": &s.c.joinsRx,
+		"join_challenged": &s.c.joinChallenged, "cookie_rejected": &s.c.cookieRejected, "joined": &s.c.joined,
+		"source_limit": &s.c.sourceLimit, "replies": &s.c.replies, "reply_bytes": &s.c.replyBytes,
 	}
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/relayctl/relayctl/relay/config"
 	"github.com/relayctl/relayctl/relay/handoff"
+	"github.com/relayctl/relayctl/relay/wire"
 	"github.com/relayctl/relayctl/tune"
 )
 
@@ -44,17 +46,27 @@ func newServer(t *testing.T, cfg config.Config) (*Server, error) {
 	return New(cfg, "test-1.0", slog.New(slog.NewTextHandler(testLog{t}, nil)))
 }
 
-// lobbyOf3 joins three players to lobby 5 and checks they reach each other.
+// lobbyOf3 joins three players to lobby 5 and checks they reach each
+// other: 6 handshake datagrams, 3 forwarded.
 func lobbyOf3(t *testing.T, s *Server) []*player {
 	t.Helper()
 	ps := []*player{newPlayer(t, s, 5, 1), newPlayer(t, s, 5, 2), newPlayer(t, s, 5, 3)}
 	for _, p := range ps {
-		p.send(0)
+		p.join()
 	}
-	ps[0].expect(2, 0)
-	ps[0].expect(3, 0)
-	ps[1].expect(3, 0)
+	round(t, ps, 0)
 	return ps
+}
+
+// joinRefused has p prove its address and join, and checks the relay
+// refuses it for reason r.
+func joinRefused(t *testing.T, p *player, r wire.Reason) {
+	t.Helper()
+	p.joinWith(wire.Cookie{})
+	p.joinWith(p.reply().Cookie)
+	if h := p.reply(); h.Kind != wire.KindRefused || h.Reason != r {
+		t.Errorf("player %d of lobby %d: got %+v, want refused: %s", p.id, p.lobby, h, r)
+	}
 }
 
 // round has every player send seq and checks every other one gets it.
@@ -81,6 +93,12 @@ func TestHandoffInProcess(t *testing.T) {
 	oldDone := startRun(t, old)
 	ps := lobbyOf3(t, old)
 	round(t, ps, 1)
+	// A newcomer halfway through its handshake when the relay is handed
+	// over: the old process's cookie is no good to the new one, whose
+	// secret is its own.
+	late := newPlayer(t, old, 5, 4)
+	late.joinWith(wire.Cookie{})
+	oldCookie := late.reply().Cookie
 	before := status(t, old)
 	if before.Handoff != handoff.Protocol || before.HandoffSocket != sock || before.SocketInode == 0 || before.HandoffFromPID != 0 {
 		t.Fatalf("old relay status: handoff %q socket %q inode %d from %d", before.Handoff, before.HandoffSocket, before.SocketInode, before.HandoffFromPID)
@@ -110,7 +128,23 @@ func TestHandoffInProcess(t *testing.T) {
 	}
 	// The players carry on without joining again: the lobby was handed over.
 	round(t, ps, 2)
-	after := status(t, nw)
+	// The newcomer proves its address again, one more round trip.
+	late.joinWith(oldCookie)
+	ch := late.reply()
+	if ch.Kind != wire.KindChallenge || ch.Reason != wire.ReasonCookieRejected {
+		t.Fatalf("the old process's cookie at the new one: got %+v, want a challenge: cookie rejected", ch)
+	}
+	late.joinWith(ch.Cookie)
+	if h := late.reply(); h.Kind != wire.KindWelcome {
+		t.Fatalf("the new process's cookie: got %+v, want a welcome", h)
+	}
+	round(t, append(ps, late), 3)
+	// The relay counts a batch after sending it: wait for the count.
+	var after Status
+	waitFor(t, func() (bool, string) {
+		after = status(t, nw)
+		return after.Counters.Forwarded >= 13, fmt.Sprintf("forwarded %d, want 13", after.Counters.Forwarded)
+	})
 	want := tune.ExpectRcvbuf(1<<19, false, after.RmemMaxAtStart, 0).Effective
 	checks := []struct {
 		name      string
@@ -122,12 +156,15 @@ func TestHandoffInProcess(t *testing.T) {
 		{"handoff_lobbies", after.HandoffLobbies, 1},
 		{"handoff_players", after.HandoffPlayers, 3},
 		{"lobbies", after.Lobbies, 1},
-		{"players", after.Players, 3},
+		{"players", after.Players, 4},
 		{"handoff", after.Handoff, handoff.Protocol},
 		{"control (the inherited listener)", after.Control, before.Control},
-		// Counters carry on: 3 joins + 3 + 3 datagrams, none lost.
-		{"rx_packets", after.Counters.RxPackets, uint64(9)},
-		{"forwarded", after.Counters.Forwarded, uint64(9)},
+		// Counters carry on: 6 handshake datagrams, 3 rounds of 3, the
+		// newcomer's 3 joins and a round of 4: none lost.
+		{"rx_packets", after.Counters.RxPackets, uint64(6 + 9 + 3 + 4)},
+		{"forwarded", after.Counters.Forwarded, uint64(9 + 4)},
+		{"joins_rx", after.Counters.JoinsRx, uint64(6 + 3)},
+		{"cookie_rejected", after.Counters.CookieRejected, uint64(1)},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -287,26 +324,23 @@ func TestDrain(t *testing.T) {
 	// a new player.
 	newcomer := newPlayer(t, s, 6, 1)
 	other := newPlayer(t, s, 6, 2)
-	newcomer.send(0)
-	other.send(0)
+	joinRefused(t, newcomer, wire.ReasonDraining)
+	joinRefused(t, other, wire.ReasonDraining)
 	late := newPlayer(t, s, 5, 4)
-	late.send(0)
-	for _, p := range ps {
-		p.expect(4, 0)
-	}
+	late.join()
 	round(t, append(ps, late), 1)
-	// settle's probe is a new lobby too: refused as well.
-	st := settle(t, s, 3+2+1+4)
-	if !st.Draining || st.Counters.RefusedDraining != 3 || st.Lobbies != 1 || st.Players != 4 {
-		t.Errorf("while draining: draining %v refused %d lobbies %d players %d; want true 3 1 4",
+	st := settle(t, s, 6+3+2+2+2+4)
+	if !st.Draining || st.Counters.RefusedDraining != 2 || st.Lobbies != 1 || st.Players != 4 {
+		t.Errorf("while draining: draining %v refused %d lobbies %d players %d; want true 2 1 4",
 			st.Draining, st.Counters.RefusedDraining, st.Lobbies, st.Players)
 	}
 	if code, body := call("DELETE", ""); code != http.StatusOK || body["draining"] != false {
 		t.Fatalf("DELETE /drain: %d %v", code, body)
 	}
+	newcomer.join()
+	other.join()
 	newcomer.send(1)
-	other.send(1)
-	newcomer.expect(2, 1)
+	other.expect(1, 1)
 	if st := status(t, s); st.Draining {
 		t.Error("still draining after DELETE /drain")
 	}

@@ -10,6 +10,7 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,9 +28,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/relayctl/relayctl/relay/config"
+	"github.com/relayctl/relayctl/relay/cookie"
 	"github.com/relayctl/relayctl/relay/handoff"
 	"github.com/relayctl/relayctl/relay/lobby"
-	"github.com/relayctl/relayctl/relay/wire"
 )
 
 // RmemMaxPath is where the kernel's cap on SO_RCVBUF is read at start.
@@ -65,8 +66,13 @@ type Server struct {
 	socketFrom string
 	sd         *systemd // what systemd passed and its fd store; nil without WithSystemd
 
-	mu    sync.Mutex // guards table
+	mu    sync.Mutex // guards table and jar
+	bufMu sync.Mutex // guards cfg.SORcvbuf, cfg.SORcvbufForce and effective after start (SetRcvbuf)
 	table *lobby.Table
+	// jar makes and checks the join handshake's cookies, under a secret of
+	// this process that never leaves it: not through a handoff either
+	// (docs/relayd.md, "Who may join").
+	jar *cookie.Jar
 
 	c       counters
 	targets []netip.AddrPort // scratch for the fan-out of one datagram
@@ -91,6 +97,40 @@ type counters struct {
 	rxDrops, forwarded, lobbyFull, expired           atomic.Uint64
 	refusedDraining                                  atomic.Uint64
 	malformed                                        [numReasons]atomic.Uint64
+
+	// The join handshake (join.go).
+	notJoined, otherVersion, joinsRx, joinChallenged atomic.Uint64
+	cookieRejected, joined, sourceLimit              atomic.Uint64
+	replies, replyBytes                              atomic.Uint64
+}
+
+// tally counts one batch, added to the counters once.
+type tally struct {
+	rxBytes, forwarded, lobbyFull, noNew                uint64
+	notJoined, otherVersion, joinsRx                    uint64
+	joinChallenged, cookieRejected, joined, sourceLimit uint64
+	bad                                                 [numReasons]uint64
+}
+
+func (c *counters) add(t *tally) {
+	for _, a := range []struct {
+		c *atomic.Uint64
+		v uint64
+	}{
+		{&c.rxBytes, t.rxBytes}, {&c.forwarded, t.forwarded}, {&c.lobbyFull, t.lobbyFull},
+		{&c.refusedDraining, t.noNew}, {&c.notJoined, t.notJoined}, {&c.otherVersion, t.otherVersion},
+		{&c.joinsRx, t.joinsRx}, {&c.joinChallenged, t.joinChallenged}, {&c.cookieRejected, t.cookieRejected},
+		{&c.joined, t.joined}, {&c.sourceLimit, t.sourceLimit},
+	} {
+		if a.v > 0 {
+			a.c.Add(a.v)
+		}
+	}
+	for r, v := range t.bad {
+		if v > 0 {
+			c.malformed[r].Add(v)
+		}
+	}
 }
 
 // reason is why a datagram was refused as malformed.
@@ -103,10 +143,11 @@ const (
 	reasonLobbyRange
 	reasonPlayerTaken
 	reasonTooLong
+	reasonJoin // a join message that does not decode: not 40 bytes, or a reason set
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"short", "magic", "player_id", "lobby_range", "player_taken", "too_long"}
+var reasonNames = [numReasons]string{"short", "magic", "player_id", "lobby_range", "player_taken", "too_long", "join"}
 
 // New opens the relay's UDP socket (applying SO_RCVBUF as cfg asks) and its
 // control listener, and logs the start line. Nothing is served until Run.
@@ -120,11 +161,16 @@ func New(cfg config.Config, version string, log *slog.Logger, opts ...Option) (*
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("check config: %w", err)
 	}
-	table, err := lobby.New(lobby.Config{Size: cfg.LobbySize, MaxLobbies: cfg.MaxLobbies, IdleTimeout: cfg.IdleTimeout})
+	table, err := lobby.New(lobby.Config{Size: cfg.LobbySize, MaxLobbies: cfg.MaxLobbies, IdleTimeout: cfg.IdleTimeout,
+		MaxPerAddr: cfg.MaxPlayersPerAddr, MaxPerNet: cfg.MaxPlayersPerNet, Exempt: cfg.Exempt()})
 	if err != nil {
 		return nil, fmt.Errorf("create lobby table: %w", err)
 	}
-	s := &Server{cfg: cfg, version: version, log: log, table: table, started: time.Now(),
+	jar, err := cookie.New(rand.Reader, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, version: version, log: log, table: table, jar: jar, started: time.Now(),
 		targets: make([]netip.AddrPort, 0, cfg.LobbySize-1),
 		done:    make(chan struct{}), parked: make(chan struct{}), wake: make(chan bool), forwardDone: make(chan struct{})}
 	for _, o := range opts {
@@ -277,7 +323,7 @@ func (s *Server) logStart() {
 }
 
 // cappedWarning explains a buffer smaller than asked. The kernel gives
-// 2*min(requested, rmem_max) and says nothing (DESIGN.md, kernel facts), so
+// 2*min(requested, rmem_max) and says nothing (docs/kernel.md), so
 // an effective value under 2*requested means the cap applied.
 func cappedWarning(requested int, force bool, effective, rmemMax int) string {
 	if requested <= 0 || effective >= 2*requested {
@@ -420,11 +466,10 @@ func (s *Server) forward() error {
 	}
 }
 
-// relayBatch routes the n datagrams of the last recv, sends their copies
-// and counts.
+// relayBatch handles the n datagrams of the last recv (join.go: forward
+// data, answer joins), sends their copies and replies, and counts.
 func (s *Server) relayBatch(n int) error {
-	var rxBytes, forwarded, lobbyFull, noNew uint64
-	var bad [numReasons]uint64
+	var t tally
 	drops, sawDrops := uint32(0), false
 	now := time.Now()
 	s.lastRead.Store(now.UnixNano())
@@ -435,58 +480,29 @@ func (s *Server) relayBatch(n int) error {
 	s.mu.Lock()
 	for i := 0; i < n; i++ {
 		data, truncated, from := s.io.datagram(i)
-		rxBytes += uint64(len(data))
+		t.rxBytes += uint64(len(data))
 		if d, ok := s.io.drops(i); ok {
 			drops, sawDrops = d, true
 		}
 		if truncated {
-			bad[reasonTooLong]++
+			t.bad[reasonTooLong]++
 			continue
 		}
-		h, err := wire.Decode(data)
-		if err != nil {
-			bad[decodeReason(err)]++
-			continue
-		}
-		s.targets, err = s.table.Route(h.Lobby, h.Player, from, now, s.targets[:0])
-		switch {
-		case errors.Is(err, lobby.ErrLobbyFull):
-			lobbyFull++ // well formed, so counted apart from malformed
-			continue
-		case errors.Is(err, lobby.ErrNoNewLobbies):
-			noNew++
-			continue
-		case errors.Is(err, lobby.ErrLobbyRange):
-			bad[reasonLobbyRange]++
-			continue
-		case err != nil: // lobby.ErrPlayerTaken
-			bad[reasonPlayerTaken]++
-			continue
-		}
-		forwarded++
-		for _, to := range s.targets {
-			s.io.queue(i, len(data), to)
-		}
+		s.handle(i, data, from, now, &t)
 	}
 	s.mu.Unlock()
 
-	txPackets, txBytes, refused, err := s.io.send()
+	tx, err := s.io.send()
 	s.c.rxPackets.Add(uint64(n))
-	s.c.rxBytes.Add(rxBytes)
-	s.c.forwarded.Add(forwarded)
-	s.c.lobbyFull.Add(lobbyFull)
-	s.c.refusedDraining.Add(noNew)
-	for r, v := range bad {
-		if v > 0 {
-			s.c.malformed[r].Add(v)
-		}
-	}
+	s.c.add(&t)
 	if sawDrops {
 		s.c.rxDrops.Store(uint64(drops))
 	}
-	s.c.txPackets.Add(txPackets)
-	s.c.txBytes.Add(txBytes)
-	s.c.txErrors.Add(refused)
+	s.c.txPackets.Add(tx.packets)
+	s.c.txBytes.Add(tx.bytes)
+	s.c.replies.Add(tx.replies)
+	s.c.replyBytes.Add(tx.replyBytes)
+	s.c.txErrors.Add(tx.errors)
 	if err != nil {
 		return fmt.Errorf("send: %w", err)
 	}
@@ -504,17 +520,6 @@ func (s *Server) noteFirstRead(now time.Time) {
 		attrs = append(attrs, "handoff_gap_us", (now.UnixNano()-f.lastRead)/1e3)
 	}
 	s.log.Info("first datagram read", attrs...)
-}
-
-func decodeReason(err error) reason {
-	switch {
-	case errors.Is(err, wire.ErrShort):
-		return reasonShort
-	case errors.Is(err, wire.ErrMagic):
-		return reasonMagic
-	default:
-		return reasonPlayerID
-	}
 }
 
 // expireLoop removes idle players a few times per idle timeout, so a

@@ -10,12 +10,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/relayctl/relayctl/relay/client"
 	"github.com/relayctl/relayctl/relay/config"
 	"github.com/relayctl/relayctl/relay/wire"
 )
@@ -125,6 +127,48 @@ func payload(player, seq uint32) []byte {
 	return b
 }
 
+// join makes p a member with the handshake, two datagrams each way.
+func (p *player) join() {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	if err := client.Join(ctx, p.conn, p.relay.AddrPort(), p.lobby, p.id); err != nil {
+		p.t.Fatalf("player %d: %v", p.id, err)
+	}
+	p.nbytes += 2 * wire.HandshakeLen
+}
+
+// joinWith sends a join carrying cookie c (none: the first join).
+func (p *player) joinWith(c wire.Cookie) {
+	p.t.Helper()
+	p.sendRaw(wire.EncodeHandshake(make([]byte, wire.HandshakeLen), wire.Handshake{Kind: wire.KindJoin, Lobby: p.lobby, Player: p.id, Cookie: c}))
+}
+
+// reply reads the next datagram, which must be a handshake answer.
+func (p *player) reply() wire.Handshake {
+	p.t.Helper()
+	p.conn.SetReadDeadline(time.Now().Add(hangGuard))
+	n, _, err := p.conn.ReadFromUDP(p.buf)
+	if err != nil {
+		p.t.Fatalf("player %d: read: %v", p.id, err)
+	}
+	h, err := wire.DecodeHandshake(p.buf[:n])
+	if err != nil {
+		p.t.Fatalf("player %d: got %d bytes that are not a handshake answer (%v): % x", p.id, n, err, p.buf[:n])
+	}
+	return h
+}
+
+// nothing checks that no datagram is waiting for p. Call it after a
+// datagram that was read by the relay later than anything p could get.
+func (p *player) nothing() {
+	p.t.Helper()
+	p.conn.SetReadDeadline(time.Now())
+	if n, _, err := p.conn.ReadFromUDP(p.buf); err == nil {
+		p.t.Fatalf("player %d: got %d unexpected bytes: % x", p.id, n, p.buf[:n])
+	}
+}
+
 func (p *player) send(seq uint32) {
 	p.t.Helper()
 	b := wire.AppendHeader(nil, wire.Header{Lobby: p.lobby, Player: p.id, Seq: seq, SentUnix: int64(seq)})
@@ -164,21 +208,37 @@ func (p *player) expect(from, seq uint32) {
 // probes counts settle's probes per relay (the tests do not run in parallel).
 var probes = map[*Server]int{}
 
-// settle makes sure the relay has counted everything before it: a lone
-// player's datagram is read in a later batch than anything the players
-// already received, so once rx_packets shows it, the earlier counts are
-// final.
+// settle makes sure the relay has counted everything before it: a probe's
+// first join (one datagram in, one challenge out) is read in a later batch
+// than anything the players already received, so once it is counted, the
+// earlier counts are final. The relay counts a batch after it sent its
+// answers, so the challenge can come back before the count.
 func settle(t *testing.T, s *Server, wantRx uint64) Status {
 	t.Helper()
-	// Each probe is alone in a lobby of its own, from the top of the range.
 	probes[s]++
-	newPlayer(t, s, uint32(s.cfg.MaxLobbies-probes[s]), 1).send(0)
+	p := newPlayer(t, s, uint32(s.cfg.MaxLobbies-probes[s]), 1)
+	p.joinWith(wire.Cookie{})
+	if h := p.reply(); h.Kind != wire.KindChallenge {
+		t.Fatalf("probe: got %+v, want a challenge", h)
+	}
 	var st Status
 	waitFor(t, func() (bool, string) {
 		st = status(t, s)
 		return st.Counters.RxPackets >= wantRx+1, fmt.Sprintf("rx_packets %d, want %d", st.Counters.RxPackets, wantRx+1)
 	})
+	if st.Counters.RxPackets != wantRx+1 {
+		t.Fatalf("rx_packets %d, want %d (%d and the probe)", st.Counters.RxPackets, wantRx+1, wantRx)
+	}
 	return st
+}
+
+// checkInvariant: every datagram read is counted once by what became of it.
+func checkInvariant(t *testing.T, c Counters) {
+	t.Helper()
+	sum := c.Forwarded + c.NotJoined + c.OtherVersion + c.Malformed + c.JoinChallenged + c.Joined + c.LobbyFull + c.RefusedDraining + c.SourceLimit
+	if c.RxPackets != sum {
+		t.Errorf("rx_packets %d, but the outcomes add up to %d: %+v", c.RxPackets, sum, c)
+	}
 }
 
 func TestFanOut(t *testing.T) {
@@ -196,16 +256,9 @@ func TestFanOut(t *testing.T) {
 			const lobbyID, rounds = 5, 20
 			var players []*player
 			for i := 1; i <= tt.size; i++ {
-				players = append(players, newPlayer(t, s, lobbyID, uint32(100+i)))
-			}
-			// Joining in order: each join reaches the players already in.
-			for _, p := range players {
-				p.send(0)
-			}
-			for i, p := range players {
-				for _, from := range players[i+1:] {
-					p.expect(from.id, 0)
-				}
+				p := newPlayer(t, s, lobbyID, uint32(100+i))
+				p.join() // a join is never forwarded
+				players = append(players, p)
 			}
 			// Each round every player sends once; every other player
 			// gets exactly that copy, in send order, intact.
@@ -223,94 +276,83 @@ func TestFanOut(t *testing.T) {
 			}
 
 			n := uint64(tt.size)
-			rx := n * (rounds + 1)
-			st := settle(t, s, rx)
+			st := settle(t, s, 2*n+n*rounds)
 			var sentBytes uint64
 			for _, p := range players {
 				sentBytes += uint64(p.nbytes)
 			}
-			fanout := n - 1
-			wantTx := n*(n-1)/2 + n*fanout*rounds
+			wantTx := n * (n - 1) * rounds
 			c := st.Counters
 			checks := []struct {
 				name      string
 				got, want uint64
 			}{
-				{"rx_packets", c.RxPackets, rx + 1},
-				{"forwarded", c.Forwarded, rx + 1},
+				{"rx_packets", c.RxPackets, 2*n + n*rounds + 1},
+				{"joins_rx", c.JoinsRx, 2*n + 1},
+				{"join_challenged", c.JoinChallenged, n + 1},
+				{"joined", c.Joined, n},
+				{"forwarded", c.Forwarded, n * rounds},
 				{"tx_packets", c.TxPackets, wantTx},
-				{"tx_packets of the rounds", c.TxPackets - n*(n-1)/2, fanout * (c.Forwarded - n - 1)},
-				{"rx_bytes", c.RxBytes, sentBytes + 144},
+				{"replies", c.Replies, 2*n + 1},
+				{"reply_bytes", c.ReplyBytes, 40 * (2*n + 1)},
+				{"rx_bytes", c.RxBytes, sentBytes + 40},
 				{"tx_bytes", c.TxBytes, wantTx * 144},
 				{"malformed", c.Malformed, 0},
 				{"lobby_full", c.LobbyFull, 0},
+				{"not_joined", c.NotJoined, 0},
 				{"rx_drops", c.RxDrops, 0},
 				{"tx_errors", c.TxErrors, 0},
-				{"players", uint64(st.Players), n + 1},
-				{"lobbies", uint64(st.Lobbies), 2},
+				{"players", uint64(st.Players), n},
+				{"lobbies", uint64(st.Lobbies), 1},
 			}
 			for _, ck := range checks {
 				if ck.got != ck.want {
 					t.Errorf("%s: got %d, want %d", ck.name, ck.got, ck.want)
 				}
 			}
+			checkInvariant(t, c)
 		})
 	}
 }
 
-func TestMalformedAndFull(t *testing.T) {
+// TestMalformed: what does not decode is counted by reason, forwarded to
+// no one and answered to no one.
+func TestMalformed(t *testing.T) {
 	s := start(t, testConfig(func(c *config.Config) { c.LobbySize, c.MaxLobbies = 3, 16 }))
 	a, b := newPlayer(t, s, 1, 1), newPlayer(t, s, 1, 2)
-	c, d := newPlayer(t, s, 2, 1), newPlayer(t, s, 2, 2)
-	a.send(0)
-	b.send(0)
-	a.expect(2, 0)
-	c.send(0)
-	d.send(0)
-	c.expect(2, 0)
+	a.join()
+	b.join()
 
-	good := wire.AppendHeader(nil, wire.Header{Lobby: 1, Player: 1})
+	good := append(wire.AppendHeader(nil, wire.Header{Lobby: 1, Player: 1}), make([]byte, 40)...)
 	badMagic := bytes.Clone(good)
 	badMagic[0] = 'X'
-	zeroPlayer := wire.AppendHeader(nil, wire.Header{Lobby: 1, Player: 0})
-	outOfRange := wire.AppendHeader(nil, wire.Header{Lobby: 16, Player: 1})
+	zeroPlayer := append(wire.AppendHeader(nil, wire.Header{Lobby: 1, Player: 0}), make([]byte, 40)...)
+	outOfRange := append(wire.AppendHeader(nil, wire.Header{Lobby: 16, Player: 1}), make([]byte, 40)...)
 	tooLong := append(bytes.Clone(good), make([]byte, 3000)...)
-	a.sendRaw(good[:wire.HeaderLen-1])
-	a.sendRaw(badMagic)
-	a.sendRaw(zeroPlayer)
-	a.sendRaw(outOfRange)
-	a.sendRaw(tooLong)
-	// Player 2 of lobby 1 is b; c claiming it from its own address is refused.
-	c.sendRaw(wire.AppendHeader(nil, wire.Header{Lobby: 1, Player: 2}))
-	// Lobby 2 fills up to 3; a fourth player is refused.
-	e := newPlayer(t, s, 2, 3)
-	e.send(0)
-	newPlayer(t, s, 2, 4).send(0)
-
-	// None of that reached anyone: the next datagram each player reads
-	// is the next good one.
+	join := wire.EncodeHandshake(make([]byte, wire.HandshakeLen), wire.Handshake{Kind: wire.KindJoin, Lobby: 1, Player: 1})
+	withReason := bytes.Clone(join)
+	withReason[7] = 3
+	challenge := wire.EncodeHandshake(make([]byte, wire.HandshakeLen), wire.Handshake{Kind: wire.KindChallenge, Lobby: 1, Player: 1})
+	for _, d := range [][]byte{good[:wire.HeaderLen-1], []byte("RL"), badMagic, zeroPlayer, outOfRange, tooLong,
+		join[:wire.HandshakeLen-1], append(bytes.Clone(join), 0), withReason, challenge} {
+		a.sendRaw(d)
+	}
+	// None of that reached anyone, nor came back: the next datagram each
+	// player reads is the next good one.
 	a.send(9)
 	b.expect(1, 9)
-	c.expect(3, 0)
-	d.expect(3, 0)
-	d.send(9)
-	c.expect(2, 9)
-	e.expect(2, 9)
+	b.send(9)
+	a.expect(2, 9)
+	a.nothing()
 
-	st := settle(t, s, 14)
-	if got, want := st.Counters.Malformed, uint64(6); got != want {
+	st := settle(t, s, 4+10+2)
+	if got, want := st.Counters.Malformed, uint64(10); got != want {
 		t.Errorf("malformed: got %d, want %d", got, want)
 	}
-	if got, want := st.Counters.LobbyFull, uint64(1); got != want {
-		t.Errorf("lobby_full: got %d, want %d", got, want)
+	if st.Counters.Replies != 5 { // 4 of the joins, 1 of the probe
+		t.Errorf("replies: got %d, want 5", st.Counters.Replies)
 	}
-	if got, want := st.Counters.Forwarded, uint64(8); got != want {
-		t.Errorf("forwarded: got %d, want %d", got, want)
-	}
-	if got, want := st.Counters.RxPackets, st.Counters.Forwarded+st.Counters.Malformed+st.Counters.LobbyFull; got != want {
-		t.Errorf("rx_packets: got %d, want forwarded+malformed+lobby_full = %d", got, want)
-	}
-
+	checkInvariant(t, st.Counters)
 	resp, err := http.Get("http://" + s.ControlAddr().String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -318,16 +360,17 @@ func TestMalformedAndFull(t *testing.T) {
 	defer resp.Body.Close()
 	text, _ := io.ReadAll(resp.Body)
 	for _, want := range []string{
-		`relayd_malformed_total{reason="short"} 1`,
-		`relayd_malformed_total{reason="magic"} 1`,
+		`relayd_malformed_total{reason="short"} 2`,
+		`relayd_malformed_total{reason="magic"} 2`,
 		`relayd_malformed_total{reason="player_id"} 1`,
 		`relayd_malformed_total{reason="lobby_range"} 1`,
-		`relayd_malformed_total{reason="player_taken"} 1`,
 		`relayd_malformed_total{reason="too_long"} 1`,
-		`relayd_lobby_full_total 1`,
-		`relayd_forwarded_total 8`,
+		`relayd_malformed_total{reason="join"} 3`,
+		`relayd_forwarded_total 2`,
+		`relayd_joined_total 2`,
+		`relayd_replies_total 5`,
 		`relayd_build_info{version="test-1.0"} 1`,
-		`relayd_players 6`,
+		`relayd_players 2`,
 	} {
 		if !strings.Contains(string(text), want+"\n") {
 			t.Errorf("/metrics lacks %q", want)
@@ -335,21 +378,135 @@ func TestMalformedAndFull(t *testing.T) {
 	}
 }
 
+// TestJoinAnswers: what the relay answers to each kind of join and to
+// data from a stranger, each answer exactly as long as a join, and no
+// copy of anything to an address that has not joined.
+func TestJoinAnswers(t *testing.T) {
+	s := start(t, testConfig(func(c *config.Config) { c.LobbySize, c.MaxLobbies = 3, 16 }))
+	a, b, c := newPlayer(t, s, 1, 1), newPlayer(t, s, 1, 2), newPlayer(t, s, 1, 3)
+	a.join()
+	b.join()
+	c.join()
+
+	// A stranger claims a's player id: challenged, then refused.
+	x := newPlayer(t, s, 1, 1)
+	x.joinWith(wire.Cookie{})
+	ch := x.reply()
+	if ch.Kind != wire.KindChallenge || ch.Reason != wire.ReasonNone || ch.Lobby != 1 || ch.Player != 1 {
+		t.Fatalf("first join: got %+v, want a challenge for lobby 1 player 1", ch)
+	}
+	x.joinWith(ch.Cookie)
+	if h := x.reply(); h.Kind != wire.KindRefused || h.Reason != wire.ReasonPlayerTaken {
+		t.Errorf("a taken player id: got %+v, want refused: player id taken", h)
+	}
+	// Lobby 1 has its 3; a fourth is refused as full.
+	x.id = 4
+	x.joinWith(ch.Cookie) // the cookie is x's address's, for any lobby
+	if h := x.reply(); h.Kind != wire.KindRefused || h.Reason != wire.ReasonLobbyFull {
+		t.Errorf("a full lobby: got %+v, want refused: lobby full", h)
+	}
+	// Another socket's cookie, a tampered one: challenged again.
+	y := newPlayer(t, s, 2, 1)
+	y.joinWith(ch.Cookie)
+	if h := y.reply(); h.Kind != wire.KindChallenge || h.Reason != wire.ReasonCookieRejected {
+		t.Errorf("x's cookie from y: got %+v, want a challenge: cookie rejected", h)
+	}
+	bad := ch.Cookie
+	bad[20] ^= 1
+	x.joinWith(bad)
+	if h := x.reply(); h.Kind != wire.KindChallenge || h.Reason != wire.ReasonCookieRejected {
+		t.Errorf("a tampered cookie: got %+v, want a challenge: cookie rejected", h)
+	}
+	// Data from a stranger, as a member's id: challenged, not forwarded.
+	x.id = 2
+	x.send(5)
+	if h := x.reply(); h.Kind != wire.KindChallenge || h.Reason != wire.ReasonNotJoined || h.Lobby != 1 || h.Player != 2 {
+		t.Errorf("data from a non-member: got %+v, want a challenge: not joined", h)
+	}
+	// Wire version 1, long enough to answer and too short.
+	v1 := wire.AppendHeader(nil, wire.Header{Lobby: 1, Player: 7})
+	binary.BigEndian.PutUint32(v1, wire.MagicV1)
+	x.sendRaw(append(bytes.Clone(v1), make([]byte, 96)...))
+	if h := x.reply(); h.Kind != wire.KindRefused || h.Reason != wire.ReasonVersion || h.Lobby != 1 || h.Player != 7 {
+		t.Errorf("wire version 1: got %+v, want refused: version", h)
+	}
+	x.sendRaw(v1)
+	// A join of version 3.
+	v3 := wire.EncodeHandshake(make([]byte, wire.HandshakeLen), wire.Handshake{Kind: wire.KindJoin, Lobby: 1, Player: 9})
+	v3[5] = 3
+	x.sendRaw(v3)
+	if h := x.reply(); h.Kind != wire.KindRefused || h.Reason != wire.ReasonVersion || h.Player != 9 {
+		t.Errorf("wire version 3: got %+v, want refused: version, for player 9 (none for the short version 1)", h)
+	}
+
+	// The members saw none of it.
+	a.send(1)
+	b.expect(1, 1)
+	c.expect(1, 1)
+	for _, p := range []*player{a, b, c, x, y} {
+		p.nothing()
+	}
+	st := settle(t, s, 6+10)
+	ct := st.Counters
+	checks := []struct {
+		name      string
+		got, want uint64
+	}{
+		{"lobby_full", ct.LobbyFull, 1},
+		{"player_taken (malformed)", ct.Malformed, 1},
+		{"cookie_rejected", ct.CookieRejected, 2},
+		{"join_challenged", ct.JoinChallenged, 3 + 1 + 2 + 1}, // and the probe
+		{"not_joined", ct.NotJoined, 1},
+		{"other_version", ct.OtherVersion, 3},
+		{"replies", ct.Replies, 6 + 8 + 1},
+		{"forwarded", ct.Forwarded, 1},
+	}
+	for _, ck := range checks {
+		if ck.got != ck.want {
+			t.Errorf("%s: got %d, want %d", ck.name, ck.got, ck.want)
+		}
+	}
+	if ct.ReplyBytes != 40*ct.Replies {
+		t.Errorf("reply_bytes %d for %d replies: want 40 each", ct.ReplyBytes, ct.Replies)
+	}
+	checkInvariant(t, ct)
+}
+
+// TestReplyNeverLarger: the last guard against amplification, under every
+// reply: an answer longer than the datagram it answers is not sent.
+func TestReplyNeverLarger(t *testing.T) {
+	b := newBatchIO(nil, 2, 1)
+	b.rxHdrs[0].n = 39
+	if b.queueReply(0, wire.HandshakeLen, netip.MustParseAddrPort("127.0.0.9:1")) {
+		t.Errorf("queueReply of 40 bytes to a 39-byte datagram: queued")
+	}
+	b.rxHdrs[1].n = 40
+	if !b.queueReply(1, wire.HandshakeLen, netip.MustParseAddrPort("127.0.0.9:1")) || b.nTx != 1 {
+		t.Errorf("queueReply of 40 bytes to a 40-byte datagram: not queued")
+	}
+}
+
 func TestExpiry(t *testing.T) {
 	s := start(t, testConfig(func(c *config.Config) { c.IdleTimeout = 50 * time.Millisecond }))
 	a, b := newPlayer(t, s, 3, 1), newPlayer(t, s, 3, 2)
-	a.send(0)
-	b.send(0)
-	a.expect(2, 0)
+	a.join()
+	b.join()
 	waitFor(t, func() (bool, string) {
 		st := status(t, s)
 		return st.Players == 0 && st.Lobbies == 0 && st.Counters.ExpiredPlayers == 2,
 			fmt.Sprintf("players %d, lobbies %d, expired %d; want 0, 0, 2", st.Players, st.Lobbies, st.Counters.ExpiredPlayers)
 	})
+	// An expired player's data is a stranger's: challenged, so it knows to
+	// join again.
+	a.send(1)
+	if h := a.reply(); h.Kind != wire.KindChallenge || h.Reason != wire.ReasonNotJoined {
+		t.Fatalf("data after expiry: got %+v, want a challenge: not joined", h)
+	}
 	// The lobby was freed: b may now take player id 1 from its address.
 	b2 := &player{t: t, id: 1, lobby: 3, conn: b.conn, relay: b.relay, buf: b.buf}
-	b2.send(1)
+	b2.join()
 	a2 := &player{t: t, id: 2, lobby: 3, conn: a.conn, relay: a.relay, buf: a.buf}
+	a2.join()
 	a2.send(1)
 	b2.expect(2, 1)
 }
@@ -409,8 +566,52 @@ func TestCappedWarning(t *testing.T) {
 	}
 }
 
+// relayOne has the relay (not running: the test drives it) read and
+// handle one datagram.
+func relayOne(t *testing.T, s *Server) {
+	t.Helper()
+	n, err := s.io.recv()
+	if err != nil || n != 1 {
+		t.Fatalf("recv: got %d, %v; want 1 datagram", n, err)
+	}
+	if err := s.relayBatch(n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// joinDriven joins p to a relay the test drives with relayOne.
+func joinDriven(t *testing.T, s *Server, p *player) {
+	t.Helper()
+	p.joinWith(wire.Cookie{})
+	relayOne(t, s)
+	p.joinWith(p.reply().Cookie)
+	relayOne(t, s)
+	if h := p.reply(); h.Kind != wire.KindWelcome {
+		t.Fatalf("player %d: got %+v, want a welcome", p.id, h)
+	}
+}
+
+// rawSender sends msg to the relay with a raw sendto, which keeps the
+// sender's own cost out of an allocation count.
+func rawSender(t *testing.T, s *Server, p *player, msg []byte) func() {
+	raw, err := p.conn.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := &unix.SockaddrInet4{Port: int(s.ListenAddr().Port()), Addr: s.ListenAddr().Addr().As4()}
+	return func() {
+		raw.Write(func(fd uintptr) bool {
+			if err := unix.Sendto(int(fd), msg, 0, to); err != nil {
+				t.Fatal(err)
+			}
+			return true
+		})
+	}
+}
+
 // TestRelayBatchNoAlloc checks the forwarding path (read a batch, route,
-// send seven copies, count) allocates nothing per datagram.
+// send seven copies, count) allocates nothing per datagram, nor does
+// answering a join with a challenge: a flood of joins costs no memory.
 func TestRelayBatchNoAlloc(t *testing.T) {
 	for _, batch := range []int{64, 1} {
 		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) {
@@ -423,43 +624,33 @@ func TestRelayBatchNoAlloc(t *testing.T) {
 			for i := 1; i <= 8; i++ {
 				p := newPlayer(t, s, 1, uint32(i))
 				players = append(players, p)
-				p.send(0)
-				if _, err := s.io.recv(); err != nil {
-					t.Fatal(err)
-				}
-				if err := s.relayBatch(1); err != nil {
-					t.Fatal(err)
-				}
+				joinDriven(t, s, p)
 			}
-			// Sending with a raw sendto keeps the sender's own cost out of
-			// the count.
-			raw, err := players[0].conn.SyscallConn()
-			if err != nil {
-				t.Fatal(err)
-			}
-			msg := append(wire.AppendHeader(nil, wire.Header{Lobby: 1, Player: 1}), make([]byte, 96)...)
-			to := &unix.SockaddrInet4{Port: int(s.ListenAddr().Port()), Addr: s.ListenAddr().Addr().As4()}
+			send := rawSender(t, s, players[0], append(wire.AppendHeader(nil, wire.Header{Lobby: 1, Player: 1}), make([]byte, 96)...))
 			before := s.c.txPackets.Load()
 			allocs := testing.AllocsPerRun(200, func() {
-				raw.Write(func(fd uintptr) bool {
-					if err := unix.Sendto(int(fd), msg, 0, to); err != nil {
-						t.Fatal(err)
-					}
-					return true
-				})
-				n, err := s.io.recv()
-				if err != nil || n != 1 {
-					t.Fatalf("recv: got %d, %v; want 1 datagram", n, err)
-				}
-				if err := s.relayBatch(n); err != nil {
-					t.Fatal(err)
-				}
+				send()
+				relayOne(t, s)
 			})
 			if allocs != 0 {
 				t.Errorf("got %v allocations per datagram forwarded, want 0", allocs)
 			}
 			if got, want := s.c.txPackets.Load()-before, uint64(7*201); got != want {
 				t.Errorf("tx_packets: got %d, want %d (7 copies each)", got, want)
+			}
+
+			stranger := newPlayer(t, s, 2, 1)
+			send = rawSender(t, s, stranger, wire.EncodeHandshake(make([]byte, wire.HandshakeLen), wire.Handshake{Kind: wire.KindJoin, Lobby: 2, Player: 1}))
+			before = s.c.replies.Load()
+			allocs = testing.AllocsPerRun(200, func() {
+				send()
+				relayOne(t, s)
+			})
+			if allocs != 0 {
+				t.Errorf("got %v allocations per join challenged, want 0", allocs)
+			}
+			if got := s.c.replies.Load() - before; got != 201 {
+				t.Errorf("replies: got %d, want 201 challenges", got)
 			}
 		})
 	}
@@ -491,5 +682,40 @@ func TestDropsParse(t *testing.T) {
 	putLen(1000) // a length past the buffer
 	if _, ok := b.drops(1); ok {
 		t.Errorf("corrupt length: got true, want false")
+	}
+}
+
+func TestIsLoopbackHost(t *testing.T) {
+	for host, want := range map[string]bool{
+		"":                   true, // HTTP/1.0 without Host: relayctl's host agent
+		"localhost":          true,
+		"LocalHost:7789":     true,
+		"localhost:":         true,
+		"127.0.0.1":          true,
+		"127.0.0.1:7789":     true,
+		"127.255.0.9:1":      true,
+		"[::1]":              true,
+		"[::1]:7789":         true,
+		"evil.example":       false,
+		"evil.example:7789":  false,
+		"localhost.evil.com": false,
+		"localhost.":         false,
+		"127.0.0.1.nip.io":   false,
+		"127.1":              false,
+		"0x7f.0.0.1":         false,
+		"2130706433":         false,
+		"10.0.0.1:7789":      false,
+		"0.0.0.0:7789":       false,
+		"[::ffff:127.0.0.1]": false,
+		"[::1%lo]":           false,
+		"[::2]:7789":         false,
+		"::1":                false,
+		"localhost:77a9":     false,
+		"localhost:123456":   false,
+		"[::1]x":             false,
+	} {
+		if got := isLoopbackHost(host); got != want {
+			t.Errorf("isLoopbackHost(%q): got %v, want %v", host, got, want)
+		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 // UDPStats are the Udp counters of /proc/net/snmp, for the network namespace
 // the file was read in (/proc/PID/net/snmp for a relay in its own).
 // RcvbufErrors moves with every receive-buffer drop, and InErrors with it
-// (DESIGN.md).
+// (docs/kernel.md).
 type UDPStats struct {
 	InDatagrams, NoPorts, InErrors, OutDatagrams uint64
 	RcvbufErrors, SndbufErrors, InCsumErrors     uint64

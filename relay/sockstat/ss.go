@@ -2,7 +2,7 @@
 // lines of `ss -u -m`, /proc/net/udp{,6} and the Udp counters of
 // /proc/net/snmp. These are read back after a change, because the socket
 // is the only proof the kernel gave the relay the buffer it asked for
-// (DESIGN.md).
+// (docs/kernel.md).
 //
 // The input comes from remote hosts and is untrusted: every parser returns
 // an error naming the line instead of guessing, and never panics.

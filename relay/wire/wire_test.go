@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"testing"
 )
@@ -11,7 +12,9 @@ func TestDecode(t *testing.T) {
 	copy(valid[HeaderLen:], "abc")
 	zeroPlayer := Encode(make([]byte, HeaderLen), Header{Lobby: 1, Player: 0})
 	badMagic := bytes.Clone(valid)
-	badMagic[3] = '2'
+	badMagic[3] = 'X'
+	v1 := bytes.Clone(valid)
+	v1[3] = '1'
 
 	tests := []struct {
 		name    string
@@ -24,6 +27,7 @@ func TestDecode(t *testing.T) {
 		{name: "empty", in: nil, wantErr: ErrShort},
 		{name: "one byte short", in: valid[:HeaderLen-1], wantErr: ErrShort},
 		{name: "wrong magic", in: badMagic, wantErr: ErrMagic},
+		{name: "wire version 1", in: v1, wantErr: ErrMagic},
 		{name: "player zero", in: zeroPlayer, wantErr: ErrPlayerID},
 	}
 	for _, tt := range tests {
@@ -43,7 +47,7 @@ func TestDecode(t *testing.T) {
 // change to the format cannot pass unnoticed.
 func TestWireBytes(t *testing.T) {
 	h := Header{Lobby: 0x01020304, Player: 0x05060708, Seq: 0x090a0b0c, SentUnix: 0x0d0e0f1011121314}
-	want := []byte{'R', 'L', 'Y', '1', 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
+	want := []byte{'R', 'L', 'Y', '2', 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
 	if got := Encode(make([]byte, HeaderLen), h); !bytes.Equal(got, want) {
 		t.Errorf("Encode: got % x, want % x", got, want)
 	}
@@ -68,12 +72,18 @@ func TestAppendHeaderNoAlloc(t *testing.T) {
 
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte{})
-	f.Add([]byte("RLY1"))
+	f.Add([]byte("RLY2"))
 	f.Add(Encode(make([]byte, HeaderLen), Header{Lobby: 1, Player: 1}))
 	f.Add(Encode(make([]byte, HeaderLen+120), Header{Lobby: 4095, Player: 8, Seq: 1 << 31, SentUnix: 1 << 62}))
 	f.Add(Encode(make([]byte, HeaderLen), Header{Lobby: 1, Player: 0}))
+	v1 := Encode(make([]byte, HeaderLen+8), Header{Lobby: 3, Player: 2})
+	binary.BigEndian.PutUint32(v1, MagicV1)
+	f.Add(v1)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in := bytes.Clone(b)
+		if h, err := DecodeV1(b); err == nil && (h.Player == 0 || KindOf(b) != KindV1) {
+			t.Fatalf("DecodeV1 accepted %+v from % x", h, b)
+		}
 		h, err := Decode(b)
 		if !bytes.Equal(in, b) {
 			t.Fatalf("Decode modified its input")

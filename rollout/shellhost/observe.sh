@@ -84,7 +84,7 @@ if IFS= read -r v </proc/sys/kernel/hostname; then value hostname 0 "$v"; else e
 emit uid id -u
 emit netns-self readlink /proc/self/ns/net
 # Global net.core values are mode 0444 in any network namespace but the
-# initial one (DESIGN.md), which tells where this session runs even where
+# initial one (docs/kernel.md), which tells where this session runs even where
 # /proc/1/ns is not readable.
 emit netns-probe stat -c %a /proc/sys/net/core/rmem_max
 
@@ -201,7 +201,7 @@ pid=
 case $manager in
 systemd)
 	if [ -e "$unitdropin" ]; then emit unit-dropin file_of "$unitdropin"; else emit unit-dropin absent; fi
-	emit_all systemd systemctl show --property=MainPID,LoadState,ActiveState,SubState,NRestarts,InvocationID -- "$unit"
+	emit_all systemd systemctl show --property=MainPID,LoadState,ActiveState,SubState,NRestarts,InvocationID,FileDescriptorStoreMax,NFileDescriptorStore -- "$unit"
 	pid=$(systemctl show --property=MainPID --value -- "$unit" 2>/dev/null </dev/null)
 	# Every process of the unit (workers beside the main one): its sockets
 	# are the service's. cgroup v2, else v1's systemd hierarchy.

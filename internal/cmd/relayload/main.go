@@ -2,9 +2,13 @@
 // without batching, in the same run: it starts the given relayd binary once
 // per batch setting (RELAYD_BATCH in its environment), drives it with full
 // lobbies of eight (fan-out 7) and 120-byte datagrams for a fixed time,
-// and reads relayd's /status and its CPU time from /proc/PID/stat.
+// and reads relayd's /status and its CPU time from /proc/PID/stat. With
+// -baseline, a second relayd binary (an older release) runs interleaved
+// with the first, so that both meet the same busy spells of a shared
+// machine; each is spoken to in its own wire version, read from its
+// capability marker (join=cookie/1: version 2, with the join handshake).
 //
-// Output: one line per run, then the medians, the ratio and the CPU per
+// Output: one line per run, then the medians, the ratios and the CPU per
 // million forwarded datagrams, on stdout. scripts/relayd-load.sh builds and
 // runs it.
 package main
@@ -29,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/relay/server"
 	"github.com/relayctl/relayctl/relay/server/loadgen"
 )
@@ -48,9 +53,17 @@ type sample struct {
 	seconds            float64
 }
 
+// binary is one relayd under measure.
+type binary struct {
+	name, path string
+	wire       int
+}
+
 func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("relayload", flag.ContinueOnError)
 	relayd := fs.String("relayd", "", "relayd `binary` to measure (required)")
+	baseline := fs.String("baseline", "", "a second relayd `binary` (an older release) measured in the same run, interleaved")
+	batchList := fs.String("batches", "64,1", "RELAYD_BATCH `settings` to measure, comma separated")
 	seconds := fs.Float64("seconds", 10, "how long each run sends")
 	runs := fs.Int("runs", 3, "runs per batch setting; the report gives medians")
 	lobbies := fs.Int("lobbies", 4, "full lobbies of 8")
@@ -63,43 +76,106 @@ func run(args []string, stdout io.Writer) error {
 	if *relayd == "" {
 		return errors.New("want -relayd PATH")
 	}
-	batches := []int{64, 1}
-	var samples []sample
-	fmt.Fprintf(stdout, "relayd %s: %d lobbies of 8 (fan-out 7), %d-byte datagrams, window %d, %gs per run\n",
-		*relayd, *lobbies, *datagram, *window, *seconds)
-	fmt.Fprintf(stdout, "%-6s %-4s %12s %12s %10s %14s %8s\n", "batch", "run", "fwd/s", "tx/s", "relay cpu", "cpu s/M fwd", "drops")
-	// Interleave the settings so that a busy spell on the shared machine
-	// hits both alike.
+	batches, err := parseBatches(*batchList)
+	if err != nil {
+		return err
+	}
+	bins := []string{*relayd}
+	if *baseline != "" {
+		bins = append(bins, *baseline)
+	}
+	var measured []binary
+	for i, path := range bins {
+		b, err := inspect(path, map[bool]string{false: "relayd", true: "baseline"}[i > 0])
+		if err != nil {
+			return err
+		}
+		measured = append(measured, b)
+		fmt.Fprintf(stdout, "%s: %s, wire version %d\n", b.name, b.path, b.wire)
+	}
+	fmt.Fprintf(stdout, "%d lobbies of 8 (fan-out 7), %d-byte datagrams, window %d, %gs per run\n", *lobbies, *datagram, *window, *seconds)
+	fmt.Fprintf(stdout, "%-9s %-6s %-4s %12s %12s %10s %14s %8s\n", "relayd", "batch", "run", "fwd/s", "tx/s", "relay cpu", "cpu s/M fwd", "drops")
+	samples := map[string][]sample{}
+	// Interleave the binaries and settings so that a busy spell on the
+	// shared machine hits all alike.
 	for r := 1; r <= *runs; r++ {
 		for _, b := range batches {
-			s, err := measure(*relayd, b, *rcvbuf, loadgen.Options{Lobbies: *lobbies, Size: 8, Datagram: *datagram, Window: *window},
-				time.Duration(*seconds*float64(time.Second)))
-			if err != nil {
-				return fmt.Errorf("run %d batch %d: %w", r, b, err)
+			for _, bin := range measured {
+				s, err := measure(bin.path, b, *rcvbuf, loadgen.Options{Lobbies: *lobbies, Size: 8, Datagram: *datagram, Window: *window, Wire: bin.wire},
+					time.Duration(*seconds*float64(time.Second)))
+				if err != nil {
+					return fmt.Errorf("%s run %d batch %d: %w", bin.name, r, b, err)
+				}
+				key := fmt.Sprintf("%s/%d", bin.name, b)
+				samples[key] = append(samples[key], s)
+				fmt.Fprintf(stdout, "%-9s %-6d %-4d %12.0f %12.0f %9.2fs %14.3f %8d\n", bin.name, b, r, s.fwdPerSec, s.txPerS, s.cpuSec, s.cpuPerMFwd, s.drops)
 			}
-			samples = append(samples, s)
-			fmt.Fprintf(stdout, "%-6d %-4d %12.0f %12.0f %9.2fs %14.3f %8d\n", b, r, s.fwdPerSec, s.txPerS, s.cpuSec, s.cpuPerMFwd, s.drops)
 		}
 	}
-	med := map[int]sample{}
-	for _, b := range batches {
-		var fwd, tx, cpuM []float64
-		for _, s := range samples {
-			if s.batch == b {
+	report(stdout, *runs, measured, batches, samples)
+	return nil
+}
+
+// report prints the medians and the ratios between settings and binaries.
+func report(w io.Writer, runs int, bins []binary, batches []int, samples map[string][]sample) {
+	med := map[string]sample{}
+	fmt.Fprintf(w, "\nmedians of %d runs:\n", runs)
+	for _, bin := range bins {
+		for _, b := range batches {
+			key := fmt.Sprintf("%s/%d", bin.name, b)
+			var fwd, tx, cpuM []float64
+			for _, s := range samples[key] {
 				fwd, tx, cpuM = append(fwd, s.fwdPerSec), append(tx, s.txPerS), append(cpuM, s.cpuPerMFwd)
 			}
+			m := sample{batch: b, fwdPerSec: median(fwd), txPerS: median(tx), cpuPerMFwd: median(cpuM)}
+			med[key] = m
+			fmt.Fprintf(w, "  %-8s batch=%-3d %10.0f forwarded datagrams/s (%.0f copies/s out), %.3f relayd CPU seconds per million forwarded\n",
+				bin.name, b, m.fwdPerSec, m.txPerS, m.cpuPerMFwd)
 		}
-		med[b] = sample{batch: b, fwdPerSec: median(fwd), txPerS: median(tx), cpuPerMFwd: median(cpuM)}
 	}
-	fmt.Fprintf(stdout, "\nmedians of %d runs:\n", *runs)
-	for _, b := range batches {
-		m := med[b]
-		fmt.Fprintf(stdout, "  batch=%-3d %10.0f forwarded datagrams/s (%.0f copies/s out), %.3f relayd CPU seconds per million forwarded\n",
-			b, m.fwdPerSec, m.txPerS, m.cpuPerMFwd)
+	for _, bin := range bins {
+		if slices.Contains(batches, 64) && slices.Contains(batches, 1) {
+			a, b := med[bin.name+"/64"], med[bin.name+"/1"]
+			fmt.Fprintf(w, "  %-8s ratio batch=64 / batch=1: %.2fx forwarded/s, %.2fx CPU per forwarded datagram\n",
+				bin.name, a.fwdPerSec/b.fwdPerSec, a.cpuPerMFwd/b.cpuPerMFwd)
+		}
 	}
-	fmt.Fprintf(stdout, "  ratio batch=64 / batch=1: %.2fx forwarded/s, %.2fx CPU per forwarded datagram\n",
-		med[64].fwdPerSec/med[1].fwdPerSec, med[64].cpuPerMFwd/med[1].cpuPerMFwd)
-	return nil
+	if len(bins) == 2 {
+		for _, b := range batches {
+			n, o := med[fmt.Sprintf("%s/%d", bins[0].name, b)], med[fmt.Sprintf("%s/%d", bins[1].name, b)]
+			fmt.Fprintf(w, "  batch=%-3d relayd / baseline: %.3fx forwarded/s, %.3fx CPU per forwarded datagram\n",
+				b, n.fwdPerSec/o.fwdPerSec, n.cpuPerMFwd/o.cpuPerMFwd)
+		}
+	}
+}
+
+func parseBatches(v string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 1024 {
+			return nil, fmt.Errorf("-batches %q: want settings from 1 to 1024 separated by commas", v)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// inspect reads a relayd binary's capability marker for its wire version.
+func inspect(path, name string) (binary, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return binary{}, fmt.Errorf("read %s: %w", name, err)
+	}
+	caps, err := capability.Capabilities(b)
+	if err != nil {
+		return binary{}, fmt.Errorf("%s %s: %w", name, path, err)
+	}
+	wire := 1
+	if capability.Has(caps, capability.Join) {
+		wire = 2
+	}
+	return binary{name: name, path: path, wire: wire}, nil
 }
 
 func median(v []float64) float64 {

@@ -9,10 +9,16 @@
 // Window datagrams are in flight, so the load measures what the relay
 // forwards, not how fast the kernel can drop (the bench tool's second
 // defect in the incident report).
+//
+// Every player joins with the handshake of wire version 2 (relay/client);
+// Options.Wire 1 speaks version 1 instead (a datagram joins), to measure a
+// relayd released before the handshake against the current one in the
+// same run.
 package loadgen
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -24,6 +30,7 @@ import (
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sys/unix"
 
+	"github.com/relayctl/relayctl/relay/client"
 	"github.com/relayctl/relayctl/relay/wire"
 )
 
@@ -36,6 +43,7 @@ type Options struct {
 	Datagram  int            // UDP payload bytes of each datagram, header included
 	Window    int            // most datagrams sent but not yet seen by an observer
 	SendBatch int            // datagrams per sendmmsg on one sender socket
+	Wire      int            // wire version the relay speaks: 2 (0 means 2), or 1 for a relayd from before the handshake
 }
 
 // Defaults: lobbies of eight (fan-out 7) and 120-byte datagrams.
@@ -55,8 +63,14 @@ func (o Options) withDefaults() Options {
 	if o.SendBatch == 0 {
 		o.SendBatch = 8
 	}
+	if o.Wire == 0 {
+		o.Wire = wire.Version
+	}
 	return o
 }
+
+// joinTimeout bounds one player's handshake.
+const joinTimeout = 5 * time.Second
 
 // Result is what one Run sent and saw.
 type Result struct {
@@ -86,12 +100,12 @@ type sender struct {
 // so that a window of datagrams always fits and none is lost there.
 const rcvbuf = 4 << 20
 
-// Dial opens the sockets and joins every player: senders first, then the
-// observer, whose join reaches only the senders. Close releases them.
+// Dial opens the sockets and joins every player, one after another. Close
+// releases them.
 func Dial(o Options) (*Load, error) {
 	o = o.withDefaults()
-	if o.Size < 2 || o.Lobbies < 1 || o.Datagram < wire.HeaderLen || o.SendBatch < 1 || o.Window < o.SendBatch {
-		return nil, fmt.Errorf("check load options %+v: want Size >= 2, Lobbies >= 1, Datagram >= %d, SendBatch >= 1, Window >= SendBatch", o, wire.HeaderLen)
+	if o.Size < 2 || o.Lobbies < 1 || o.Datagram < wire.HeaderLen || o.SendBatch < 1 || o.Window < o.SendBatch || (o.Wire != 1 && o.Wire != wire.Version) {
+		return nil, fmt.Errorf("check load options %+v: want Size >= 2, Lobbies >= 1, Datagram >= %d, SendBatch >= 1, Window >= SendBatch, Wire 1 or 2", o, wire.HeaderLen)
 	}
 	l := &Load{o: o}
 	relay := net.UDPAddrFromAddrPort(o.Relay)
@@ -100,7 +114,6 @@ func Dial(o Options) (*Load, error) {
 		local.IP = net.IPv4(127, 0, 0, 1)
 		relay.IP = local.IP
 	}
-	join := make([]byte, o.Datagram)
 	for lb := 0; lb < o.Lobbies; lb++ {
 		id := o.FirstID + uint32(lb)
 		for p := 1; p <= o.Size; p++ {
@@ -109,22 +122,19 @@ func Dial(o Options) (*Load, error) {
 				l.Close()
 				return nil, fmt.Errorf("open player socket: %w", err)
 			}
-			wire.Encode(join, wire.Header{Lobby: id, Player: uint32(p)})
 			if p == o.Size {
 				l.observers = append(l.observers, c)
 				setRcvbuf(c)
 			} else {
 				s := &sender{conn: c, pc: ipv4.NewPacketConn(c), msgs: make([]ipv4.Message, o.SendBatch)}
 				for i := range s.msgs {
-					b := make([]byte, o.Datagram)
-					wire.Encode(b, wire.Header{Lobby: id, Player: uint32(p)})
-					s.msgs[i] = ipv4.Message{Buffers: [][]byte{b}, Addr: relay}
+					s.msgs[i] = ipv4.Message{Buffers: [][]byte{l.datagram(id, uint32(p))}, Addr: relay}
 				}
 				l.senders = append(l.senders, s)
 			}
-			if _, err := c.WriteToUDP(join, relay); err != nil {
+			if err := l.join(c, relay, id, uint32(p)); err != nil {
 				l.Close()
-				return nil, fmt.Errorf("join lobby %d: %w", id, err)
+				return nil, err
 			}
 		}
 	}
@@ -133,6 +143,31 @@ func Dial(o Options) (*Load, error) {
 		go l.observe(c)
 	}
 	return l, nil
+}
+
+// datagram is a data datagram of player in lobby, of the load's size and
+// wire version.
+func (l *Load) datagram(lobby, player uint32) []byte {
+	b := wire.Encode(make([]byte, l.o.Datagram), wire.Header{Lobby: lobby, Player: player})
+	if l.o.Wire == 1 {
+		binary.BigEndian.PutUint32(b, wire.MagicV1)
+	}
+	return b
+}
+
+// join makes c's player a member: the handshake, or for wire version 1 a
+// datagram, which the relay took as a join and forwarded to the members
+// before it.
+func (l *Load) join(c *net.UDPConn, relay *net.UDPAddr, lobby, player uint32) error {
+	if l.o.Wire == 1 {
+		if _, err := c.WriteToUDP(l.datagram(lobby, player), relay); err != nil {
+			return fmt.Errorf("join lobby %d: %w", lobby, err)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+	defer cancel()
+	return client.Join(ctx, c, relay.AddrPort(), lobby, player)
 }
 
 func setRcvbuf(c *net.UDPConn) {
@@ -159,15 +194,25 @@ func (l *Load) observe(c *net.UDPConn) {
 		if err != nil {
 			return // closed
 		}
+		good := uint64(0)
 		for _, m := range msgs[:n] {
-			if m.N != l.o.Datagram {
-				l.bad.Add(1)
-			} else if _, err := wire.Decode(m.Buffers[0][:m.N]); err != nil {
+			if m.N == l.o.Datagram && l.valid(m.Buffers[0][:m.N]) {
+				good++
+			} else {
 				l.bad.Add(1)
 			}
 		}
-		l.observed.Add(uint64(n))
+		l.observed.Add(good)
 	}
+}
+
+// valid reports whether b is a data datagram of the load's wire version.
+func (l *Load) valid(b []byte) bool {
+	if l.o.Wire == 1 {
+		return wire.KindOf(b) == wire.KindV1
+	}
+	_, err := wire.Decode(b)
+	return err == nil
 }
 
 // Run sends until count datagrams are sent or d has passed (a zero one is
@@ -205,10 +250,9 @@ func (l *Load) Run(ctx context.Context, count uint64, d time.Duration) (Result, 
 		now := time.Now().UnixNano()
 		for j := range s.msgs[:n] {
 			b := s.msgs[j].Buffers[0]
-			h, _ := wire.Decode(b)
-			h.Seq, h.SentUnix = l.seq, now
+			binary.BigEndian.PutUint32(b[12:16], l.seq)
+			binary.BigEndian.PutUint64(b[16:24], uint64(now))
 			l.seq++
-			wire.Encode(b, h)
 		}
 		for off := 0; off < n; {
 			m, err := s.pc.WriteBatch(s.msgs[off:n], 0)
@@ -241,7 +285,8 @@ func (l *Load) waitProgress(base, sent uint64) bool {
 }
 
 // Bad returns how many datagrams the observers received with a wrong size
-// or header.
+// or header (a relay's answer to a handshake among them); they are not
+// counted as observed.
 func (l *Load) Bad() uint64 { return l.bad.Load() }
 
 // Close closes every socket and waits for the observers to stop.
