@@ -36,6 +36,9 @@ type Facts struct {
 	// ClockNanos is the host's clock when observed (Unix ns): receipts time
 	// the window on the host's clock, not across the network.
 	ClockNanos int64 `json:"clock_ns"`
+	// LastApply is the host's newest receipt with a read-back, when the
+	// query asked for it (verify: the baseline of the drop rate since).
+	LastApply *LastApply `json:"last_apply,omitempty"`
 	// Journal and LockOwner are left by an apply that did not finish.
 	Journal   string `json:"journal,omitempty"`
 	LockOwner string `json:"lock_owner,omitempty"`
@@ -50,6 +53,7 @@ type RelayStatusFact struct {
 	SORcvbufRequested int    `json:"so_rcvbuf_requested,omitempty"`
 	SORcvbufEffective int    `json:"so_rcvbuf_effective,omitempty"`
 	RxDrops           uint64 `json:"rx_drops,omitempty"`
+	RxPackets         uint64 `json:"rx_packets,omitempty"` // datagrams the relay read (counters.rx_packets)
 	SocketInode       uint64 `json:"socket_inode,omitempty"`
 	Lobbies           int    `json:"lobbies,omitempty"`
 	Players           int    `json:"players,omitempty"`
@@ -145,8 +149,10 @@ type SocketFact struct {
 	ProcUDPDrops uint64 `json:"proc_net_udp_drops"`
 	RcvbufErrors uint64 `json:"snmp_rcvbuf_errors"` // Udp RcvbufErrors of the namespace
 	InErrors     uint64 `json:"snmp_in_errors"`
-	OwnNetns     bool   `json:"own_netns"`       // the relay runs in a namespace other than the SSH session's
-	Inode        uint64 `json:"inode,omitempty"` // ss -e ino: the same inode is the same socket
+	InDatagrams  uint64 `json:"snmp_in_datagrams,omitempty"` // Udp InDatagrams of the namespace: the traffic beside the drops
+	Sockets      int    `json:"sockets,omitempty"`           // bound UDP sockets on the port (more than one with SO_REUSEPORT); Drops sums them
+	OwnNetns     bool   `json:"own_netns"`                   // the relay runs in a namespace other than the SSH session's
+	Inode        uint64 `json:"inode,omitempty"`             // ss -e ino: the same inode is the same socket
 	// All are every socket of the service on the port, the first one
 	// included (Rcvbuf, Inode), when it has more than one: several worker
 	// processes, SO_REUSEPORT, IPv4 and IPv6. Each is read back.

@@ -165,6 +165,10 @@ type HostPlan struct {
 	Capacity *tune.Capacity `json:"capacity,omitempty"` // the planned rb against the spec's promise
 	Steps    []Step         `json:"steps"`              // the steps apply will take (Input.Steps)
 	Previous PreviousState  `json:"previous"`           // what a rollback restores
+	// DropsAtPlan are the relay's drop counters when the plan observed it:
+	// verify's baseline for the drop rate when no receipt on the host is
+	// newer (never part of the fingerprint: counters move).
+	DropsAtPlan *DropCounters `json:"drops_at_plan,omitempty"`
 }
 
 // FactEntry is one observed fact the plan depends on.
@@ -324,6 +328,9 @@ func Make(in Input) (*Plan, error) {
 		}
 		h := planHost(p, f)
 		h.Steps = in.Steps(p, h)
+		if c := DropCountersOf(f); f.Service.Running && c.SocketInode != 0 && c.ClockNanos > 0 {
+			h.DropsAtPlan = &c // a baseline only with its socket and the host's clock
+		}
 		p.Hosts = append(p.Hosts, h)
 	}
 	return p, nil

@@ -37,6 +37,9 @@ type Rollout struct {
 	// on a host (its journal says how far it got): RecoverComplete or
 	// RecoverRollback; "" is complete.
 	Recover string `json:"recover,omitempty"`
+	// Soak is the watch of the drop counters after a host's window
+	// (soak.go), nil for none.
+	Soak *Soak `json:"soak,omitempty"`
 }
 
 // Recovery policies: a window a dead run left unfinished is completed
@@ -158,6 +161,7 @@ type Resolved struct {
 	MaxFailures    Amount
 	MaxUnreachable Amount
 	Recover        string // RecoverComplete or RecoverRollback
+	Soak           *Soak  // nil: no soak
 }
 
 // Resolve parses a rollout recorded in a plan (nil: the defaults).
@@ -171,6 +175,13 @@ func (r *Rollout) Resolve() (Resolved, error) {
 			return out, fmt.Errorf("rollout.recover: %w", err)
 		}
 		out.Recover = r.Recover
+	}
+	if r.Soak != nil {
+		if err := r.Soak.Check(); err != nil {
+			return out, fmt.Errorf("rollout.soak: %w", err)
+		}
+		s := *r.Soak
+		out.Soak = &s
 	}
 	if len(r.Waves) > 0 {
 		w, err := ParseWaves(r.Waves)
@@ -206,7 +217,7 @@ func WavesText(w []Amount) string {
 
 // rollout parses the spec's rollout section.
 func (p *specParser) rollout(n *yaml.Node) *Rollout {
-	f, ok := p.fields(n, "rollout", "waves", "max_failures", "max_unreachable", "recover")
+	f, ok := p.fields(n, "rollout", "waves", "max_failures", "max_unreachable", "recover", "soak")
 	if !ok {
 		return nil
 	}
@@ -260,6 +271,9 @@ func (p *specParser) rollout(n *yaml.Node) *Rollout {
 			}
 		}
 	}
+	if v := f["soak"]; v != nil {
+		r.Soak = p.soak(v)
+	}
 	return r
 }
 
@@ -283,6 +297,9 @@ func rolloutMarkdown(p *Plan) string {
 	fmt.Fprintf(&b, "- Rollout: waves %s (%s) → %s host(s); a wave starts when the one before has ended with at most %s failed, rolled back or refused and %s unreachable "+
 		"(apply's --waves, --max-failures, --max-unreachable override)\n",
 		WavesText(r.Waves), from, strings.Join(counts, " + "), budgetText(r.MaxFailures), budgetText(r.MaxUnreachable))
+	if r.Soak != nil {
+		fmt.Fprintf(&b, "- Soak: %s (apply's --soak and --soak-hosts override)\n", MDText(r.Soak.Text()))
+	}
 	at := 0
 	for i, n := range sizes {
 		names := p.Hosts[at].Host

@@ -243,7 +243,11 @@ func (p *specParser) fields(n *yaml.Node, field string, allowed ...string) (map[
 				p.fail(k, name, "%s", hint)
 				continue
 			}
-			p.fail(k, name, "unknown key; valid keys here: %s", strings.Join(allowed, ", "))
+			msg := "unknown key; valid keys here: " + strings.Join(allowed, ", ")
+			if near := NearestWord(k.Value, allowed); near != "" {
+				msg += "; did you mean " + near + "?"
+			}
+			p.fail(k, name, "%s", msg)
 			continue
 		}
 		if _, dup := out[k.Value]; dup {

@@ -249,10 +249,17 @@ func FuzzParseSpec(f *testing.F) {
 	f.Add([]byte("name: &a x\nhosts: *a\n"))
 	f.Add([]byte(strings.Replace(goodSpec, "  net.core.rmem_max: 8388608\n", "  net.core.rmem_max: 8388608\n  kernel.core_pattern: \"|/x\"\n", 1) + "unsafe:\n  sysctls_that_run_programs: [kernel.core_pattern]\n"))
 	f.Add([]byte(strings.Replace(goodSpec, "  net.core.rmem_max: 8388608\n", "  Kernel.Modprobe: /x\n", 1) + "unsafe: {sysctls_that_run_programs: [kernel.modprobe]}\n"))
+	f.Add([]byte(goodSpec + "rollout:\n  soak: {duration: 30s, interval: 1s, max_drop_rate: 0.5, max_players_lost: 20%, no_traffic: continue}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseSpec("fuzz.yaml", data)
 		if err != nil {
 			return
+		}
+		// A soak the parser accepts is one apply can run.
+		if s.Rollout != nil && s.Rollout.Soak != nil {
+			if err := s.Rollout.Soak.Check(); err != nil {
+				t.Fatalf("accepted a soak its check refuses: %v", err)
+			}
 		}
 		for _, k := range s.Sysctl {
 			if strings.ContainsAny(k.Key, "/ ;'\"$`\\") {

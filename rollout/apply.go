@@ -40,6 +40,7 @@ type ApplyOptions struct {
 	FetchTimeout time.Duration      // a host's fetch of a url release
 
 	confirmOnly bool      // check a host the ledger shows done is as planned, and change nothing
+	soakRole    string    // this host soaks (Rollout.Soak), as its wave's canary or as every host
 	Approval    *Approval // how the caller decided the plan may run, for the receipt
 }
 

@@ -213,7 +213,9 @@ func (f *fleet) wave(n int, idx []int) {
 func (f *fleet) host(i int, w *WaveResult) {
 	f.book.started(i, w.Wave)
 	f.pr.hostStart(f.p.Hosts[i].Host)
-	r := applyHost(f.ctx, f.d, f.p, f.p.Hosts[i], f.o, f.pr, f.yield)
+	o := f.o
+	o.soakRole = f.rules.soakRole(f.p.Hosts[i].Host == w.Hosts[0])
+	r := applyHost(f.ctx, f.d, f.p, f.p.Hosts[i], o, f.pr, f.yield)
 	r.Wave = w.Wave
 	f.results[i] = r
 	f.book.ended(i, r)
@@ -222,6 +224,9 @@ func (f *fleet) host(i int, w *WaveResult) {
 	w.count(r.Outcome)
 	over := w.overBudget()
 	f.mu.Unlock()
+	if why := r.Soak.stops(r.Host); why != "" {
+		f.stop(why) // a soak that did not pass stops the rollout, whatever the budgets
+	}
 	if over != "" {
 		f.stop(over)
 	}

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -93,10 +94,11 @@ func (o Op) EndsBatch() bool { return o.expect != nil && !o.hostChecked }
 
 // Result is what the host answered to one Op.
 type Result struct {
-	Value string       // VAL's text, or DATA's bytes
-	Sent  int          // bytes of the Op's Data that went to the host
-	Facts *plans.Facts // observe's answer
-	At    time.Time    // when the answer came (relayctl's clock)
+	Value string              // VAL's text, or DATA's bytes
+	Sent  int                 // bytes of the Op's Data that went to the host
+	Facts *plans.Facts        // observe's answer
+	Drops *plans.DropCounters // sample's answer
+	At    time.Time           // when the answer came (relayctl's clock)
 }
 
 // OpError is an Op the host refused or failed, with the host's own words.
@@ -152,3 +154,12 @@ func lockOp(owner string) Op {
 func observeOp(q Query) Op { return Op{Kind: "observe", Query: &q} }
 
 func unlockOp() Op { return op("unlock") }
+
+// sampleOp reads the drop counters of the relay process pid, on port, and
+// its /status at control ("" for none).
+func sampleOp(pid, port int, control string) Op {
+	if control == "" {
+		control = "-"
+	}
+	return op("sample", strconv.Itoa(pid), strconv.Itoa(port), control)
+}

@@ -17,9 +17,11 @@ import (
 //	refusals    blockers, the window
 //	derive      the host's plan again from its spec and what was observed
 //	stage       everything before the window; nothing in force changes
+//	baseline    sample the relay's drop counters before the window (a host that soaks)
 //	drain       wait for the relay's players to leave (with a drain gate)
 //	window      the window's steps, the read-back's first reading behind them
 //	read-back   read the host back until it holds as planned
+//	soak        sample the drop counters under traffic and judge the release (a host that soaks)
 //	rollback    undo the window when it or its read-back failed
 //	commit      file the receipt and the journal on the host
 //
@@ -32,10 +34,18 @@ func hostPhases(p *plans.Plan, o ApplyOptions) []phase {
 	if o.StageOnly {
 		return append(ph, commitPhase{})
 	}
+	soaks := o.Rollout != nil && o.Rollout.Soak != nil
+	if soaks {
+		ph = append(ph, baselinePhase{})
+	}
 	if p.Drain != nil {
 		ph = append(ph, drainPhase{})
 	}
-	return append(ph, windowPhase{}, readBackPhase{}, rollbackPhase{}, commitPhase{})
+	ph = append(ph, windowPhase{}, readBackPhase{})
+	if soaks {
+		ph = append(ph, soakPhase{})
+	}
+	return append(ph, rollbackPhase{}, commitPhase{})
 }
 
 // phase is one phase of a host's apply.
@@ -79,17 +89,20 @@ type hostRun struct {
 	q      Query
 	yield  func() func() // gives up the parallel slot while draining; returns how to take one back
 
-	locked     bool         // the session holds the host lock (until unlock)
-	observeErr error        // the lock's reading of the host failed
-	st         []step       // the steps derived for this host, in order
-	gate       *plans.Facts // the host when the window begins (the drain gate's last reading)
-	first      *plans.Facts // the read-back's first reading, made in the window's batch
-	started    int          // window steps that started
-	stopped    int64        // the host clock when the relay stopped (ns)
-	failure    error        // the window or its read-back failed
-	inWindow   bool         // failure is a window step's (not the read-back's)
-	outcome    Outcome      // Applied or RolledBack, for commit to file
-	rec        *recovery    // a window a dead run left unfinished, being recovered
+	locked     bool                 // the session holds the host lock (until unlock)
+	observeErr error                // the lock's reading of the host failed
+	st         []step               // the steps derived for this host, in order
+	gate       *plans.Facts         // the host when the window begins (the drain gate's last reading)
+	first      *plans.Facts         // the read-back's first reading, made in the window's batch
+	started    int                  // window steps that started
+	stopped    int64                // the host clock when the relay stopped (ns)
+	failure    error                // the window or its read-back failed
+	inWindow   bool                 // failure is a window step's (not the read-back's)
+	outcome    Outcome              // Applied or RolledBack, for commit to file
+	rec        *recovery            // a window a dead run left unfinished, being recovered
+	soak       *plans.Soak          // the soak this host runs, nil for none
+	soakRole   string               // why it soaks: SoakRoleCanary or SoakRoleHost
+	baseline   []plans.DropCounters // the drop counters before the window, oldest first
 	// cut is where the running phase's span ends when that is before the
 	// phase returns (an answer in the same batch as the next phase's).
 	cut time.Time
@@ -110,7 +123,12 @@ func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPl
 	defer host.Close()
 	res.Address = host.Address()
 	hr := &hostRun{p: p, stored: h, h: h, o: o, host: host, res: res, pr: pr, q: QueryForPlan(p), yield: yield}
-	return hr.run(ctx)
+	if o.soakRole != "" && o.Rollout != nil && o.Rollout.Soak != nil && !o.StageOnly && !o.confirmOnly {
+		hr.soak, hr.soakRole = o.Rollout.Soak, o.soakRole
+	}
+	r := hr.run(ctx)
+	r.Soak.settle(r.Outcome)
+	return r
 }
 
 // run runs the phases in order, each span on the timeline, until one ends

@@ -110,8 +110,11 @@ type HostAccount struct {
 	DrainWaitMillis int64          `json:"drain_wait_ms,omitempty"`
 	PlayersCut      *int           `json:"players_cut,omitempty"`
 	HandoffGapUS    *int64         `json:"handoff_gap_us,omitempty"` // the relay's own: old's last read → new's first
-	RoundTrips      int            `json:"round_trips"`
-	Steps           []StepRecord   `json:"steps"`
+	// Soak is the watch of the relay's drop counters after the window,
+	// for a host that soaked: the rates before and after, and the verdict.
+	Soak       *SoakResult  `json:"soak,omitempty"`
+	RoundTrips int          `json:"round_trips"`
+	Steps      []StepRecord `json:"steps"`
 	// Timeline is where the host's time went, phase by phase, on
 	// relayctl's clock (ms since the host's apply started).
 	Timeline []Phase `json:"timeline,omitempty"`

@@ -68,6 +68,7 @@ func (hr *hostRun) prune(ctx context.Context) {
 // commit files the receipt and the journal on the host, and unlocks.
 func (hr *hostRun) commit(ctx context.Context, out Outcome) {
 	hr.res.Outcome = out
+	hr.res.Soak.settle(out)
 	hr.res.RoundTrips = hr.host.RoundTrips() + 1 // with the commit's own
 	body, err := receiptJSON(hr.p, hr.res)
 	if err != nil {

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/relayctl/relayctl/plans"
@@ -34,6 +35,7 @@ const (
 var Primitives = []Primitive{
 	{Kind: "lock", Args: "OWNER", Doc: "start the host's session and take the host lock, free when nobody holds it (a dead run's too, which the answer names); the first of a session"},
 	{Kind: "observe", Doc: "read the host's facts (Op.Query says which); read-only"},
+	{Kind: "sample", Args: "PID PORT CONTROL|-", Doc: "read only the relay socket's drop counters and the traffic beside them (ss, /proc/PID/net/udp and snmp in the relay's network namespace, its /status) and the host clock: the soak's light observe; read-only"},
 	{Kind: "begin", Args: "PLAN CHECKSUM", Doc: "start a run: a fresh stage folder, the journal opened"},
 	{Kind: "step", Args: "TEXT", Doc: "note a step's start or end in the journal, by its kind and title"},
 	{Kind: "dir", Args: "PATH", Doc: "PATH is (made) a folder that only root can change, and so is every folder above it"},
@@ -121,6 +123,11 @@ func (o Op) Validate() error {
 		}
 		return o.Query.Validate()
 	}
+	if o.Kind == "sample" {
+		if err := validSample(o.Args); err != nil {
+			return fmt.Errorf("sample: %w", err)
+		}
+	}
 	if len(o.Data) > 0 && p.Payload != DataPayload || len(o.Argv) > 0 && p.Payload != ArgvPayload {
 		return fmt.Errorf("%s takes no %s", o.Kind, map[bool]string{true: "data", false: "command words"}[len(o.Data) > 0])
 	}
@@ -131,4 +138,25 @@ func (o Op) Validate() error {
 func (o Op) Mutates() bool {
 	p, _ := primitive(o.Kind)
 	return p.Mutates
+}
+
+// validSample checks a sample's arguments: a PID, a port and the relay's
+// control address (or -): the agent enters that process's network
+// namespace and asks that address for /status.
+func validSample(args []string) error {
+	if len(args) != 3 {
+		return fmt.Errorf("want PID PORT CONTROL, got %d arguments", len(args))
+	}
+	pid, err := strconv.Atoi(args[0])
+	if err != nil || pid < 1 || strconv.Itoa(pid) != args[0] {
+		return fmt.Errorf("bad pid %q", args[0])
+	}
+	port, err := strconv.Atoi(args[1])
+	if err != nil || port < 1 || port > 65535 || strconv.Itoa(port) != args[1] {
+		return fmt.Errorf("bad port %q", args[1])
+	}
+	if args[2] != "-" {
+		return plans.ValidControl(args[2])
+	}
+	return nil
 }

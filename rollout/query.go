@@ -24,6 +24,9 @@ type Query struct {
 	// templates'), read as facts.
 	Program string
 	Files   []string
+	// LastApply asks for the newest receipt on the host with a read-back
+	// in it (plans.Facts.LastApply): verify's baseline.
+	LastApply bool
 }
 
 // QueryFor builds the query a plan of spec needs.

@@ -10,25 +10,14 @@ import (
 	"github.com/relayctl/relayctl/tune"
 )
 
-// Counters are the four drop counts that agreed to the unit in the
-// incident: ss's d, /proc/net/udp drops, the namespace's RcvbufErrors, and
-// the relay's own rx_drops.
-type Counters struct {
-	SSDrops      uint64  `json:"ss_d"`
-	ProcUDPDrops uint64  `json:"proc_net_udp_drops"`
-	RcvbufErrors uint64  `json:"snmp_rcvbuf_errors"`
-	RelayRxDrops *uint64 `json:"relay_rx_drops"` // nil when the relay's /status was not read
-}
+// Counters are the drop counts that agreed to the unit in the incident:
+// ss's d, /proc/net/udp drops, the namespace's RcvbufErrors (and
+// InErrors) and the relay's own rx_drops, with the socket and the host
+// clock of the reading (plans.DropCounters).
+type Counters = plans.DropCounters
 
 // CountersOf picks the drop counters out of facts.
-func CountersOf(f *plans.Facts) Counters {
-	c := Counters{SSDrops: f.Socket.Drops, ProcUDPDrops: f.Socket.ProcUDPDrops, RcvbufErrors: f.Socket.RcvbufErrors}
-	if f.RelayStatus != nil && f.RelayStatus.Read {
-		v := f.RelayStatus.RxDrops
-		c.RelayRxDrops = &v
-	}
-	return c
-}
+func CountersOf(f *plans.Facts) Counters { return plans.DropCountersOf(f) }
 
 // HostReceipt is the summary of one host kept on the host and in the
 // local receipt: how its apply went, and what it was and is.

@@ -81,6 +81,7 @@ func (m *receiptMD) host(r HostReceipt) {
 		m.counters(r)
 		m.sysctls(r)
 	}
+	m.soak(r.Soak)
 	m.checks(r.Verify)
 	m.steps(r.Steps)
 }
@@ -138,8 +139,43 @@ func (m *receiptMD) counters(r HostReceipt) {
 	m.w("| counter | before | after |\n|---|---|---|\n")
 	m.w("| ss d | %d | %d |\n", r.DropsBefore.SSDrops, a.SSDrops)
 	m.w("| /proc/net/udp drops | %d | %d |\n", r.DropsBefore.ProcUDPDrops, a.ProcUDPDrops)
-	m.w("| RcvbufErrors | %d | %d |\n", r.DropsBefore.RcvbufErrors, a.RcvbufErrors)
+	m.w("| UdpRcvbufErrors | %d | %d |\n", r.DropsBefore.RcvbufErrors, a.RcvbufErrors)
+	m.w("| UdpInErrors | %d | %d |\n", r.DropsBefore.InErrors, a.InErrors)
 	m.w("| relay rx_drops | %s | %s |\n\n", ptr(r.DropsBefore.RelayRxDrops), ptr(a.RelayRxDrops))
+}
+
+// soak is the host's soak: its verdict, the baseline's and the soak's
+// counters and rates, and where the counters disagree.
+func (m *receiptMD) soak(s *SoakResult) {
+	if s == nil {
+		return
+	}
+	m.w("- Soak (%s): **%s**, %s: %s\n\n", s.Role, s.Verdict, md(orDash(s.Action)), md(s.Why))
+	m.w("| span | seconds | ss d | /proc/net/udp drops | UdpRcvbufErrors | UdpInErrors | rx_drops | drops/s | datagrams/s |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, sp := range []struct {
+		name string
+		d    *DropSpan
+	}{{"baseline", s.Before}, {"soak", s.After}} {
+		if sp.d == nil {
+			m.w("| %s | - | - | - | - | - | - | - | - |\n", sp.name)
+			continue
+		}
+		rx := "-"
+		if sp.d.RelayRxDrops != nil {
+			rx = "+" + thousands(*sp.d.RelayRxDrops)
+		}
+		m.w("| %s | %.1f | +%s | +%s | +%s | +%s | %s | %.1f | %.0f (%s) |\n", sp.name, sp.d.Seconds, thousands(sp.d.SSDrops), thousands(sp.d.ProcUDPDrops),
+			thousands(sp.d.RcvbufErrors), thousands(sp.d.InErrors), rx, sp.d.DropRate, sp.d.Traffic, sp.d.DatagramsBy)
+	}
+	m.w("\n")
+	for _, sp := range []struct {
+		name string
+		d    *DropSpan
+	}{{"baseline", s.Before}, {"soak", s.After}} {
+		if sp.d != nil && len(sp.d.Disagreement) > 0 {
+			m.w("The counters disagree (%s): %s\n\n", sp.name, md(strings.Join(sp.d.Disagreement, "; ")))
+		}
+	}
 }
 
 // sysctls are the read sysctls, before and after.

@@ -34,7 +34,22 @@ type fleetRules struct {
 	sizes          []int // wave sizes over the hosts to do, in order
 	maxFailures    plans.Amount
 	maxUnreachable plans.Amount
-	wholeWaveStops bool // a wave with no host applied or unchanged stops the rollout
+	wholeWaveStops bool        // a wave with no host applied or unchanged stops the rollout
+	soak           *plans.Soak // nil: no host soaks
+}
+
+// soakRole is why a host soaks, "" when it does not: the first host of a
+// wave is its canary; with soak hosts: all, every host soaks.
+func (r fleetRules) soakRole(first bool) string {
+	switch {
+	case r.soak == nil:
+		return ""
+	case first:
+		return SoakRoleCanary
+	case r.soak.Hosts == plans.SoakAll:
+		return SoakRoleHost
+	}
+	return ""
 }
 
 // rulesFor are the waves and budgets of a run over n hosts: apply's
@@ -49,7 +64,7 @@ func rulesFor(p *plans.Plan, o ApplyOptions, n int) (fleetRules, error) {
 			maxFailures: plans.Amount{N: 100, Percent: true}, maxUnreachable: plans.Amount{N: 100, Percent: true}}, nil
 	}
 	r := o.Rollout // Apply resolved it
-	return fleetRules{sizes: plans.SplitWaves(r.Waves, n), maxFailures: r.MaxFailures, maxUnreachable: r.MaxUnreachable, wholeWaveStops: true}, nil
+	return fleetRules{sizes: plans.SplitWaves(r.Waves, n), maxFailures: r.MaxFailures, maxUnreachable: r.MaxUnreachable, wholeWaveStops: true, soak: r.Soak}, nil
 }
 
 // count tallies one host's outcome in its wave.

@@ -33,6 +33,15 @@ the relay's new PID and version, ss's rb on its port in its network
 namespace, the runtime sysctls, and the relay's own /status. Any failure in
 the window restores the previous state, restarts once more and verifies it.
 
+With a soak (--soak, or the spec's rollout.soak; docs/soak.md), each
+wave's canary (or every host) is watched after its read-back: relayctl
+samples the relay socket's drop counters (ss d, the namespace's
+UdpRcvbufErrors and UdpInErrors, the relay's rx_drops and players) through
+the session it holds, compares their rate with a baseline sampled before
+the window, and on a regression rolls the host back (or keeps it, as the
+soak says) and stops the rollout before the next wave; a soak without
+enough traffic to judge is "insufficient traffic", never a pass.
+
 Hosts go in waves (--waves, or the spec's rollout section; by default a
 canary, then the rest), --parallel at a time within a wave; a wave starts
 only when the one before has ended within its budgets: --max-failures
@@ -74,6 +83,7 @@ Examples:
    relayctl apply ashburn.plan --json > receipt.json
    relayctl apply ashburn.plan --parallel 5
    relayctl apply fleet.plan --waves 1,5,25%,100% --max-failures 2 --max-unreachable 5%
+   relayctl apply fleet.plan --soak 60s            # watch each wave's canary's drops for a minute
    relayctl apply fleet.plan --resume              # after a stop or an interrupt
    relayctl apply ashburn.plan --require-approval ~/.config/relayctl/allowed_signers
    relayctl apply ashburn.plan --skip-approval "outage 4711"   # unsigned although approval is configured: recorded
@@ -89,6 +99,8 @@ Examples:
 			&cli.StringFlag{Name: "waves", Usage: "wave `SIZES`, e.g. 1,5,25%,100%: hosts, or a share of the hosts left; the last repeats (default: the plan's rollout, else 1,100%)"},
 			&cli.StringFlag{Name: "max-failures", Usage: "failed, rolled back or refused hosts a wave may have for the rollout to go on: `N` or N% of the wave (default: the plan's rollout, else 0)"},
 			&cli.StringFlag{Name: "max-unreachable", Usage: "unreachable hosts a wave may have for the rollout to go on: `N` or N% of the wave (default: the plan's rollout, else 0)"},
+			&cli.DurationFlag{Name: "soak", DefaultText: "the plan's rollout.soak, else none", Usage: "after each wave's canary's read-back, watch its drop counters for `DURATION` under real traffic and stop the rollout when they rise (docs/soak.md); 0 turns the soak off"},
+			&cli.StringFlag{Name: "soak-hosts", DefaultText: "the plan's rollout.soak, else canary", Usage: "which hosts soak: `canary` (the first of each wave) or all"},
 			&cli.BoolFlag{Name: "resume", Usage: "go on from PLAN.ledger.json with the hosts it does not show applied or unchanged"},
 			&cli.BoolFlag{Name: "stage-only", Usage: "stage every host and stop before the window, as relayctl stage"},
 			&cli.DurationFlag{Name: "fetch-timeout", Value: rollout.DefaultFetchTimeout, Usage: "how long a host may take to fetch a release from the plan's url"},
@@ -187,6 +199,9 @@ func printRecap(w io.Writer, rep *rollout.Report) {
 		}
 		for _, d := range h.Drift {
 			fmt.Fprintf(w, "  drifted: %s: planned %s, now %s\n", plans.Visible(d.Name), clipValue(d.Planned), clipValue(d.Observed))
+		}
+		if s := h.Soak; s != nil && h.Outcome == rollout.Applied && s.Verdict != rollout.SoakPass {
+			fmt.Fprintf(w, "%s: applied, soak: %s: %s (%s)\n", plans.Visible(h.Host), s.Verdict, plans.Visible(s.Why), s.Action)
 		}
 		if h.Recovery != "" && h.Outcome == rollout.Applied {
 			fmt.Fprintf(w, "%s: applied, %s (the run that died: %s)\n", plans.Visible(h.Host), h.Recovery, plans.Visible(h.DeadRun))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
@@ -57,6 +58,12 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 			return nil, withHint(fmt.Errorf("--recover: %w", err), "--recover complete (finish a window a dead run left), or --recover rollback (undo it)")
 		}
 		r.Recover = v
+	}
+	if err := soakFlags(c, &r); err != nil {
+		return nil, err
+	}
+	if r.Soak != nil {
+		fmt.Fprintf(e.stderr, "relayctl: soak: %s\n", r.Soak.Text())
 	}
 	run := &fleetRun{rollout: &r}
 	hosts := len(p.Hosts)
@@ -122,4 +129,42 @@ func terminal(w io.Writer) (bool, int) {
 		width = int(ws.Col)
 	}
 	return true, width
+}
+
+// soakFlags applies --soak and --soak-hosts over the plan's soak: --soak
+// DURATION soaks (with the plan's other settings, or the defaults), and
+// --soak 0 soaks nothing.
+func soakFlags(c *cli.Context, r *plans.Resolved) error {
+	if c.IsSet("soak") {
+		d := c.Duration("soak")
+		switch {
+		case d == 0:
+			r.Soak = nil
+		case d < time.Second || d > plans.MaxSoakDuration:
+			return withHint(fmt.Errorf("--soak %v: want a duration from 1s to %v, or 0 for no soak", d, plans.MaxSoakDuration), "--soak 60s")
+		default:
+			s := plans.DefaultSoak
+			if r.Soak != nil {
+				s = *r.Soak
+			} else {
+				s.Baseline = d // the same span before the window
+			}
+			s.Duration = d
+			s.Interval = min(s.Interval, max(d/4, plans.MinSoakInterval))
+			r.Soak = &s
+		}
+	}
+	if v := c.String("soak-hosts"); v != "" {
+		if v != plans.SoakCanary && v != plans.SoakAll {
+			return withHint(fmt.Errorf("--soak-hosts %q: want canary or all", v), "--soak-hosts all")
+		}
+		if r.Soak == nil {
+			s := plans.DefaultSoak
+			r.Soak = &s
+		}
+		s := *r.Soak
+		s.Hosts = v
+		r.Soak = &s
+	}
+	return nil
 }

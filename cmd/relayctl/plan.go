@@ -54,7 +54,7 @@ func runPlan(c *cli.Context, e *env) error {
 		return err
 	}
 	spec := ls.spec
-	facts, err := gather(c, e, spec)
+	facts, err := gather(c, e, spec, false)
 	if err != nil {
 		return err
 	}
@@ -164,11 +164,12 @@ func checkArtifactVersion(s *plans.Spec, path string, data []byte) error {
 }
 
 // gather returns one Facts per spec host, from --facts files or over SSH.
-func gather(c *cli.Context, e *env, s *plans.Spec) ([]*plans.Facts, error) {
+func gather(c *cli.Context, e *env, s *plans.Spec, lastApply bool) ([]*plans.Facts, error) {
 	if files := c.StringSlice("facts"); len(files) > 0 {
 		return readFacts(files, s.Hosts)
 	}
 	q := rollout.QueryFor(s)
+	q.LastApply = lastApply // verify: the newest receipt's drop counters
 	fmt.Fprintf(e.stderr, "relayctl: observing %d host(s)\n", len(s.Hosts))
 	facts, errs := rollout.ObserveAll(c.Context, sshHosts(c), s.Hosts, q, c.Int("parallel"))
 	if err := errors.Join(errs...); err != nil {

@@ -24,11 +24,21 @@ a SPEC: what a plan made now would promise). Nothing changes and nothing the
 plan names runs: the plan is checked against its recorded spec first, as
 apply does, and the relay is found through systemd or its pid file.
 
-With --json, stdout is one document (format_version 1, docs/json.md):
-per host every check with what, want, got and ok, and a summary.
+It also reads each host's drop counters (ss d, /proc/net/udp drops, the
+namespace's UdpRcvbufErrors and UdpInErrors, the relay's rx_drops) and
+their rate since the last apply: from the counters the host's newest
+receipt (under /var/lib/relayctl/receipts) read after that apply's window,
+or, when that socket is gone or no receipt has them, the plan's own
+observation of the same socket. A host dropping more than the promise
+(rollout.soak.max_drop_rate, default 1 drop/s; docs/soak.md) differs;
+counters that disagree are shown.
 
-Exit status: 0 every host matches, 3 some host differs (a table says what),
-1 error.
+With --json, stdout is one document (format_version 2, docs/json.md):
+per host every check with what, want, got and ok, its drops, and a
+summary.
+
+Exit status: 0 every host matches, 3 some host differs or drops more than
+the promise allows (a table says what), 1 error.
 
 Examples:
    relayctl verify ashburn.plan
@@ -60,17 +70,25 @@ func runVerify(c *cli.Context, e *env) error {
 			hosts[i] = h.Host
 		}
 		var errs []error
-		facts, errs = rollout.ObserveAll(c.Context, sshHosts(c), hosts, rollout.QueryForPlan(p), c.Int("parallel"))
+		q := rollout.QueryForPlan(p)
+		q.LastApply = true
+		facts, errs = rollout.ObserveAll(c.Context, sshHosts(c), hosts, q, c.Int("parallel"))
 		err = errors.Join(errs...)
 	}
 	if err != nil {
 		return err
 	}
 	rep := verifyReport{FormatVersion: VerifyFormatVersion, Source: arg, Plan: p.Name, Checksum: p.Checksum, Hosts: []verifyHost{}}
+	fromPlan := p.Checksum != "" // a plan made now from a spec observed nothing earlier
 	for i, h := range p.Hosts {
 		vh := verifyHost{Host: h.Host, Address: h.Address, OK: true, Checks: append([]rollout.Check{}, rollout.PlannedChecks(p, h, nil, facts[i])...)}
 		for _, ch := range vh.Checks {
 			vh.OK = vh.OK && ch.OK
+		}
+		vh.Drops = dropsOf(p, h, facts[i], fromPlan)
+		if !vh.Drops.OK {
+			vh.OK = false
+			rep.Summary.OverPromise++
 		}
 		if vh.OK {
 			rep.Summary.Match++
@@ -88,13 +106,18 @@ func runVerify(c *cli.Context, e *env) error {
 		printVerifyTable(e, rep)
 	}
 	if rep.Summary.Differ > 0 {
-		return &exitCode{code: 3, err: fmt.Errorf("%d of %d hosts differ from the plan", rep.Summary.Differ, rep.Summary.Hosts)}
+		err := fmt.Errorf("%d of %d hosts differ from the plan", rep.Summary.Differ, rep.Summary.Hosts)
+		if rep.Summary.OverPromise > 0 {
+			err = fmt.Errorf("%d of %d hosts differ from the plan (%d drop more than the promise allows)", rep.Summary.Differ, rep.Summary.Hosts, rep.Summary.OverPromise)
+		}
+		return &exitCode{code: 3, err: err}
 	}
 	return nil
 }
 
-// VerifyFormatVersion is the layout version of verify --json.
-const VerifyFormatVersion = 1
+// VerifyFormatVersion is the layout version of verify --json: 2 added
+// each host's drops and made ok (and the exit status) depend on them.
+const VerifyFormatVersion = 2
 
 // verifyReport is verify --json: what each host reads back against what
 // the plan (or a plan made now from the spec) promises.
@@ -105,36 +128,117 @@ type verifyReport struct {
 	Checksum      string       `json:"plan_checksum"` // empty when verifying a spec
 	Hosts         []verifyHost `json:"hosts"`
 	Summary       struct {
-		Hosts  int `json:"hosts"`
-		Match  int `json:"match"`
-		Differ int `json:"differ"`
+		Hosts       int `json:"hosts"`
+		Match       int `json:"match"`
+		Differ      int `json:"differ"`
+		OverPromise int `json:"over_promise"` // of the hosts that differ, those dropping more than the promise allows
 	} `json:"summary"`
 }
 
 type verifyHost struct {
 	Host    string          `json:"host"`
 	Address string          `json:"address"`
-	OK      bool            `json:"ok"`
+	OK      bool            `json:"ok"` // every check as planned, and drops within the promise
 	Checks  []rollout.Check `json:"checks"`
+	Drops   verifyDrops     `json:"drops"`
 }
 
 // printVerifyTable prints the checks that differ, one row each, and one
-// row for a host where all match.
+// row for a host where all match; then each host's drops, and where the
+// counters disagree.
 func printVerifyTable(e *env, rep verifyReport) {
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tCHECK\tWANT\tGOT\t")
 	for _, h := range rep.Hosts {
-		if h.OK {
-			fmt.Fprintf(tw, "%s\tall %d checks\tas planned\tas planned\t\n", plans.Visible(h.Host), len(h.Checks))
-			continue
-		}
+		checksOK := true
 		for _, ch := range h.Checks {
 			if !ch.OK {
+				checksOK = false
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", plans.Visible(h.Host), plans.Visible(ch.What), plans.Visible(ch.Want), plans.Visible(ch.Got))
 			}
 		}
+		if checksOK {
+			fmt.Fprintf(tw, "%s\tall %d checks\tas planned\tas planned\t\n", plans.Visible(h.Host), len(h.Checks))
+		}
 	}
 	tw.Flush()
+	fmt.Fprintln(e.stdout)
+	tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tSS D\tUDPRCVBUFERRORS\tRX_DROPS\tSINCE\tDROPS/S\tPROMISE\t")
+	var notes []string
+	for _, h := range rep.Hosts {
+		d := h.Drops
+		rx := "-"
+		if d.Now.RelayRxDrops != nil {
+			rx = fmt.Sprint(*d.Now.RelayRxDrops)
+		}
+		since, rate, verdict := "-", "-", "unknown:"
+		if s := d.Span; s != nil {
+			since = fmt.Sprintf("%s, %.0f s (%s)", d.Since, s.Seconds, s.Counts())
+			rate, verdict = fmt.Sprintf("%.1f", s.DropRate), "within"
+			if !d.OK {
+				verdict = "OVER" // the promise is at most Allowed drops/s
+			}
+			for _, x := range s.Disagreement {
+				notes = append(notes, plans.Visible(h.Host)+": the counters disagree: "+plans.Visible(x))
+			}
+		} else if d.NoSpan != "" {
+			notes = append(notes, plans.Visible(h.Host)+": no drop rate: "+plans.Visible(d.NoSpan))
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s %g/s\t\n", plans.Visible(h.Host), d.Now.SSDrops, d.Now.RcvbufErrors, rx, plans.Visible(since), rate, verdict, d.Allowed)
+	}
+	tw.Flush()
+	for _, n := range notes {
+		fmt.Fprintln(e.stdout, n)
+	}
+}
+
+// verifyDrops is a host's drop counters now, and their rate since the
+// last apply (the receipt's counters after its window) or since the plan
+// observed the host, when that was the same socket.
+type verifyDrops struct {
+	Now      rollout.Counters  `json:"now"`
+	Since    string            `json:"since,omitempty"`   // "last apply" or "plan"; "" when no baseline serves
+	Receipt  string            `json:"receipt,omitempty"` // the host's receipt the baseline is from
+	Baseline *rollout.Counters `json:"baseline,omitempty"`
+	Span     *rollout.DropSpan `json:"span,omitempty"`    // baseline → now: each counter's rise, the rates, disagreements
+	NoSpan   string            `json:"no_span,omitempty"` // why there is no rate
+	Allowed  float64           `json:"allowed_drops_per_s"`
+	OK       bool              `json:"ok"` // no rate over Allowed (true when the rate is unknown)
+}
+
+// dropsOf measures a host's drops since its last apply, or since the plan
+// observed it (fromPlan: the plan is a file made earlier).
+func dropsOf(p *plans.Plan, h *plans.HostPlan, f *plans.Facts, fromPlan bool) verifyDrops {
+	d := verifyDrops{Now: rollout.CountersOf(f), Allowed: plans.DefaultSoak.MaxDropRate, OK: true}
+	if r, err := p.Rollout.Resolve(); err == nil && r.Soak != nil {
+		d.Allowed = r.Soak.MaxDropRate
+	}
+	var why []string
+	if la := f.LastApply; la != nil {
+		if s, err := rollout.Span(la.Drops, d.Now); err == nil {
+			b := la.Drops
+			d.Since, d.Receipt, d.Baseline, d.Span = "last apply", la.Receipt, &b, s
+		} else {
+			why = append(why, "since the last apply ("+la.Receipt+"): "+err.Error())
+		}
+	} else {
+		why = append(why, "no receipt on the host read the relay back after a window")
+	}
+	if d.Span == nil && fromPlan && h.DropsAtPlan != nil {
+		if s, err := rollout.Span(*h.DropsAtPlan, d.Now); err == nil {
+			b := *h.DropsAtPlan
+			d.Since, d.Baseline, d.Span = "plan", &b, s
+		} else {
+			why = append(why, "since the plan: "+err.Error())
+		}
+	}
+	if d.Span == nil {
+		d.NoSpan = strings.Join(why, "; ")
+		return d
+	}
+	d.OK = d.Span.DropRate <= d.Allowed
+	return d
 }
 
 // planFromSpec makes a plan in memory from a spec and live facts.
@@ -143,7 +247,7 @@ func planFromSpec(c *cli.Context, e *env, file string) (*plans.Plan, []*plans.Fa
 	if err != nil {
 		return nil, nil, err
 	}
-	facts, err := gather(c, e, ls.spec)
+	facts, err := gather(c, e, ls.spec, true)
 	if err != nil {
 		return nil, nil, err
 	}

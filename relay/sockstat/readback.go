@@ -16,6 +16,7 @@ type RelaySocket struct {
 	ProcUDPDrops uint64 // /proc/net/udp drops, summed over the port's bound sockets
 	RcvbufErrors uint64 // Udp RcvbufErrors of the namespace
 	InErrors     uint64 // Udp InErrors of the namespace
+	InDatagrams  uint64 // Udp InDatagrams of the namespace: the traffic beside the drops
 	// Each is every socket counted, in ss's order.
 	Each []Socket
 }
@@ -65,7 +66,7 @@ func ReadBackOf(ss, udp, snmp []byte, port int, pids []int) (RelaySocket, error)
 		if err != nil {
 			return r, fmt.Errorf("read /proc/net/snmp: %w", err)
 		}
-		r.RcvbufErrors, r.InErrors = st.RcvbufErrors, st.InErrors
+		r.RcvbufErrors, r.InErrors, r.InDatagrams = st.RcvbufErrors, st.InErrors, st.InDatagrams
 	}
 	return r, nil
 }

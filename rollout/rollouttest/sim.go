@@ -44,13 +44,21 @@ type Sim struct {
 	IgnoreRB   bool          // the restarted relay keeps the default buffer
 	DropIn     string        // a primitive kind at which the connection is lost, before it is done
 	CrashAfter string        // a primitive kind after which the connection is lost (it was done)
+	RestartAt  int           // the relay restarts by itself (a new socket) on this sample of the run, counted from 1
 	InWindow   chan struct{} `json:"-"` // closed when the restart is reached
 	ReleaseIn  chan struct{} `json:"-"` // the restart waits for it
 	// Fetch is what the host gets for a release url (nil: no network).
 	Fetch func(url string) ([]byte, error) `json:"-"`
 
+	// Load is the traffic the relay's socket receives, by the version of
+	// the release the relay runs ("" for any other): it moves the drop
+	// counters every reading shows (observe and sample), by real time.
+	Load  map[string]*SimLoad
+	drops simDrops
+
 	Restarts int
 	Handoffs int
+	Samples  int                // sample primitives received
 	Draining bool               // the relay refuses new lobbies (relay-drain POST)
 	Players  []int              // what /status reports, one reading after another; the last repeats
 	Ops      []rollout.Op       `json:"-"` // every primitive received, in order
@@ -59,6 +67,89 @@ type Sim struct {
 	Backups  map[string]*string // what backup kept, by name (nil: the file was absent)
 	locked   bool
 	trips    int
+}
+
+// SimLoad is what a relay's socket receives, per second.
+type SimLoad struct {
+	Datagrams  float64 // arriving at the relay socket, read or dropped
+	Drops      float64 // of those, dropped (ss d, RcvbufErrors, InErrors, rx_drops)
+	OtherDrops float64 // dropped on another socket of the namespace: RcvbufErrors and InErrors only
+	Unseen     float64 // of Drops, not seen by the relay's rx_drops
+	Players    []int   // what /status reports, one reading after another; the last repeats
+}
+
+// simDrops are the counters the load moves: the socket's (d, the relay's
+// rx and rx_drops) start again with a new socket; the namespace's do not.
+type simDrops struct {
+	at                           time.Time
+	socketD, relayRx, relayDrops float64
+	rcvbufErrors, inDatagrams    float64
+}
+
+// load is the traffic of the release the relay runs, nil for none.
+func (s *Sim) load() *SimLoad {
+	if s.PID == 0 || s.Load == nil {
+		return nil
+	}
+	if l, ok := s.Load[path.Base(path.Dir(s.Exe))]; ok {
+		return l
+	}
+	return s.Load[""]
+}
+
+// advance moves the counters by the load over the time since the last
+// reading.
+func (s *Sim) advance() {
+	now := time.Now()
+	dt := now.Sub(s.drops.at).Seconds()
+	if s.drops.at.IsZero() {
+		dt = 0
+	}
+	s.drops.at = now
+	l := s.load()
+	if l == nil {
+		return
+	}
+	s.drops.socketD += l.Drops * dt
+	s.drops.relayRx += (l.Datagrams - l.Drops) * dt
+	s.drops.relayDrops += (l.Drops - l.Unseen) * dt
+	s.drops.rcvbufErrors += (l.Drops + l.OtherDrops) * dt
+	s.drops.inDatagrams += (l.Datagrams - l.Drops) * dt
+}
+
+// players is what /status reports now.
+func (s *Sim) players() (int, bool) {
+	seq := s.Players
+	if l := s.load(); l != nil && len(l.Players) > 0 {
+		seq = l.Players
+	}
+	if len(seq) == 0 {
+		return 0, s.load() != nil
+	}
+	n := seq[0]
+	if len(seq) > 1 {
+		seq = seq[1:]
+	}
+	if l := s.load(); l != nil && len(l.Players) > 0 {
+		l.Players = seq
+	} else {
+		s.Players = seq
+	}
+	return n, true
+}
+
+// counters is a reading of the drop counters, as sample answers.
+func (s *Sim) counters() plans.DropCounters {
+	s.advance()
+	d := s.drops
+	ns := uint64(d.rcvbufErrors)
+	c := plans.DropCounters{SSDrops: uint64(d.socketD), ProcUDPDrops: uint64(d.socketD), RcvbufErrors: ns, InErrors: ns,
+		InDatagrams: uint64(d.inDatagrams), SocketInode: s.Inode, Sockets: 1, PID: s.PID, ClockNanos: time.Now().UnixNano()}
+	if n, ok := s.players(); ok {
+		rx, drops := uint64(d.relayRx), uint64(d.relayDrops)
+		c.RelayRxPackets, c.RelayRxDrops, c.Players = &rx, &drops, &n
+	}
+	return c
 }
 
 // NewSim is the incident's host: the 212,992-byte defaults, release 1.7.0
@@ -74,6 +165,7 @@ func NewSim(name string) *Sim {
 		Releases: map[string]bool{"1.7.0": true},
 		PID:      100,
 		RB:       212992,
+		Inode:    1,
 		Exe:      "/opt/relay/releases/1.7.0/relayd",
 		Paths:    plans.PlanPaths(plans.DefaultPaths),
 		Backups:  map[string]*string{},
@@ -133,16 +225,15 @@ func (s *Sim) Facts() *plans.Facts {
 	sort.Strings(f.Release.Installed)
 	if s.PID > 0 {
 		f.Service = plans.ServiceFact{Running: true, PID: s.PID}
-		if len(s.Players) > 0 {
-			n := s.Players[0]
-			if len(s.Players) > 1 {
-				s.Players = s.Players[1:]
-			}
+		c := s.counters()
+		if c.Players != nil {
+			n := *c.Players
 			f.RelayStatus = &plans.RelayStatusFact{Read: true, Version: plans.ReleaseOf(s.Paths, s.Link), PID: s.PID, Players: n, Lobbies: (n + 7) / 8,
-				SORcvbufEffective: int(s.RB), SocketInode: s.Inode}
+				SORcvbufEffective: int(s.RB), SocketInode: s.Inode, RxDrops: *c.RelayRxDrops, RxPackets: *c.RelayRxPackets}
 		}
 		f.Release.RunningExe = s.Exe
-		f.Socket = plans.SocketFact{Found: true, Port: 7788, Rcvbuf: s.RB, Inode: s.Inode}
+		f.Socket = plans.SocketFact{Found: true, Port: 7788, Rcvbuf: s.RB, Inode: s.Inode, Drops: c.SSDrops, ProcUDPDrops: c.ProcUDPDrops,
+			RcvbufErrors: c.RcvbufErrors, InErrors: c.InErrors, InDatagrams: c.InDatagrams, Sockets: 1}
 	} else {
 		f.Service = plans.ServiceFact{Detail: "not running"}
 		f.Socket = plans.SocketFact{Port: 7788}
@@ -197,6 +288,9 @@ func (s *Sim) one(o rollout.Op) (rollout.Result, error) {
 	if o.Kind == "observe" {
 		return rollout.Result{Facts: s.Facts()}, nil
 	}
+	if o.Kind == "sample" {
+		return s.sample(o)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.Ops = append(s.Ops, o)
@@ -229,6 +323,38 @@ func (s *Sim) one(o rollout.Op) (rollout.Result, error) {
 		r.Sent = len(o.Data)
 	}
 	return r, nil
+}
+
+// sample reads the drop counters of the relay process the op names, as
+// the agent does: a relay gone is the host's error.
+func (s *Sim) sample(o rollout.Op) (rollout.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Ops = append(s.Ops, o)
+	if !s.locked {
+		return rollout.Result{}, fmt.Errorf("run on host: the host is not locked")
+	}
+	if o.Kind == s.FailOp {
+		return rollout.Result{}, &rollout.OpError{Op: o, Msg: s.FailMsg}
+	}
+	if pid, _ := strconv.Atoi(o.Args[0]); pid != s.PID || s.PID == 0 {
+		return rollout.Result{}, &rollout.OpError{Op: o, Msg: "the relay (pid " + o.Args[0] + ") is not running"}
+	}
+	s.Samples++
+	if s.Samples == s.RestartAt {
+		s.restart() // as Restart=on-failure would: another process, another socket
+		s.Restarts--
+	}
+	c := s.counters()
+	return rollout.Result{Drops: &c}, nil
+}
+
+// Sampled is how many samples the Sim has answered, safe to call while an
+// apply runs.
+func (s *Sim) Sampled() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Samples
 }
 
 // jlog appends a line to the journal, as agent.sh does (rollout/journal.go).
@@ -358,10 +484,10 @@ func (s *Sim) relay(o rollout.Op) rollout.Result {
 		s.restart()
 	case "handoff":
 		s.Handoffs++
-		inode := s.Inode
+		inode, kept := s.Inode, s.drops
 		s.restart()
 		s.Restarts--
-		s.Inode = inode
+		s.Inode, s.drops = inode, kept // the same socket, and relayd carries its counters on
 	case "relay-drain":
 		s.Draining = o.Args[2] == "POST"
 	case "stop":
@@ -395,6 +521,8 @@ func (s *Sim) prune(o rollout.Op) rollout.Result {
 
 // restart starts the release the link points at, with its config.
 func (s *Sim) restart() {
+	s.advance()
+	s.drops.socketD, s.drops.relayRx, s.drops.relayDrops = 0, 0, 0 // a new socket, a new process
 	s.Restarts++
 	s.Inode++
 	s.PID += 100

@@ -797,6 +797,63 @@ printf "%s /drain HTTP/1.0\r\n\r\n" "$2" >&3
 head -c 200 <&3' "${b%:*}" "${b##*:}" "$c" 2>&1)
 	case $out in "HTTP/"*" 200 "*) ok ;; *) err "$c /drain: $(printf '%s' "$out" | head -n 1)" ;; esac
 }
+# frame NAME CMD [ARGS...]: CMD's output as one section of observe.sh's
+# framing (BOUNDARY NAME, the output, BOUNDARY end STATUS), with $a the
+# boundary: a sample's answer is parsed as observe's is.
+frame() {
+	printf '%s %s\n' "$a" "$1"
+	shift
+	"$@" </dev/null 2>/dev/null
+	printf '\n%s end %d\n' "$a" "$?"
+}
+# relay_status PID HOST PORT: GET /status of the relay in its network
+# namespace, bounded, with why it failed (as observe.sh reads it).
+relay_status() {
+	nsenter -t "$1" -n timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
+printf "GET /status HTTP/1.0\r\n\r\n" >&3
+head -c 65536 <&3' "$2" "$3" 2>&1
+}
+p_sample() { # BOUNDARY PID PORT CONTROL|-: DATA the relay socket's drop counters, framed
+	# Only what the soak needs, read in the relay's network namespace: ss
+	# for the socket (d, rb, inode), /proc/PID/net/udp and snmp, the
+	# relay's /status, and the clock. A few processes where observe starts
+	# dozens; the output goes through a file, as observe's.
+	case $b in '' | *[!0-9]*)
+		err "bad pid"
+		return
+		;;
+	esac
+	case $c in '' | *[!0-9]*)
+		err "bad port"
+		return
+		;;
+	esac
+	case $d in - | 127.*:[0-9]*) ;; *)
+		err "bad control address"
+		return
+		;;
+	esac
+	case $d in *[!0-9.:-]*)
+		err "bad control address"
+		return
+		;;
+	esac
+	[ -d "/proc/$b" ] || {
+		err "the relay (pid $b) is not running"
+		return
+	}
+	f=$state/sample.out
+	{
+		frame clock date +%s%N
+		frame ss nsenter -t "$b" -n ss -H -O -u -a -n -m -e "sport = :$c"
+		frame proc-net-udp cat "/proc/$b/net/udp"
+		frame proc-net-snmp cat "/proc/$b/net/snmp"
+		[ "$d" = - ] || frame relay-status relay_status "$b" "${d%:*}" "${d##*:}"
+	} >"$f" 2>/dev/null
+	printf 'DATA %d\n' "$(wc -c <"$f")"
+	cat -- "$f"
+	rm -f -- "$f"
+}
 p_unit_log() { # UNIT SINCE_NS: DATA, the unit's journal lines since then
 	since=$((b / 1000000000))
 	out=$(journalctl -u "$a" --since "@$since" -n 20 --no-pager -o short-iso 2>&1 | tail -c 8000)

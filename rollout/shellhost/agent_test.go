@@ -24,7 +24,7 @@ func (localConn) User() string    { return "root" }
 
 // rootDir is a folder only root can write, as agent.sh demands of every
 // folder it writes in (t.TempDir is under /tmp, which anyone can write).
-func rootDir(t *testing.T) string {
+func rootDir(t testing.TB) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("agent.sh checks folders are root's: run as root")

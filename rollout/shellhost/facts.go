@@ -1,6 +1,7 @@
 package shellhost
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -68,7 +69,32 @@ func FactsFromFrames(frames []Frame, q rollout.Query) (*plans.Facts, error) {
 	if fr, ok := by["relay-status"]; ok {
 		f.RelayStatus = parseStatus(fr)
 	}
+	if q.LastApply {
+		f.LastApply = by.lastApply()
+	}
 	return f, by.socket(f, q.Port)
+}
+
+// lastApply is the newest receipt with a read-back, as observe found it:
+// a file relayctl wrote, but read as untrusted as any host output (bounded
+// there, decoded strictly into the few fields verify uses). nil when there
+// is none or it does not read as a receipt.
+func (by frameSet) lastApply() *plans.LastApply {
+	name, ok := by.text("last-apply-name")
+	data := by.data("last-apply")
+	if !ok || data == nil || len(name) > 200 || plans.ValidHostPath("/"+name) != nil || len(data) > plans.MaxHostFile {
+		return nil
+	}
+	var r struct {
+		Plan     string              `json:"plan"`
+		Checksum string              `json:"plan_checksum"`
+		Outcome  string              `json:"outcome"`
+		Drops    *plans.DropCounters `json:"drops_after"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil || r.Drops == nil || len(r.Plan) > 64 || len(r.Checksum) > 80 || len(r.Outcome) > 32 {
+		return nil
+	}
+	return &plans.LastApply{Receipt: name, Plan: plans.Visible(r.Plan), Checksum: plans.Visible(r.Checksum), Outcome: plans.Visible(r.Outcome), Drops: *r.Drops}
 }
 
 // servicePIDs are the processes whose sockets are the service's: the
@@ -219,5 +245,6 @@ func (by frameSet) socket(f *plans.Facts, port int) error {
 		}
 	}
 	f.Socket.ProcUDPDrops, f.Socket.RcvbufErrors, f.Socket.InErrors = r.ProcUDPDrops, r.RcvbufErrors, r.InErrors
+	f.Socket.InDatagrams, f.Socket.Sockets = r.InDatagrams, r.Sockets
 	return nil
 }

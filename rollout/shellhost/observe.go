@@ -32,7 +32,10 @@ func args(q rollout.Query) ([]string, error) {
 	}
 	a := []string{strconv.Itoa(q.Port), q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir,
 		q.Service.Manager, q.Service.Name, q.Service.PIDFile, strings.Join(q.Keys, ","), q.Control, strconv.Itoa(plans.MaxHostFile), unitDropIn(q.Service),
-		orDash(q.Program), orDash(strings.Join(q.Files, ","))}
+		orDash(q.Program), orDash(strings.Join(q.Files, ",")), "-"}
+	if q.LastApply {
+		a[len(a)-1] = "last-apply"
+	}
 	return append(a, tune.SysctlDirs...), nil
 }
 
@@ -298,7 +301,8 @@ func parseStatus(fr Frame) *plans.RelayStatusFact {
 		SocketFrom  string `json:"socket_from"`
 		StoreState  string `json:"fdstore_state"`
 		Counters    struct {
-			RxDrops uint64 `json:"rx_drops"`
+			RxDrops   uint64 `json:"rx_drops"`
+			RxPackets uint64 `json:"rx_packets"`
 		} `json:"counters"`
 	}
 	dec := json.NewDecoder(io.LimitReader(bytes.NewReader(data), 1<<16))
@@ -318,7 +322,7 @@ func parseStatus(fr Frame) *plans.RelayStatusFact {
 		return &plans.RelayStatusFact{Error: "status has negative numbers"}
 	}
 	return &plans.RelayStatusFact{Read: true, Version: st.Version, PID: st.PID, SORcvbufRequested: st.Requested, SORcvbufEffective: st.Effective,
-		RxDrops: st.Counters.RxDrops, SocketInode: st.SocketInode, Lobbies: st.Lobbies, Players: st.Players, Draining: st.Draining,
+		RxDrops: st.Counters.RxDrops, RxPackets: st.Counters.RxPackets, SocketInode: st.SocketInode, Lobbies: st.Lobbies, Players: st.Players, Draining: st.Draining,
 		Handoff: plans.Visible(st.Handoff), HandoffSocket: plans.Visible(st.HandoffSock), HandoffFromPID: st.FromPID, HandoffGapUS: st.GapUS,
 		HandoffLobbies: st.FromLobbies, HandoffPlayers: st.FromPlayers,
 		FDStore: plans.Visible(st.FDStore), SocketFrom: plans.Visible(st.SocketFrom), FDStoreState: plans.Visible(st.StoreState)}

@@ -10,7 +10,7 @@
 # bounded (head -c), so a huge file cannot flood relayctl.
 # Each section costs one process at most: this runs on every host at once.
 # Arguments (validated and quoted by relayctl):
-#   PORT CURRENT_LINK RELEASES_DIR RELAY_CONFIG STATE_DIR MANAGER UNIT PID_FILE KEYS CONTROL MAXFILE UNIT_DROPIN PROGRAM FILES SYSCTL_DIR...
+#   PORT CURRENT_LINK RELEASES_DIR RELAY_CONFIG STATE_DIR MANAGER UNIT PID_FILE KEYS CONTROL MAXFILE UNIT_DROPIN PROGRAM FILES RECEIPT SYSCTL_DIR...
 # KEYS is a comma-separated list of sysctl keys. MANAGER is systemd,
 # command or none (nothing names the process: it is looked for by its socket). CONTROL is the relay's control address (host:port, in
 # the relay's network namespace), "" for none. MAXFILE bounds each file read.
@@ -18,6 +18,8 @@
 # (a process is read back only if it runs it), - for a release relayctl
 # ships (its process must run from RELEASES_DIR). FILES is a comma-separated
 # list of the other files a plan writes (its templates'), - for none.
+# RECEIPT is last-apply to read the newest receipt with a read-back in it
+# (verify's baseline of the drop rate), - for none.
 # Nothing here runs a command named by a spec: the relay is found through
 # systemd or a pid file, and trusted only if its executable is a release.
 set -u
@@ -28,8 +30,8 @@ IFS= read -r b || exit 3
 case $b in @@relayctl-*) ;; *) exit 3 ;; esac
 port=$1 current=$2 releases=$3 config=$4 state=$5 manager=$6 unit=$7 pidfile=$8 keys=$9
 shift 9
-control=$1 maxfile=$2 unitdropin=$3 program=$4 files=$5
-shift 5
+control=$1 maxfile=$2 unitdropin=$3 program=$4 files=$5 receipt=$6
+shift 6
 
 emit() { # emit NAME CMD [ARGS...]
 	printf '%s %s\n' "$b" "$1"
@@ -158,6 +160,26 @@ fi
 # An apply that did not finish leaves its journal and lock owner behind.
 [ -f "$state/journal" ] && emit journal tail -c 1048576 "$state/journal"
 [ -s "$state/lock.owner" ] && emit lock-owner head -c 4096 "$state/lock.owner"
+# The newest receipt that read the relay back after a window (receipt
+# names start with their UTC time, so the glob's order is theirs; a
+# staged run's has no drops_after). Its name travels as a section of its
+# own: relayctl's own names are plain, and anything else is not read.
+# Newest first, and the first that has one is read: one file, usually.
+# ("$@", the sysctl.d folders, is read above and free here.)
+if [ "$receipt" = last-apply ] && [ -d "$state/receipts" ]; then
+	set -- "$state"/receipts/*.json
+	i=$#
+	while [ "$i" -gt 0 ]; do
+		eval "f=\${$i}"
+		i=$((i - 1))
+		[ -f "$f" ] && [ ! -L "$f" ] || continue
+		case ${f##*/} in *[!A-Za-z0-9._-]*) continue ;; esac
+		case $(file_of "$f") in *'"drops_after"'*) ;; *) continue ;; esac
+		value last-apply-name 0 "${f##*/}"
+		emit last-apply file_of "$f"
+		break
+	done
+fi
 
 # runs_program EXE: EXE is what the service runs: the spec's installed
 # program (kind none), or anything in a release folder.

@@ -145,7 +145,7 @@ type fakeRelay struct {
 	conn         *net.UDPConn
 }
 
-func startFakeRelay(t *testing.T) *fakeRelay {
+func startFakeRelay(t testing.TB) *fakeRelay {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("observe reads the relay through nsenter: needs root")

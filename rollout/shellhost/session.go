@@ -142,7 +142,7 @@ func (h *Host) send(ctx context.Context, a *session, ops []rollout.Op, base int,
 			h.batches++
 			h.mu.Unlock()
 		}
-		calls, err := h.observeCalls(batch)
+		calls, err := h.framedCalls(batch)
 		if err != nil {
 			return err
 		}
@@ -180,14 +180,21 @@ func (h *Host) send(ctx context.Context, a *session, ops []rollout.Op, base int,
 	return nil
 }
 
-// observeCalls makes the observe runs of a batch, by index.
-func (h *Host) observeCalls(batch []rollout.Op) (map[int]*observeCall, error) {
-	calls := map[int]*observeCall{}
+// framedCalls makes the framed calls of a batch (observe, sample), by
+// index.
+func (h *Host) framedCalls(batch []rollout.Op) (map[int]framed, error) {
+	calls := map[int]framed{}
 	for i, o := range batch {
-		if o.Kind != "observe" {
+		var c framed
+		var err error
+		switch o.Kind {
+		case "observe":
+			c, err = newObserveCall(*o.Query, h.name, h.conn.Address(), h.conn.User())
+		case "sample":
+			c, err = newSampleCall(o)
+		default:
 			continue
 		}
-		c, err := newObserveCall(*o.Query, h.name, h.conn.Address(), h.conn.User())
 		if err != nil {
 			return nil, err
 		}
@@ -229,7 +236,7 @@ func outOfStep(format string, a ...any) error { return &errOutOfStep{fmt.Sprintf
 // host stopped the batch (ERR, NEED) every answer must be SKIP; after
 // relayctl stopped caring (each failed, facts it cannot read) the host goes
 // on and its answers are read and dropped.
-func (h *Host) answers(a *session, batch []rollout.Op, calls map[int]*observeCall, base int, withData, synced bool, each func(int, rollout.Result) error) (int, error) {
+func (h *Host) answers(a *session, batch []rollout.Op, calls map[int]framed, base int, withData, synced bool, each func(int, rollout.Result) error) (int, error) {
 	need := -1
 	stopped := false // the host stopped the batch
 	var failure error
@@ -287,7 +294,7 @@ func (h *Host) answers(a *session, batch []rollout.Op, calls map[int]*observeCal
 			r.Sent = len(o.Data) // a keep's bytes go whether or not the host had them
 		}
 		if c := calls[i]; c != nil {
-			if r.Facts, failure = c.facts([]byte(r.Value)); failure != nil {
+			if failure = c.parse([]byte(r.Value), &r); failure != nil {
 				continue
 			}
 			r.Value = ""
@@ -330,12 +337,12 @@ func readData(r *bufio.Reader, size string) (string, error) {
 // goes as an offer (no bytes), or with withData with its bytes. Data is
 // written from the Op's own slice, never copied: every host shares the one
 // copy of a release in memory.
-func writeBatch(w io.Writer, batch []rollout.Op, calls map[int]*observeCall, withData, sync bool) error {
+func writeBatch(w io.Writer, batch []rollout.Op, calls map[int]framed, withData, sync bool) error {
 	var b bytes.Buffer
 	for i, o := range batch {
 		args, argv := o.Args, o.Argv
 		if c := calls[i]; c != nil {
-			args, argv = []string{c.boundary}, c.args
+			args, argv = c.words()
 		}
 		data := o.Data
 		if o.Offer && !withData {
