@@ -61,6 +61,11 @@ func (r *review) header(planFile string) {
 	}
 	if c := p.Capacity; c != nil {
 		r.w("- Promise: %d players in lobbies of %d at %d Hz, %d-byte datagrams, %s\n", c.Players, c.LobbySize, c.Hz, c.PacketSize, MDText(tune.StallPhrase(c.Stall)))
+	} else if c := p.CapacityBy; c != nil {
+		r.w("- Promise: %s\n", capacityByText(c))
+	}
+	if p.Inventory != nil {
+		r.w("- Inventory: %s (sha256 %s, %d vars file(s))\n", MDCode(p.Inventory.File), MDCode(short(p.Inventory.SHA256)), len(p.Inventory.VarsFiles))
 	}
 	if p.AllowDowngrade {
 		r.w("- Downgrades allowed (--allow-downgrade)\n")
@@ -74,6 +79,9 @@ func (r *review) header(planFile string) {
 		r.w("%s", rolloutMarkdown(p))
 	}
 	r.w("\n")
+	if p.CapacityBy != nil {
+		r.w("%s", capacityByMarkdown(p))
+	}
 }
 
 // readFirst lists what a reviewer must see before anything else: sysctls
@@ -103,7 +111,7 @@ func (r *review) readFirst() {
 // host is one host's section.
 func (r *review) host(h *HostPlan) {
 	r.w("## %s (%s): %s\n\n", MDText(h.Host), MDText(h.Address), actionText(h.Action))
-	r.w("Kernel %s · fingerprint %s\n\n", MDCode(h.Kernel), MDCode(short(h.Fingerprint)))
+	r.w("Kernel %s · fingerprint %s%s\n\n", MDCode(h.Kernel), MDCode(short(h.Fingerprint)), identityText(h))
 	r.sysctlTable(h)
 	r.w("- Release: %s\n", releaseText(h.Release))
 	for _, fc := range h.Files {

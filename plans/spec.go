@@ -30,17 +30,31 @@ type Spec struct {
 	File   string // the file it was read from, for messages
 	Source []byte // the file's bytes: a plan records them, and apply parses them again
 	Name   string
-	Hosts  []string
-	Sysctl []SysctlSetting // in the order written
-	Relay  RelaySpec
-	Window *Window
-	Paths  HostPaths
+	// Hosts names the hosts, in order: the list as written, or the hosts
+	// an inventory selects (Inventory, filled in by SelectHosts).
+	Hosts []string
+	// Inventory is where the hosts come from when the spec names an
+	// inventory instead of listing them (spec_hosts.go); nil for a list.
+	Inventory *InventoryRef
+	// Targets is where a host is reached when that is not its name (an
+	// inventory host's [user@]address[:port]); Labels are each host's
+	// labels; InventoryRecord is what a plan records of the inventory.
+	// All three are SelectHosts's, for an inventory spec.
+	Targets         map[string]string
+	Labels          map[string]map[string]string
+	InventoryRecord *InventoryRecord
+	Sysctl          []SysctlSetting // in the order written
+	Relay           RelaySpec
+	Window          *Window
+	Paths           HostPaths
 	// Rollout is the optional rollout section (rollout.go): waves and
 	// failure budgets.
 	Rollout *Rollout
 	// Capacity is what the region promises to carry, when the spec says:
-	// the plan checks each host's planned rb against it.
-	Capacity *tune.Promise
+	// the plan checks each host's planned rb against it. CapacityBy is a
+	// promise per value of a label instead (capacity.by, capacity_labels.go).
+	Capacity   *tune.Promise
+	CapacityBy *LabelCapacity
 	// Drain, when given, holds each host's window until its players are
 	// gone (or few enough), up to a deadline.
 	Drain *Drain
@@ -252,8 +266,9 @@ func SortSpecErrors(errs []*SpecError) {
 const MaxSpecSize = 1 << 20
 
 type specParser struct {
-	file string
-	errs []*SpecError
+	file  string
+	errs  []*SpecError
+	capBy *LabelCapacity // capacity.by, read by capacity
 }
 
 // fail records a problem and parsing goes on, so every problem is reported.
@@ -262,6 +277,11 @@ func (p *specParser) fail(n *yaml.Node, field, format string, a ...any) {
 	if n != nil {
 		line = n.Line
 	}
+	p.errs = append(p.errs, &SpecError{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, a...)})
+}
+
+// failLine is fail at a line rather than a node.
+func (p *specParser) failLine(line int, field, format string, a ...any) {
 	p.errs = append(p.errs, &SpecError{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, a...)})
 }
 
@@ -527,7 +547,9 @@ func (p *specParser) spec(root *yaml.Node) *Spec {
 			}
 		}
 	}
-	if n := f["hosts"]; n != nil {
+	if n := f["hosts"]; n != nil && n.Kind == yaml.MappingNode {
+		s.Inventory = p.inventoryHosts(n)
+	} else if n != nil {
 		s.Hosts = p.hosts(n)
 	}
 	if n := f["sysctl"]; n != nil {
@@ -547,6 +569,7 @@ func (p *specParser) spec(root *yaml.Node) *Spec {
 	}
 	if n := f["capacity"]; n != nil {
 		s.Capacity = p.capacity(n)
+		s.CapacityBy = p.capBy
 	}
 	if n := f["drain"]; n != nil {
 		s.Drain = p.drain(n)
@@ -555,6 +578,8 @@ func (p *specParser) spec(root *yaml.Node) *Spec {
 		s.Unsafe = p.unsafe(n)
 	}
 	p.checkRootPrograms(s)
+	p.checkByLabel(s)
+	p.checkCapacityBy(s)
 	if s.Relay.Service.Handoff != nil && s.Relay.HandoffSocket == "" {
 		p.fail(f["relay"], "relay.handoff_socket", "missing; relay.service.handoff needs the socket the relay hands over on, e.g. handoff_socket: /opt/relay/run/handoff.sock")
 	}
@@ -569,7 +594,7 @@ func (p *specParser) spec(root *yaml.Node) *Spec {
 func (p *specParser) hosts(hosts *yaml.Node) []string {
 	var out []string
 	if hosts.Kind != yaml.SequenceNode || len(hosts.Content) == 0 {
-		p.fail(hosts, "hosts", "want a list of hosts, each an ssh_config alias or [user@]host[:port]")
+		p.fail(hosts, "hosts", "want a list of hosts, each an ssh_config alias or [user@]host[:port], or an inventory: {inventory: FILE, pattern: PATTERN}")
 		return nil
 	}
 	if len(hosts.Content) > MaxHosts {
@@ -890,10 +915,11 @@ func (p *specParser) paths(n *yaml.Node, hp *HostPaths) {
 // capacity reads the promise a region makes (README "The spec"): players,
 // hz and packet_size are required; lobby_size defaults to 8 and stall to 0.
 func (p *specParser) capacity(n *yaml.Node) *tune.Promise {
-	f, ok := p.fields(n, "capacity", "players", "lobby_size", "hz", "packet_size", "stall")
+	f, ok := p.fields(n, "capacity", "players", "lobby_size", "hz", "packet_size", "stall", "by")
 	if !ok {
 		return nil
 	}
+	by := f["by"] != nil
 	c := tune.Promise{LobbySize: 8}
 	good := true
 	num := func(k string, dst *int, min, max int64, example string) {
@@ -911,7 +937,13 @@ func (p *specParser) capacity(n *yaml.Node) *tune.Promise {
 			good = false
 		}
 	}
-	num("players", &c.Players, 1, tune.MaxPromisePlayers, "200")
+	var players map[string]int
+	if by {
+		players, good = p.labelPlayers(f["players"]), good && f["players"] != nil
+		good = good && players != nil
+	} else {
+		num("players", &c.Players, 1, tune.MaxPromisePlayers, "200")
+	}
 	num("lobby_size", &c.LobbySize, 2, 256, "8")
 	num("hz", &c.Hz, 1, tune.MaxPromiseHz, "60")
 	num("packet_size", &c.PacketSize, 1, tune.MaxPacketSize, "200")
@@ -927,6 +959,10 @@ func (p *specParser) capacity(n *yaml.Node) *tune.Promise {
 		} else {
 			good = false
 		}
+	}
+	if by {
+		p.capBy = p.capacityBy(f["by"], c, players, good)
+		return nil
 	}
 	if !good {
 		return nil

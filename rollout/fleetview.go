@@ -89,8 +89,8 @@ func (p *progress) waveStart(w *WaveResult) {
 		p.hosts[h] = &hostView{phase: phaseWaiting}
 	}
 	if !p.live {
-		fmt.Fprintf(p.w, "wave %d/%d: %d host(s), %s; budgets: %d failed, rolled back or refused, %d unreachable\n",
-			w.Wave, p.waves, len(w.Hosts), plans.Visible(hostRange(w.Hosts)), w.MaxFailures, w.MaxUnreachable)
+		fmt.Fprintf(p.w, "wave %d/%d%s: %d host(s), %s; budgets: %d failed, rolled back or refused, %d unreachable\n",
+			w.Wave, p.waves, plans.Visible(w.groupText()), len(w.Hosts), plans.Visible(hostRange(w.Hosts)), w.MaxFailures, w.MaxUnreachable)
 	}
 }
 

@@ -21,7 +21,8 @@ type Ledger struct {
 	FormatVersion int          `json:"format_version"`
 	Plan          string       `json:"plan"`
 	Checksum      string       `json:"plan_checksum"`
-	Run           int          `json:"run"` // 1, then one more per apply --resume
+	Run           int          `json:"run"`            // 1, then one more per apply --resume
+	Only          []string     `json:"only,omitempty"` // the --only of the run that wrote it: the hosts --resume goes on with
 	Updated       string       `json:"updated"`
 	Hosts         []LedgerHost `json:"hosts"` // in the plan's order
 }
@@ -244,12 +245,12 @@ func (b *ledgerBook) ended(i int, r *HostResult) {
 	})
 }
 
-// notStarted records why the hosts left over did not start.
-func (b *ledgerBook) notStarted(results []*HostResult) {
+// notStarted records why the hosts of sel left over did not start.
+func (b *ledgerBook) notStarted(results []*HostResult, sel []int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for i, r := range results {
-		if r.Outcome == NotStarted && r.FromLedger == "" {
+	for _, i := range sel {
+		if r := results[i]; r.Outcome == NotStarted && r.FromLedger == "" {
 			h := &b.l.Hosts[i]
 			*h = LedgerHost{Host: h.Host, Outcome: string(NotStarted), State: r.State, Reason: r.Reason, Run: b.l.Run, Wave: r.Wave}
 		}

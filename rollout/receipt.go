@@ -95,6 +95,8 @@ type FleetReceipt struct {
 	Started       string        `json:"started"`
 	Millis        int64         `json:"ms"`
 	Run           int           `json:"run,omitempty"`      // 1, then one more per apply --resume
+	Only          string        `json:"only,omitempty"`     // apply --only: hosts lists only these
+	Outside       int           `json:"outside,omitempty"`  // the plan's hosts outside --only, as the ledger had them
 	Waves         []*WaveResult `json:"waves,omitempty"`    // the waves as they ran
 	Stopped       string        `json:"stopped,omitempty"`  // why hosts were left not started
 	Approval      *Approval     `json:"approval,omitempty"` // how this run's approval was decided
@@ -125,7 +127,7 @@ const (
 // ReceiptJSON is the fleet receipt as JSON.
 func ReceiptJSON(p *plans.Plan, rep *Report) ([]byte, error) {
 	fr := FleetReceipt{FormatVersion: ReceiptFormatVersion, Plan: rep.Plan, Checksum: rep.Checksum, Started: rep.Started, Millis: rep.Millis,
-		Run: rep.Run, Waves: rep.Waves, Stopped: rep.Stopped, Approval: rep.Approval}
+		Run: rep.Run, Only: rep.Only, Outside: rep.Outside, Waves: rep.Waves, Stopped: rep.Stopped, Approval: rep.Approval}
 	for _, h := range rep.Hosts {
 		fr.Hosts = append(fr.Hosts, Receipt(p, h))
 	}

@@ -38,6 +38,9 @@ func (m *receiptMD) header(rep *Report) {
 	if a := rep.Approval; a != nil {
 		m.w("- Approval: %s\n", md(a.String()))
 	}
+	if rep.Only != "" {
+		m.w("- Only %s: %d host(s); the plan's %d others are outside this run, as the ledger had them\n", code("--only "+rep.Only), len(rep.Hosts), rep.Outside)
+	}
 	m.w("\n")
 	m.w("%s\n", indent(Recap(rep)))
 	if rep.Stopped != "" {

@@ -92,7 +92,8 @@ Examples:
 			&cli.StringFlag{Name: "waves", Usage: "wave `SIZES`, e.g. 1,5,25%,100%: hosts, or a share of the hosts left; the last repeats (default: the plan's rollout, else 1,100%)"},
 			&cli.StringFlag{Name: "max-failures", Usage: "failed, rolled back or refused hosts a wave may have for the rollout to go on: `N` or N% of the wave (default: the plan's rollout, else 0)"},
 			&cli.StringFlag{Name: "max-unreachable", Usage: "unreachable hosts a wave may have for the rollout to go on: `N` or N% of the wave (default: the plan's rollout, else 0)"},
-			&cli.BoolFlag{Name: "resume", Usage: "go on from PLAN.ledger.json with the hosts it does not show applied or unchanged"},
+			&cli.BoolFlag{Name: "resume", Usage: "go on from PLAN.ledger.json with the hosts it does not show applied or unchanged (within the --only of the run it resumes)"},
+			onlyFlagDef(),
 			&cli.BoolFlag{Name: "stage-only", Usage: "stage every host and stop before the window, as relayctl stage"},
 			&cli.DurationFlag{Name: "fetch-timeout", Value: rollout.DefaultFetchTimeout, Usage: "how long a host may take to fetch a release from the plan's url"},
 			&cli.BoolFlag{Name: "json", Usage: "print the receipt (PLAN.receipt.json, docs/json.md) on stdout instead of the recap; progress stays on stderr"},
@@ -129,7 +130,7 @@ func runApply(c *cli.Context, e *env) error {
 	ctx, stop := interruptible(c.Context, e)
 	defer stop()
 	live, width := terminal(e.stderr)
-	rep, err := rollout.Apply(ctx, sshHosts(c), checked, rollout.ApplyOptions{
+	rep, err := rollout.Apply(ctx, sshHosts(c, targets(p)), checked, rollout.ApplyOptions{
 		Parallel:      c.Int("parallel"),
 		Artifact:      artifact,
 		IgnoreWindow:  c.Bool("ignore-window"),
@@ -140,6 +141,8 @@ func runApply(c *cli.Context, e *env) error {
 		StableFor:     c.Duration("stable-for"),
 		Rollout:       fleet.rollout,
 		Resume:        fleet.resume,
+		Only:          fleet.only,
+		Outside:       fleet.outside,
 		SaveLedger:    func(b []byte) error { return writeFileAtomic(ledgerFile(file), b, 0o600) },
 		Live:          live,
 		LiveWidth:     width,
@@ -273,7 +276,19 @@ func loadPlan(file string) (rollout.Checked, []byte, error) {
 	if err != nil {
 		return rollout.Checked{}, nil, err
 	}
-	c, err := rollout.CheckPlan(p)
+	var c rollout.Checked
+	if p.Inventory != nil {
+		in, ierr := planInventory(p)
+		if ierr != nil {
+			return rollout.Checked{}, nil, fmt.Errorf("%s: %w", file, ierr)
+		}
+		c, err = rollout.CheckPlanFrom(p, in)
+	} else {
+		c, err = rollout.CheckPlan(p)
+	}
+	if errors.Is(err, plans.ErrFleetChanged) {
+		return rollout.Checked{}, nil, withHint(fmt.Errorf("%s: %w", file, err), "the plan was reviewed for the hosts its inventory selected then; plan again from the spec and review the new plan")
+	}
 	if err != nil {
 		return rollout.Checked{}, nil, withHint(fmt.Errorf("%s: %w", file, err), "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
 	}

@@ -19,6 +19,8 @@ import (
 type fleetRun struct {
 	rollout *plans.Resolved
 	resume  *rollout.Ledger
+	only    *plans.Selector // --only, or the resumed run's; nil: every host
+	outside *rollout.Ledger // --only without --resume: the ledger whose other hosts are kept
 }
 
 // ledgerFile is where apply keeps the fleet's ledger: beside the plan.
@@ -59,37 +61,119 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 		r.Recover = v
 	}
 	run := &fleetRun{rollout: &r}
-	hosts := len(p.Hosts)
+	only, onlySet, err := onlyFlag(c, p)
+	if err != nil {
+		return nil, err
+	}
 	if c.Bool("resume") {
-		name := ledgerFile(file)
-		data, err := readRegular(name, rollout.MaxLedgerSize)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, withHint(fmt.Errorf("no ledger %s: nothing to resume", name), "relayctl apply "+file+" (without --resume) applies every host")
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read ledger: %w", err)
-		}
-		if run.resume, err = rollout.LoadLedger(name, data, p); err != nil {
-			if errors.Is(err, rollout.ErrLedgerOtherPlan) {
-				return nil, withHint(err, "a ledger goes with the plan whose apply wrote it; apply this plan without --resume, or resume the plan that ledger belongs to")
-			}
+		if run.resume, err = loadFleetLedger(file, p, true); err != nil {
 			return nil, err
 		}
-		hosts = len(run.resume.Todo())
-		fmt.Fprintf(e.stderr, "relayctl: resuming %s (run %d): %d of %d host(s) not applied or unchanged; the %d others are checked to be as planned first (an edited ledger skips nothing): one that is not joins the waves\n",
-			name, run.resume.Run+1, hosts, len(p.Hosts), len(p.Hosts)-hosts)
-		fmt.Fprintf(e.stderr, "relayctl: waves %s (%s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
-			plans.WavesText(r.Waves), from, r.MaxFailures, r.MaxUnreachable)
+		if !onlySet && len(run.resume.Only) > 0 {
+			// The run it resumes had a selection: go on with that, no further.
+			if only, err = plans.ParseSelector(run.resume.Only); err != nil || only.Check(p) != nil {
+				return nil, fmt.Errorf("%s: its only %q: not a selection of this plan's hosts", ledgerFile(file), plans.Visible(strings.Join(run.resume.Only, " ")))
+			}
+		}
+		run.only = only
+		todo, done := 0, 0
+		for i, h := range p.Hosts {
+			switch {
+			case !only.Matches(h.Labels):
+			case run.resume.Done(i):
+				done++
+			default:
+				todo++
+			}
+		}
+		scope := ""
+		if only != nil {
+			scope = fmt.Sprintf(" --only %s (the %d others are not touched)", only, len(p.Hosts)-todo-done)
+		}
+		fmt.Fprintf(e.stderr, "relayctl: resuming %s (run %d)%s: %d host(s) not applied or unchanged; the %d others are checked to be as planned first (an edited ledger skips nothing): one that is not joins the waves\n",
+			ledgerFile(file), run.resume.Run+1, scope, todo, done)
+		fmt.Fprintf(e.stderr, "relayctl: waves %s (%s%s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
+			plans.WavesText(r.Waves), from, byText(r), r.MaxFailures, r.MaxUnreachable)
 		return run, nil
 	}
-	sizes := plans.SplitWaves(r.Waves, hosts)
-	counts := make([]string, len(sizes))
-	for i, n := range sizes {
-		counts[i] = fmt.Sprint(n)
+	run.only = only
+	var sel []int
+	for i, h := range p.Hosts {
+		if only.Matches(h.Labels) {
+			sel = append(sel, i)
+		}
 	}
-	fmt.Fprintf(e.stderr, "relayctl: %d host(s) in %d wave(s) of %s (waves %s, %s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
-		hosts, len(sizes), strings.Join(counts, " + "), plans.WavesText(r.Waves), from, r.MaxFailures, r.MaxUnreachable)
+	if only != nil {
+		// The other hosts keep what this plan's ledger says of them.
+		if run.outside, err = loadFleetLedger(file, p, false); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(e.stderr, "relayctl: --only %s: %d of the plan's %d host(s); the others are not touched (%s)\n", only, len(sel), len(p.Hosts), outsideText(run.outside, file))
+	}
+	waves := r.Layout(p.Hosts, sel)
+	sizes := make([]int, len(waves))
+	for i, w := range waves {
+		sizes[i] = len(w.Hosts)
+	}
+	fmt.Fprintf(e.stderr, "relayctl: %d host(s) in %d wave(s) of %s (waves %s, %s%s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
+		len(sel), len(sizes), plans.WaveCounts(sizes), plans.WavesText(r.Waves), from, byText(r), r.MaxFailures, r.MaxUnreachable)
 	return run, nil
+}
+
+// byText says a rollout goes by label: ", by region".
+func byText(r plans.Resolved) string {
+	if r.By == "" {
+		return ""
+	}
+	return ", by " + r.By
+}
+
+// onlyFlag reads --only, checked against the plan's labels; set says it
+// was given (--only all gives nil, set).
+func onlyFlag(c *cli.Context, p *plans.Plan) (*plans.Selector, bool, error) {
+	items := c.StringSlice("only")
+	if len(items) == 0 {
+		return nil, false, nil
+	}
+	s, err := plans.ParseSelector(items)
+	if err == nil {
+		err = s.Check(p)
+	}
+	if err != nil {
+		return nil, true, withHint(fmt.Errorf("--only %w", err), "--only region=ash, --only region=ash,fra --only pool=a, or --only all")
+	}
+	return s, true, nil
+}
+
+// loadFleetLedger reads the plan's ledger: for --resume it must be there and
+// this plan's; for --only it is the record of the other hosts, and none,
+// or another plan's, is a new start.
+func loadFleetLedger(file string, p *plans.Plan, resume bool) (*rollout.Ledger, error) {
+	name := ledgerFile(file)
+	data, err := readRegular(name, rollout.MaxLedgerSize)
+	switch {
+	case errors.Is(err, os.ErrNotExist) && resume:
+		return nil, withHint(fmt.Errorf("no ledger %s: nothing to resume", name), "relayctl apply "+file+" (without --resume) applies every host")
+	case errors.Is(err, os.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("read ledger: %w", err)
+	}
+	l, err := rollout.LoadLedger(name, data, p)
+	switch {
+	case errors.Is(err, rollout.ErrLedgerOtherPlan) && !resume:
+		return nil, nil
+	case errors.Is(err, rollout.ErrLedgerOtherPlan):
+		return nil, withHint(err, "a ledger goes with the plan whose apply wrote it; apply this plan without --resume, or resume the plan that ledger belongs to")
+	}
+	return l, err
+}
+
+func outsideText(l *rollout.Ledger, file string) string {
+	if l == nil {
+		return "no ledger of this plan yet: they are not started in the new " + ledgerFile(file)
+	}
+	return fmt.Sprintf("their lines of %s, run %d, are kept", ledgerFile(file), l.Run)
 }
 
 // terminal reports whether w is a terminal (not a pipe, a file or
@@ -107,4 +191,8 @@ func terminal(w io.Writer) (bool, int) {
 		width = int(ws.Col)
 	}
 	return true, width
+}
+
+func onlyFlagDef() cli.Flag {
+	return &cli.StringSliceFlag{Name: "only", Usage: "work on the hosts whose labels match `LABEL=VALUE[,VALUE…]` only (repeatable: every one must match; all for every host); the ledger keeps the others' lines, and --resume goes on within the same selection"}
 }

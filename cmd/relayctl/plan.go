@@ -139,12 +139,24 @@ func actionWord(a string) string {
 	return a
 }
 
+// readSpec reads a spec and, when it names an inventory, selects its
+// hosts; no artifact is read (facts --spec needs none).
 func readSpec(file string) (*plans.Spec, error) {
 	data, err := readRegular(file, plans.MaxSpecSize)
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
-	return plans.ParseSpec(file, data)
+	s, err := plans.ParseSpec(file, data)
+	if err != nil {
+		return nil, err
+	}
+	sc := &specFindings{spec: s}
+	sc.selectHosts()
+	if len(sc.errs) > 0 {
+		plans.SortSpecErrors(sc.errs)
+		return nil, sc.errs
+	}
+	return s, nil
 }
 
 // readArtifact finds the release file relative to the spec and hashes it.
@@ -207,7 +219,7 @@ func gather(c *cli.Context, e *env, s *plans.Spec) ([]*plans.Facts, error) {
 	}
 	q := rollout.QueryFor(s)
 	fmt.Fprintf(e.stderr, "relayctl: observing %d host(s)\n", len(s.Hosts))
-	facts, errs := rollout.ObserveAll(c.Context, sshHosts(c), s.Hosts, q, c.Int("parallel"))
+	facts, errs := rollout.ObserveAll(c.Context, sshHosts(c, s.Targets), s.Hosts, q, c.Int("parallel"))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

@@ -36,11 +36,13 @@ func sshOptions(c *cli.Context) sshrun.Options {
 }
 
 // sshHosts are the hosts a command talks to: the shell backend over SSH.
-func sshHosts(c *cli.Context) rollout.HostDialer {
+// A host named in targets is dialled there ([user@]address[:port], an
+// inventory's) and named by its name in everything else.
+func sshHosts(c *cli.Context, targets map[string]string) rollout.HostDialer {
 	if testHosts != nil {
 		return testHosts
 	}
-	return shellhost.Hosts(sshrun.Dialer{Options: sshOptions(c)}, plans.StateDir)
+	return shellhost.Hosts(sshrun.Dialer{Options: sshOptions(c), Targets: targets}, plans.StateDir)
 }
 
 // testHosts is set by the test binary alone (main_test.go), whose CLI

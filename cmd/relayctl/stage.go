@@ -51,6 +51,7 @@ Examples:
 			&cli.StringFlag{Name: "artifact", Usage: "the release `FILE` (default: the spec's artifact, relative to the spec as recorded in the plan); its sha256 must match the plan"},
 			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal of an unfinished run that stopped in its window, after checking the host, and stage"},
 			&cli.DurationFlag{Name: "fetch-timeout", Value: rollout.DefaultFetchTimeout, Usage: "how long a host may take to fetch a release from the plan's url"},
+			onlyFlagDef(),
 		}, append(approvalFlags(), sshFlags()...)...),
 		Action: func(c *cli.Context) error { return runStage(c, e) },
 	}
@@ -83,10 +84,14 @@ func runStage(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	only, _, err := onlyFlag(c, p)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	live, width := terminal(e.stderr)
-	rep, err := rollout.Stage(ctx, sshHosts(c), checked, rollout.ApplyOptions{
+	rep, err := rollout.Stage(ctx, sshHosts(c, targets(checked.Plan())), checked, rollout.ApplyOptions{
 		Parallel:     c.Int("parallel"),
 		Artifact:     artifact,
 		ClearJournal: c.Bool("clear-journal"),
@@ -97,6 +102,7 @@ func runStage(c *cli.Context, e *env) error {
 		FetchTimeout: c.Duration("fetch-timeout"),
 		Now:          time.Now,
 		Approval:     approved,
+		Only:         only,
 	})
 	if err != nil {
 		return err

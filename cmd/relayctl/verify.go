@@ -60,7 +60,7 @@ func runVerify(c *cli.Context, e *env) error {
 			hosts[i] = h.Host
 		}
 		var errs []error
-		facts, errs = rollout.ObserveAll(c.Context, sshHosts(c), hosts, rollout.QueryForPlan(p), c.Int("parallel"))
+		facts, errs = rollout.ObserveAll(c.Context, sshHosts(c, targets(p)), hosts, rollout.QueryForPlan(p), c.Int("parallel"))
 		err = errors.Join(errs...)
 	}
 	if err != nil {
