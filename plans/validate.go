@@ -20,7 +20,7 @@ var ErrPlanEdited = errors.New("the plan does not match its recorded spec")
 // Limits on what relayctl reads from plans and hosts. Nothing untrusted is
 // read without a bound.
 const (
-	MaxPlanSize     = 64 << 20  // a plan file
+	MaxPlanSize     = 1 << 30   // a plan file: about 9 KB a host, MaxFleet hosts
 	MaxFactsSize    = 64 << 20  // a facts file
 	MaxArtifactSize = 512 << 20 // a release artifact
 	MaxHostFile     = 256 << 10 // one file read on a host (a sysctl.d file, the relay config)

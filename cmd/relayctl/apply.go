@@ -143,7 +143,7 @@ func runApply(c *cli.Context, e *env) error {
 		Resume:        fleet.resume,
 		Only:          fleet.only,
 		Outside:       fleet.outside,
-		SaveLedger:    func(b []byte) error { return writeFileAtomic(ledgerFile(file), b, 0o600) },
+		SaveLedger:    timedSave(func(b []byte) error { return writeFileAtomic(ledgerFile(file), b, 0o600) }),
 		Live:          live,
 		LiveWidth:     width,
 		FetchTimeout:  c.Duration("fetch-timeout"),
@@ -151,6 +151,9 @@ func runApply(c *cli.Context, e *env) error {
 	})
 	if rep == nil {
 		return err
+	}
+	if testApplied != nil {
+		testApplied(rep)
 	}
 	ledgerErr := err
 	body, err := rollout.ReceiptJSON(p, rep)

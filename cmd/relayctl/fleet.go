@@ -90,8 +90,8 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 		if only != nil {
 			scope = fmt.Sprintf(" --only %s (the %d others are not touched)", only, len(p.Hosts)-todo-done)
 		}
-		fmt.Fprintf(e.stderr, "relayctl: resuming %s (run %d)%s: %d host(s) not applied or unchanged; the %d others are checked to be as planned first (an edited ledger skips nothing): one that is not joins the waves\n",
-			ledgerFile(file), run.resume.Run+1, scope, todo, done)
+		fmt.Fprintf(e.stderr, "relayctl: resuming %s (run %d)%s: %d of %d host(s) not applied or unchanged; the %d others are checked to be as planned first (an edited ledger skips nothing): one that is not joins the waves\n",
+			ledgerFile(file), run.resume.Run+1, scope, todo, todo+done, done)
 		fmt.Fprintf(e.stderr, "relayctl: waves %s (%s%s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
 			plans.WavesText(r.Waves), from, byText(r), r.MaxFailures, r.MaxUnreachable)
 		return run, nil

@@ -49,3 +49,24 @@ func sshHosts(c *cli.Context, targets map[string]string) rollout.HostDialer {
 // scripts drive simulated hosts (rollouttest.FileDialer): the engine and
 // the CLI as they are, the host in memory.
 var testHosts rollout.HostDialer
+
+// The fleet simulator's measuring points (fleetsim_test.go), set by the
+// test binary alone: each ledger save with its bytes and time, and the
+// report once an apply's fleet walk has ended.
+var (
+	testLedgerSave func(bytes int, took time.Duration)
+	testApplied    func(*rollout.Report)
+)
+
+// timedSave is save, timed for the simulator when it listens.
+func timedSave(save func([]byte) error) func([]byte) error {
+	return func(b []byte) error {
+		if testLedgerSave == nil {
+			return save(b)
+		}
+		t0 := time.Now()
+		err := save(b)
+		testLedgerSave(len(b), time.Since(t0))
+		return err
+	}
+}
