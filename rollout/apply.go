@@ -30,15 +30,19 @@ type ApplyOptions struct {
 	StableFor time.Duration
 
 	// The fleet (waves.go, ledger.go, fleetview.go).
-	Rollout      *plans.Resolved    // waves and budgets; nil: the plan's own
-	Resume       *Ledger            // go on with the hosts this ledger has not applied (within Only)
-	Only         *plans.Selector    // the hosts this run works on (--only region=ash); nil: every host
-	Outside      *Ledger            // without Resume: an earlier ledger of this plan, whose hosts outside Only keep their lines
-	SaveLedger   func([]byte) error // called with the ledger each time a host starts or ends
-	Live         bool               // Progress is a terminal: a live fleet view instead of step lines
-	LiveWidth    int                // its columns
-	StageOnly    bool               // stop each host after its stage (relayctl stage)
-	FetchTimeout time.Duration      // a host's fetch of a url release
+	Rollout    *plans.Resolved    // waves and budgets; nil: the plan's own
+	Resume     *Ledger            // go on with the hosts this ledger has not applied (within Only)
+	Only       *plans.Selector    // the hosts this run works on (--only region=ash); nil: every host
+	Outside    *Ledger            // without Resume: an earlier ledger of this plan, whose hosts outside Only keep their lines
+	SaveLedger func([]byte) error // called with the whole ledger when the run starts and ends, and each time a host starts or ends without PatchLedger
+	// PatchLedger rewrites bytes of the file SaveLedger last wrote, in
+	// place: with it, a host that starts or ends costs one line and the
+	// header, whatever the fleet's size (ledger.go).
+	PatchLedger  func(p []byte, off int64) error
+	Live         bool          // Progress is a terminal: a live fleet view instead of step lines
+	LiveWidth    int           // its columns
+	StageOnly    bool          // stop each host after its stage (relayctl stage)
+	FetchTimeout time.Duration // a host's fetch of a url release
 
 	confirmOnly bool      // check a host the ledger shows done is as planned, and change nothing
 	Approval    *Approval // how the caller decided the plan may run, for the receipt

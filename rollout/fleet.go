@@ -100,7 +100,7 @@ func newFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 			f.todo = append(f.todo, i)
 		}
 	}
-	f.book = &ledgerBook{l: led, save: o.SaveLedger, now: o.Now}
+	f.book = &ledgerBook{l: led, save: o.SaveLedger, patch: o.PatchLedger, now: o.Now}
 	return f, nil
 }
 

@@ -130,6 +130,8 @@ func runApply(c *cli.Context, e *env) error {
 	ctx, stop := interruptible(c.Context, e)
 	defer stop()
 	live, width := terminal(e.stderr)
+	led := &ledgerWriter{path: ledgerFile(file)}
+	defer led.close()
 	rep, err := rollout.Apply(ctx, sshHosts(c, targets(p)), checked, rollout.ApplyOptions{
 		Parallel:      c.Int("parallel"),
 		Artifact:      artifact,
@@ -143,7 +145,8 @@ func runApply(c *cli.Context, e *env) error {
 		Resume:        fleet.resume,
 		Only:          fleet.only,
 		Outside:       fleet.outside,
-		SaveLedger:    timedSave(func(b []byte) error { return writeFileAtomic(ledgerFile(file), b, 0o600) }),
+		SaveLedger:    timedSave(led.save),
+		PatchLedger:   timedPatch(led.patch),
 		Live:          live,
 		LiveWidth:     width,
 		FetchTimeout:  c.Duration("fetch-timeout"),

@@ -196,3 +196,47 @@ func terminal(w io.Writer) (bool, int) {
 func onlyFlagDef() cli.Flag {
 	return &cli.StringSliceFlag{Name: "only", Usage: "work on the hosts whose labels match `LABEL=VALUE[,VALUE…]` only (repeatable: every one must match; all for every host); the ledger keeps the others' lines, and --resume goes on within the same selection"}
 }
+
+// ledgerWriter keeps a run's ledger file: in full through a temporary
+// file and a rename (when the run starts and ends), and in between one
+// host's line at a time, in place, in the file it last wrote (rollout's
+// ledgerBook), so that a save costs the same for 10 hosts as for 10,000.
+type ledgerWriter struct {
+	path string
+	f    *os.File // the file last written, open for the in-place saves
+}
+
+func (w *ledgerWriter) save(b []byte) error {
+	w.close()
+	if err := writeFileAtomic(w.path, b, 0o600); err != nil {
+		return err
+	}
+	// Not through a link put there since, and the file just written.
+	f, err := os.OpenFile(w.path, os.O_WRONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", w.path, err)
+	}
+	if st, err := f.Stat(); err != nil || st.Size() != int64(len(b)) {
+		f.Close()
+		return fmt.Errorf("open %s: it is not the ledger just written", w.path)
+	}
+	w.f = f
+	return nil
+}
+
+func (w *ledgerWriter) patch(p []byte, off int64) error {
+	if w.f == nil {
+		return fmt.Errorf("write %s: not open", w.path)
+	}
+	if _, err := w.f.WriteAt(p, off); err != nil {
+		return fmt.Errorf("write %s: %w", w.path, err)
+	}
+	return nil
+}
+
+func (w *ledgerWriter) close() {
+	if w.f != nil {
+		w.f.Close()
+		w.f = nil
+	}
+}

@@ -70,3 +70,16 @@ func timedSave(save func([]byte) error) func([]byte) error {
 		return err
 	}
 }
+
+// timedPatch is patch, timed for the simulator when it listens.
+func timedPatch(patch func([]byte, int64) error) func([]byte, int64) error {
+	return func(b []byte, off int64) error {
+		if testLedgerSave == nil {
+			return patch(b, off)
+		}
+		t0 := time.Now()
+		err := patch(b, off)
+		testLedgerSave(len(b), time.Since(t0))
+		return err
+	}
+}
