@@ -31,6 +31,9 @@ type fleet struct {
 	start   time.Time // on o.Now's clock
 	clock   time.Time // a real clock for wave times: o.Now may be a test's fixed one
 
+	keys []string // the sysctls every receipt shows (the plan's ReadKeys)
+	strs interner // texts every host repeats, kept once
+
 	mu      sync.Mutex
 	stopped string
 	sem     chan struct{} // the wave's parallel slots
@@ -63,7 +66,7 @@ func runFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 // were. Hosts outside o.Only keep the lines o.Resume or o.Outside give
 // them, untouched.
 func newFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*fleet, error) {
-	f := &fleet{ctx: ctx, d: d, p: p, o: o, start: o.Now(), clock: time.Now()}
+	f := &fleet{ctx: ctx, d: d, p: p, o: o, start: o.Now(), clock: time.Now(), keys: p.ReadKeys()}
 	f.rep = &Report{Plan: p.Name, Checksum: p.Checksum, Started: f.start.UTC().Format(time.RFC3339), Run: 1, Approval: o.Approval}
 	if o.Only != nil {
 		f.rep.Only = o.Only.String()
@@ -132,6 +135,7 @@ func (f *fleet) confirm() {
 				f.todo = append(f.todo, i)
 			default:
 				r.Reason = fmt.Sprintf("the ledger says %s in run %d, which could not be confirmed: %s", e.Outcome, e.Run, r.Reason)
+				r.seal(f.keys, &f.strs)
 				f.results[i] = r
 			}
 		}()
@@ -233,6 +237,7 @@ func (f *fleet) host(i int, w *WaveResult) {
 	f.pr.hostStart(f.p.Hosts[i].Host)
 	r := applyHost(f.ctx, f.d, f.p, f.p.Hosts[i], f.o, f.pr, f.yield)
 	r.Wave = w.Wave
+	r.seal(f.keys, &f.strs)
 	f.results[i] = r
 	f.book.ended(i, r)
 	f.pr.hostEnd(r)

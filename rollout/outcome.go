@@ -126,7 +126,10 @@ type HostAccount struct {
 // the host as read before and after (which the receipt summarises).
 type HostResult struct {
 	HostAccount
+	// Before and After are the host as read, while it runs; once it is
+	// done only their summary is kept (readings; retain.go).
 	Before, After *plans.Facts
+	readings      *HostReadings
 	started       time.Time // on the options' clock (a test's may be fixed)
 	clock         time.Time // the real clock at the start, for the timeline
 }

@@ -159,18 +159,17 @@ func runApply(c *cli.Context, e *env) error {
 		testApplied(rep)
 	}
 	ledgerErr := err
-	body, err := rollout.ReceiptJSON(p, rep)
-	if err != nil {
+	receipt := file + ".receipt.json"
+	if err := writeFileAtomicWith(receipt, 0o600, func(w io.Writer) error { return rollout.WriteReceiptJSON(w, p, rep) }); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(file+".receipt.json", body, 0o600); err != nil {
-		return err
-	}
-	if err := writeFileAtomic(file+".receipt.md", rollout.ReceiptMarkdown(p, rep), 0o600); err != nil {
+	if err := writeFileAtomicWith(file+".receipt.md", 0o600, func(w io.Writer) error { return rollout.WriteReceiptMarkdown(w, p, rep) }); err != nil {
 		return err
 	}
 	if c.Bool("json") {
-		e.stdout.Write(body)
+		if err := copyFile(e.stdout, receipt); err != nil {
+			return err
+		}
 	} else {
 		printRecap(e.stdout, rep)
 	}

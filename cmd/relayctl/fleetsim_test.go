@@ -17,7 +17,8 @@ package main
 // (20ms), FLEETSIM_JITTER (10ms), FLEETSIM_BANDWIDTH (bytes/s, 100e6),
 // FLEETSIM_ARTIFACT (bytes of the release, 9,000,000), FLEETSIM_FAIL
 // (share of hosts whose upload fails, 0.002), FLEETSIM_UNREACHABLE
-// (0.001), FLEETSIM_OUT (a file for the result as JSON).
+// (0.001), FLEETSIM_OUT (a file for the result as JSON),
+// FLEETSIM_HEAPPROFILE (a heap profile written when the apply's walk ends).
 
 import (
 	"encoding/json"
@@ -27,6 +28,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -202,6 +204,14 @@ func runFleetSim(b *testing.B, cfg simConfig) simResult {
 	testApplied = func(r *rollout.Report) {
 		rep = r
 		res.RetainedPerHost = deepSize(r) / int64(max(1, len(r.Hosts)))
+		if f := os.Getenv("FLEETSIM_HEAPPROFILE"); f != "" { // what is live once every host is done
+			out, err := os.Create(f)
+			if err == nil {
+				runtime.GC()
+				pprof.WriteHeapProfile(out)
+				out.Close()
+			}
+		}
 	}
 	defer func() { testLedgerSave, testApplied = nil, nil }()
 	tty, out := simPTY(b)
@@ -328,7 +338,9 @@ func measure(hosts int, cmd func(stdout, stderr io.Writer) int, stderr io.Writer
 	}
 	u0 := cpuNow()
 	t0 := time.Now()
+	stop := traceRSS(t0)
 	code := cmd(io.Discard, w)
+	stop()
 	c := phaseCost{WallSeconds: time.Since(t0).Seconds(), CPUSeconds: (cpuNow() - u0).Seconds(), ExitCode: code, PeakRSSMiB: peakRSSMiB()}
 	c.CPUMsPerHost = c.CPUSeconds * 1000 / float64(hosts)
 	if code != 0 && code != 2 {
@@ -502,4 +514,31 @@ func (t *tailWriter) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
+}
+
+// traceRSS prints the process's RSS every half second to stderr while a
+// command runs, when FLEETSIM_RSS_TRACE is set: where the peak is.
+func traceRSS(t0 time.Time) func() {
+	if os.Getenv("FLEETSIM_RSS_TRACE") == "" {
+		return func() {}
+	}
+	quit := make(chan struct{})
+	go func() {
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+				b, _ := os.ReadFile("/proc/self/status")
+				for _, l := range strings.Split(string(b), "\n") {
+					if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+						fmt.Fprintf(os.Stderr, "rss %5.1fs %s\n", time.Since(t0).Seconds(), strings.TrimSpace(v))
+					}
+				}
+			}
+		}
+	}()
+	return func() { close(quit) }
 }

@@ -64,15 +64,14 @@ func runPlan(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	body, err := p.JSON()
-	if err != nil {
-		return err
-	}
 	out := c.String("out")
 	if out == "" {
+		if _, err := p.JSON(); err != nil { // the checksum the review shows
+			return err
+		}
 		e.stdout.Write(p.Markdown("(not saved: use -out PLAN)"))
 	} else {
-		if err := writeFileAtomic(out, body, 0o600); err != nil {
+		if err := writeFileAtomicWith(out, 0o600, p.WriteJSON); err != nil {
 			return err
 		}
 		if err := writeFileAtomic(out+".md", p.Markdown(filepath.Base(out)), 0o644); err != nil {

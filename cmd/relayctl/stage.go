@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -107,14 +108,10 @@ func runStage(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	body, err := rollout.ReceiptJSON(p, rep)
-	if err != nil {
+	if err := writeFileAtomicWith(file+".stage.json", 0o600, func(w io.Writer) error { return rollout.WriteReceiptJSON(w, p, rep) }); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(file+".stage.json", body, 0o600); err != nil {
-		return err
-	}
-	if err := writeFileAtomic(file+".stage.md", rollout.ReceiptMarkdown(p, rep), 0o600); err != nil {
+	if err := writeFileAtomicWith(file+".stage.md", 0o600, func(w io.Writer) error { return rollout.WriteReceiptMarkdown(w, p, rep) }); err != nil {
 		return err
 	}
 	fmt.Fprint(e.stdout, rollout.Recap(rep))
