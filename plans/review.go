@@ -15,8 +15,12 @@ func (p *Plan) Markdown(planFile string) []byte {
 	r := &review{p: p}
 	r.header(planFile)
 	r.readFirst()
-	for _, h := range p.Hosts {
-		r.host(h)
+	if len(p.Hosts) <= maxReviewSections {
+		for _, h := range p.Hosts {
+			r.host(h)
+		}
+	} else {
+		r.hostGroups()
 	}
 	return []byte(r.b.String())
 }
@@ -93,14 +97,18 @@ func (r *review) readFirst() {
 			notes = append(notes, fmt.Sprintf("- **RUNS A PROGRAM AS ROOT** %s = %s: %s (allowed by the spec's unsafe.sysctls_that_run_programs)", MDCode(c.Key), mdValue(c.Value), MDText(c.RunsProgram)))
 		}
 	}
-	for _, h := range r.p.Hosts {
-		for _, m := range h.Blockers {
-			notes = append(notes, fmt.Sprintf("- **BLOCKED** %s: %s", MDText(h.Host), MDText(m)))
+	if len(r.p.Hosts) > maxReviewSections {
+		notes = append(notes, r.groupedNotes()...)
+	} else {
+		for _, h := range r.p.Hosts {
+			for _, m := range h.Blockers {
+				notes = append(notes, fmt.Sprintf("- **BLOCKED** %s: %s", MDText(h.Host), MDText(m)))
+			}
 		}
-	}
-	for _, h := range r.p.Hosts {
-		for _, m := range h.Warnings {
-			notes = append(notes, fmt.Sprintf("- **warning** %s: %s", MDText(h.Host), MDText(m)))
+		for _, h := range r.p.Hosts {
+			for _, m := range h.Warnings {
+				notes = append(notes, fmt.Sprintf("- **warning** %s: %s", MDText(h.Host), MDText(m)))
+			}
 		}
 	}
 	if len(notes) > 0 {
@@ -112,6 +120,19 @@ func (r *review) readFirst() {
 func (r *review) host(h *HostPlan) {
 	r.w("## %s (%s): %s\n\n", MDText(h.Host), MDText(h.Address), actionText(h.Action))
 	r.w("Kernel %s · fingerprint %s%s\n\n", MDCode(h.Kernel), MDCode(short(h.Fingerprint)), identityText(h))
+	r.b.WriteString(r.body(h, true))
+}
+
+// body is a host's section after its heading: what changes on it. With
+// drops false, the drop counts it reads now are left out (they differ
+// from host to host; review_groups.go).
+func (r *review) body(h *HostPlan, drops bool) string {
+	o := &review{p: r.p}
+	o.hostBody(h, drops)
+	return o.b.String()
+}
+
+func (r *review) hostBody(h *HostPlan, drops bool) {
 	r.sysctlTable(h)
 	r.w("- Release: %s\n", releaseText(h.Release))
 	for _, fc := range h.Files {
@@ -119,7 +140,7 @@ func (r *review) host(h *HostPlan) {
 			r.w("%s\n", line)
 		}
 	}
-	r.w("- Expected read-back: %s\n", readbackText(h.Readback))
+	r.w("- Expected read-back: %s\n", readbackText(h.Readback, drops))
 	if c := h.Capacity; c != nil {
 		r.w("- Capacity: %s\n", MDText(c.Summary()))
 	}
@@ -173,7 +194,7 @@ func (r *review) sysctlTable(h *HostPlan) {
 
 // readbackText says what ss will show, by which kernel rule, and what it
 // shows now.
-func readbackText(rb Readback) string {
+func readbackText(rb Readback, drops bool) string {
 	rule := fmt.Sprintf("max(2 × min(%d, rmem_max %d), 2304)", rb.Requested, rb.RmemMax)
 	switch {
 	case rb.Requested == 0:
@@ -182,8 +203,11 @@ func readbackText(rb Readback) string {
 		rule = fmt.Sprintf("max(2 × %d, 2304) with SO_RCVBUFFORCE", rb.Requested)
 	}
 	now := "no socket found now"
-	if rb.CurrentFound {
+	switch {
+	case rb.CurrentFound && drops:
 		now = fmt.Sprintf("now rb %d, drops %d", rb.Current, rb.CurrentDrops)
+	case rb.CurrentFound:
+		now = fmt.Sprintf("now rb %d", rb.Current)
 	}
 	return fmt.Sprintf("`ss` on UDP port %d shows **rb %d** = %s; %s", rb.Port, rb.Expected, rule, now)
 }

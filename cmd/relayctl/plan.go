@@ -93,41 +93,99 @@ func runPlan(c *cli.Context, e *env) error {
 	return nil
 }
 
+// printPlanSummary is a line per host and its blockers and warnings;
+// beyond maxSummaryHosts hosts, a line per kind of change, with how many
+// hosts and which, and each blocker and warning once.
 func printPlanSummary(w io.Writer, p *plans.Plan) {
+	if len(p.Hosts) > maxSummaryHosts {
+		printPlanGroups(w, p)
+		return
+	}
 	for _, h := range p.Hosts {
-		var parts []string
-		for _, s := range h.Sysctls {
-			if s.Change {
-				parts = append(parts, fmt.Sprintf("%s %s → %s", s.Key, strings.Join(strings.Fields(s.Current), " "), s.Planned))
-			}
-		}
-		if h.Release.Action != "keep" {
-			cur := h.Release.Current
-			if cur == "" {
-				cur = "none"
-			}
-			parts = append(parts, fmt.Sprintf("release %s → %s", cur, h.Release.Planned))
-		}
-		for _, fc := range h.Files {
-			if fc.Change && fc.Role != plans.RoleSysctlDropIn { // the sysctls above say it
-				parts = append(parts, fc.Role)
-			}
-		}
-		if h.Readback.CurrentFound {
-			parts = append(parts, fmt.Sprintf("rb %d → %d", h.Readback.Current, h.Readback.Expected))
-		} else {
-			parts = append(parts, fmt.Sprintf("rb → %d", h.Readback.Expected))
-		}
-		if h.Switch != "" {
-			parts = append(parts, h.Switch)
-		}
-		fmt.Fprintf(w, "%-20s %-9s %s\n", plans.Visible(h.Host), actionWord(h.Action), plans.Visible(strings.Join(parts, "; ")))
+		fmt.Fprintf(w, "%-20s %-9s %s\n", plans.Visible(h.Host), actionWord(h.Action), plans.Visible(summaryLine(h)))
 		for _, b := range h.Blockers {
 			fmt.Fprintf(w, "%-20s   blocked: %s\n", "", plans.Visible(b))
 		}
 		for _, m := range h.Warnings {
 			fmt.Fprintf(w, "%-20s   warning: %s\n", "", plans.Visible(m))
 		}
+	}
+}
+
+// summaryLine is what a plan changes on a host, in a few words.
+func summaryLine(h *plans.HostPlan) string {
+	var parts []string
+	for _, s := range h.Sysctls {
+		if s.Change {
+			parts = append(parts, fmt.Sprintf("%s %s → %s", s.Key, strings.Join(strings.Fields(s.Current), " "), s.Planned))
+		}
+	}
+	if h.Release.Action != "keep" {
+		cur := h.Release.Current
+		if cur == "" {
+			cur = "none"
+		}
+		parts = append(parts, fmt.Sprintf("release %s → %s", cur, h.Release.Planned))
+	}
+	for _, fc := range h.Files {
+		if fc.Change && fc.Role != plans.RoleSysctlDropIn { // the sysctls above say it
+			parts = append(parts, fc.Role)
+		}
+	}
+	if h.Readback.CurrentFound {
+		parts = append(parts, fmt.Sprintf("rb %d → %d", h.Readback.Current, h.Readback.Expected))
+	} else {
+		parts = append(parts, fmt.Sprintf("rb → %d", h.Readback.Expected))
+	}
+	if h.Switch != "" {
+		parts = append(parts, h.Switch)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// maxSummaryHosts is the most hosts plan lists one line each.
+const maxSummaryHosts = 50
+
+// printPlanGroups is the summary of a big plan: hosts with the same
+// action and line share one.
+func printPlanGroups(w io.Writer, p *plans.Plan) {
+	type group struct {
+		action, line string
+		hosts        []string
+	}
+	var order []*group
+	by := map[string]*group{}
+	notes := map[string][]string{}
+	var noteOrder []string
+	for _, h := range p.Hosts {
+		line := summaryLine(h)
+		k := h.Action + "\x00" + line
+		if by[k] == nil {
+			by[k] = &group{action: h.Action, line: line}
+			order = append(order, by[k])
+		}
+		by[k].hosts = append(by[k].hosts, h.Host)
+		for _, b := range h.Blockers {
+			n := "blocked: " + b
+			if notes[n] == nil {
+				noteOrder = append(noteOrder, n)
+			}
+			notes[n] = append(notes[n], h.Host)
+		}
+		for _, m := range h.Warnings {
+			n := "warning: " + m
+			if notes[n] == nil {
+				noteOrder = append(noteOrder, n)
+			}
+			notes[n] = append(notes[n], h.Host)
+		}
+	}
+	for _, g := range order {
+		fmt.Fprintf(w, "%-20s %-9s %s\n", fmt.Sprintf("%d host(s)", len(g.hosts)), actionWord(g.action), plans.Visible(g.line))
+		fmt.Fprintf(w, "%-20s   %s\n", "", plans.Visible(plans.FewNames(g.hosts, 3)))
+	}
+	for _, n := range noteOrder {
+		fmt.Fprintf(w, "%-20s %s (%d host(s): %s)\n", "", plans.Visible(n), len(notes[n]), plans.Visible(plans.FewNames(notes[n], 3)))
 	}
 }
 
