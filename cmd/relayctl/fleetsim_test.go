@@ -426,8 +426,8 @@ func (res *simResult) fromSaves(saves []time.Duration) {
 		total += s
 	}
 	slices.Sort(saves)
-	res.LedgerMedianUS = float64(saves[len(saves)/2].Microseconds())
-	res.LedgerP99US = float64(saves[len(saves)*99/100].Microseconds())
+	res.LedgerMedianUS = float64(saves[len(saves)/2]) / 1e3
+	res.LedgerP99US = float64(saves[len(saves)*99/100]) / 1e3
 	res.LedgerTotalSeconds = total.Seconds()
 }
 
@@ -440,7 +440,7 @@ func (res simResult) summary() string {
 		res.Plan.WallSeconds, res.Plan.CPUMsPerHost, res.Plan.PeakRSSMiB, res.Plan.ExitCode, mb(res.PlanBytes), mb(res.ReviewBytes), res.ReviewLines)
 	fmt.Fprintf(&b, "  apply: %.1f s wall (fleet walk %.1f s, model %.1f s: %.3f×), %d waves, %.2f ms CPU/host, peak RSS %.0f MiB (simulated hosts %.1f MiB of it), exit %d, %s\n",
 		res.Apply.WallSeconds, res.WalkSeconds, res.ModelSeconds, res.WalkSeconds/res.ModelSeconds, res.Waves, res.Apply.CPUMsPerHost, res.Apply.PeakRSSMiB, res.SimMiB, res.Apply.ExitCode, outcomesText(res.Outcomes))
-	fmt.Fprintf(&b, "  kept after the walk: %d B/host; ledger: %d saves, median %.0f µs, p99 %.0f µs, %.2f s in all, last %d B; receipt %.1f MB JSON, %.1f KB Markdown (%d lines); live view %.1f KB\n",
+	fmt.Fprintf(&b, "  kept after the walk: %d B/host; ledger: %d saves, median %.1f µs, p99 %.0f µs, %.2f s in all, last %d B; receipt %.1f MB JSON, %.1f KB Markdown (%d lines); live view %.1f KB\n",
 		res.RetainedPerHost, res.LedgerSaves, res.LedgerMedianUS, res.LedgerP99US, res.LedgerTotalSeconds, res.LedgerLastBytes, mb(res.ReceiptJSONBytes), float64(res.ReceiptMD)/1e3, res.ReceiptMDLines, float64(res.LiveViewBytes)/1e3)
 	if e := res.Apply.StderrExcerpt + res.Plan.StderrExcerpt; e != "" {
 		fmt.Fprintf(&b, "  stderr: %s\n", e)
