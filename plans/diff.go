@@ -87,14 +87,11 @@ func IsSecretKey(k string) bool {
 // ••• with a short hash, so a reviewer still sees whether it changed.
 func maskDiff(d []DiffLine, managed map[string]bool) []DiffLine {
 	for i, l := range d {
-		as := config.Assignments([]byte(l.Text))
-		if len(as) != 1 {
-			continue
+		if as := config.Assignments([]byte(l.Text)); len(as) == 1 {
+			d[i].Managed = managed[as[0].Key]
 		}
-		a := as[0]
-		d[i].Managed = managed[a.Key]
-		if IsSecretKey(a.Key) {
-			d[i].Text = a.Key + "=" + maskValue(a.Value)
+		if !isMasked(l.Text) {
+			d[i].Text = MaskLine(l.Text)
 		}
 	}
 	return d

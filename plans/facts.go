@@ -25,9 +25,12 @@ type Facts struct {
 	Config  FileFact     `json:"relay_config"`
 	// UnitDropIn is relayctl's drop-in of the relay's systemd unit
 	// (UnitDropInPath), for a systemd-managed relay.
-	UnitDropIn *FileFact   `json:"unit_drop_in,omitempty"`
-	Service    ServiceFact `json:"service"`
-	Socket     SocketFact  `json:"socket"`
+	UnitDropIn *FileFact `json:"unit_drop_in,omitempty"`
+	// Files are the other files a plan writes, by path: what its
+	// templates render (relay.config.templates).
+	Files   map[string]FileFact `json:"files,omitempty"`
+	Service ServiceFact         `json:"service"`
+	Socket  SocketFact          `json:"socket"`
 	// RelayStatus is the relay's own /status, when it has a control plane.
 	RelayStatus *RelayStatusFact `json:"relay_status,omitempty"`
 	// ClockNanos is the host's clock when observed (Unix ns): receipts time
@@ -80,12 +83,25 @@ type RelayRelease struct {
 	CurrentRaw string   `json:"current_raw"` // the link target as read
 	Installed  []string `json:"installed"`   // versions present under the releases folder
 	RunningExe string   `json:"running_exe"` // /proc/PID/exe of the running relay
+	// Stored are the release store's entries (sha256), the most recently
+	// stored first.
+	Stored []string `json:"stored,omitempty"`
 }
+
+// File is the fact of a file a template renders; absent when observe
+// did not read it.
+func (f *Facts) File(path string) FileFact { return f.Files[path] }
 
 // FileFact is a file's content, or its absence.
 type FileFact struct {
 	Exists  bool   `json:"exists"`
 	Content string `json:"content"`
+	// Masked: Content has every line that may hold a secret masked
+	// (MaskConfig), as relayctl facts --json prints a relay config.
+	Masked bool `json:"masked,omitempty"`
+	// Unsafe says why observe did not read the file (a symlink, a folder
+	// others can write); Exists and Content are then empty.
+	Unsafe string `json:"unsafe,omitempty"`
 }
 
 // ServiceFact is the relay's service state.
@@ -93,6 +109,9 @@ type ServiceFact struct {
 	Running bool   `json:"running"`
 	PID     int    `json:"pid"`
 	Detail  string `json:"detail,omitempty"` // what the manager said when not running
+	// FoundBy says how the process was found when nothing named it (no
+	// pid file or unit: by its socket on the port).
+	FoundBy string `json:"found_by,omitempty"`
 	// UnitMissing: systemd has no such unit (LoadState not-found).
 	UnitMissing bool `json:"unit_missing,omitempty"`
 	// What systemd says of the unit: its restarts so far (NRestarts), the
@@ -100,6 +119,7 @@ type ServiceFact struct {
 	Restarts     int    `json:"restarts,omitempty"`
 	InvocationID string `json:"invocation_id,omitempty"`
 	ActiveState  string `json:"active_state,omitempty"`
+	SubState     string `json:"sub_state,omitempty"`
 }
 
 // SocketFact is the relay socket read back from the kernel, in the relay
@@ -114,6 +134,19 @@ type SocketFact struct {
 	InErrors     uint64 `json:"snmp_in_errors"`
 	OwnNetns     bool   `json:"own_netns"`       // the relay runs in a namespace other than the SSH session's
 	Inode        uint64 `json:"inode,omitempty"` // ss -e ino: the same inode is the same socket
+	// All are every socket of the service on the port, the first one
+	// included (Rcvbuf, Inode), when it has more than one: several worker
+	// processes, SO_REUSEPORT, IPv4 and IPv6. Each is read back.
+	All []SocketEntry `json:"all,omitempty"`
+}
+
+// SocketEntry is one of the service's sockets on the port.
+type SocketEntry struct {
+	Local  string `json:"local"` // its address, without the port
+	Rcvbuf uint64 `json:"rb"`
+	Drops  uint64 `json:"drops"`
+	Inode  uint64 `json:"inode,omitempty"`
+	PID    int    `json:"pid,omitempty"` // the process that holds it
 }
 
 // FactsFile is the document `relayctl facts --json` prints and

@@ -36,6 +36,8 @@ var FileRoles = []FileRole{
 	{Name: RoleRelayConfig, Label: "Relay config", Restarts: true, Always: true},
 	{Name: RoleSysctlDropIn, Label: "Sysctl drop-in", Always: true},
 	{Name: RoleUnitDropIn, Label: "systemd unit drop-in", Why: "CAP_NET_ADMIN for SO_RCVBUFFORCE", Restarts: true, Reload: true},
+	{Name: RoleConfigDropIn, Label: "Config drop-in", Why: "from a template", Restarts: true},
+	{Name: RoleServiceDropIn, Label: "systemd unit drop-in", Why: "from a template", Restarts: true, Reload: true},
 }
 
 // Role finds a role by name.
@@ -53,16 +55,19 @@ func Role(name string) (FileRole, bool) {
 // derives it again and checks it against SHA256, and the review shows Diff,
 // with secrets masked.
 type FileChange struct {
-	Role          string      `json:"role"` // RoleRelayConfig, ...
-	Path          string      `json:"path"`
-	Change        bool        `json:"change"`
-	Exists        bool        `json:"exists"`
-	Remove        bool        `json:"remove,omitempty"`         // the plan removes the file
-	SHA256        string      `json:"sha256,omitempty"`         // of the planned content
-	CurrentSHA256 string      `json:"current_sha256,omitempty"` // of the content found
-	Diff          []DiffLine  `json:"diff,omitempty"`           // current → planned, secrets masked
-	Changes       []KeyChange `json:"changes,omitempty"`        // the same per key, secrets masked
-	Content       string      `json:"-"`                        // the planned content, derived, never stored
+	Role          string `json:"role"` // RoleRelayConfig, ...
+	Path          string `json:"path"`
+	Change        bool   `json:"change"`
+	Exists        bool   `json:"exists"`
+	Remove        bool   `json:"remove,omitempty"`         // the plan removes the file
+	SHA256        string `json:"sha256,omitempty"`         // of the planned content
+	CurrentSHA256 string `json:"current_sha256,omitempty"` // of the content found
+	// Masked: the plan was made from masked facts (relayctl facts --json),
+	// so SHA256 and CurrentSHA256 hash the masked content (MaskConfig).
+	Masked  bool        `json:"masked,omitempty"`
+	Diff    []DiffLine  `json:"diff,omitempty"`    // current → planned, secrets masked
+	Changes []KeyChange `json:"changes,omitempty"` // the same per key, secrets masked
+	Content string      `json:"-"`                 // the planned content, derived, never stored
 }
 
 // fileChange compares a file found on the host with its planned content;
@@ -82,6 +87,29 @@ func fileChange(role, p string, cur FileFact, planned string, remove bool) FileC
 		fc.Diff = diffLines(cur.Content, planned)
 	}
 	return fc
+}
+
+// Reviewed is the sha256 a planned file was reviewed by, for comparing
+// with one derived now from the host (which is never masked): the masked
+// content's when the plan was made from masked facts.
+func (fc FileChange) Reviewed(derived FileChange) (reviewed, now string) {
+	if fc.Masked {
+		return fc.SHA256, MaskedSHA256(derived.Content)
+	}
+	return fc.SHA256, derived.SHA256
+}
+
+// Holds reports whether content read from the host is the file's planned
+// content (or, with current, the content it had).
+func (fc FileChange) Holds(content string, current bool) bool {
+	want, got := fc.SHA256, sha256Text(content)
+	if current {
+		want = fc.CurrentSHA256
+	}
+	if fc.Masked {
+		got = MaskedSHA256(content)
+	}
+	return want == got
 }
 
 // File is the host plan's file of a role, or nil.

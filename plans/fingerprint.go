@@ -41,16 +41,35 @@ func Fingerprinted(f *Facts, keys []string) []FactEntry {
 	if f.Socket.Found {
 		rb = strconv.FormatUint(f.Socket.Rcvbuf, 10)
 	}
+	for _, s := range f.Socket.All[min(1, len(f.Socket.All)):] { // the first is the one above
+		rb += " " + strconv.FormatUint(s.Rcvbuf, 10)
+	}
 	add("relay socket rb", rb)
 	hand := "(none)"
 	if st := f.RelayStatus; st != nil && st.Read && st.Handoff != "" {
 		hand = st.Handoff + " on " + st.HandoffSocket
 	}
 	add("relay handoff", hand)
-	if f.Config.Exists {
-		add("relay config", "sha256:"+sha256Text(f.Config.Content))
-	} else {
+	// The masked content's hash: the same whether the facts came from the
+	// host or from relayctl facts --json, which masks the secrets.
+	switch {
+	case f.Config.Unsafe != "":
+		add("relay config", "(not read: "+f.Config.Unsafe+")")
+	case f.Config.Exists:
+		add("relay config", "sha256:"+MaskedSHA256(f.Config.Content))
+	default:
 		add("relay config", "(absent)")
+	}
+	for _, p := range sortedKeys(f.Files) {
+		ff := f.Files[p]
+		switch {
+		case ff.Unsafe != "":
+			add("file written "+p, "(not read: "+ff.Unsafe+")")
+		case ff.Exists:
+			add("file written "+p, "sha256:"+sha256Text(MaskGeneric(ff.Content)))
+		default:
+			add("file written "+p, "(absent)")
+		}
 	}
 	if d := f.UnitDropIn; d != nil {
 		v := "(absent)"
@@ -61,6 +80,15 @@ func Fingerprinted(f *Facts, keys []string) []FactEntry {
 	}
 	sort.Slice(e, func(i, j int) bool { return e[i].Name < e[j].Name })
 	return e
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Fingerprint hashes the fingerprinted facts.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -21,8 +22,10 @@ import (
 // FormatVersion is the layout version of plan files. apply refuses others.
 // Version 2 records the spec itself, keeps no file content that may hold a
 // secret, and finds a command-managed relay through its pid file; version
-// 3 lists every file relayctl writes on a host in one list (files).
-const FormatVersion = 3
+// 3 lists every file relayctl writes on a host in one list (files); version
+// 4 says what kind of release it ships and how the service is told its
+// values (relay.kind, program, keep, config with its templates).
+const FormatVersion = 4
 
 // Plan is the reviewed, one-window change for every host of a spec. Its JSON
 // is byte-for-byte identical for identical inputs.
@@ -83,6 +86,24 @@ type PlannedRelay struct {
 	Size          int64       `json:"size"`
 	Capabilities  []string    `json:"capabilities,omitempty"` // what the release says it can do (relay/capability)
 	Service       PlanService `json:"service"`
+	// Kind is the release's kind (ReleaseKinds), Program what the
+	// service runs, Keep the releases a host keeps (Release).
+	Kind    string `json:"kind"`
+	Program string `json:"program"`
+	Keep    int    `json:"keep,omitempty"`
+	// TreeSHA256 (tarball, folder) is the hash of the unpacked release's
+	// files (artifact.TreeHash), what a host checks after unpacking.
+	TreeSHA256 string     `json:"tree_sha256,omitempty"`
+	Config     PlanConfig `json:"config"`
+}
+
+// PlanConfig is how the service is told its values (ServiceConfig), with
+// each template's text as reviewed.
+type PlanConfig struct {
+	EnvFile   bool           `json:"env_file"`
+	Keys      EnvKeys        `json:"keys"`
+	Templates []PlanTemplate `json:"templates,omitempty"`
+	Vars      []Var          `json:"vars,omitempty"`
 }
 
 // PlanService is how apply restarts and finds the relay.
@@ -93,6 +114,9 @@ type PlanService struct {
 	Stop    []string `json:"stop,omitempty"`
 	Handoff []string `json:"handoff,omitempty"`
 	PIDFile string   `json:"pid_file,omitempty"`
+	// Reload (command manager) and ReloadKeepsSocket: see Service.
+	Reload            []string `json:"reload,omitempty"`
+	ReloadKeepsSocket bool     `json:"reload_keeps_socket,omitempty"`
 }
 
 // PlanPaths are the host-side paths in force for this plan.
@@ -167,10 +191,16 @@ type SysctlChange struct {
 
 // ReleaseChange is the relay release on one host.
 type ReleaseChange struct {
+	Kind      string `json:"kind"` // the release's kind (ReleaseKinds)
 	Current   string `json:"current"`
 	Planned   string `json:"planned"`
 	Action    string `json:"action"` // install, upgrade, downgrade, keep
 	Installed bool   `json:"installed"`
+	// Prune are the releases a window that succeeds removes (older than
+	// the newest relay.release.keep, never the current one or the
+	// rollback target), PruneStore the store entries (by sha256).
+	Prune      []string `json:"prune,omitempty"`
+	PruneStore []string `json:"prune_store,omitempty"`
 }
 
 // Readback is what the kernel will report for the relay socket.
@@ -184,6 +214,30 @@ type Readback struct {
 	Current      uint64 `json:"current_rb"`
 	CurrentFound bool   `json:"current_found"`
 	CurrentDrops uint64 `json:"current_drops"`
+	// Sockets are the current rb of each of the service's sockets on the
+	// port, when it has more than one (SO_REUSEPORT, IPv4 and IPv6):
+	// each is read back, and each must end at Expected.
+	Sockets []SocketRB `json:"sockets,omitempty"`
+}
+
+// SocketRB is one socket's address and rb.
+type SocketRB struct {
+	Local  string `json:"local"`
+	Rcvbuf uint64 `json:"rb"`
+}
+
+// AllAtExpected reports whether every socket of the service was found at
+// the expected rb already.
+func (r Readback) AllAtExpected() bool {
+	if !r.CurrentFound || r.Current != uint64(r.Expected) {
+		return false
+	}
+	for _, s := range r.Sockets {
+		if s.Rcvbuf != uint64(r.Expected) {
+			return false
+		}
+	}
+	return true
 }
 
 // PreviousState is what the host had that no other field of the host plan
@@ -219,13 +273,16 @@ type Artifact struct {
 	SHA256       string
 	Size         int64
 	Capabilities []string // read from its bytes (relay/capability), never by running it
+	TreeSHA256   string   // a tarball's or folder's files (artifact.TreeHash)
 }
 
 // Input is everything a plan is made from.
 type Input struct {
-	Spec           *Spec
-	Facts          []*Facts // one per spec host, any order
-	Artifact       Artifact
+	Spec     *Spec
+	Facts    []*Facts // one per spec host, any order
+	Artifact Artifact
+	// Templates are the texts of the spec's templates, by source.
+	Templates      map[string]string
 	AllowDowngrade bool
 	// Steps lists the steps apply takes on a host of the plan: the engine's
 	// (rollout.Steps), which plans cannot import.
@@ -243,14 +300,19 @@ func Make(in Input) (*Plan, error) {
 	if in.Steps == nil {
 		return nil, fmt.Errorf("plan %s: no step lister", s.Name)
 	}
-	if in.Artifact.SHA256 == "" {
+	if in.Artifact.SHA256 == "" && s.Relay.Release.Ships() {
 		return nil, fmt.Errorf("plan %s: the artifact's sha256 is missing", s.Name)
+	}
+	for _, t := range s.Relay.Config.Templates {
+		if _, ok := in.Templates[t.Source]; !ok {
+			return nil, fmt.Errorf("plan %s: no text for template %s", s.Name, t.Source)
+		}
 	}
 	if s.Relay.Release.SHA256 != "" && s.Relay.Release.SHA256 != in.Artifact.SHA256 {
 		return nil, &SpecError{File: s.File, Field: "relay.release.sha256",
 			Msg: fmt.Sprintf("the artifact %s has sha256 %s, the spec says %s; rebuild or fix the spec", s.Relay.Release.Artifact, in.Artifact.SHA256, s.Relay.Release.SHA256)}
 	}
-	p := header(s, in.Artifact, in.AllowDowngrade)
+	p := header(s, in.Artifact, in.Templates, in.AllowDowngrade)
 	p.SpecSHA256 = "sha256:" + sha256Text(string(s.Source))
 	byHost := map[string]*Facts{}
 	for _, f := range in.Facts {
@@ -295,7 +357,7 @@ func (h *HostPlan) Dial() string {
 // header is everything a plan takes from its spec (and the artifact), with
 // no host: Validate compares a loaded plan's header with the one its
 // recorded spec gives.
-func header(s *Spec, art Artifact, allowDowngrade bool) *Plan {
+func header(s *Spec, art Artifact, templates map[string]string, allowDowngrade bool) *Plan {
 	p := &Plan{
 		FormatVersion:  FormatVersion,
 		Name:           s.Name,
@@ -310,6 +372,9 @@ func header(s *Spec, art Artifact, allowDowngrade bool) *Plan {
 			SHA256: art.SHA256, Size: art.Size, Capabilities: art.Capabilities,
 			HandoffSocket: s.Relay.HandoffSocket,
 			Service:       s.Relay.Service.Plan(),
+			Kind:          s.Relay.Release.Kind, Program: s.Relay.Release.Program, Keep: s.Relay.Release.Keep,
+			TreeSHA256: art.TreeSHA256,
+			Config:     planConfigOf(s, templates),
 		},
 		Drain:      s.Drain,
 		Paths:      PlanPaths(s.Paths),
@@ -332,6 +397,22 @@ func header(s *Spec, art Artifact, allowDowngrade bool) *Plan {
 }
 
 const timeLayout = "2006-01-02T15:04:05Z07:00"
+
+// planConfigOf is the spec's config section as a plan records it, with
+// the templates' texts.
+func planConfigOf(s *Spec, texts map[string]string) PlanConfig {
+	c := s.Relay.Config
+	pc := PlanConfig{EnvFile: c.EnvFile, Keys: c.Keys, Vars: c.Vars}
+	if !c.EnvFile {
+		pc.Keys = EnvKeys{}
+	}
+	for _, t := range c.Templates {
+		text := texts[t.Source]
+		pc.Templates = append(pc.Templates, PlanTemplate{Source: t.Source, Path: t.Target(s.Relay.Service),
+			UnitDropIn: t.UnitDropIn != "", SHA256: sha256Text(text), Text: text})
+	}
+	return pc
+}
 
 func sortedSysctl(in []SysctlSetting) []PlannedSysctl {
 	out := make([]PlannedSysctl, 0, len(in))
@@ -372,10 +453,14 @@ func planHost(p *Plan, id HostID, f *Facts) *HostPlan {
 
 	dropIn := planSysctls(h, p, f)
 	planRelease(h, p, f)
-	h.Files = append(h.Files, planConfig(h, p, f), dropIn)
+	if p.Relay.Config.EnvFile {
+		h.Files = append(h.Files, planConfig(h, p, f))
+	}
+	h.Files = append(h.Files, dropIn)
 	if u := planUnitDropIn(p, f); u != nil {
 		h.Files = append(h.Files, *u)
 	}
+	h.Files = append(h.Files, planTemplates(h, p, f)...)
 	planReadback(h, p, f)
 	planService(h, p, f)
 	planDrain(h, p, f)
@@ -383,8 +468,7 @@ func planHost(p *Plan, id HostID, f *Facts) *HostPlan {
 
 	// A restart is what makes the socket pick up a new buffer: raising
 	// rmem_max does nothing to a socket that already exists.
-	h.Restart = h.Release.Action != ReleaseKeep || h.filesRestart() ||
-		!h.Readback.CurrentFound || h.Readback.Current != uint64(h.Readback.Expected)
+	h.Restart = h.Release.Action != ReleaseKeep || h.filesRestart() || !h.Readback.AllAtExpected()
 	changes := h.Restart
 	for _, fc := range h.Files {
 		changes = changes || fc.Change
@@ -393,8 +477,9 @@ func planHost(p *Plan, id HostID, f *Facts) *HostPlan {
 		changes = changes || c.Change
 	}
 	if h.Restart {
-		h.Switch, h.SwitchWhy = planSwitch(p, f)
+		h.Switch, h.SwitchWhy = planSwitch(h, p, f)
 	}
+
 	switch {
 	case len(h.Blockers) > 0:
 		h.Action = ActionBlocked
@@ -402,6 +487,9 @@ func planHost(p *Plan, id HostID, f *Facts) *HostPlan {
 		h.Action = ActionChange
 	default:
 		h.Action = ActionNone
+	}
+	if h.Action == ActionChange {
+		h.Release.Prune, h.Release.PruneStore = planPrune(p, f)
 	}
 	return h
 }
@@ -467,7 +555,11 @@ func DropInHeader(plan string) string {
 }
 
 func planRelease(h *HostPlan, p *Plan, f *Facts) {
-	r := ReleaseChange{Current: f.Release.Current, Planned: p.Relay.Version}
+	if p.Relay.Kind == ReleaseKindNone {
+		h.Release = ReleaseChange{Kind: ReleaseKindNone, Action: ReleaseKeep}
+		return
+	}
+	r := ReleaseChange{Kind: p.Relay.Kind, Current: f.Release.Current, Planned: p.Relay.Version}
 	for _, v := range f.Release.Installed {
 		if v == p.Relay.Version {
 			r.Installed = true
@@ -529,17 +621,25 @@ func ReleaseOf(paths PlanPaths, target string) string {
 	return path.Base(dir)
 }
 
-// ManagedConfig are the relay config keys relayctl writes, with the values
-// a plan gives them; every other line of the file is kept as it is.
+// ManagedConfig are the relay config keys relayctl writes, under the
+// names the spec gives them (relayd's by default), with the values a plan
+// gives them; every other line of the file is kept as it is.
 func ManagedConfig(r PlannedRelay) []config.Setting {
-	s := []config.Setting{
-		{Key: "RELAYD_LISTEN", Value: "0.0.0.0:" + strconv.Itoa(r.Port)},
-		{Key: "RELAYD_CONTROL", Value: r.Control},
-		{Key: "RELAYD_SO_RCVBUF", Value: strconv.Itoa(r.SORcvbuf)},
-		{Key: "RELAYD_SO_RCVBUF_FORCE", Value: strconv.FormatBool(r.SORcvbufForce)},
+	k := r.Config.Keys
+	var s []config.Setting
+	add := func(key, value string) {
+		if key != "" {
+			s = append(s, config.Setting{Key: key, Value: value})
+		}
 	}
+	add(k.Listen, "0.0.0.0:"+strconv.Itoa(r.Port))
+	if r.Control != "" {
+		add(k.Control, r.Control)
+	}
+	add(k.SORcvbuf, strconv.Itoa(r.SORcvbuf))
+	add(k.SORcvbufForce, strconv.FormatBool(r.SORcvbufForce))
 	if r.HandoffSocket != "" {
-		s = append(s, config.Setting{Key: "RELAYD_HANDOFF_SOCKET", Value: r.HandoffSocket})
+		add(k.HandoffSocket, r.HandoffSocket)
 	}
 	return s
 }
@@ -548,6 +648,7 @@ func ManagedConfig(r PlannedRelay) []config.Setting {
 const (
 	SwitchRestart = "restart"
 	SwitchHandoff = "handoff"
+	SwitchReload  = "reload"
 )
 
 // planSwitch decides how the window switches the relay: a handoff (the
@@ -555,10 +656,58 @@ const (
 // sets its own SO_RCVBUF on it) when the spec asks for one and both the
 // release and the running relay support it; a plain restart otherwise, and
 // why.
-func planSwitch(p *Plan, f *Facts) (string, string) {
+func planSwitch(h *HostPlan, p *Plan, f *Facts) (string, string) {
+	if !p.Relay.Service.ReloadKeepsSocket {
+		return restartOrHandoff(p, f)
+	}
+	noReload := reloadBlocked(h, p, f)
+	if noReload == "" {
+		return SwitchReload, reloadWhy(p)
+	}
+	sw, why := restartOrHandoff(p, f)
+	return sw, why + "; not a reload: " + noReload
+}
+
+// reloadBlocked says why a reload would not give the service its planned
+// buffer, "" when it would: the service re-applies its buffer on reload
+// (relay.service.reload_keeps_socket) with setsockopt on the socket it
+// has, so a reload covers the config files and the sysctls, not a new
+// release, a unit drop-in or rmem_default (read only when a socket is
+// made).
+func reloadBlocked(h *HostPlan, p *Plan, f *Facts) string {
+	switch {
+	case h.Release.Action != ReleaseKeep:
+		return "a new release (" + h.Release.Planned + ") needs a restart"
+	case !f.Service.Running:
+		return "the service is not running"
+	case !f.Socket.Found:
+		return "no socket of the service was found to keep"
+	case p.Relay.SORcvbuf == 0:
+		return "the service never calls setsockopt(SO_RCVBUF) (relay.so_rcvbuf is 0): its sockets take rmem_default when they are made, so only new sockets get the planned buffer"
+	}
+	for _, fc := range h.Files {
+		if r, _ := Role(fc.Role); fc.Change && r.Reload {
+			return "the " + fc.Role + " " + fc.Path + " changes, which systemd reads only at a restart"
+		}
+	}
+	return ""
+}
+
+func reloadWhy(p *Plan) string {
+	how := "systemctl reload " + p.Relay.Service.Name
+	if p.Relay.Service.Manager == "command" {
+		how = Argv(p.Relay.Service.Reload)
+	}
+	return how + ": the service re-applies its buffer on reload with the socket it has (relay.service.reload_keeps_socket), and nothing else this window changes needs a restart; the read-back checks the same socket inode"
+}
+
+// restartOrHandoff decides between a restart and a handoff (planSwitch).
+func restartOrHandoff(p *Plan, f *Facts) (string, string) {
 	svc := p.Relay.Service
 	st := f.RelayStatus
 	switch {
+	case svc.Manager == "systemd" && p.Relay.Control == "":
+		return SwitchRestart, "systemctl restart " + svc.Name + ": the service has no control plane to hand over through, and a new socket takes the planned buffer"
 	case svc.Manager == "systemd":
 		return SwitchRestart, "systemctl restart: a handoff through systemd's file-descriptor store is not built yet"
 	case len(svc.Handoff) == 0:
@@ -605,28 +754,58 @@ func planDrain(h *HostPlan, p *Plan, f *Facts) {
 
 func planConfig(h *HostPlan, p *Plan, f *Facts) FileChange {
 	managed := ManagedConfig(p.Relay)
+	if f.Config.Unsafe != "" {
+		h.Blockers = append(h.Blockers, fmt.Sprintf("the relay config was not read: %s; relayctl reads and writes a config (which may hold secrets) only as a regular file in a folder only root can write: fix it on the host, then plan again", f.Config.Unsafe))
+		return FileChange{Role: RoleRelayConfig, Path: p.Paths.RelayConfig}
+	}
 	var planned string
 	if f.Config.Exists {
 		// The operator's lines stay as they are, in their order: the review
 		// then shows only the keys relayctl manages changing.
 		planned = string(config.Edit([]byte(f.Config.Content), managed))
-		if _, err := config.Parse(strings.NewReader(planned), p.Paths.RelayConfig); err != nil {
-			h.Warnings = append(h.Warnings, fmt.Sprintf("relayd would not read the planned relay config (%v): relayctl keeps the lines it does not manage as they are; fix them on the host", err))
+		if _, err := config.Parse(strings.NewReader(planned), p.Paths.RelayConfig); err != nil && p.Relay.Config.Keys == RelaydKeys {
+			// Not the error's words: they quote the line, which may hold a secret.
+			h.Warnings = append(h.Warnings, fmt.Sprintf("relayd would not read the planned relay config (%s): relayctl keeps the lines it does not manage as they are; fix them on the host", configProblem(planned)))
 		}
-	} else {
+	} else if p.Relay.Config.Keys == RelaydKeys {
 		c := config.Default()
 		for _, s := range managed {
 			c.Set(s.Key, s.Value)
 		}
 		planned = string(c.Render())
+	} else {
+		planned = string(config.Edit(nil, managed))
 	}
 	fc := fileChange(RoleRelayConfig, p.Paths.RelayConfig, f.Config, planned, false)
+	fc.Masked = f.Config.Masked
 	fc.Diff = maskDiff(fc.Diff, managedKeys(managed))
 	if fc.Change {
 		fc.Changes = keyChanges(configKeys(f.Config.Content), configKeys(planned), managedKeys(managed), IsSecretKey)
 	}
 	return fc
 }
+
+// configProblem says where relayd's parser stops in a config, by line and
+// key only: its own error quotes the line, which may hold a secret.
+func configProblem(content string) string {
+	_, err := config.Parse(strings.NewReader(content), "config")
+	if err == nil {
+		return "it parses"
+	}
+	m := configLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return "it does not parse"
+	}
+	for _, a := range config.Assignments([]byte(content)) {
+		if strconv.Itoa(a.Line) == m[1] {
+			return "line " + m[1] + ", key " + a.Key
+		}
+	}
+	return "line " + m[1]
+}
+
+// configLine finds the line number in relayd's config error.
+var configLine = regexp.MustCompile(`^config:([0-9]+):`)
 
 func managedKeys(s []config.Setting) map[string]bool {
 	m := map[string]bool{}
@@ -653,6 +832,9 @@ func planReadback(h *HostPlan, p *Plan, f *Facts) {
 		Port: p.Relay.Port, Requested: p.Relay.SORcvbuf, Force: p.Relay.SORcvbufForce,
 		RmemMax: rmemMax, RmemDefault: rmemDefault, Expected: e.Effective,
 		Current: f.Socket.Rcvbuf, CurrentFound: f.Socket.Found, CurrentDrops: f.Socket.Drops,
+	}
+	for _, s := range f.Socket.All {
+		h.Readback.Sockets = append(h.Readback.Sockets, SocketRB{Local: s.Local, Rcvbuf: s.Rcvbuf})
 	}
 	if w := e.Warning(); w != "" {
 		h.Warnings = append(h.Warnings, w)
@@ -693,10 +875,7 @@ func planService(h *HostPlan, p *Plan, f *Facts) {
 // one relay/dist ships for so_rcvbuf_force (CAP_NET_ADMIN), under the
 // name operators would install it.
 func UnitDropInPath(unit string) string {
-	if !strings.Contains(unit, ".") {
-		unit += ".service"
-	}
-	return "/etc/systemd/system/" + unit + ".d/so-rcvbuf-force.conf"
+	return UnitDropInDir(unit) + "/" + unitDropInForce
 }
 
 // planUnitDropIn: a systemd relay that asks SO_RCVBUFFORCE needs
@@ -704,7 +883,11 @@ func UnitDropInPath(unit string) string {
 // the shipped drop-in (and removes it when force is off), with a
 // daemon-reload, in the same window.
 func planUnitDropIn(p *Plan, f *Facts) *FileChange {
-	if p.Relay.Service.Manager != "systemd" {
+	// relayd's drop-in, for a service that takes SO_RCVBUFFORCE from its env
+	// file: another service grants itself capabilities in a unit drop-in
+	// of its own (relay.config.templates), since CapabilityBoundingSet
+	// here would take every other capability from it.
+	if p.Relay.Service.Manager != "systemd" || !p.Relay.Config.EnvFile || p.Relay.Config.Keys.SORcvbufForce == "" {
 		return nil
 	}
 	cur := FileFact{}
@@ -718,20 +901,6 @@ func planUnitDropIn(p *Plan, f *Facts) *FileChange {
 // Plan is the service as a plan records it.
 func (s Service) Plan() PlanService {
 	return PlanService(s)
-}
-
-// Programs are the programs relayctl runs as root for this service
-// (start, stop, handoff: each command's first word), each once. Whoever
-// can change one of them is root on the host, so apply vets every one
-// (rollout's check-folders) before it writes or runs anything.
-func (s PlanService) Programs() []string {
-	var out []string
-	for _, argv := range [][]string{s.Start, s.Stop, s.Handoff} {
-		if len(argv) > 0 && !slices.Contains(out, argv[0]) {
-			out = append(out, argv[0])
-		}
-	}
-	return out
 }
 
 // Changes reports whether any host has something to do.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,7 +160,7 @@ func TestLoadRefusesEditedPlan(t *testing.T) {
 	if _, err := Load("x.plan", edited); err == nil || !strings.Contains(err.Error(), "edited after review") {
 		t.Errorf("got %v, want a checksum error", err)
 	}
-	future := bytes.Replace(body, []byte(`"format_version": 3`), []byte(`"format_version": 9`), 1)
+	future := bytes.Replace(body, []byte(`"format_version": 4`), []byte(`"format_version": 9`), 1)
 	if _, err := Load("x.plan", future); err == nil || !strings.Contains(err.Error(), "format_version: 9") {
 		t.Errorf("got %v, want a format error", err)
 	}
@@ -404,7 +405,8 @@ func TestPlanStreamsItsCanonicalBytes(t *testing.T) {
 	}
 	// Another encoding of the same content, its checksum made to match.
 	body, _ := makePlan(t, incidentSpec(t, nil), incidentFacts()).JSON()
-	odd := bytes.Replace(body, []byte(`"format_version": 3,`), []byte(`"format_version": 3 ,`), 1)
+	fv := fmt.Sprintf(`"format_version": %d,`, FormatVersion)
+	odd := bytes.Replace(body, []byte(fv), []byte(strings.Replace(fv, ",", " ,", 1)), 1)
 	var p Plan
 	json.Unmarshal(odd, &p)
 	blank := bytes.Replace(odd, []byte(p.Checksum), nil, 1)

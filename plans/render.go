@@ -320,7 +320,64 @@ func actionText(a string) string {
 	}
 }
 
+// releaseHeader says what the plan ships, and of which kind.
+func releaseHeader(r PlannedRelay) string {
+	switch r.Kind {
+	case ReleaseKindNone:
+		return fmt.Sprintf("none: the service as each host has it (%s), its config and sysctls changed, restarted or reloaded", MDCode(r.Program))
+	case ReleaseKindBinary:
+		if r.URL != "" {
+			return fmt.Sprintf("%s, one program %s fetched by each host from %s (sha256 %s, checked on the host before anything is staged)", MDText(r.Version), MDCode(r.Program), MDCode(r.URL), MDCode(r.SHA256))
+		}
+		return fmt.Sprintf("%s from %s, one program %s (sha256 %s, %d bytes)", MDText(r.Version), MDCode(r.Artifact), MDCode(r.Program), MDCode(r.SHA256), r.Size)
+	}
+	from := "from " + MDCode(r.Artifact)
+	if r.URL != "" {
+		from = "fetched by each host from " + MDCode(r.URL) + " (the same bytes as " + MDCode(r.Artifact) + ")"
+	}
+	return fmt.Sprintf("%s, a %s %s unpacked into its folder, program %s (sha256 %s, %d bytes; its files' tree hash %s, checked on the host after unpacking)",
+		MDText(r.Version), MDText(r.Kind), from, MDCode(r.Program), MDCode(r.SHA256), r.Size, MDCode(short(r.TreeSHA256)))
+}
+
+// writesText lists every path relayctl writes on a host of the plan.
+func writesText(p *Plan) string {
+	var w []string
+	if p.Relay.Kind != ReleaseKindNone {
+		w = append(w, MDCode(p.Paths.Releases+"/"+p.Relay.Version)+" (the release)", MDCode(p.Paths.Current)+" (the link)")
+	}
+	w = append(w, MDCode(p.Paths.SysctlFile))
+	if p.Relay.Config.EnvFile {
+		w = append(w, MDCode(p.Paths.RelayConfig))
+	}
+	if p.Relay.Service.Manager == "systemd" && p.Relay.Config.EnvFile && p.Relay.Config.Keys.SORcvbufForce != "" {
+		w = append(w, MDCode(UnitDropInPath(p.Relay.Service.Name))+" (when force is on)")
+	}
+	for _, t := range p.Relay.Config.Templates {
+		w = append(w, MDCode(t.Path))
+	}
+	return strings.Join(append(w, MDCode(p.Paths.StateDir)+" (lock, journal, backups, receipts)"), ", ")
+}
+
+// pruneText lists what a window removes.
+func pruneText(p *Plan, r ReleaseChange) string {
+	var parts []string
+	for _, v := range r.Prune {
+		parts = append(parts, MDCode(p.Paths.Releases+"/"+v))
+	}
+	if n := len(r.PruneStore); n > 0 {
+		word := "entries"
+		if n == 1 {
+			word = "entry"
+		}
+		parts = append(parts, fmt.Sprintf("%d release store %s (%s)", n, word, MDCode(p.Paths.Releases+"/.sha256")))
+	}
+	return strings.Join(parts, ", ") + fmt.Sprintf("; relay.release.keep is %d", p.Relay.Keep)
+}
+
 func releaseText(r ReleaseChange) string {
+	if r.Kind == ReleaseKindNone {
+		return "none (the service as the host has it)"
+	}
 	cur := MDText(r.Current)
 	planned := MDText(r.Planned)
 	switch r.Action {

@@ -40,11 +40,7 @@ func (r *review) header(planFile string) {
 	r.w("# relayctl plan: %s\n\n", MDText(p.Name))
 	r.w("- Plan file: %s (format %d, checksum %s)\n", MDCode(planFile), p.FormatVersion, MDCode(p.Checksum))
 	r.w("- Spec: %s (sha256 %s)\n", MDCode(p.SpecFile), MDCode(short(p.SpecSHA256)))
-	if p.Relay.URL != "" {
-		r.w("- Release: %s, fetched by each host from %s (sha256 %s, checked on the host before anything is staged)\n", MDText(p.Relay.Version), MDCode(p.Relay.URL), MDCode(p.Relay.SHA256))
-	} else {
-		r.w("- Release: %s from %s (sha256 %s, %d bytes)\n", MDText(p.Relay.Version), MDCode(p.Relay.Artifact), MDCode(p.Relay.SHA256), p.Relay.Size)
-	}
+	r.w("- Release: %s\n", releaseHeader(p.Relay))
 	force := ""
 	if p.Relay.SORcvbufForce {
 		force = " with SO_RCVBUFFORCE (ignores net.core.rmem_max)"
@@ -60,6 +56,13 @@ func (r *review) header(planFile string) {
 	} else {
 		r.w("- Window: none given (apply may restart at any time)\n")
 	}
+	if p.Relay.Control == "" {
+		r.w("- Control plane: none (relay.control): no /status to read, so no drain gate and no handoff\n")
+	}
+	for _, t := range p.Relay.Config.Templates {
+		r.w("- Template %s (sha256 %s) renders %s on each host\n", MDCode(t.Source), MDCode(t.SHA256[:12]), MDCode(t.Path))
+	}
+	r.w("- Writes on each host: %s\n", writesText(p))
 	if len(p.Relay.Service.Handoff) > 0 {
 		r.w("- Handoff: %s on %s, where release and running relay both support it\n", MDCode(Argv(p.Relay.Service.Handoff)), MDCode(p.Relay.HandoffSocket))
 	}
@@ -135,6 +138,9 @@ func (r *review) body(h *HostPlan, drops bool) string {
 func (r *review) hostBody(h *HostPlan, drops bool) {
 	r.sysctlTable(h)
 	r.w("- Release: %s\n", releaseText(h.Release))
+	if len(h.Release.Prune)+len(h.Release.PruneStore) > 0 {
+		r.w("- After a window that succeeds, removes: %s (a failed window removes nothing)\n", pruneText(r.p, h.Release))
+	}
 	for _, fc := range h.Files {
 		if line := fileLine(fc); line != "" {
 			r.w("%s\n", line)
@@ -154,7 +160,11 @@ func (r *review) hostBody(h *HostPlan, drops bool) {
 	for _, fc := range h.Files {
 		if len(fc.Diff) > 0 {
 			role, _ := Role(fc.Role)
-			r.w("%s %s, current → planned (`*` marks a line relayctl manages; the others are kept as they are; secrets masked):\n\n", role.Label, MDCode(fc.Path))
+			how := "`*` marks a line relayctl manages; the others are kept as they are; secrets masked"
+			if t := r.p.template(fc.Path); t != nil {
+				how = "rendered from " + MDCode(t.Source) + "; relayctl writes the whole file; lines naming a secret masked"
+			}
+			r.w("%s %s, current → planned (%s):\n\n", role.Label, MDCode(fc.Path), how)
 			r.w("%s", diffBlock(fc))
 		}
 	}
@@ -209,6 +219,13 @@ func readbackText(rb Readback, drops bool) string {
 	case rb.CurrentFound:
 		now = fmt.Sprintf("now rb %d", rb.Current)
 	}
+	if len(rb.Sockets) > 1 {
+		var each []string
+		for _, s := range rb.Sockets {
+			each = append(each, fmt.Sprintf("%s rb %d", MDText(s.Local), s.Rcvbuf))
+		}
+		now = fmt.Sprintf("%d sockets now (%s), each read back", len(rb.Sockets), strings.Join(each, ", "))
+	}
 	return fmt.Sprintf("`ss` on UDP port %d shows **rb %d** = %s; %s", rb.Port, rb.Expected, rule, now)
 }
 
@@ -240,4 +257,14 @@ func (r *review) steps(h *HostPlan) {
 			r.w("\n")
 		}
 	}
+}
+
+// template is the plan's template that renders path, or nil.
+func (p *Plan) template(path string) *PlanTemplate {
+	for i, t := range p.Relay.Config.Templates {
+		if t.Path == path {
+			return &p.Relay.Config.Templates[i]
+		}
+	}
+	return nil
 }

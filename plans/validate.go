@@ -42,8 +42,22 @@ func Validate(p *Plan) error {
 	if got := "sha256:" + sha256Text(p.Spec); p.SpecSHA256 != got {
 		return fmt.Errorf("%w: spec_sha256 is %s, the recorded spec hashes to %s", ErrPlanEdited, p.SpecSHA256, got)
 	}
-	if !sha256Re.MatchString(p.Relay.SHA256) {
+	switch {
+	case !s.Relay.Release.Ships():
+		if p.Relay.SHA256 != "" || p.Relay.Size != 0 || p.Relay.TreeSHA256 != "" {
+			return fmt.Errorf("%w: a release of kind none ships nothing, but relay.sha256, size or tree_sha256 is set", ErrPlanEdited)
+		}
+	case !sha256Re.MatchString(p.Relay.SHA256):
 		return fmt.Errorf("%w: relay.sha256 %q is not a sha256", ErrPlanEdited, p.Relay.SHA256)
+	case s.Relay.Release.Kind != ReleaseKindBinary && !sha256Re.MatchString(p.Relay.TreeSHA256):
+		return fmt.Errorf("%w: relay.tree_sha256 %q is not a sha256", ErrPlanEdited, p.Relay.TreeSHA256)
+	}
+	texts := map[string]string{}
+	for _, t := range p.Relay.Config.Templates {
+		if len(t.Text) > MaxTemplateSize {
+			return fmt.Errorf("%w: template %s is longer than %d bytes", ErrPlanEdited, Visible(t.Source), MaxTemplateSize)
+		}
+		texts[t.Source] = t.Text
 	}
 	if p.Relay.Size < 0 || p.Relay.Size > MaxArtifactSize {
 		return fmt.Errorf("%w: relay.size %d is outside 0 to %d", ErrPlanEdited, p.Relay.Size, MaxArtifactSize)
@@ -58,7 +72,7 @@ func Validate(p *Plan) error {
 			return fmt.Errorf("%w: relay.capabilities holds %q", ErrPlanEdited, c)
 		}
 	}
-	want := header(s, Artifact{SHA256: p.Relay.SHA256, Size: p.Relay.Size, Capabilities: p.Relay.Capabilities}, p.AllowDowngrade)
+	want := header(s, Artifact{SHA256: p.Relay.SHA256, Size: p.Relay.Size, Capabilities: p.Relay.Capabilities, TreeSHA256: p.Relay.TreeSHA256}, texts, p.AllowDowngrade)
 	want.SpecSHA256 = p.SpecSHA256
 	if s.Inventory != nil {
 		// The inventory's sha256s come from its files, not the spec:
@@ -233,7 +247,7 @@ func ValidateFacts(f *Facts) error {
 func factTexts(f *Facts) error {
 	for name, s := range map[string]string{"address": f.Address, "user": f.User, "hostname": f.Hostname, "kernel": f.Kernel,
 		"release current": f.Release.Current, "release link": f.Release.CurrentRaw, "running executable": f.Release.RunningExe,
-		"service detail": f.Service.Detail, "lock owner": f.LockOwner} {
+		"service detail": f.Service.Detail, "found by": f.Service.FoundBy, "lock owner": f.LockOwner, "relay config": f.Config.Unsafe} {
 		if err := hostText(s); err != nil {
 			return fmt.Errorf("%s: %v", name, err)
 		}
@@ -357,7 +371,7 @@ func ActionDiff(stored, derived *HostPlan) []string {
 	cmp("restart", strconv.FormatBool(stored.Restart), strconv.FormatBool(derived.Restart))
 	cmp("expected rb", strconv.Itoa(stored.Readback.Expected), strconv.Itoa(derived.Readback.Expected))
 	for _, r := range FileRoles {
-		cmp(r.Name, fileWords(stored.File(r.Name)), fileWords(derived.File(r.Name)))
+		cmp(r.Name, fileWords(stored.File(r.Name), nil), fileWords(derived.File(r.Name), stored.File(r.Name)))
 	}
 	sysctls := func(h *HostPlan) string {
 		var s []string
@@ -388,10 +402,15 @@ func ActionDiff(stored, derived *HostPlan) []string {
 	return d
 }
 
-func fileWords(f *FileChange) string {
+// fileWords says what a plan does with a file, hashed as reviewed: a file
+// derived now is hashed as the plan it is compared with was (masked, for a
+// plan made from masked facts).
+func fileWords(f, reviewed *FileChange) string {
 	switch {
 	case f == nil:
 		return "none"
+	case reviewed != nil && reviewed.Masked && f.Change && !f.Remove:
+		return "written with sha256 " + MaskedSHA256(f.Content)
 	case !f.Change:
 		return "no change"
 	case f.Remove:

@@ -70,7 +70,13 @@ type Op struct {
 	// clock: the answer is the host clock (ns) when the relay stopped, the
 	// start of the window as players see it.
 	clock bool
+	// undoing: part of a rollback, which a host carries out even when its
+	// journal cannot note it (a full disk): an undo is better done than not.
+	undoing bool
 }
+
+// Undoing says the Op is part of a rollback (see Op.undoing).
+func (o Op) Undoing() bool { return o.undoing }
 
 // Check runs the Op's own check of its answer, if it has one.
 func (o Op) Check(r Result) error {

@@ -120,6 +120,11 @@ type HostAccount struct {
 	BytesUploaded int64         `json:"bytes_uploaded"`
 	TowardPlan    []plans.Drift `json:"toward_plan,omitempty"` // facts that moved toward the plan since it was made (staged ahead)
 	FromLedger    string        `json:"from_ledger,omitempty"` // not touched: its outcome is an earlier run's (apply --resume)
+	// Pruned are the old releases and store entries removed after the
+	// window (HostPlan.Release.Prune); PruneError why some were not (the
+	// host stays applied; the next plan lists them again).
+	Pruned     []string `json:"pruned,omitempty"`
+	PruneError string   `json:"prune_error,omitempty"`
 }
 
 // HostResult is one host's apply as the engine ends it: its account, and

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,8 +33,36 @@ func (commitPhase) run(ctx context.Context, hr *hostRun) *ending {
 	if hr.rec != nil {
 		hr.res.Recovery = RecoveryCompleted
 	}
+	hr.prune(ctx)
 	hr.commit(ctx, Applied)
 	return end(Applied, StateAsPlanned, "")
+}
+
+// prune removes the old releases and store entries the plan lists, once
+// the window has succeeded (never after one that failed). It changes
+// nothing the host's state depends on, so a failure is a line in the
+// receipt, not a rollback: the next plan lists what is left.
+func (hr *hostRun) prune(ctx context.Context) {
+	rel := hr.h.Release
+	if len(rel.Prune)+len(rel.PruneStore) == 0 {
+		return
+	}
+	o := op("prune", hr.p.Paths.Releases, hr.p.Paths.Current, strconv.Itoa(len(rel.Prune)+len(rel.PruneStore)))
+	var names []string
+	for _, v := range rel.Prune {
+		o.Argv = append(o.Argv, "v:"+v)
+		names = append(names, v)
+	}
+	for _, sha := range rel.PruneStore {
+		o.Argv = append(o.Argv, "s:"+sha)
+		names = append(names, "store "+short12(sha))
+	}
+	if err := hr.host.Run(ctx, []Op{o}, nil); err != nil {
+		hr.res.PruneError = plans.Visible(err.Error())
+		hr.pr.say(hr.h.Host, "could not remove every old release: %v", err)
+		return
+	}
+	hr.res.Pruned = names
 }
 
 // commit files the receipt and the journal on the host, and unlocks.

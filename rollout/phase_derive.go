@@ -42,7 +42,7 @@ func (derivePhase) run(ctx context.Context, hr *hostRun) *ending {
 		return end(Unchanged, StateAsPlanned, "nothing to change")
 	}
 	for _, fc := range derived.Files {
-		if was := stored.File(fc.Role); fc.Change && (was == nil || was.SHA256 != fc.SHA256) {
+		if was := stored.File(fc.Role); fc.Change && (was == nil || !sameReviewed(*was, fc)) {
 			return end(Refused, StateAsWas, "the "+fc.Role+" derived now does not hash to the reviewed one; make a new plan").because(NextNewPlan)
 		}
 	}
@@ -64,7 +64,7 @@ func (hr *hostRun) drifted(derived *plans.HostPlan) *ending {
 	drift := plans.Diff(hr.stored.Facts, derived.Facts)
 	if !towardPlan(hr.p, drift) || !subsequence(derived.Steps, hr.stored.Steps) {
 		hr.res.Drift = drift
-		return end(Refused, StateAsWas, fmt.Sprintf("the plan is stale: %d fact(s) changed since it was made (%s); make a new plan", len(drift), driftText(drift))).because(NextNewPlan)
+		return end(Refused, StateAsWas, fmt.Sprintf("the plan is stale: %d fact(s) changed since it was made (%s); make a new plan", len(drift), driftNames(drift))).because(NextNewPlan)
 	}
 	hr.res.TowardPlan = drift
 	hr.pr.say(hr.h.Host, "%s", towardText(hr.p, drift))
@@ -113,10 +113,23 @@ func towardPlan(p *plans.Plan, drift []plans.Drift) bool {
 	return true
 }
 
-func driftText(d []plans.Drift) string {
-	var parts []string
-	for _, x := range d {
-		parts = append(parts, fmt.Sprintf("%s: planned %s, now %s", x.Name, x.Planned, x.Observed))
+// driftNames names what drifted, briefly: the values are in the
+// receipt's drift and the recap's lines under the host, one a line (six
+// facts with their values made a 700-character reason).
+func driftNames(d []plans.Drift) string {
+	var names []string
+	for i, x := range d {
+		if i == 4 {
+			names = append(names, fmt.Sprintf("and %d more", len(d)-i))
+			break
+		}
+		names = append(names, x.Name)
 	}
-	return plans.Visible(strings.Join(parts, "; "))
+	return plans.Visible(strings.Join(names, ", "))
+}
+
+// sameReviewed reports whether a file derived now is the one reviewed.
+func sameReviewed(reviewed, derived plans.FileChange) bool {
+	a, b := reviewed.Reviewed(derived)
+	return a == b
 }

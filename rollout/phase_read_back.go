@@ -52,6 +52,13 @@ func (hr *hostRun) verify(ctx context.Context, before, reading *plans.Facts) (*p
 			}
 		}
 		checks := checksOf(target, &checkCtx{p: hr.p, h: hr.h, before: before, after: after})
+		// A unit systemd restarts on its own, or has given up on, will not
+		// come right by waiting: stop now, with its journal (rollback).
+		if why := unitFailing(hr.p, after); why != "" && !allOK(checks) {
+			hr.res.Verify = checks
+			hr.record(plans.PhaseVerify, d, "failed", why)
+			return after, errors.New("read-back: " + why)
+		}
 		switch {
 		case !allOK(checks):
 			first = nil
@@ -92,4 +99,22 @@ func failed(c []Check) string {
 		}
 	}
 	return plans.Visible(strings.Join(bad, "; "))
+}
+
+// unitFailing says why a systemd unit read back is failing, "" when it is
+// not: systemd gave up on it, is about to restart it, or restarted it on
+// its own since the window (systemctl restart set NRestarts to 0).
+func unitFailing(p *plans.Plan, f *plans.Facts) string {
+	s := f.Service
+	switch {
+	case p.Relay.Service.Manager != "systemd":
+		return ""
+	case s.ActiveState == "failed":
+		return fmt.Sprintf("systemd gave up on %s (%s/%s)", p.Relay.Service.Name, s.ActiveState, s.SubState)
+	case s.SubState == "auto-restart":
+		return fmt.Sprintf("%s exited and systemd is about to restart it (%s/%s, %d restarts on its own)", p.Relay.Service.Name, s.ActiveState, s.SubState, s.Restarts)
+	case s.Restarts > 0:
+		return fmt.Sprintf("systemd restarted %s %d times on its own since the window", p.Relay.Service.Name, s.Restarts)
+	}
+	return ""
 }

@@ -3,6 +3,8 @@ package rollout
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/relayctl/relayctl/plans"
@@ -22,6 +24,10 @@ func (rollbackPhase) run(ctx context.Context, hr *hostRun) *ending {
 			"window: "+hr.failure.Error())
 	}
 	hr.unitLog(ctx, hr.stopped)
+	if tail := lastLines(hr.res.UnitLog, 4); tail != "" {
+		// The service's own words, where the operator looks first.
+		hr.failure = fmt.Errorf("%w; its journal ends: %s", hr.failure, tail)
+	}
 	hr.pr.say(hr.h.Host, "window failed: %v; rolling back", hr.failure)
 	ran, before := hr.st[:hr.started], hr.res.Before
 	if hr.rec != nil {
@@ -62,6 +68,9 @@ func (hr *hostRun) rollback(ctx context.Context, ran []step, lastFailed bool, be
 		ops = append(ops, undo...)
 	}
 	ops = append(append([]Op{op("step", "start rollback")}, ops...), last...)
+	for i := range ops {
+		ops[i].undoing = true
+	}
 	d := plans.Step{Phase: "rollback", Kind: "rollback", Title: "roll back the window"}
 	c := &checkCtx{p: hr.p, h: hr.h, before: before}
 	if err := hr.host.Run(ctx, ops, nil); err != nil {
@@ -69,13 +78,20 @@ func (hr *hostRun) rollback(ctx context.Context, ran []step, lastFailed bool, be
 		if isConnLost(err) {
 			return "unknown: the connection was lost during rollback; see the journal on the host", err
 		}
-		// Read back anyway: say exactly what the host looks like.
+		// Read back anyway: say exactly what the host looks like. A
+		// rollback whose primitives complained (a journal it could not
+		// write) but that put everything back is a rollback.
 		after, oerr := hr.observe(ctx)
 		if oerr != nil {
 			return "unknown: rollback failed and the host could not be read back", err
 		}
 		hr.res.After, c.after = after, after
-		return "in between: " + failed(restoredChecks(undone, c)), err
+		checks := restoredChecks(undone, c)
+		if allOK(checks) {
+			hr.res.Verify = append(hr.res.Verify, checks...)
+			return StateAsWas, nil
+		}
+		return "in between: " + failed(checks), err
 	}
 	hr.record("rollback", d, "done", "")
 	if len(last) > 0 { // the relay switched back (a stop is no switch)
@@ -127,4 +143,25 @@ func restoredChecks(undone []step, c *checkCtx) []Check {
 		out = append(out, x)
 	}
 	return out
+}
+
+// lastLines are a journal's last n lines, each without journalctl's
+// timestamp and host, joined with " | ".
+func lastLines(log string, n int) string {
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(log), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "-- ") {
+			continue
+		}
+		// "2026-12-01T16:02:03+0000 host unit[pid]: text" → "unit[pid]: text"
+		if f := strings.SplitN(l, " ", 3); len(f) == 3 && strings.Contains(f[0], "T") {
+			l = f[2]
+		}
+		out = append(out, l)
+	}
+	if len(out) > n {
+		out = out[len(out)-n:]
+	}
+	return plans.Visible(strings.Join(out, " | "))
 }

@@ -18,17 +18,37 @@ type Query struct {
 	Control string // the relay's control address, "" to not read /status
 	Paths   plans.PlanPaths
 	Service plans.PlanService
+	// Program is the installed program a service of release kind none
+	// runs ("" for a release relayctl ships: its process runs from the
+	// releases folder); Files the other files the plan writes (its
+	// templates'), read as facts.
+	Program string
+	Files   []string
 }
 
 // QueryFor builds the query a plan of spec needs.
 func QueryFor(s *plans.Spec) Query {
-	return Query{Keys: s.ReadKeys(), Port: s.Relay.Port, Control: s.Relay.Control,
+	q := Query{Keys: s.ReadKeys(), Port: s.Relay.Port, Control: s.Relay.Control,
 		Paths: plans.PlanPaths(s.Paths), Service: s.Relay.Service.Plan()}
+	if !s.Relay.Release.Ships() {
+		q.Program = s.Relay.Release.Program
+	}
+	for _, t := range s.Relay.Config.Templates {
+		q.Files = append(q.Files, t.Target(s.Relay.Service))
+	}
+	return q
 }
 
 // QueryForPlan rebuilds the query a plan was made with, for apply and verify.
 func QueryForPlan(p *plans.Plan) Query {
-	return Query{Keys: p.ReadKeys(), Port: p.Relay.Port, Control: p.Relay.Control, Paths: p.Paths, Service: p.Relay.Service}
+	q := Query{Keys: p.ReadKeys(), Port: p.Relay.Port, Control: p.Relay.Control, Paths: p.Paths, Service: p.Relay.Service}
+	if p.Relay.Kind == plans.ReleaseKindNone {
+		q.Program = p.Relay.Program
+	}
+	for _, t := range p.Relay.Config.Templates {
+		q.Files = append(q.Files, t.Path)
+	}
+	return q
 }
 
 // Validate checks every word of the query before it goes on a command line.
@@ -40,6 +60,16 @@ func (q Query) Validate() error {
 	}
 	for _, p := range []string{q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir} {
 		if err := plans.ValidHostPath(p); err != nil {
+			return fmt.Errorf("observe: %w", err)
+		}
+	}
+	for _, p := range q.Files {
+		if err := plans.ValidHostPath(p); err != nil {
+			return fmt.Errorf("observe: %w", err)
+		}
+	}
+	if q.Program != "" {
+		if err := plans.ValidProgram(q.Program); err != nil {
 			return fmt.Errorf("observe: %w", err)
 		}
 	}

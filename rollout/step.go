@@ -93,6 +93,7 @@ const (
 	KindUnitDropIn    = "unit-drop-in"
 	KindRestart       = "restart"
 	KindHandoff       = "handoff"
+	KindReload        = "reload"
 	KindReadBack      = "read-back"
 )
 
@@ -120,11 +121,12 @@ func steps(p *plans.Plan, h *plans.HostPlan, in stepInput, target bool) []step {
 			st = append(st, newInstallFile(fc))
 		}
 	}
-	if h.Release.Action != plans.ReleaseKeep || target {
+	if h.Release.Action != plans.ReleaseKeep || target && p.Relay.Kind != plans.ReleaseKindNone {
 		st = append(st, switchRelease{link: p.Paths.Current, dir: releaseDir(p), version: p.Relay.Version, paths: p.Paths, previous: h.Previous.CurrentLink})
 	}
 	if h.Restart || target {
-		st = append(st, restart{svc: p.Relay.Service, wasRunning: h.Previous.RelayRunning, planned: h.Restart, handoff: h.Switch == plans.SwitchHandoff})
+		st = append(st, restart{svc: p.Relay.Service, wasRunning: h.Previous.RelayRunning, planned: h.Restart,
+			handoff: h.Switch == plans.SwitchHandoff, reload: h.Switch == plans.SwitchReload})
 	}
 	return append(st, readBack{port: p.Relay.Port, expected: h.Readback.Expected, control: p.Relay.Control, version: p.Relay.Version})
 }
@@ -132,17 +134,16 @@ func steps(p *plans.Plan, h *plans.HostPlan, in stepInput, target bool) []step {
 // releaseSteps bring the planned release onto the host before the window:
 // checked where it is there already, else fetched by the host or uploaded.
 func releaseSteps(p *plans.Plan, h *plans.HostPlan, in stepInput) []step {
-	rel := releaseDir(p)
+	r := releaseOf(p)
 	switch {
 	case h.Release.Action == plans.ReleaseKeep:
 		return nil
 	case h.Release.Installed:
-		return []step{checkRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256}}
+		return []step{checkRelease{release: r}}
 	case p.Relay.URL != "":
-		return []step{fetchRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256, url: p.Relay.URL,
-			store: storeFile(p, p.Relay.SHA256), timeout: in.fetchTimeout}}
+		return []step{fetchRelease{release: r, url: p.Relay.URL, timeout: in.fetchTimeout}}
 	}
-	return []step{placeRelease{dir: rel, version: p.Relay.Version, sha: p.Relay.SHA256, data: in.artifact, store: storeFile(p, p.Relay.SHA256)}}
+	return []step{placeRelease{release: r, data: in.artifact}}
 }
 
 func releaseDir(p *plans.Plan) string { return p.Paths.Releases + "/" + p.Relay.Version }

@@ -16,9 +16,9 @@ import (
 // the agent and one argument of curl or wget, never a shell line.
 type fetchRelease struct {
 	noStep
-	dir, version, sha, url string
-	store                  string        // the store's file for sha
-	timeout                time.Duration // for the whole fetch
+	release
+	url     string
+	timeout time.Duration // for the whole fetch
 }
 
 // DefaultFetchTimeout bounds a host's fetch of a release.
@@ -26,7 +26,7 @@ const DefaultFetchTimeout = 5 * time.Minute
 
 func (s fetchRelease) describe() plans.Step {
 	return plans.Step{Phase: plans.PhaseStage, Kind: KindFetchRelease, Value: s.sha,
-		Title: titlef("fetch release: %s from %s by the host itself into %s, its sha256 checked on the host", s.version, s.url, s.dir)}
+		Title: titlef("fetch release: %s from %s by the host itself into %s, %s", s.version, s.url, s.dir, s.what())}
 }
 
 func (s fetchRelease) do() []Op {
@@ -39,6 +39,6 @@ func (s fetchRelease) do() []Op {
 		// A release the host could not fetch, or whose sha256 is not the
 		// plan's, refuses the host: nothing was written.
 		refusing(op("fetch", s.store, s.sha, s.url, strconv.Itoa(plans.MaxArtifactSize), secs)),
-		op("place-release", s.dir, s.store, s.sha),
+		s.place(),
 	}
 }

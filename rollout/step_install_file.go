@@ -64,11 +64,27 @@ func (s installFile) reloaded(ops []Op) []Op {
 }
 
 func (s installFile) checks(c *checkCtx) []Check {
-	f := s.fc.Observed(c.after)
-	return []Check{fileCheck(s.fc.Role+" "+s.fc.Path, f.Exists, f.Content, s.fc.SHA256, !s.fc.Remove)}
+	return []Check{s.check(c.after, false)}
 }
 
 func (s installFile) restored(c *checkCtx) []Check {
-	f := s.fc.Observed(c.after)
-	return []Check{fileCheck(s.fc.Role+" "+s.fc.Path, f.Exists, f.Content, s.fc.CurrentSHA256, s.fc.Exists)}
+	return []Check{s.check(c.after, true)}
+}
+
+// check compares the file read back with the planned content (or, for a
+// rollback, the content it had), hashed as the plan hashed it.
+func (s installFile) check(after *plans.Facts, current bool) Check {
+	f := s.fc.Observed(after)
+	wantExists, wantSHA := !s.fc.Remove, s.fc.SHA256
+	if current {
+		wantExists, wantSHA = s.fc.Exists, s.fc.CurrentSHA256
+	}
+	what := s.fc.Role + " " + s.fc.Path
+	switch {
+	case !f.Exists || !wantExists:
+		return fileCheck(what, f.Exists, f.Content, wantSHA, wantExists)
+	case s.fc.Holds(f.Content, current):
+		return check(what, "sha256 "+short12(wantSHA), "sha256 "+short12(wantSHA))
+	}
+	return fileCheck(what, f.Exists, f.Content, wantSHA, wantExists)
 }

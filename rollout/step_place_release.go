@@ -2,23 +2,51 @@ package rollout
 
 import "github.com/relayctl/relayctl/plans"
 
+// release is the planned release as its steps need it: where it goes,
+// what it is (a binary's sha256, or a tarball's and its files' tree hash),
+// and its file in the host's release store (store.go).
+type release struct {
+	dir, version, sha string
+	program, tree     string // tree "-" for a binary
+	store             string
+}
+
+func releaseOf(p *plans.Plan) release {
+	tree := p.Relay.TreeSHA256
+	if p.Relay.Kind == plans.ReleaseKindBinary || tree == "" {
+		tree = "-"
+	}
+	return release{dir: releaseDir(p), version: p.Relay.Version, sha: p.Relay.SHA256, program: p.Relay.Program,
+		tree: tree, store: storeFile(p, p.Relay.SHA256)}
+}
+
+// place is the primitive that makes the release folder from the store.
+func (r release) place() Op { return op("place-release", r.dir, r.store, r.sha, r.program, r.tree) }
+
+// what says how the host checks it.
+func (r release) what() string {
+	if r.tree == "-" {
+		return "its sha256 checked on the host"
+	}
+	return "unpacked, its files' tree hash checked on the host"
+}
+
 // placeRelease uploads the release into the host's release store (only if
 // the store does not hold those bytes yet: store.go) and installs it from
-// there in its own folder under the releases dir, its sha256 checked on
-// the host. Nothing in force changes: the current link still points at
-// the running release.
+// there in its own folder under the releases dir: a binary copied, a
+// tarball unpacked, checked on the host. Nothing in force changes: the
+// current link still points at the running release.
 type placeRelease struct {
 	noStep
-	dir, version, sha string
-	store             string // the store's file for sha
-	data              []byte
+	release
+	data []byte
 }
 
 func (s placeRelease) describe() plans.Step {
 	return plans.Step{Phase: plans.PhaseStage, Kind: KindPlaceRelease, Value: s.sha,
-		Title: titlef("place release: %s in %s, its sha256 checked on the host", s.version, s.dir)}
+		Title: titlef("place release: %s in %s, %s", s.version, s.dir, s.what())}
 }
 
 func (s placeRelease) do() []Op {
-	return []Op{keepOp(s.store, s.sha, s.data, "0755"), op("place-release", s.dir, s.store, s.sha)}
+	return []Op{keepOp(s.store, s.sha, s.data, "0755"), s.place()}
 }

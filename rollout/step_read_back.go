@@ -17,8 +17,12 @@ type readBack struct {
 }
 
 func (s readBack) describe() plans.Step {
+	status := "; the relay's /status on " + s.control + " agrees"
+	if s.control == "" {
+		status = " (the service has no control plane to ask)"
+	}
 	return plans.Step{Phase: plans.PhaseVerify, Kind: KindReadBack, Value: strconv.Itoa(s.expected),
-		Title: titlef("read back: ss in the relay's network namespace shows rb %d on UDP port %d; the relay's /status on %s agrees", s.expected, s.port, s.control)}
+		Title: titlef("read back: ss in the service's network namespace shows rb %d on every one of its sockets on UDP port %d%s", s.expected, s.port, status)}
 }
 
 func (s readBack) checks(c *checkCtx) []Check {
@@ -27,6 +31,11 @@ func (s readBack) checks(c *checkCtx) []Check {
 		rb = strconv.FormatUint(c.after.Socket.Rcvbuf, 10)
 	}
 	out := []Check{check(fmt.Sprintf("ss rb on udp/%d", s.port), strconv.Itoa(s.expected), rb)}
+	// Every other socket of the service on the port (workers, IPv6) is
+	// checked by the same kernel rule.
+	for _, o := range c.after.Socket.All[min(1, len(c.after.Socket.All)):] {
+		out = append(out, check(fmt.Sprintf("ss rb on udp/%d %s (pid %d)", s.port, o.Local, o.PID), strconv.Itoa(s.expected), strconv.FormatUint(o.Rcvbuf, 10)))
+	}
 	if st := c.after.RelayStatus; st != nil && st.Read {
 		out = append(out,
 			check("relay /status so_rcvbuf_effective", strconv.Itoa(s.expected), strconv.Itoa(st.SORcvbufEffective)),

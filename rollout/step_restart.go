@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/relayctl/relayctl/plans"
 )
@@ -18,9 +19,17 @@ type restart struct {
 	wasRunning bool
 	planned    bool // the plan restarts (false: a target step, for checks only)
 	handoff    bool
+	reload     bool // the plan reloads: the service re-applies its buffer on the socket it has
 }
 
 func (s restart) describe() plans.Step {
+	if s.reload {
+		how := "systemctl reload " + s.svc.Name
+		if s.svc.Manager == "command" {
+			how = plans.Argv(s.svc.Reload)
+		}
+		return plans.Step{Phase: plans.PhaseWindow, Kind: KindReload, Title: "reload the service once (same process, same socket): " + how}
+	}
 	if s.handoff {
 		return plans.Step{Phase: plans.PhaseWindow, Kind: KindHandoff, Title: "hand the relay over once (same socket, lobbies kept): " + plans.Argv(s.svc.Handoff)}
 	}
@@ -32,14 +41,23 @@ func (s restart) describe() plans.Step {
 }
 
 func (s restart) do() []Op {
-	if s.handoff {
+	switch {
+	case s.reload:
+		return []Op{s.service("reload")}
+	case s.handoff:
 		return []Op{s.service("handoff")}
 	}
 	return []Op{s.service("restart")}
 }
 
+// undo: a reload's is a reload with the config put back (systemd's
+// reload-or-restart, which starts a service the reload stopped); the
+// command manager restarts, which needs nothing of the reload to have
+// worked.
 func (s restart) undo() []Op {
 	switch {
+	case s.reload && s.svc.Manager == "systemd":
+		return []Op{s.service("reload-or-restart")}
 	case s.handoff:
 		return []Op{s.service("handoff")}
 	case s.wasRunning:
@@ -66,9 +84,13 @@ func (s restart) serviceOp(verb string) Op {
 	if s.svc.Manager == "systemd" {
 		return op(verb, "systemd", s.svc.Name)
 	}
-	if verb == "handoff" {
-		o := op("handoff", "command", strconv.Itoa(len(s.svc.Handoff)))
-		o.Argv = append(o.Argv, s.svc.Handoff...)
+	if verb == "handoff" || verb == "reload" {
+		argv := s.svc.Handoff
+		if verb == "reload" {
+			argv = s.svc.Reload
+		}
+		o := op(verb, "command", strconv.Itoa(len(argv)))
+		o.Argv = append(o.Argv, argv...)
 		return o
 	}
 	o := op(verb, "command", strconv.Itoa(len(s.svc.Stop)))
@@ -82,6 +104,13 @@ func (s restart) serviceOp(verb string) Op {
 
 func (s restart) checks(c *checkCtx) []Check {
 	out := []Check{check("relay running", "true", strconv.FormatBool(c.after.Service.Running))}
+	if s.reload && s.planned && c.before != nil {
+		// A reload keeps the process and every socket: the same pid and
+		// inodes before and after are the proof it was not a restart.
+		out = append(out, check("service reloaded, not restarted (pid)", strconv.Itoa(c.before.Service.PID), strconv.Itoa(c.after.Service.PID)),
+			check("service sockets kept (ss inodes)", inodes(c.before.Socket), inodes(c.after.Socket)))
+		return out
+	}
 	if s.planned && c.before != nil && c.before.Service.Running {
 		got := "same pid " + strconv.Itoa(c.after.Service.PID)
 		if c.after.Service.PID != c.before.Service.PID {
@@ -110,4 +139,19 @@ func (s restart) checks(c *checkCtx) []Check {
 
 func (s restart) restored(c *checkCtx) []Check {
 	return []Check{check("relay running", strconv.FormatBool(c.before.Service.Running), strconv.FormatBool(c.after.Service.Running))}
+}
+
+// inodes are a socket fact's inodes, every socket's, in order.
+func inodes(f plans.SocketFact) string {
+	if !f.Found {
+		return "no socket"
+	}
+	if len(f.All) == 0 {
+		return strconv.FormatUint(f.Inode, 10)
+	}
+	var out []string
+	for _, s := range f.All {
+		out = append(out, strconv.FormatUint(s.Inode, 10))
+	}
+	return strings.Join(out, " ")
 }

@@ -15,8 +15,14 @@ import (
 // staging, not by the apply after it, not for the same bytes under
 // another version. The store's folder starts with a dot, so the releases
 // observe lists (and a plan's fingerprint) do not change when it does.
+// A tarball is kept as release.tar, a binary as relayd (whatever its
+// program's name: the store's layout predates other names).
 func storeFile(p *plans.Plan, sha string) string {
-	return storeDir(p) + "/" + sha + "/relayd"
+	name := "relayd"
+	if p.Relay.Kind == plans.ReleaseKindTarball || p.Relay.Kind == plans.ReleaseKindFolder {
+		name = "release.tar"
+	}
+	return storeDir(p) + "/" + sha + "/" + name
 }
 
 // storeDir is the folder of the host's release store.

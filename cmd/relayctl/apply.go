@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"os/user"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -196,6 +193,9 @@ func printRecap(w io.Writer, rep *rollout.Report) {
 		if h.Outcome != rollout.Applied && h.Outcome != rollout.Unchanged && h.Outcome != rollout.NotStarted {
 			fmt.Fprintf(w, "%s: %s (%s): %s\n", plans.Visible(h.Host), h.Outcome, plans.Visible(h.State), plans.Visible(h.Reason))
 		}
+		for _, d := range h.Drift {
+			fmt.Fprintf(w, "  drifted: %s: planned %s, now %s\n", plans.Visible(d.Name), clipValue(d.Planned), clipValue(d.Observed))
+		}
 		if h.Recovery != "" && h.Outcome == rollout.Applied {
 			fmt.Fprintf(w, "%s: applied, %s (the run that died: %s)\n", plans.Visible(h.Host), h.Recovery, plans.Visible(h.DeadRun))
 		}
@@ -203,6 +203,15 @@ func printRecap(w io.Writer, rep *rollout.Report) {
 	if rep.Stopped != "" {
 		fmt.Fprintf(w, "stopped: %s\n", plans.Visible(rep.Stopped))
 	}
+}
+
+// clipValue is a drifted fact's value, short enough for its line.
+func clipValue(v string) string {
+	v = plans.Visible(v)
+	if len(v) > 60 {
+		return v[:60] + "…"
+	}
+	return v
 }
 
 // nextHints say what to run next, one line per kind of reason the hosts
@@ -298,33 +307,6 @@ func loadPlan(file string) (rollout.Checked, []byte, error) {
 		return rollout.Checked{}, nil, withHint(fmt.Errorf("%s: %w", file, err), "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
 	}
 	return c, data, nil
-}
-
-// planArtifact reads the release file and checks it is the one reviewed.
-// A release with a url is fetched by each host itself: nothing to read.
-func planArtifact(override string, p *plans.Plan) ([]byte, error) {
-	if p.Relay.URL != "" {
-		if override != "" {
-			return nil, fmt.Errorf("--artifact: plan %s's release is fetched by each host from %s; there is no file to upload", p.Name, p.Relay.URL)
-		}
-		return nil, nil
-	}
-	path := override
-	if path == "" {
-		path = p.Relay.Artifact
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(filepath.Dir(p.SpecFile), path)
-		}
-	}
-	data, err := readRegular(path, plans.MaxArtifactSize)
-	if err != nil {
-		return nil, withHint(fmt.Errorf("read release artifact: %w", err), "give its path with --artifact FILE")
-	}
-	sum := sha256.Sum256(data)
-	if got := hex.EncodeToString(sum[:]); got != p.Relay.SHA256 {
-		return nil, fmt.Errorf("release artifact %s has sha256 %s, the plan was reviewed with %s: it changed since; make a new plan", path, got, p.Relay.SHA256)
-	}
-	return data, nil
 }
 
 func owner(p *plans.Plan) string {

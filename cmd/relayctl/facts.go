@@ -31,7 +31,9 @@ With --spec, hosts default to the spec's and everything else (keys, port,
 paths, service) comes from it; without, --port, --key, --pid-file and
 --systemd-unit say what to look at. Nothing named on the command line or
 in the spec runs on the host: the relay is found through systemd or its pid
-file, and read back only if it runs a release.
+file, or, with neither given, as the one process that runs a release and
+holds a UDP socket on the port (from the kernel's tables; relayctl says
+when it cannot tell), and is read back only if it runs a release.
 
 Examples:
    relayctl facts relay-ash-1
@@ -82,6 +84,14 @@ func runFacts(c *cli.Context, e *env) error {
 		return err
 	}
 	if c.Bool("json") {
+		// No content that may be secret leaves the host in a facts file:
+		// the relay config is masked, and a plan made from it hashes it
+		// masked (plans.MaskConfig).
+		for _, f := range facts {
+			if f.Config.Exists && !f.Config.Masked {
+				f.Config.Content, f.Config.Masked = plans.MaskConfig(f.Config.Content), true
+			}
+		}
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(plans.FactsFile{FormatVersion: plans.FactsFormatVersion, Hosts: facts})
@@ -157,9 +167,14 @@ func printFacts(w io.Writer, f *plans.Facts) {
 		cur = "(none)"
 	}
 	fmt.Fprintf(w, "  release: current %s (link %s); installed %s\n", plans.Visible(cur), plans.Visible(f.Release.CurrentRaw), plans.Visible(strings.Join(f.Release.Installed, " ")))
-	if f.Service.Running {
+	switch {
+	case f.Service.Running && f.Service.FoundBy != "":
+		fmt.Fprintf(w, "  relay: running, pid %d, %s (found by %s; --pid-file or --systemd-unit names it)\n", f.Service.PID, plans.Visible(f.Release.RunningExe), plans.Visible(f.Service.FoundBy))
+	case f.Service.Running:
 		fmt.Fprintf(w, "  relay: running, pid %d, %s\n", f.Service.PID, plans.Visible(f.Release.RunningExe))
-	} else {
+	case strings.HasPrefix(f.Service.Detail, "cannot tell"):
+		fmt.Fprintf(w, "  relay: %s\n", plans.Visible(f.Service.Detail))
+	default:
 		fmt.Fprintf(w, "  relay: not running: %s\n", plans.Visible(f.Service.Detail))
 	}
 	if f.Socket.Found {
@@ -169,6 +184,8 @@ func printFacts(w io.Writer, f *plans.Facts) {
 		}
 		fmt.Fprintf(w, "  socket udp/%d%s: rb %d, drops %d; /proc/net/udp drops %d; RcvbufErrors %d\n",
 			f.Socket.Port, ns, f.Socket.Rcvbuf, f.Socket.Drops, f.Socket.ProcUDPDrops, f.Socket.RcvbufErrors)
+	} else if !f.Service.Running && strings.HasPrefix(f.Service.Detail, "cannot tell") {
+		fmt.Fprintf(w, "  socket udp/%d: not found where the SSH session runs; the relay's own network namespace is read once its process is known\n", f.Socket.Port)
 	} else {
 		fmt.Fprintf(w, "  socket udp/%d: not found\n", f.Socket.Port)
 	}

@@ -66,9 +66,11 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 		return nil, err
 	}
 	if c.Bool("resume") {
-		if run.resume, err = loadFleetLedger(file, p, true); err != nil {
+		if run.resume, err = loadFleetLedger(e, file, p, true); err != nil {
 			return nil, err
 		}
+	}
+	if run.resume != nil {
 		if !onlySet && len(run.resume.Only) > 0 {
 			// The run it resumes had a selection: go on with that, no further.
 			if only, err = plans.ParseSelector(run.resume.Only); err != nil || only.Check(p) != nil {
@@ -105,7 +107,7 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 	}
 	if only != nil {
 		// The other hosts keep what this plan's ledger says of them.
-		if run.outside, err = loadFleetLedger(file, p, false); err != nil {
+		if run.outside, err = loadFleetLedger(e, file, p, false); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(e.stderr, "relayctl: --only %s: %d of the plan's %d host(s); the others are not touched (%s)\n", only, len(sel), len(p.Hosts), outsideText(run.outside, file))
@@ -145,15 +147,19 @@ func onlyFlag(c *cli.Context, p *plans.Plan) (*plans.Selector, bool, error) {
 	return s, true, nil
 }
 
-// loadFleetLedger reads the plan's ledger: for --resume it must be there and
-// this plan's; for --only it is the record of the other hosts, and none,
-// or another plan's, is a new start.
-func loadFleetLedger(file string, p *plans.Plan, resume bool) (*rollout.Ledger, error) {
+// loadFleetLedger reads the plan's ledger: for --resume it must be this
+// plan's (none: nothing to go on from, every host); for --only it is the
+// record of the other hosts, and none, or another plan's, is a new start.
+func loadFleetLedger(e *env, file string, p *plans.Plan, resume bool) (*rollout.Ledger, error) {
 	name := ledgerFile(file)
 	data, err := readRegular(name, rollout.MaxLedgerSize)
 	switch {
 	case errors.Is(err, os.ErrNotExist) && resume:
-		return nil, withHint(fmt.Errorf("no ledger %s: nothing to resume", name), "relayctl apply "+file+" (without --resume) applies every host")
+		// A run killed before it wrote its ledger left nothing to go on
+		// from: every host is worked on, as in a first run, so --resume
+		// is still the one command after any stop.
+		fmt.Fprintf(e.stderr, "relayctl: no ledger %s: no run to go on from, so every host is applied (one already as planned is unchanged)\n", name)
+		return nil, nil
 	case errors.Is(err, os.ErrNotExist):
 		return nil, nil
 	case err != nil:

@@ -100,21 +100,21 @@ type phaseCost struct {
 	StderrExcerpt string `json:",omitempty"`
 }
 
-func envInt(k string, def int) int {
+func simEnvInt(k string, def int) int {
 	if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
 		return v
 	}
 	return def
 }
 
-func envFloat(k string, def float64) float64 {
+func simEnvFloat(k string, def float64) float64 {
 	if v, err := strconv.ParseFloat(os.Getenv(k), 64); err == nil {
 		return v
 	}
 	return def
 }
 
-func envDuration(k string, def time.Duration) time.Duration {
+func simEnvDuration(k string, def time.Duration) time.Duration {
 	if v, err := time.ParseDuration(os.Getenv(k)); err == nil {
 		return v
 	}
@@ -123,12 +123,12 @@ func envDuration(k string, def time.Duration) time.Duration {
 
 func simConfigFromEnv() simConfig {
 	c := simConfig{
-		Hosts: envInt("FLEETSIM_HOSTS", 1000), Parallel: envInt("FLEETSIM_PARALLEL", 200),
-		Latency: envDuration("FLEETSIM_LATENCY", 20*time.Millisecond), Jitter: envDuration("FLEETSIM_JITTER", 10*time.Millisecond),
-		Bandwidth: int64(envFloat("FLEETSIM_BANDWIDTH", 100e6)), Artifact: envInt("FLEETSIM_ARTIFACT", 9_000_000),
-		Fail: envFloat("FLEETSIM_FAIL", 0.002), Unreachable: envFloat("FLEETSIM_UNREACHABLE", 0.001),
+		Hosts: simEnvInt("FLEETSIM_HOSTS", 1000), Parallel: simEnvInt("FLEETSIM_PARALLEL", 200),
+		Latency: simEnvDuration("FLEETSIM_LATENCY", 20*time.Millisecond), Jitter: simEnvDuration("FLEETSIM_JITTER", 10*time.Millisecond),
+		Bandwidth: int64(simEnvFloat("FLEETSIM_BANDWIDTH", 100e6)), Artifact: simEnvInt("FLEETSIM_ARTIFACT", 9_000_000),
+		Fail: simEnvFloat("FLEETSIM_FAIL", 0.002), Unreachable: simEnvFloat("FLEETSIM_UNREACHABLE", 0.001),
 	}
-	c.Regions = envInt("FLEETSIM_REGIONS", max(1, c.Hosts/200))
+	c.Regions = simEnvInt("FLEETSIM_REGIONS", max(1, c.Hosts/200))
 	return c
 }
 

@@ -70,17 +70,23 @@ func TestLabSymlinkPlantsAndOpenFolders(t *testing.T) {
 		t.Errorf("rb %d after apply, want 8388608", rb)
 	}
 
-	// The relay config itself a symlink: refused, nothing written.
+	// The relay config itself a symlink: the config may hold secrets, so
+	// observe does not read through it and the plan blocks the host.
 	sh("cp /etc/relay/relayd.env /opt/relay/elsewhere.env && ln -sf /opt/relay/elsewhere.env /etc/relay/relayd.env")
 	sh("sed -i 's/^RELAYD_SO_RCVBUF=.*/RELAYD_SO_RCVBUF=1048576/' /opt/relay/elsewhere.env")
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
-		t.Fatalf("plan 2: exit %d\n%s\n%s", code, out, errs)
-	}
-	code, out, errs = e.relayctl("apply", e.plan)
-	if code != 1 || !strings.Contains(out, "refused:") || !strings.Contains(out, "/etc/relay/relayd.env is a symlink") {
-		t.Errorf("config symlink: exit %d, want refused naming the symlink\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	code, out, errs = e.relayctl("plan", e.spec, "-out", e.plan)
+	if code != 1 || !strings.Contains(out, "blocked: the relay config was not read: /etc/relay/relayd.env is a symlink") {
+		t.Errorf("config symlink: exit %d, want the host blocked naming the symlink\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
 	sh("rm /etc/relay/relayd.env && cp /opt/relay/elsewhere.env /etc/relay/relayd.env")
+
+	// The config's folder writable by others: blocked the same way.
+	sh("chmod 0777 /etc/relay")
+	code, out, errs = e.relayctl("plan", e.spec, "-out", e.plan)
+	if code != 1 || !strings.Contains(out, "/etc/relay (the folder of /etc/relay/relayd.env) is owned by uid 0 with mode 777: others can write it") {
+		t.Errorf("open config folder: exit %d, want the host blocked naming the folder\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	sh("chmod 0755 /etc/relay")
 
 	// A releases folder its group can write: refused with the reason.
 	sh("chmod 0775 /opt/relay/releases")

@@ -143,7 +143,12 @@ func TestLabPlanReadsRealHost(t *testing.T) {
 		t.Errorf("review lacks the read-back:\n%s", md)
 	}
 
-	// facts --json feeds an offline plan that says the same.
+	// facts --json feeds an offline plan that says the same, and no secret
+	// in the relay config leaves the host on the way (issue 17, item 6).
+	const secret = "hunter2-do-not-print"
+	if out, err := h.Exec(context.Background(), "sh", "-c", "echo '# API_TOKEN="+secret+"' >> /etc/relay/relayd.env"); err != nil {
+		t.Fatalf("add a secret: %v %s", err, out)
+	}
 	code, factsJSON, errs := e.relayctl("facts", "--spec", e.spec, "--json")
 	if code != 0 {
 		t.Fatalf("facts: exit %d: %s", code, errs)
@@ -163,8 +168,30 @@ func TestLabPlanReadsRealHost(t *testing.T) {
 	}
 	poc, _, _ := loadPlan(offline)
 	po := poc.Plan()
-	if po.Hosts[0].Fingerprint != hp.Fingerprint {
-		t.Errorf("offline plan fingerprint %s, SSH plan %s: the same host state must give the same fingerprint", po.Hosts[0].Fingerprint, hp.Fingerprint)
+	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+		t.Fatalf("plan with the secret: exit %d\n%s\n%s", code, out, errs)
+	}
+	pc, _, _ = loadPlan(e.plan)
+	if fp := pc.Plan().Hosts[0].Fingerprint; po.Hosts[0].Fingerprint != fp {
+		t.Errorf("offline plan fingerprint %s, SSH plan %s: the same host state must give the same fingerprint", po.Hosts[0].Fingerprint, fp)
+	}
+	code, applyOut, errs := e.relayctl("apply", offline)
+	if code != 0 {
+		t.Fatalf("apply of the plan made from facts: exit %d\n%s\n%s", code, applyOut, errs)
+	}
+	cfg, _ := h.Exec(context.Background(), "cat", "/etc/relay/relayd.env")
+	if !strings.Contains(string(cfg), secret) || !strings.Contains(string(cfg), "RELAYD_SO_RCVBUF=8388608") {
+		t.Errorf("the applied config lost the secret line or lacks the planned value:\n%s", cfg)
+	}
+	for _, f := range []string{ffile, offline, offline + ".md", e.plan, e.plan + ".md", offline + ".receipt.json", offline + ".receipt.md"} {
+		if b, err := os.ReadFile(f); err != nil {
+			t.Error(err)
+		} else if bytes.Contains(b, []byte(secret)) {
+			t.Errorf("%s holds the secret", filepath.Base(f))
+		}
+	}
+	if strings.Contains(factsJSON+applyOut+errs, secret) {
+		t.Error("relayctl printed the secret")
 	}
 }
 
@@ -380,4 +407,27 @@ func TestLabApplyRefusesEditedPlanAndChangedHostKey(t *testing.T) {
 
 func runCmd(name string, args ...string) ([]byte, error) {
 	return exec.Command(name, args...).CombinedOutput()
+}
+
+// facts without --pid-file or --systemd-unit (the first example of facts
+// --help): the relay is found by its socket, read back in its own
+// namespace; with none running, facts says it cannot tell and how to tell
+// it, never "not running" for a relay it could not look for (issue 22).
+func TestLabFactsFindsTheRelayByItsSocket(t *testing.T) {
+	e := startLab(t, []lab.HostOptions{{}}, nil)
+	h := e.lab.Hosts[0]
+	pid, rb, _ := e.socket(h)
+	code, out, errs := e.relayctl("facts", h.Name)
+	want := fmt.Sprintf("relay: running, pid %d, /opt/relay/releases/1.7.0/relayd (found by its socket", pid)
+	if code != 0 || !strings.Contains(out, want) || !strings.Contains(out, fmt.Sprintf("socket udp/7788 (in the relay's own network namespace): rb %d", rb)) {
+		t.Errorf("facts: exit %d, want %q and the socket's rb %d\nstdout:\n%s\nstderr:\n%s", code, want, rb, out, errs)
+	}
+	if _, err := h.Exec(context.Background(), lab.ServiceScript, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = e.relayctl("facts", h.Name)
+	if code != 0 || !strings.Contains(out, "relay: cannot tell: nothing names the relay's process") || !strings.Contains(out, "name it with --pid-file or --systemd-unit") ||
+		strings.Contains(out, "not running") {
+		t.Errorf("facts with the relay stopped: exit %d, want cannot tell and how to tell it\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
 }

@@ -2,13 +2,10 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -52,15 +49,16 @@ func runPlan(c *cli.Context, e *env) error {
 		return withHint(errors.New("plan needs exactly one SPEC"), "relayctl plan plans/examples/ashburn-rcvbuf.yaml -out ashburn.plan")
 	}
 	// Every problem of the spec, the artifact's included, before anything connects.
-	spec, art, err := loadSpec(e, c.Args().First())
+	ls, err := loadSpec(e, c.Args().First())
 	if err != nil {
 		return err
 	}
+	spec := ls.spec
 	facts, err := gather(c, e, spec)
 	if err != nil {
 		return err
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: art, AllowDowngrade: c.Bool("allow-downgrade"), Steps: rollout.Steps})
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: ls.artifact, Templates: ls.templates, AllowDowngrade: c.Bool("allow-downgrade"), Steps: rollout.Steps})
 	if err != nil {
 		return err
 	}
@@ -214,41 +212,6 @@ func readSpec(file string) (*plans.Spec, error) {
 		return nil, sc.errs
 	}
 	return s, nil
-}
-
-// readArtifact finds the release file relative to the spec and hashes it.
-// A release that hosts fetch from a url needs no local file: its sha256 is
-// the spec's (an artifact given as well must match it).
-func readArtifact(s *plans.Spec) (plans.Artifact, error) {
-	if s.Relay.Release.URL != "" && s.Relay.Release.Artifact == "" {
-		return plans.Artifact{SHA256: s.Relay.Release.SHA256}, nil
-	}
-	p := s.Relay.Release.Artifact
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(filepath.Dir(s.File), p)
-	}
-	data, err := readRegular(p, plans.MaxArtifactSize)
-	if err != nil {
-		msg := err.Error()
-		if errors.Is(err, os.ErrNotExist) {
-			msg = fmt.Sprintf("cannot read %s (%v); the path is relative to the spec's folder (build it with make build)", p, errors.Unwrap(err))
-		}
-		return plans.Artifact{}, &plans.SpecError{File: s.File, Line: s.Relay.Release.Line, Field: "relay.release.artifact", Msg: msg}
-	}
-	sum := sha256.Sum256(data)
-	// What the release can do (a handoff) is read from its bytes, never by
-	// running it.
-	caps, err := capability.Capabilities(data)
-	if err != nil {
-		return plans.Artifact{}, &plans.SpecError{File: s.File, Line: s.Relay.Release.Line, Field: "relay.release.artifact", Msg: err.Error()}
-	}
-	// So is the version it was built as (relayd's marker): a release that
-	// is not the version the spec says fails only at the read-back, after
-	// a restart and a rollback.
-	if err := checkArtifactVersion(s, p, data); err != nil {
-		return plans.Artifact{}, err
-	}
-	return plans.Artifact{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(data)), Capabilities: caps}, nil
 }
 
 // checkArtifactVersion refuses an artifact whose version marker names

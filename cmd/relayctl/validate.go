@@ -98,11 +98,12 @@ func runValidate(c *cli.Context, e *env) error {
 // specFindings is a spec read and checked offline, as validate reports it and
 // plan needs it: every error found, the warnings, and the release artifact.
 type specFindings struct {
-	spec     *plans.Spec // nil when it could not be read at all
-	artifact plans.Artifact
-	readErr  error // the file could not be read
-	errs     plans.SpecErrors
-	warnings []*plans.SpecError
+	spec      *plans.Spec // nil when it could not be read at all
+	artifact  plans.Artifact
+	templates map[string]string // the templates' texts, by source
+	readErr   error             // the file could not be read
+	errs      plans.SpecErrors
+	warnings  []*plans.SpecError
 }
 
 // examineSpec reads a spec and checks everything that needs no host: the
@@ -120,6 +121,12 @@ func examineSpec(file string) *specFindings {
 	}
 	sc.warnings = sc.spec.Warnings()
 	sc.selectHosts()
+	var terrs plans.SpecErrors
+	sc.templates, terrs = readTemplates(sc.spec)
+	sc.errs = append(sc.errs, terrs...)
+	if len(terrs) == 0 && len(sc.errs) == 0 {
+		sc.errs = append(sc.errs, plans.CheckTemplates(sc.spec, sc.templates)...)
+	}
 	// A release the hosts fetch from a url may have no local artifact:
 	// readArtifact then gives the spec's sha256.
 	if sc.spec.Relay.Release.Artifact != "" || sc.spec.Relay.Release.URL != "" {
@@ -206,15 +213,15 @@ func count(n int, what string) string {
 
 // loadSpec is examineSpec for a command about to use the spec: warnings go
 // to stderr, and any error is the command's error, every problem at once.
-func loadSpec(e *env, file string) (*plans.Spec, plans.Artifact, error) {
+func loadSpec(e *env, file string) (*specFindings, error) {
 	sc := examineSpec(file)
 	for _, w := range sc.warnings {
 		fmt.Fprintf(e.stderr, "relayctl: warning: %s\n", plans.Visible(w.Error()))
 	}
 	if err := sc.err(); err != nil {
-		return nil, plans.Artifact{}, err
+		return nil, err
 	}
-	return sc.spec, sc.artifact, nil
+	return sc, nil
 }
 
 // writeJSON writes one JSON document as relayctl prints them: two-space

@@ -139,14 +139,14 @@ func printVerifyTable(e *env, rep verifyReport) {
 
 // planFromSpec makes a plan in memory from a spec and live facts.
 func planFromSpec(c *cli.Context, e *env, file string) (*plans.Plan, []*plans.Facts, error) {
-	spec, art, err := loadSpec(e, file)
+	ls, err := loadSpec(e, file)
 	if err != nil {
 		return nil, nil, err
 	}
-	facts, err := gather(c, e, spec)
+	facts, err := gather(c, e, ls.spec)
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: art, AllowDowngrade: true, Steps: rollout.Steps})
+	p, err := plans.Make(plans.Input{Spec: ls.spec, Facts: facts, Artifact: ls.artifact, Templates: ls.templates, AllowDowngrade: true, Steps: rollout.Steps})
 	return p, facts, err
 }

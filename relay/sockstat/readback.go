@@ -16,6 +16,8 @@ type RelaySocket struct {
 	ProcUDPDrops uint64 // /proc/net/udp drops, summed over the port's bound sockets
 	RcvbufErrors uint64 // Udp RcvbufErrors of the namespace
 	InErrors     uint64 // Udp InErrors of the namespace
+	// Each is every socket counted, in ss's order.
+	Each []Socket
 }
 
 // ReadBack reads the relay socket on port from the three outputs. A socket
@@ -23,15 +25,23 @@ type RelaySocket struct {
 // only bound, unconnected sockets count. ss found nothing is not an error
 // (Found is false); output that does not parse is.
 func ReadBack(ss, udp, snmp []byte, port int) (RelaySocket, error) {
+	return ReadBackOf(ss, udp, snmp, port, nil)
+}
+
+// ReadBackOf is ReadBack for the sockets of some processes only (ss -p's
+// users): a service's, when another program has a socket on the same port
+// in the namespace. No pids: every socket on the port.
+func ReadBackOf(ss, udp, snmp []byte, port int, pids []int) (RelaySocket, error) {
 	var r RelaySocket
 	socks, err := ParseSS(ss)
 	if err != nil {
 		return r, fmt.Errorf("read ss: %w", err)
 	}
 	for _, s := range FilterPort(socks, port) {
-		if s.State == "ESTAB" {
+		if s.State == "ESTAB" || len(pids) > 0 && !heldBy(s, pids) {
 			continue
 		}
+		r.Each = append(r.Each, s)
 		if !r.Found {
 			r.Found, r.Rcvbuf, r.MinRcvbuf, r.Inode = true, s.Rcvbuf, s.Rcvbuf, s.Inode
 		}
@@ -58,4 +68,15 @@ func ReadBack(ss, udp, snmp []byte, port int) (RelaySocket, error) {
 		r.RcvbufErrors, r.InErrors = st.RcvbufErrors, st.InErrors
 	}
 	return r, nil
+}
+
+// heldBy reports whether one of pids holds the socket (ss -p). A socket
+// ss printed no users for is nobody's we can name: not the service's.
+func heldBy(s Socket, pids []int) bool {
+	for _, p := range s.PIDs {
+		if containsInt(pids, p) {
+			return true
+		}
+	}
+	return false
 }

@@ -79,7 +79,13 @@ func parseSSLine(text string) (Socket, error) {
 			return s, err
 		}
 		s.PIDs, s.Process = pids, name
-		head = head[:ui]
+		// ss -e prints ino: and the rest after users:(...); a process name
+		// cannot move the last " ino:", which follows every name.
+		tail := ""
+		if ii := strings.LastIndex(head, " ino:"); ii > ui {
+			tail = head[ii:]
+		}
+		head = head[:ui] + tail
 	}
 	f := strings.Fields(head)
 	if len(f) > 0 && isNetid(f[0]) {

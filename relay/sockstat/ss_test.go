@@ -1,6 +1,7 @@
 package sockstat
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -82,6 +83,10 @@ func TestParseSSLines(t *testing.T) {
 			Socket{State: "UNCONN", Local: "1.2.3.4", Port: 1, Rmem: 1, Rcvbuf: 2, Wmem: 3, Sndbuf: 4, Drops: 5}, ""},
 		{"ss -e inode", "UNCONN 0 0 127.0.0.1:7788 0.0.0.0:* ino:78944 sk:104d cgroup:/ <->" + sk,
 			Socket{State: "UNCONN", Local: "127.0.0.1", Port: 7788, Rcvbuf: 425984, Sndbuf: 212992, Drops: 7, Inode: 78944}, ""},
+		{"ss -e -p: inode after users", `UNCONN 0 0 127.0.0.1:7788 0.0.0.0:* users:(("relayd",pid=9,fd=3)) ino:78944 sk:17c3 cgroup:/ <->` + sk,
+			Socket{State: "UNCONN", Local: "127.0.0.1", Port: 7788, Rcvbuf: 425984, Sndbuf: 212992, Drops: 7, Inode: 78944, PIDs: []int{9}, Process: "relayd"}, ""},
+		{"a process named to forge an inode", `UNCONN 0 0 127.0.0.1:7788 0.0.0.0:* users:(("x ino:1",pid=9,fd=3)) ino:78944 sk:1 <->` + sk,
+			Socket{State: "UNCONN", Local: "127.0.0.1", Port: 7788, Rcvbuf: 425984, Sndbuf: 212992, Drops: 7, Inode: 78944, PIDs: []int{9}, Process: "x ino:1"}, ""},
 		{"bad inode", "UNCONN 0 0 127.0.0.1:7788 0.0.0.0:* ino:x1" + sk, Socket{}, `ino "x1" is not a number`},
 		{"no skmem", "UNCONN 0 0 0.0.0.0:7788 0.0.0.0:*", Socket{}, "run ss with -m"},
 		{"service name port", "UNCONN 0 0 0.0.0.0:domain 0.0.0.0:*" + sk, Socket{}, "run ss with -n"},
@@ -177,4 +182,24 @@ func FuzzParseSS(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A service's sockets are the ones its processes hold: another program's
+// socket on the same port in the namespace is not read back as its.
+func TestReadBackOfTheServicesSockets(t *testing.T) {
+	const sk = " skmem:(r0,rb%d,t0,tb212992,f0,w0,o0,bl0,d%d)"
+	ss := fmt.Sprintf(`UNCONN 0 0 127.0.0.1:53 0.0.0.0:* users:(("unbound",pid=10,fd=3)) ino:1`+sk+"\n"+
+		`UNCONN 0 0 [::1]:53 [::]:* users:(("unbound",pid=11,fd=4)) ino:2`+sk+"\n"+
+		`UNCONN 0 0 0.0.0.0:53 0.0.0.0:* users:(("dnsmasq",pid=99,fd=5)) ino:3`+sk+"\n", 16777216, 1, 16777216, 2, 212992, 40)
+	r, err := ReadBackOf([]byte(ss), nil, nil, 53, []int{10, 11})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Sockets != 2 || len(r.Each) != 2 || r.MinRcvbuf != 16777216 || r.Drops != 3 || r.Inode != 1 {
+		t.Errorf("got %d sockets (%d each), min rb %d, drops %d, inode %d; want unbound's two", r.Sockets, len(r.Each), r.MinRcvbuf, r.Drops, r.Inode)
+	}
+	all, _ := ReadBack([]byte(ss), nil, nil, 53)
+	if all.Sockets != 3 {
+		t.Errorf("without pids: %d sockets, want every one on the port", all.Sockets)
+	}
 }

@@ -277,8 +277,10 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 		return s.store(o)
 	case "rename", "remove", "link", "place-release", "backup", "restore", "backup-link", "restore-link":
 		return rollout.Result{}, s.file(o)
-	case "sysctl", "restart", "handoff", "stop", "relay-drain", "unit-log", "clock":
+	case "sysctl", "restart", "handoff", "stop", "relay-drain", "unit-log", "clock", "reload", "reload-or-restart":
 		return s.relay(o), nil
+	case "prune":
+		return s.prune(o), nil
 	default:
 		return rollout.Result{}, fmt.Errorf("unknown request %s", o.Kind)
 	}
@@ -385,10 +387,31 @@ func (s *Sim) relay(o rollout.Op) rollout.Result {
 		s.Draining = o.Args[2] == "POST"
 	case "stop":
 		s.PID = 0
+	case "reload", "reload-or-restart":
+		if s.PID == 0 {
+			s.restart()
+			break
+		}
+		pid, inode, restarts := s.PID, s.Inode, s.Restarts
+		s.restart()
+		s.PID, s.Inode, s.Restarts = pid, inode, restarts
 	case "unit-log":
 		return rollout.Result{Value: "relayd: error: bad config"}
 	}
 	return now
+}
+
+// prune removes the releases the argv lines name (v:VERSION), never the
+// one the link points at; store entries (s:SHA256) the Sim does not keep.
+func (s *Sim) prune(o rollout.Op) rollout.Result {
+	n := 0
+	for _, w := range o.Argv {
+		if v, ok := strings.CutPrefix(w, "v:"); ok && s.Releases[v] && path.Base(s.Link) != v {
+			delete(s.Releases, v)
+			n++
+		}
+	}
+	return rollout.Result{Value: strconv.Itoa(n)}
 }
 
 // restart starts the release the link points at, with its config.

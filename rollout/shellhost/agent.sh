@@ -10,7 +10,8 @@
 # A request is one line of tab-separated fields:
 #   KIND  JOURNAL  NDATA  NARGV  ARG...
 # JOURNAL is 1 when the journal notes the primitive once done (a change on
-# the host), NDATA the number of bytes that follow the line, NARGV the
+# the host), and the primitive fails if it cannot; 2 for an undo, noted if
+# it can be; NDATA the number of bytes that follow the line, NARGV the
 # number of lines that follow them (a command's words, one a line). The
 # loop below reads what a primitive leaves of its payload, so the next line
 # read is always the next request. Each request is answered with one line:
@@ -56,13 +57,25 @@ clean() {
 	esac
 	printf '%s' "$clean_" | tr '\n\t\r' '   ' | tr -d '\000-\037\177' | head -c 2000
 }
+# ok and val answer a primitive that succeeded. One that changed the host
+# is noted in the journal first; if the journal cannot be written (a full
+# disk), the answer is ERR, so relayctl undoes the change rather than go on
+# with a change no journal tells of.
 ok() {
-	[ -n "${done_op_after:-}" ] && done_op
+	journaled || return
 	printf 'OK\n'
 }
 val() {
-	[ -n "${done_op_after:-}" ] && done_op
+	journaled || return
 	printf 'VAL %s\n' "$(clean "$*")"
+}
+journaled() {
+	[ -n "${done_op_after:-}" ] || return 0
+	done_op && return 0
+	[ "$jmode" = 2 ] && return 0 # an undo: better done than not
+	done_op_after=
+	err "$op was done, but the journal $journal could not be written (a full disk?)"
+	return 1
 }
 err() {
 	skipping=1
@@ -71,7 +84,7 @@ err() {
 	printf 'ERR %s\n' "$msg"
 }
 now() { date -u +%Y-%m-%dT%H:%M:%S.%NZ; }
-jlog() { printf '%s %s\n' "$(now)" "$(clean "$*")" >>"$journal"; }
+jlog() { printf '%s %s\n' "$(now)" "$(clean "$*")" >>"$journal" 2>/dev/null; }
 
 # owned_by_root_only PATH: PATH (not followed) belongs to root and, unless
 # it is a symlink, neither its group nor others may write it.
@@ -368,7 +381,7 @@ squeeze() {
 # done_op: the journal notes each change made, even when relayctl has
 # gone away meanwhile (a lost connection): the next run reads where it
 # stopped. Values here were validated by relayctl: no control characters.
-done_op() { printf '%s ok %s %s\n' "$(now)" "$op" "$a" >>"$journal"; }
+done_op() { printf '%s ok %s %s\n' "$(now)" "$op" "$a" >>"$journal" 2>/dev/null; }
 
 # The primitives, one function each (rollout/primitive.go lists them with
 # their arguments); a b c d e are the request's arguments.
@@ -380,12 +393,12 @@ p_sync() {
 p_begin() { # PLAN CHECKSUM: a fresh stage folder, the journal opened
 	rm -rf -- "$stage" && mkdir -m 0700 -- "$stage" || { err "cannot create $stage"; return; }
 	mkdir -p -- "$state/receipts"
-	jlog "begin plan=$a checksum=$b"
-	ok
+	if jlog "begin plan=$a checksum=$b"; then ok; else err "cannot write the journal $journal (a full disk?)"; fi
 }
-p_step() { # TEXT: a step's start or end, by its kind and title
-	jlog "$a"
-	ok
+p_step() { # TEXT: a step's start or end, by its kind and title; a step whose
+	# start the journal cannot note does not start (the journal is written
+	# ahead), but a rollback does: an undo is better done than not.
+	if jlog "$a" || [ "$jmode" = 2 ]; then ok; else err "cannot write the journal $journal (a full disk?)"; fi
 }
 p_dir() { # PATH: PATH is (made) a folder that only root can change
 	if why=$(safe_dir "$a"); then ok; else err "$why"; fi
@@ -510,30 +523,118 @@ p_fetch() { # PATH SHA256 URL MAXSIZE TIMEOUT: the same, but the host fetches UR
 	fi
 	settle "$t" "$a" "$b" 0755 "" fetched
 }
-p_place_release() { # DIR FILE SHA256: DIR/relayd copied from FILE, sha256 checked on the host
+# tree_of DIR: the sha256 of DIR's file listing, one "SHA256  ./PATH" line
+# per regular file sorted by path (artifact.TreeHash, made in Go from the
+# tarball relayctl reviewed). Names are plain characters: the tarball was
+# read before any host unpacked it.
+tree_of() {
+	(cd -- "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum -- | sha256sum) | {
+		read -r t_ _ || return 1
+		printf '%s' "$t_"
+	}
+}
+
+# release_holds DIR PROGRAM TREE SHA: DIR holds the release: for a binary
+# (TREE -) DIR/PROGRAM has sha256 SHA; for a tarball, DIR's files hash to
+# TREE and DIR/PROGRAM is an executable file. Prints why not.
+release_holds() {
+	if [ ! -f "$1/$2" ] || [ -L "$1/$2" ]; then
+		echo "$1/$2 is not a regular file"
+		return 1
+	fi
+	if [ "$3" = - ]; then
+		sum_=$(sha256_of "$1/$2")
+		[ "$sum_" = "$4" ] && return 0
+		echo "$1/$2 has sha256 ${sum_:-none}, want $4"
+		return 1
+	fi
+	[ -x "$1/$2" ] || {
+		echo "$1/$2 is not executable"
+		return 1
+	}
+	tree_=$(tree_of "$1")
+	[ "$tree_" = "$3" ] && return 0
+	echo "the files in $1 hash to ${tree_:-nothing} (find | sort | sha256sum), want $3: not the release reviewed"
+	return 1
+}
+
+p_place_release() { # DIR FILE SHA256 PROGRAM TREE: a binary (TREE -) copied to
+	# DIR/PROGRAM, or a tarball unpacked into DIR, from the store's FILE;
+	# checked on the host (sha256, tree hash, root's alone) before DIR is
+	# renamed into place.
 	new=$a.relayctl-new
 	if ! why=$(safe_dir "$(parent "$a")"); then err "$why"; return; fi
 	if [ -L "$b" ] || [ ! -f "$b" ]; then err "$b is not a regular file"; return; fi
-	if ! out=$(rm -rf -- "$new" 2>&1 && mkdir -m 0755 -- "$new" 2>&1 && cp -- "$b" "$new/relayd" 2>&1 && chmod 0755 -- "$new/relayd" 2>&1); then
-		rm -rf -- "$new"
-		err "$out"
-		return
+	sum=$(sha256_of "$b")
+	if [ "$sum" != "$c" ]; then err "the release on the host has sha256 $sum, want $c"; return; fi
+	if [ "$e" = - ]; then
+		out=$(rm -rf -- "$new" 2>&1 && mkdir -m 0755 -- "$new" 2>&1 && cp -- "$b" "$new/$d" 2>&1 && chmod 0755 -- "$new/$d" 2>&1)
+	else
+		# --no-same-owner: root owns what it unpacks; --no-same-permissions
+		# with umask 022: nothing group- or other-writable.
+		out=$(rm -rf -- "$new" 2>&1 && mkdir -m 0755 -- "$new" 2>&1 && (umask 022 && tar -x -f "$b" -C "$new" --no-same-owner --no-same-permissions 2>&1))
 	fi
-	sum=$(sha256_of "$new/relayd")
-	if [ "$sum" != "$c" ]; then
+	rc=$?
+	if [ "$rc" = 0 ]; then
+		out=$(release_holds "$new" "$d" "$e" "$c") && out=$(release_ok "$new")
+		rc=$?
+	fi
+	if [ "$rc" != 0 ]; then
 		rm -rf -- "$new"
-		err "the release on the host has sha256 $sum, want $c"
+		err "$(printf '%s' "$out" | tail -c 400)"
 		return
 	fi
 	if out=$(rm -rf -- "$a" 2>&1 && mv -T -- "$new" "$a" 2>&1); then ok; else err "install release folder $a: $out"; fi
 }
-p_check_release() { # DIR SHA256: DIR/relayd has that sha256, and DIR is root's alone all the way down
+p_check_release() { # DIR SHA256 PROGRAM TREE: DIR holds that release (release_holds),
+	# and DIR is root's alone all the way down
 	if ! why=$(release_ok "$a"); then
 		err "$why"
 		return
 	fi
-	sum=$(sha256_of "$a/relayd")
-	if [ "$sum" = "$b" ]; then ok; else err "the release already in $a has sha256 ${sum:-none}, want $b"; fi
+	if why=$(release_holds "$a" "$c" "$d" "$b"); then ok; else err "the release already in $a is not the one reviewed: $why"; fi
+}
+p_prune() { # RELEASES_DIR CURRENT_LINK N, then N lines v:VERSION or s:SHA256: remove
+	# each release folder (renamed aside first, so none is ever half there
+	# under its name) or release store entry; never the one the current
+	# link points at. VAL the count removed.
+	if ! why=$(safe_dir "$a"); then err "$why"; return; fi
+	read_argv "$c" || {
+		err "short argv"
+		return
+	}
+	cur=$(readlink -f -- "$b" 2>/dev/null)
+	n=0 failed=
+	IFS=$tab
+	set -f
+	# shellcheck disable=SC2086 # the words were sent one a line, split at tabs
+	set -- $argv_list
+	set +f
+	IFS=' 	
+'
+	for w in "$@"; do
+		case $w in
+		v:[0-9A-Za-z]*)
+			v=${w#v:}
+			case $v in *[!0-9A-Za-z.+-]* | *..*) failed="$failed $v"; continue ;; esac
+			[ "$a/$v" = "$cur" ] && continue
+			[ -d "$a/$v" ] && [ ! -L "$a/$v" ] || continue
+			if mv -T -- "$a/$v" "$a/.relayctl-prune-$v" 2>/dev/null && rm -rf -- "$a/.relayctl-prune-$v"; then n=$((n + 1)); else failed="$failed $v"; fi
+			;;
+		s:*)
+			h=${w#s:}
+			case $h in *[!0-9a-f]* | '') failed="$failed $h"; continue ;; esac
+			[ ${#h} = 64 ] && [ -d "$a/.sha256/$h" ] || continue
+			if rm -rf -- "$a/.sha256/$h"; then n=$((n + 1)); else failed="$failed $h"; fi
+			;;
+		*) failed="$failed $w" ;;
+		esac
+	done
+	# what an earlier prune was stopped in the middle of
+	for d in "$a"/.relayctl-prune-*; do
+		[ -d "$d" ] && [ ! -L "$d" ] && rm -rf -- "$d"
+	done
+	if [ -n "$failed" ]; then err "could not remove:$(clean "$failed")"; else val "$n"; fi
 }
 p_backup() { # PATH NAME: keep PATH's content, mode and owner (or its absence) for restore
 	if [ -L "$a" ]; then
@@ -574,8 +675,8 @@ p_sysctl() { # KEY VALUE [WANT]: write /proc/sys/KEY; VAL what reads back, ERR i
 	}
 	# A sysctl's exit status proves nothing (docs/kernel.md): relayctl
 	# compares what reads back.
-	if ! out=$( (printf '%s\n' "$b" >"$f") 2>&1); then
-		err "write $a: $out; it reads $(head -c 200 "$f")"
+	if ! (printf '%s\n' "$b" >"$f") 2>/dev/null; then
+		err "the kernel refused $a = $b ($(kernel_says "$f" "$b")); it reads $(head -c 200 "$f")"
 		return
 	fi
 	got=$(head -c 4096 "$f")
@@ -584,6 +685,15 @@ p_sysctl() { # KEY VALUE [WANT]: write /proc/sys/KEY; VAL what reads back, ERR i
 		return
 	fi
 	val "$got"
+}
+# kernel_says FILE VALUE: why the kernel refused VALUE for a /proc/sys
+# file, in its own words (the errno's text: "Invalid argument"); the
+# shell's printf only says "I/O error", so the write is made again by dd,
+# which names the errno.
+kernel_says() {
+	ks_=$(printf '%s\n' "$2" | dd of="$1" bs=4096 2>&1 | grep '^dd:' | head -n 1)
+	ks_=${ks_##*: }
+	printf '%s' "${ks_:-refused}"
 }
 p_handoff() { # command N, then N lines: the handoff argv; VAL the host clock (ns) before it
 	t=$(date +%s%N)
@@ -606,6 +716,10 @@ service() {
 		if out=$(systemctl "$1" -- "$b" 2>&1 9>&-); then val "$t"; else err "systemctl $1 $b: $(printf '%s' "$out" | tail -c 300)"; fi
 		;;
 	command)
+		if [ "$1" = reload ]; then
+			reload_command
+			return
+		fi
 		read_argv "$b" || {
 			err "short argv"
 			return
@@ -641,7 +755,21 @@ service() {
 	*) err "unknown manager $a" ;;
 	esac
 }
+# reload_command: the command manager's reload, its N words (b) following.
+reload_command() {
+	read_argv "$b" || {
+		err "short argv"
+		return
+	}
+	[ -z "$argv_empty" ] || {
+		empty_argv
+		return
+	}
+	if out=$(run_list </dev/null 2>&1); then val "$t"; else err "reload: $(printf '%s' "$out" | tail -c 300)"; fi
+}
 p_restart() { service restart; } # systemd UNIT | command NSTOP NSTART, then the argv lines
+p_reload() { service reload; }   # systemd UNIT | command N, then the argv lines
+p_reload_or_restart() { service reload-or-restart; } # systemd UNIT: a reload's undo
 p_stop() { service stop; }       # systemd UNIT | command NSTOP, then the argv lines
 p_daemon_reload() {
 	if out=$(systemctl daemon-reload 2>&1 9>&-); then ok; else err "systemctl daemon-reload: $(printf '%s' "$out" | tail -c 300)"; fi
@@ -769,7 +897,7 @@ if [ -n "$dead" ]; then printf 'LOCKED %s\n' "$dead"; else printf 'LOCKED\n'; fi
 
 skipping=
 while IFS= read -r line; do
-	IFS=$tab read -r op done_op_after data_left argv_left a b c d e <<EOF
+	IFS=$tab read -r op jmode data_left argv_left a b c d e <<EOF
 $line
 EOF
 	# The payload's sizes must be numbers, or the stream cannot be kept
@@ -780,7 +908,9 @@ EOF
 		exit 2
 		;;
 	esac
-	[ "$done_op_after" = 1 ] || done_op_after=
+	# JOURNAL: 1, note the change, and fail if the journal cannot; 2 (an
+	# undo), note it if the journal can.
+	case $jmode in 1 | 2) done_op_after=1 ;; *) done_op_after='' jmode='' ;; esac
 	fn=
 	case $op in
 	'' | *[!a-z-]*) ;;

@@ -66,7 +66,7 @@ func TestAgentKeepSendsOnce(t *testing.T) {
 	}
 	// place-release makes the version folder from the store.
 	dir := filepath.Join(root, "releases", "1.8.0")
-	if _, err := runOps(h, op("place-release", dir, file, sha)); err != nil {
+	if _, err := runOps(h, op("place-release", dir, file, sha, "relayd", "-")); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "relayd")); string(b) != string(data) {
@@ -247,5 +247,46 @@ func TestAgentFetchHoldsCapSchemesAndGlobs(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(store), "*")); len(left) > 0 {
 		t.Errorf("files left in the store: %v", left)
+	}
+}
+
+// The journal is written ahead: on a full disk, a step whose start cannot
+// be noted does not start, and a change the journal cannot note is
+// answered ERR (so relayctl undoes it) rather than OK.
+func TestAgentJournalIsWrittenAhead(t *testing.T) {
+	root := rootDir(t)
+	state := filepath.Join(root, "state")
+	os.Mkdir(state, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "relayctl-journal-test", state).CombinedOutput(); err != nil {
+		t.Skipf("mount a small tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", state).Run() })
+	h := lockedAgent(t, state)
+	if _, err := runOps(h, op("begin", "p", "sha256:x")); err != nil {
+		t.Fatal(err)
+	}
+	exec.Command("dd", "if=/dev/zero", "of="+filepath.Join(state, "fill"), "bs=4k").Run() // until the disk is full
+	// and the journal's last page, which a short line would still fit in.
+	j, err := os.OpenFile(filepath.Join(state, "journal"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4096 {
+		if _, err := j.WriteString("2026-12-01T00:00:00.000000000Z fail padding\n"); err != nil {
+			break
+		}
+	}
+	j.Close()
+	victim := filepath.Join(root, "victim")
+	os.WriteFile(victim, []byte("x"), 0o644)
+	if _, err := runOps(h, op("step", "start set-sysctl: a step"), op("remove", victim)); err == nil || !strings.Contains(err.Error(), "cannot write the journal") {
+		t.Errorf("a step on a full journal: got %v, want refused", err)
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Errorf("the primitive after a step that could not be journalled ran: %v", err)
+	}
+	_, err = runOps(h, op("remove", victim))
+	if err == nil || !strings.Contains(err.Error(), "remove was done, but the journal") {
+		t.Errorf("a change on a full journal: got %v, want ERR saying so", err)
 	}
 }

@@ -186,6 +186,12 @@ func TestAgentSysctlReadsBack(t *testing.T) {
 	if _, err := runOps(h, op("sysctl", "net.core.no_such", "1")); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("a missing key: got %v", err)
 	}
+	// A value the kernel refuses is reported in the kernel's words, not the
+	// shell's "printf: I/O error" (issue 22).
+	_, err = runOps(h, op("sysctl", "net.core.somaxconn", "abc"))
+	if err == nil || !strings.Contains(err.Error(), "the kernel refused net.core.somaxconn = abc (Invalid argument); it reads 1234") {
+		t.Errorf("a refused value: got %v", err)
+	}
 }
 
 func restartFixture(prog, word string) plans.PlanService {
@@ -296,7 +302,7 @@ func TestAgentChecksReleaseOwnership(t *testing.T) {
 	body := []byte("#!/bin/sh\n")
 	os.WriteFile(filepath.Join(rel, "relayd"), body, 0o755)
 	sha := plans.SHA256(string(body))
-	if _, err := runOps(h, op("check-release", rel, sha)); err != nil {
+	if _, err := runOps(h, op("check-release", rel, sha, "relayd", "-")); err != nil {
 		t.Fatalf("a release root owns: %v", err)
 	}
 	nobody := 65534
@@ -319,7 +325,7 @@ func TestAgentChecksReleaseOwnership(t *testing.T) {
 			filepath.Dir(rel) + " is not owned by root"},
 	} {
 		c.plant()
-		if _, err := runOps(h, op("check-release", rel, sha)); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := runOps(h, op("check-release", rel, sha, "relayd", "-")); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want refused with %q", c.name, err, c.want)
 		}
 		c.undo()

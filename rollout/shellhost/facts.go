@@ -2,6 +2,7 @@ package shellhost
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -70,6 +71,23 @@ func FactsFromFrames(frames []Frame, q rollout.Query) (*plans.Facts, error) {
 	return f, by.socket(f, q.Port)
 }
 
+// servicePIDs are the processes whose sockets are the service's: the
+// unit's cgroup, or the one process found.
+func (by frameSet) servicePIDs(main int) []int {
+	var pids []int
+	if d := by.data("service-pids"); d != nil {
+		for _, w := range strings.Fields(string(d)) {
+			if n, err := strconv.Atoi(w); err == nil && n > 0 && len(pids) < 4096 {
+				pids = append(pids, n)
+			}
+		}
+	}
+	if main > 0 && !slices.Contains(pids, main) {
+		pids = append(pids, main)
+	}
+	return pids
+}
+
 // sysctls are the runtime values of the query's keys.
 func (by frameSet) sysctls(f *plans.Facts, keys []string) error {
 	for _, k := range keys {
@@ -116,6 +134,13 @@ func (by frameSet) release(f *plans.Facts, paths plans.PlanPaths) {
 			f.Release.Current = ""
 		}
 	}
+	if list, ok := by.text("store"); ok {
+		for _, sha := range strings.Fields(list) {
+			if len(sha) == 64 && strings.Trim(sha, "0123456789abcdef") == "" {
+				f.Release.Stored = append(f.Release.Stored, sha)
+			}
+		}
+	}
 	if list, ok := by.text("releases"); ok {
 		for _, v := range strings.Fields(list) {
 			if plans.ValidVersion(v) == nil {
@@ -135,11 +160,29 @@ func (by frameSet) files(f *plans.Facts, q rollout.Query) error {
 	if d := by.data("lock-owner"); d != nil {
 		f.LockOwner = plans.Visible(strings.TrimSpace(string(d)))
 	}
+	if why, ok := by.text("relay-config-unsafe"); ok {
+		f.Config = plans.FileFact{Unsafe: plans.Visible(clipTo(why, 300))}
+	}
 	if fr, ok := by["relay-config"]; ok && fr.Status == 0 {
 		if len(fr.Data) > plans.MaxHostFile {
 			return fmt.Errorf("the relay config %s is larger than %d bytes", q.Paths.RelayConfig, plans.MaxHostFile)
 		}
 		f.Config = plans.FileFact{Exists: true, Content: string(fr.Data)}
+	}
+	for _, p := range q.Files {
+		ff := plans.FileFact{}
+		if why, ok := by.text("written " + p + "-unsafe"); ok {
+			ff.Unsafe = plans.Visible(clipTo(why, 300))
+		} else if fr, ok := by["written "+p]; ok && fr.Status == 0 {
+			if len(fr.Data) > plans.MaxHostFile {
+				return fmt.Errorf("%s is larger than %d bytes", p, plans.MaxHostFile)
+			}
+			ff = plans.FileFact{Exists: true, Content: string(fr.Data)}
+		}
+		if f.Files == nil {
+			f.Files = map[string]plans.FileFact{}
+		}
+		f.Files[p] = ff
 	}
 	if fr, ok := by["unit-dropin"]; ok {
 		f.UnitDropIn = &plans.FileFact{}
@@ -157,11 +200,24 @@ func (by frameSet) files(f *plans.Facts, q rollout.Query) error {
 // and /proc/net/snmp of the relay's network namespace.
 func (by frameSet) socket(f *plans.Facts, port int) error {
 	f.Socket.Port = port
-	r, err := sockstat.ReadBack(by.data("ss"), by.data("proc-net-udp"), by.data("proc-net-snmp"), port)
+	var pids []int
+	if f.Service.Running {
+		pids = by.servicePIDs(f.Service.PID)
+	}
+	r, err := sockstat.ReadBackOf(by.data("ss"), by.data("proc-net-udp"), by.data("proc-net-snmp"), port, pids)
 	if err != nil {
 		return err
 	}
 	f.Socket.Found, f.Socket.Rcvbuf, f.Socket.Drops, f.Socket.Inode = r.Found, r.Rcvbuf, r.Drops, r.Inode
+	if len(r.Each) > 1 {
+		for _, s := range r.Each {
+			pid := 0
+			if len(s.PIDs) > 0 {
+				pid = s.PIDs[0]
+			}
+			f.Socket.All = append(f.Socket.All, plans.SocketEntry{Local: plans.Visible(clip(s.Local)), Rcvbuf: s.Rcvbuf, Drops: s.Drops, Inode: s.Inode, PID: pid})
+		}
+	}
 	f.Socket.ProcUDPDrops, f.Socket.RcvbufErrors, f.Socket.InErrors = r.ProcUDPDrops, r.RcvbufErrors, r.InErrors
 	return nil
 }

@@ -31,8 +31,16 @@ func args(q rollout.Query) ([]string, error) {
 		return nil, err
 	}
 	a := []string{strconv.Itoa(q.Port), q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir,
-		q.Service.Manager, q.Service.Name, q.Service.PIDFile, strings.Join(q.Keys, ","), q.Control, strconv.Itoa(plans.MaxHostFile), unitDropIn(q.Service)}
+		q.Service.Manager, q.Service.Name, q.Service.PIDFile, strings.Join(q.Keys, ","), q.Control, strconv.Itoa(plans.MaxHostFile), unitDropIn(q.Service),
+		orDash(q.Program), orDash(strings.Join(q.Files, ","))}
 	return append(a, tune.SysctlDirs...), nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // unitDropIn is the drop-in relayctl owns for a systemd relay, or "-".
@@ -212,7 +220,7 @@ func serviceFact(by frameSet) plans.ServiceFact {
 		}
 		s.Restarts, _ = strconv.Atoi(props["NRestarts"])
 		s.InvocationID = props["InvocationID"]
-		s.ActiveState = props["ActiveState"]
+		s.ActiveState, s.SubState = plans.Visible(clip(props["ActiveState"])), plans.Visible(clip(props["SubState"]))
 		if props["LoadState"] == "not-found" {
 			s.UnitMissing = true
 			s.Detail = "unit not found"
@@ -222,12 +230,20 @@ func serviceFact(by frameSet) plans.ServiceFact {
 			s.Detail = props["ActiveState"] + "/" + props["SubState"]
 		}
 	}
+	if fr, ok := by["found-by"]; ok {
+		text := clipTo(strings.TrimSpace(string(fr.Data)), 300)
+		if fr.Status == 0 {
+			s.FoundBy = text
+		} else {
+			s.Detail = "cannot tell: nothing names the relay's process (a pid file or a systemd unit), and " + text + "; name it with --pid-file or --systemd-unit"
+		}
+	}
 	if fr, ok := by["pidfile-untrusted"]; ok {
 		s.Detail = clipTo(strings.TrimSpace(string(fr.Data)), 300)
 	}
 	if fr, ok := by["untrusted-pid"]; ok {
 		pid, exe, _ := strings.Cut(strings.TrimSpace(string(fr.Data)), " ")
-		s.Detail = "pid " + clipTo(pid, 20) + " runs " + clipTo(exe, 200) + ", which is not a release: not read back"
+		s.Detail = "pid " + clipTo(pid, 20) + " runs " + clipTo(exe, 200) + ", which is not the service's program (relay.release.program, or a release): not read back"
 	}
 	if fr, ok := by["service"]; ok {
 		if pid, err := strconv.Atoi(strings.TrimSpace(string(fr.Data))); err == nil && pid > 0 {
@@ -239,7 +255,7 @@ func serviceFact(by frameSet) plans.ServiceFact {
 			s.Detail = "not running"
 		}
 	}
-	s.Detail = plans.Visible(s.Detail)
+	s.Detail, s.FoundBy = plans.Visible(s.Detail), plans.Visible(s.FoundBy)
 	return s
 }
 

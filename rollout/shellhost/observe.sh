@@ -10,10 +10,14 @@
 # bounded (head -c), so a huge file cannot flood relayctl.
 # Each section costs one process at most: this runs on every host at once.
 # Arguments (validated and quoted by relayctl):
-#   PORT CURRENT_LINK RELEASES_DIR RELAY_CONFIG STATE_DIR MANAGER UNIT PID_FILE KEYS CONTROL MAXFILE UNIT_DROPIN SYSCTL_DIR...
+#   PORT CURRENT_LINK RELEASES_DIR RELAY_CONFIG STATE_DIR MANAGER UNIT PID_FILE KEYS CONTROL MAXFILE UNIT_DROPIN PROGRAM FILES SYSCTL_DIR...
 # KEYS is a comma-separated list of sysctl keys. MANAGER is systemd,
-# command or none. CONTROL is the relay's control address (host:port, in
+# command or none (nothing names the process: it is looked for by its socket). CONTROL is the relay's control address (host:port, in
 # the relay's network namespace), "" for none. MAXFILE bounds each file read.
+# PROGRAM is the installed program a service of release kind none runs
+# (a process is read back only if it runs it), - for a release relayctl
+# ships (its process must run from RELEASES_DIR). FILES is a comma-separated
+# list of the other files a plan writes (its templates'), - for none.
 # Nothing here runs a command named by a spec: the relay is found through
 # systemd or a pid file, and trusted only if its executable is a release.
 set -u
@@ -24,8 +28,8 @@ IFS= read -r b || exit 3
 case $b in @@relayctl-*) ;; *) exit 3 ;; esac
 port=$1 current=$2 releases=$3 config=$4 state=$5 manager=$6 unit=$7 pidfile=$8 keys=$9
 shift 9
-control=$1 maxfile=$2 unitdropin=$3
-shift 3
+control=$1 maxfile=$2 unitdropin=$3 program=$4 files=$5
+shift 5
 
 emit() { # emit NAME CMD [ARGS...]
 	printf '%s %s\n' "$b" "$1"
@@ -120,12 +124,56 @@ for d in "$@"; do
 done
 [ -f /etc/sysctl.conf ] && emit "file /etc/sysctl.conf" file_of /etc/sysctl.conf
 
-if [ -L "$current" ]; then emit current-link readlink "$current"; else emit current-link absent; fi
-if [ -d "$releases" ]; then emit releases ls -1 "$releases"; else emit releases absent; fi
-if [ -e "$config" ]; then emit relay-config file_of "$config"; else emit relay-config absent; fi
+if [ "$program" = - ]; then
+	if [ -L "$current" ]; then emit current-link readlink "$current"; else emit current-link absent; fi
+	if [ -d "$releases" ]; then emit releases ls -1 "$releases"; else emit releases absent; fi
+	# the release store, most recently stored first (store.go)
+	[ -d "$releases/.sha256" ] && emit store ls -1t "$releases/.sha256"
+fi
+# A file relayctl writes may hold secrets (the relay config above all): it
+# is read only where root alone could have put it, never through a symlink
+# (whose target could be any file). read_owned NAME PATH.
+read_owned() {
+	if [ -L "$2" ]; then
+		value "$1-unsafe" 0 "$2 is a symlink"
+	elif [ -e "$2" ]; then
+		cdir=${2%/*}
+		own=$(stat -c '%u %a' -- "${cdir:-/}")
+		case $own in
+		"0 "[0-7][0145][0145] | "0 "[0145][0145] | "0 "[0-7][0-7][0145][0145]) emit "$1" file_of "$2" ;;
+		*) value "$1-unsafe" 0 "${cdir:-/} (the folder of $2) is owned by uid ${own% *} with mode ${own#* }: others can write it" ;;
+		esac
+	else emit "$1" absent; fi
+}
+read_owned relay-config "$config"
+if [ "$files" != - ]; then
+	old_ifs=$IFS
+	IFS=,
+	for f in $files; do
+		IFS=$old_ifs
+		read_owned "written $f" "$f"
+	done
+	IFS=$old_ifs
+fi
 # An apply that did not finish leaves its journal and lock owner behind.
 [ -f "$state/journal" ] && emit journal tail -c 1048576 "$state/journal"
 [ -s "$state/lock.owner" ] && emit lock-owner head -c 4096 "$state/lock.owner"
+
+# runs_program EXE: EXE is what the service runs: the spec's installed
+# program (kind none), or anything in a release folder.
+if [ "$program" = - ]; then
+	what="a release in $releases"
+else
+	realprog=$(readlink -f -- "$program" 2>/dev/null) || realprog=$program
+	what=$program
+fi
+runs_program() {
+	if [ "$program" = - ]; then
+		case $1 in "$releases"/*) return 0 ;; esac
+		return 1
+	fi
+	[ "$1" = "$realprog" ]
+}
 
 pid=
 case $manager in
@@ -133,6 +181,20 @@ systemd)
 	if [ -e "$unitdropin" ]; then emit unit-dropin file_of "$unitdropin"; else emit unit-dropin absent; fi
 	emit_all systemd systemctl show --property=MainPID,LoadState,ActiveState,SubState,NRestarts,InvocationID -- "$unit"
 	pid=$(systemctl show --property=MainPID --value -- "$unit" 2>/dev/null </dev/null)
+	# Every process of the unit (workers beside the main one): its sockets
+	# are the service's. cgroup v2, else v1's systemd hierarchy.
+	cg=$(systemctl show --property=ControlGroup --value -- "$unit" 2>/dev/null </dev/null)
+	case $cg in
+	/*[!A-Za-z0-9@._:/\-]* | '' | *..*) ;;
+	/*)
+		for procs in "/sys/fs/cgroup$cg/cgroup.procs" "/sys/fs/cgroup/systemd$cg/cgroup.procs"; do
+			if [ -f "$procs" ]; then
+				emit service-pids head -c 65536 "$procs"
+				break
+			fi
+		done
+		;;
+	esac
 	;;
 command)
 	# The pid file is trusted only if nobody but root can write it.
@@ -143,6 +205,27 @@ command)
 		*) value pidfile-untrusted 0 "$pidfile is owned by uid ${own% *} with mode ${own#* }: only root may write it" ;;
 		esac
 	fi
+	;;
+none)
+	# Nothing names the relay's process (facts without --pid-file or
+	# --systemd-unit): find one that runs a release and has a UDP socket
+	# bound to the port, from the kernel's own tables. It is read back only
+	# as a pid file's would be: it must run a release (checked below).
+	hex=$(printf '%04X' "$port")
+	found=
+	for d in /proc/[0-9]*; do
+		e=$(readlink "$d/exe" 2>/dev/null) || continue
+		runs_program "$e" || continue
+		if grep -q "^ *[0-9]*: [0-9A-F]*:$hex " "$d/net/udp" "$d/net/udp6" 2>/dev/null; then
+			found="$found ${d#/proc/}"
+		fi
+	done
+	set -- $found
+	case $# in
+	1) pid=$1 value found-by 0 "its socket: the one process running $what with udp/$port" ;;
+	0) value found-by 1 "no process running $what has udp/$port" ;;
+	*) value found-by 1 "$# processes running $what have udp/$port:$found" ;;
+	esac
 	;;
 esac
 set -f
@@ -157,13 +240,10 @@ case $pid in '' | 0 | *[!0-9]*) pid= ;; esac
 exe=
 if [ -n "$pid" ] && [ -d "/proc/$pid" ]; then
 	exe=$(readlink "/proc/$pid/exe" 2>/dev/null)
-	case $exe in
-	"$releases"/*) ;;
-	*)
+	if ! runs_program "$exe"; then
 		value untrusted-pid 0 "$pid $exe"
 		pid=
-		;;
-	esac
+	fi
 else
 	pid=
 fi
@@ -173,7 +253,7 @@ filter="sport = :$port"
 if [ -n "$pid" ]; then
 	value relay-exe 0 "$exe"
 	emit relay-netns readlink "/proc/$pid/ns/net"
-	emit ss nsenter -t "$pid" -n ss -H -O -u -a -n -m -e "$filter"
+	emit ss nsenter -t "$pid" -n ss -H -O -u -a -n -m -e -p "$filter"
 	emit proc-net-udp cat "/proc/$pid/net/udp"
 	emit proc-net-snmp cat "/proc/$pid/net/snmp"
 	if [ -n "$control" ]; then

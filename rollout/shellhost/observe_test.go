@@ -166,6 +166,14 @@ func startFakeRelay(t *testing.T) *fakeRelay {
 	os.Symlink(dir+"/releases/1.7.0", dir+"/current")
 	os.WriteFile(dir+"/relayd.env", []byte("RELAYD_SO_RCVBUF=0\n"), 0o644)
 	cmd := exec.Command(dir+"/releases/1.7.0/relayd", "60")
+	// The stand-in holds the socket, as a relay does: observe reads back
+	// only the sockets of the service's processes (ss -p).
+	sock, err := conn.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	cmd.ExtraFiles = []*os.File{sock}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +244,7 @@ func TestObserveTrustsOnlyReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Service.Running || !strings.Contains(f.Service.Detail, "pid 1 runs") || !strings.Contains(f.Service.Detail, "not a release") {
+	if f.Service.Running || !strings.Contains(f.Service.Detail, "pid 1 runs") || !strings.Contains(f.Service.Detail, "not the service's program") {
 		t.Errorf("pid 1: got %+v, want not running, not read back", f.Service)
 	}
 	os.WriteFile(r.pidFile, []byte(strconv.Itoa(r.pid)+"\n"), 0o666)

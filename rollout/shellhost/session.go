@@ -342,7 +342,10 @@ func writeBatch(w io.Writer, batch []rollout.Op, calls map[int]*observeCall, wit
 			data = nil
 		}
 		journal := "0"
-		if o.Mutates() {
+		switch {
+		case o.Undoing():
+			journal = "2" // noted if the journal can be written: an undo is better done than not
+		case o.Mutates():
 			journal = "1"
 		}
 		fmt.Fprintf(&b, "%s\t%s\t%d\t%d", o.Kind, journal, len(data), len(argv))

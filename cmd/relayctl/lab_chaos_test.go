@@ -1,0 +1,414 @@
+package main
+
+// The chaos test (issue 20): faults together, at random moments, on lab
+// hosts with a real sshd and relayd. Each trial plans the other release
+// (1.8.0 and 1.7.0 in turn), starts `relayctl apply` as a process of its
+// own, and at a random moment of a phase it picks (the stage, the window,
+// the read-back and commit, or any time in the first 700 ms, each found by
+// watching the victim host's journal) does one of: SIGKILL relayctl, cut a
+// host's SSH connection, kill the agent on a host, or fill a disk on a
+// host (its releases or its state folder). The relay's stop takes 300 ms,
+// as a relay that drains does, so a window is long enough to be hit. Then it runs the
+// one documented recovery, `relayctl apply PLAN --resume`, and checks
+// every host: as planned or as it was (never in between), one relay process,
+// rb as its outcome says, the ledger and the receipt's words true to it.
+//
+// RELAYCTL_CHAOS_TRIALS (default 4: the CI run) and RELAYCTL_CHAOS_SEED
+// choose the run; RELAYCTL_CHAOS_OUT=FILE writes its figures as JSON
+// (scripts/chaos.sh runs the long one).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relayctl/relayctl/internal/lab"
+	"github.com/relayctl/relayctl/relay/sockstat"
+	"github.com/relayctl/relayctl/rollout"
+)
+
+// chaosPhase is a moment a trial aims its fault at: a random delay (up to
+// within ms) after the first journal line that says the victim reached
+// the phase (marker; "" is from the start).
+type chaosPhase struct {
+	name, marker string
+	within       int
+}
+
+var chaosPhases = []chaosPhase{
+	{"any time in the first 700 ms", "", 700},
+	{"stage", "begin plan=", 150},
+	{"window", "start window", 400},
+	{"read-back and commit", "done restart", 150},
+}
+
+// chaosFaults are the faults a trial picks from.
+var chaosFaults = []string{"kill relayctl", "cut a connection", "kill an agent", "fill a disk"}
+
+// chaosFigures are a run's counts, for docs/recovery.md.
+type chaosFigures struct {
+	Seed        int64          `json:"seed"`
+	Trials      int            `json:"trials"`
+	Faults      map[string]int `json:"faults"`           // by kind
+	Aimed       map[string]int `json:"aimed_at"`         // the phase each trial aimed at
+	Policies    map[string]int `json:"recover_policies"` // --recover of each recovery
+	Phases      map[string]int `json:"faults_by_phase"`  // where each host was when it hit
+	Recoveries  map[string]int `json:"recoveries"`       // what the recovering run did, by host
+	InBetween   int            `json:"hosts_in_between"`
+	MoreThanOne int            `json:"recoveries_needing_more_than_one_command"`
+	Problems    []string       `json:"problems,omitempty"`
+}
+
+func TestLabChaos(t *testing.T) {
+	trials := envInt(t, "RELAYCTL_CHAOS_TRIALS", 4)
+	seed := int64(envInt(t, "RELAYCTL_CHAOS_SEED", int(time.Now().UnixNano()%1e9)))
+	rng := rand.New(rand.NewPCG(uint64(seed), 20))
+	c := newChaos(t)
+	fig := &chaosFigures{Seed: seed, Trials: trials, Faults: map[string]int{}, Aimed: map[string]int{}, Policies: map[string]int{}, Phases: map[string]int{}, Recoveries: map[string]int{}}
+	t.Logf("chaos: seed %d, %d trials", seed, trials)
+	for n := range trials {
+		c.trial(n, rng, fig)
+	}
+	t.Logf("chaos: %+v", *fig)
+	if out := os.Getenv("RELAYCTL_CHAOS_OUT"); out != "" {
+		b, _ := json.MarshalIndent(fig, "", "  ")
+		os.WriteFile(out, b, 0o644)
+	}
+	if fig.InBetween > 0 || fig.MoreThanOne > 0 {
+		t.Errorf("%d host(s) in between, %d recoveries needing more than one command (seed %d):\n%s",
+			fig.InBetween, fig.MoreThanOne, seed, strings.Join(fig.Problems, "\n"))
+	}
+}
+
+// chaos is the test's lab: three hosts, both releases, and relayctl built
+// as a program of its own (it is killed).
+type chaos struct {
+	t     *testing.T
+	e     *labEnv
+	bin   string
+	specs [2]string // 1.8.0, then 1.7.0
+	want  [2]chaosHost
+}
+
+// chaosHost is what a host is: the release its link names, its rb.
+type chaosHost struct {
+	release string
+	rb      uint64
+}
+
+func newChaos(t *testing.T) *chaos {
+	c := &chaos{t: t}
+	c.e = startLab(t, make([]lab.HostOptions, 3), nil)
+	c.bin = filepath.Join(t.TempDir(), "relayctl")
+	if out, err := exec.Command("go", "build", "-o", c.bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build relayctl: %v %s", err, out)
+	}
+	base, _ := os.ReadFile(c.e.spec)
+	base = []byte(strings.Replace(string(base), "stop: ["+lab.ServiceScript+", stop]",
+		`stop: [/bin/sh, -c, "sleep 0.3; exec `+lab.ServiceScript+` stop"]`, 1))
+	os.WriteFile(c.e.spec, base, 0o644)
+	older := strings.Replace(string(base), "version: 1.8.0\n    artifact: "+lab.BuildRelayd(t, "1.8.0"), "version: 1.7.0\n    artifact: "+lab.BuildRelayd(t, "1.7.0"), 1)
+	older = strings.Replace(older, "so_rcvbuf: 4194304", "so_rcvbuf: 2097152", 1)
+	c.specs[0] = c.e.spec
+	c.specs[1] = filepath.Join(c.e.dir, "older.yaml")
+	os.WriteFile(c.specs[1], []byte(older), 0o644)
+	c.want = [2]chaosHost{{"1.8.0", 8388608}, {"1.7.0", 4194304}}
+	// Small disks of their own for the releases and the state folder, so a
+	// fault can fill them.
+	for _, h := range c.e.lab.Hosts {
+		c.sh(h, `set -e
+cp -a /opt/relay/releases /opt/relay/releases.keep
+mount -t tmpfs -o size=64m,mode=0755 chaos-releases /opt/relay/releases
+cp -a /opt/relay/releases.keep/. /opt/relay/releases/ && rm -rf /opt/relay/releases.keep
+mkdir -p /var/lib/relayctl && mount -t tmpfs -o size=16m,mode=0755 chaos-state /var/lib/relayctl`)
+	}
+	return c
+}
+
+func (c *chaos) sh(h *lab.Host, script string) string {
+	c.t.Helper()
+	out, err := h.Exec(context.Background(), "sh", "-c", script)
+	if err != nil {
+		c.t.Fatalf("%s: %v %s", h.Name, err, out)
+	}
+	return string(out)
+}
+
+// run starts relayctl with the lab's SSH files.
+func (c *chaos) run(args ...string) *exec.Cmd {
+	l := c.e.lab
+	cmd := exec.Command(c.bin, append(args, "--ssh-config", l.SSHConfig, "--known-hosts", l.KnownHosts, "--identity", l.Identity)...)
+	cmd.Dir = c.e.dir
+	return cmd
+}
+
+// trial is one plan, one faulty apply, one recovery, and the checks.
+func (c *chaos) trial(n int, rng *rand.Rand, fig *chaosFigures) {
+	t := c.t
+	target := n % 2
+	plan := filepath.Join(c.e.dir, fmt.Sprintf("trial-%d.plan", n))
+	before := c.hosts()
+	args := []string{"plan", c.specs[target], "-out", plan}
+	if target == 1 {
+		args = append(args, "--allow-downgrade")
+	}
+	if out, err := c.run(args...).CombinedOutput(); err != nil && exitOf(err) != 2 {
+		t.Fatalf("trial %d: plan: %v %s", n, err, out)
+	}
+	fault := chaosFaults[rng.IntN(len(chaosFaults))]
+	victim := c.e.lab.Hosts[rng.IntN(len(c.e.lab.Hosts))]
+	fig.Faults[fault]++
+	first := c.run("apply", plan, "--waves", "100%", "--parallel", "3", "--max-failures", "3", "--max-unreachable", "3")
+	var out strings.Builder
+	first.Stdout, first.Stderr = &out, &out
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- first.Wait() }()
+	phase := chaosPhases[rng.IntN(len(chaosPhases))]
+	fig.Aimed[phase.name]++
+	ended := c.await(victim, phase, done, rng)
+	undo := c.inject(fault, victim, first, rng)
+	select {
+	case <-ended:
+	case <-time.After(3 * time.Minute):
+		first.Process.Kill()
+		<-done
+		t.Fatalf("trial %d: the faulty apply never ended:\n%s", n, out.String())
+	}
+	c.waitAgents()
+	for _, h := range c.e.lab.Hosts {
+		fig.Phases[c.phaseOf(h)]++
+	}
+	undo()
+
+	// The one documented recovery command, with either policy.
+	policy := []string{"complete", "rollback"}[rng.IntN(2)]
+	fig.Policies[policy]++
+	rec := c.run("apply", plan, "--resume", "--recover", policy, "--waves", "100%", "--parallel", "3", "--max-failures", "3", "--max-unreachable", "3")
+	recOut, err := rec.CombinedOutput()
+	code := exitOf(err)
+	c.check(n, target, fault, before, plan, code, string(recOut), fig)
+}
+
+// inject does the fault and returns what puts the host back (a disk freed).
+func (c *chaos) inject(fault string, h *lab.Host, apply *exec.Cmd, rng *rand.Rand) func() {
+	switch fault {
+	case "kill relayctl":
+		apply.Process.Signal(syscall.SIGKILL)
+	case "cut a connection":
+		exec.Command("pkill", "-KILL", "-P", strconv.Itoa(h.SSHDPID)).Run()
+	case "kill an agent":
+		for _, pid := range c.agents(h) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	case "fill a disk":
+		dir := "/opt/relay/releases"
+		if rng.IntN(2) == 1 {
+			dir = "/var/lib/relayctl"
+		}
+		h.Exec(context.Background(), "sh", "-c", "dd if=/dev/zero of="+dir+"/.chaos-fill bs=64k 2>/dev/null; true")
+		return func() { h.Exec(context.Background(), "rm", "-f", dir+"/.chaos-fill") }
+	}
+	return func() {}
+}
+
+// await waits until the victim's journal shows the phase's marker (or the
+// apply ends, or 10 s pass), then a random part of the phase's length. It
+// returns where the apply's end arrives.
+func (c *chaos) await(h *lab.Host, ph chaosPhase, done chan error, rng *rand.Rand) <-chan error {
+	if ph.marker != "" {
+		// Read through the host's own root: its state folder is a mount of
+		// its mount namespace.
+		path := fmt.Sprintf("/proc/%d/root/var/lib/relayctl/journal", h.SSHDPID)
+		for i := 0; i < 2000; i++ {
+			if b, _ := os.ReadFile(path); strings.Contains(string(b), ph.marker) {
+				break
+			}
+			select {
+			case err := <-done: // over before the phase came
+				again := make(chan error, 1)
+				again <- err
+				return again
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	time.Sleep(time.Duration(rng.IntN(ph.within+1)) * time.Millisecond)
+	return done
+}
+
+// agents are the PIDs of relayctl agents running on h (in its mount
+// namespace).
+func (c *chaos) agents(h *lab.Host) []int {
+	var pids []int
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+		ns, _ := os.Readlink("/proc/" + p.Name() + "/ns/mnt")
+		if strings.Contains(string(cmdline), "relayctl-agent") && ns == h.MountNS {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// waitAgents waits until no agent runs on any host: an agent whose
+// relayctl is gone goes on with its batch until it next writes to it.
+func (c *chaos) waitAgents() {
+	for range 600 {
+		busy := false
+		for _, h := range c.e.lab.Hosts {
+			busy = busy || len(c.agents(h)) > 0
+		}
+		if !busy {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatal("agents still running 30 s after the faulty apply ended")
+}
+
+// phaseOf is where the faulty run left a host, from its journal.
+func (c *chaos) phaseOf(h *lab.Host) string {
+	j, _ := h.Exec(context.Background(), "sh", "-c", "cat /var/lib/relayctl/journal 2>/dev/null; true")
+	s := string(j)
+	switch {
+	case s == "":
+		return "none left (done, or not begun)"
+	case strings.Contains(s, "start rollback"):
+		return "rollback"
+	case strings.Contains(s, " end "):
+		return "commit"
+	case strings.Contains(s, "start window"):
+		return "window"
+	}
+	return "stage"
+}
+
+// hosts reads what each host is now.
+func (c *chaos) hosts() []chaosHost {
+	var out []chaosHost
+	for _, h := range c.e.lab.Hosts {
+		out = append(out, c.host(h))
+	}
+	return out
+}
+
+func (c *chaos) host(h *lab.Host) chaosHost {
+	link, _ := h.Exec(context.Background(), "readlink", "/opt/relay/current")
+	ch := chaosHost{release: filepath.Base(strings.TrimSpace(string(link)))}
+	pid, err := h.RelayPID(context.Background())
+	if err != nil {
+		return ch
+	}
+	out, err := h.Exec(context.Background(), "nsenter", "-t", strconv.Itoa(pid), "-n", "ss", "-H", "-O", "-u", "-l", "-n", "-m", "sport = :7788")
+	if socks, perr := sockstat.ParseSS(out); err == nil && perr == nil && len(socks) == 1 {
+		ch.rb = socks[0].Rcvbuf
+	}
+	return ch
+}
+
+// relays counts the relayd processes in h's relay network namespace.
+func (c *chaos) relays(h *lab.Host) int {
+	want, err := os.Stat("/run/netns/" + h.RelayNetns)
+	if err != nil {
+		return -1
+	}
+	n := 0
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		exe, _ := os.Readlink("/proc/" + p.Name() + "/exe")
+		ns, err := os.Stat("/proc/" + p.Name() + "/ns/net")
+		if err == nil && strings.Contains(exe, "/opt/relay/releases/") && os.SameFile(ns, want) {
+			n++
+		}
+	}
+	return n
+}
+
+// check holds every host to "as planned or as it was", and the receipt and
+// ledger to the truth.
+func (c *chaos) check(n, target int, fault string, before []chaosHost, plan string, code int, out string, fig *chaosFigures) {
+	problem := func(format string, a ...any) {
+		fig.Problems = append(fig.Problems, fmt.Sprintf("trial %d (%s): ", n, fault)+fmt.Sprintf(format, a...))
+	}
+	var r rollout.FleetReceipt
+	if b, err := os.ReadFile(plan + ".receipt.json"); err != nil || json.Unmarshal(b, &r) != nil || len(r.Hosts) != len(c.e.lab.Hosts) {
+		problem("no receipt from the recovery (exit %d):\n%s", code, out)
+		fig.MoreThanOne++
+		return
+	}
+	led := readLedger(c.t, plan)
+	for i, h := range c.e.lab.Hosts {
+		now, rh := c.host(h), r.Hosts[i]
+		planned, was := now == c.want[target], now == before[i]
+		switch {
+		case !planned && !was:
+			fig.InBetween++
+			problem("%s is in between: %+v (planned %+v, was %+v); the recovery said %s (%s): %s", h.Name, now, c.want[target], before[i], rh.Outcome, rh.State, rh.Reason)
+		case rh.Outcome == rollout.Applied || rh.Outcome == rollout.Unchanged:
+			if !planned {
+				problem("%s: the receipt says %s, the host is not as planned: %+v", h.Name, rh.Outcome, now)
+			}
+		case rh.State == rollout.StateAsWas:
+			if !was {
+				problem("%s: the receipt says %s (as it was), the host is not: %+v", h.Name, rh.Outcome, now)
+			}
+		default:
+			// Neither applied nor as it was: a recovery that did not converge.
+			fig.MoreThanOne++
+			problem("%s: the recovery ended %s (%s): %s", h.Name, rh.Outcome, rh.State, rh.Reason)
+		}
+		if k := c.relays(h); k != 1 {
+			problem("%s: %d relay processes", h.Name, k)
+		}
+		if led.Hosts[i].Outcome != string(rh.Outcome) {
+			problem("%s: the ledger says %s, the receipt %s", h.Name, led.Hosts[i].Outcome, rh.Outcome)
+		}
+		kind := rh.Recovery
+		if kind == "" {
+			kind = "none: " + string(rh.Outcome)
+		}
+		fig.Recoveries[kind]++
+	}
+}
+
+func exitOf(err error) int {
+	if err == nil {
+		return 0
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return n
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# chaos.sh: the long run of the chaos test (cmd/relayctl/lab_chaos_test.go,
+# docs/recovery.md). Each trial plans the other release on three lab hosts,
+# applies it, and 30-700 ms in kills relayctl, cuts a host's SSH
+# connection, kills a host's agent or fills a disk; then the one recovery
+# command (apply --resume) must leave every host as planned or as it was,
+# with one relay process and a receipt and ledger that say so. Prints the
+# figures by fault, phase and recovery, and writes them as JSON.
+#
+# Needs root (the lab). Takes the machine's global sysctl lock for the
+# whole run, as the Go lab tests do.
+#
+# Settings (environment):
+#   TRIALS=250    trials (CI runs 4 in make test)
+#   SEED=2026     the random seed (the same seed, the same faults)
+#   OUT=FILE      the figures as JSON (default: chaos-SEED.json here)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+trials=${TRIALS:-250}
+seed=${SEED:-2026}
+out=${OUT:-$PWD/chaos-$seed.json}
+RELAYCTL_CHAOS_TRIALS=$trials RELAYCTL_CHAOS_SEED=$seed RELAYCTL_CHAOS_OUT=$out \
+	go test -count=1 -run '^TestLabChaos$' -v -timeout 3h ./cmd/relayctl | grep -E 'chaos:|^(--- |ok|FAIL)'
+echo "figures: $out"
