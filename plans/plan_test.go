@@ -415,4 +415,10 @@ func TestPlanStreamsItsCanonicalBytes(t *testing.T) {
 	if _, err := Load("x.plan", odd); err == nil || !strings.Contains(err.Error(), "edited after review") {
 		t.Errorf("a plan in bytes relayctl does not write: %v", err)
 	}
+	// The same content and checksum, respaced: the bytes signed and
+	// reviewed are not these.
+	spaced := bytes.Replace(body, []byte("\n  \"hosts\": ["), []byte("\n  \"hosts\":  ["), 1)
+	if _, err := Load("x.plan", spaced); bytes.Equal(spaced, body) || err == nil || !strings.Contains(err.Error(), "edited after review") {
+		t.Errorf("a respaced plan with its checksum: %v", err)
+	}
 }

@@ -86,6 +86,12 @@ func TestInventorySpecErrors(t *testing.T) {
 		{"target reaching ssh as an option", invSpec, strings.Replace(invINI, "ansible_host=10.0.0.1", "ansible_host=-oProxyCommand=x", 1), "inv/hosts.ini:2: relay-1.ash: ansible_host \"-oProxyCommand=x\" is neither"},
 		{"by a label the hosts lack", invSpec, invINI, ""},
 	}
+	// A host named by an IPv6 address cannot be dialled by that name.
+	s, _ := ParseSpec("fleet.yaml", []byte(strings.Replace(strings.Replace(invSpec, "hosts.ini", "hosts.yaml", 1), "%s", "", 1)))
+	_, errs := s.SelectHosts(InventoryInput{Path: "inv/hosts.yaml", Data: []byte("relays:\n  hosts:\n    \"2001:db8::1\": {region: ash}\nmaintenance:\n  hosts: {}\n")})
+	if got := errs.Error(); !strings.Contains(got, "inv/hosts.yaml:3: host 2001:db8::1: relayctl names a host by a name it can also dial") {
+		t.Errorf("an IPv6 name: %s", got)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := strings.Replace(tt.spec, "%s", "", 1)
