@@ -62,6 +62,15 @@ type RelayStatusFact struct {
 	// old one's last read and its first, in microseconds.
 	HandoffFromPID int    `json:"handoff_from_pid,omitempty"`
 	HandoffGapUS   *int64 `json:"handoff_gap_us,omitempty"`
+	HandoffLobbies int    `json:"handoff_lobbies,omitempty"`
+	HandoffPlayers int    `json:"handoff_players,omitempty"`
+	// FDStore is "systemd/1" when the relay keeps its socket and lobbies in
+	// systemd's file-descriptor store; SocketFrom where its socket came
+	// from (bound, handoff, fdstore); FDStoreState the state it restored
+	// (final after a clean stop, periodic after a crash).
+	FDStore      string `json:"fdstore,omitempty"`
+	SocketFrom   string `json:"socket_from,omitempty"`
+	FDStoreState string `json:"fdstore_state,omitempty"`
 }
 
 // SysctlFact is a runtime value read from /proc/sys.
@@ -120,6 +129,10 @@ type ServiceFact struct {
 	InvocationID string `json:"invocation_id,omitempty"`
 	ActiveState  string `json:"active_state,omitempty"`
 	SubState     string `json:"sub_state,omitempty"`
+	// The unit's file-descriptor store: its size (FileDescriptorStoreMax)
+	// and the fds in it now (NFileDescriptorStore).
+	FDStoreMax int `json:"fdstore_max,omitempty"`
+	FDStored   int `json:"fdstore_fds,omitempty"`
 }
 
 // SocketFact is the relay socket read back from the kernel, in the relay

@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"path"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/hashicorp/go-version"
 
-	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/relay/config"
 	"github.com/relayctl/relayctl/relay/dist"
 	"github.com/relayctl/relayctl/tune"
@@ -163,12 +161,20 @@ type HostPlan struct {
 	Files         []FileChange      `json:"files"` // every file relayctl writes on the host (files.go)
 	Restart       bool              `json:"restart"`
 	PlayersAtPlan *Players          `json:"players_at_plan,omitempty"` // what the relay's /status said, with a drain gate
-	Switch        string            `json:"switch,omitempty"`          // how the window switches the relay: restart or handoff
+	Switch        string            `json:"switch,omitempty"`          // how the window switches the relay: restart, handoff, reload, fdstore
 	SwitchWhy     string            `json:"switch_why,omitempty"`      // why that way
-	Readback      Readback          `json:"readback"`
-	Capacity      *tune.Capacity    `json:"capacity,omitempty"` // the planned rb against the spec's promise
-	Steps         []Step            `json:"steps"`              // the steps apply will take (Input.Steps)
-	Previous      PreviousState     `json:"previous"`           // what a rollback restores
+	// ClearStore says when a restart empties the unit's file-descriptor
+	// store, so that a release that binds its own socket can start:
+	// "window" (the new release cannot take the stored socket) or
+	// "rollback" (the old one may not).
+	ClearStore string `json:"clear_store,omitempty"`
+	// StoreGap is the old rb against the spec's promise over the gap of a
+	// restart through the store, when the spec has a capacity section.
+	StoreGap *tune.Capacity `json:"store_gap,omitempty"`
+	Readback Readback       `json:"readback"`
+	Capacity *tune.Capacity `json:"capacity,omitempty"` // the planned rb against the spec's promise
+	Steps    []Step         `json:"steps"`              // the steps apply will take (Input.Steps)
+	Previous PreviousState  `json:"previous"`           // what a rollback restores
 }
 
 // FactEntry is one observed fact the plan depends on.
@@ -477,7 +483,7 @@ func planHost(p *Plan, id HostID, f *Facts) *HostPlan {
 		changes = changes || c.Change
 	}
 	if h.Restart {
-		h.Switch, h.SwitchWhy = planSwitch(h, p, f)
+		planSwitch(h, p, f)
 	}
 
 	switch {
@@ -642,95 +648,6 @@ func ManagedConfig(r PlannedRelay) []config.Setting {
 		add(k.HandoffSocket, r.HandoffSocket)
 	}
 	return s
-}
-
-// Switches of the relay in a window.
-const (
-	SwitchRestart = "restart"
-	SwitchHandoff = "handoff"
-	SwitchReload  = "reload"
-)
-
-// planSwitch decides how the window switches the relay: a handoff (the
-// running relay passes its socket and lobbies to the new release, which
-// sets its own SO_RCVBUF on it) when the spec asks for one and both the
-// release and the running relay support it; a plain restart otherwise, and
-// why.
-func planSwitch(h *HostPlan, p *Plan, f *Facts) (string, string) {
-	if !p.Relay.Service.ReloadKeepsSocket {
-		return restartOrHandoff(p, f)
-	}
-	noReload := reloadBlocked(h, p, f)
-	if noReload == "" {
-		return SwitchReload, reloadWhy(p)
-	}
-	sw, why := restartOrHandoff(p, f)
-	return sw, why + "; not a reload: " + noReload
-}
-
-// reloadBlocked says why a reload would not give the service its planned
-// buffer, "" when it would: the service re-applies its buffer on reload
-// (relay.service.reload_keeps_socket) with setsockopt on the socket it
-// has, so a reload covers the config files and the sysctls, not a new
-// release, a unit drop-in or rmem_default (read only when a socket is
-// made).
-func reloadBlocked(h *HostPlan, p *Plan, f *Facts) string {
-	switch {
-	case h.Release.Action != ReleaseKeep:
-		return "a new release (" + h.Release.Planned + ") needs a restart"
-	case !f.Service.Running:
-		return "the service is not running"
-	case !f.Socket.Found:
-		return "no socket of the service was found to keep"
-	case p.Relay.SORcvbuf == 0:
-		return "the service never calls setsockopt(SO_RCVBUF) (relay.so_rcvbuf is 0): its sockets take rmem_default when they are made, so only new sockets get the planned buffer"
-	}
-	for _, fc := range h.Files {
-		if r, _ := Role(fc.Role); fc.Change && r.Reload {
-			return "the " + fc.Role + " " + fc.Path + " changes, which systemd reads only at a restart"
-		}
-	}
-	return ""
-}
-
-func reloadWhy(p *Plan) string {
-	how := "systemctl reload " + p.Relay.Service.Name
-	if p.Relay.Service.Manager == "command" {
-		how = Argv(p.Relay.Service.Reload)
-	}
-	return how + ": the service re-applies its buffer on reload with the socket it has (relay.service.reload_keeps_socket), and nothing else this window changes needs a restart; the read-back checks the same socket inode"
-}
-
-// restartOrHandoff decides between a restart and a handoff (planSwitch).
-func restartOrHandoff(p *Plan, f *Facts) (string, string) {
-	svc := p.Relay.Service
-	st := f.RelayStatus
-	switch {
-	case svc.Manager == "systemd" && p.Relay.Control == "":
-		return SwitchRestart, "systemctl restart " + svc.Name + ": the service has no control plane to hand over through, and a new socket takes the planned buffer"
-	case svc.Manager == "systemd":
-		return SwitchRestart, "systemctl restart: a handoff through systemd's file-descriptor store is not built yet"
-	case len(svc.Handoff) == 0:
-		return SwitchRestart, "the spec gives no relay.service.handoff command"
-	case !slices.Contains(p.Relay.Capabilities, capability.Handoff):
-		return SwitchRestart, fmt.Sprintf("release %s does not hand over (its capabilities: %s)", p.Relay.Version, orNone(strings.Join(p.Relay.Capabilities, " ")))
-	case !f.Service.Running:
-		return SwitchRestart, "the relay is not running: it is started"
-	case st == nil || !st.Read:
-		return SwitchRestart, "the running relay's /status could not be read, so whether it hands over is unknown"
-	case st.Handoff != handoffProtocol(capability.Handoff):
-		return SwitchRestart, fmt.Sprintf("the running relay %s does not offer a handoff (its /status says %q); after this restart it will", st.Version, st.Handoff)
-	case st.HandoffSocket != p.Relay.HandoffSocket:
-		return SwitchRestart, fmt.Sprintf("the running relay listens for a handoff on %s, the spec says %s; after this restart they agree", orNone(st.HandoffSocket), p.Relay.HandoffSocket)
-	}
-	return SwitchHandoff, fmt.Sprintf("the running relay (%s) and release %s both hand over (%s) on %s: same socket, lobbies kept", st.Version, p.Relay.Version, capability.Handoff, p.Relay.HandoffSocket)
-}
-
-// handoffProtocol is the protocol of a capability ("handoff=unix/1" →
-// "unix/1"), as /status names it.
-func handoffProtocol(c string) string {
-	_, proto, _ := strings.Cut(c, "=")
-	return proto
 }
 
 // Players is what a relay reports holding.

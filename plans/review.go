@@ -151,7 +151,10 @@ func (r *review) hostBody(h *HostPlan, drops bool) {
 		r.w("- Capacity: %s\n", MDText(c.Summary()))
 	}
 	if h.Switch != "" {
-		r.w("- Switch: **%s**: %s\n", h.Switch, MDText(h.SwitchWhy))
+		r.w("- Switch: **%s**: %s\n", SwitchLabel(h.Switch), MDText(h.SwitchWhy))
+	}
+	if c := h.StoreGap; c != nil {
+		r.w("- Restart gap at the old rb: %s\n", MDText(c.Summary()))
 	}
 	if d := r.p.Drain; d != nil && h.Action == ActionChange {
 		r.w("- Drain gate: %s\n", MDText(drainText(d, h)))

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/relayctl/relayctl/artifact"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/relay/capability"
 )
@@ -127,7 +128,20 @@ func Apply(ctx context.Context, d HostDialer, c Checked, o ApplyOptions) (*Repor
 	// The release's capabilities are read from its bytes, not taken from
 	// the plan file: a plan edited to claim a handoff gets none.
 	if o.Artifact != nil {
-		caps, err := capability.Capabilities(o.Artifact)
+		program := o.Artifact
+		if p.Relay.Kind == plans.ReleaseKindTarball || p.Relay.Kind == plans.ReleaseKindFolder {
+			// The tarball is read again here, as the plan read it: only
+			// files and folders inside the release, its program among them.
+			r, err := artifact.Tarball(o.Artifact, p.Relay.Program)
+			if err != nil {
+				return nil, fmt.Errorf("apply: the release artifact: %w", err)
+			}
+			if r.TreeSHA256 != p.Relay.TreeSHA256 {
+				return nil, fmt.Errorf("%w: the plan says release %s's files hash to %s, its artifact's to %s", plans.ErrPlanEdited, p.Relay.Version, p.Relay.TreeSHA256, r.TreeSHA256)
+			}
+			program = r.Program
+		}
+		caps, err := capability.Capabilities(program)
 		if err != nil {
 			return nil, err
 		}

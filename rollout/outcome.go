@@ -35,6 +35,7 @@ const (
 	NextNewPlan   = "new plan"   // it drifted from the plan: plan again, review, apply that
 	NextOtherPlan = "other plan" // a run of another plan stopped in its window: that plan's --resume
 	NextWait      = "wait"       // another apply holds it, or it is outside the window: later, --resume
+	NextPlayers   = "players"    // its players had not gone at the drain deadline: --resume when they have
 )
 
 // nextFor is what to do next after an outcome, as a rule.
@@ -42,7 +43,9 @@ func nextFor(out Outcome, state string) string {
 	switch out {
 	case Applied, Unchanged, Staged:
 		return ""
-	case NotStarted, Skipped, Unreachable:
+	case Skipped:
+		return NextPlayers
+	case NotStarted, Unreachable:
 		return NextResume
 	case Failed:
 		if strings.HasPrefix(state, "unknown") {
@@ -92,7 +95,8 @@ type HostAccount struct {
 	DeadRun  string `json:"dead_run,omitempty"`
 	Recovery string `json:"recovery,omitempty"` // RecoveryCompleted, RecoveryRolledBack
 	// Next is what the operator does next for a host that did not end as
-	// planned: NextResume, NextFix, NextNewPlan, NextOtherPlan, NextWait.
+	// planned: NextResume, NextFix, NextNewPlan, NextOtherPlan, NextWait,
+	// NextPlayers.
 	Next    string `json:"next,omitempty"`
 	UnitLog string `json:"unit_log,omitempty"` // systemd's journal of the relay when the window failed
 	// ExpectedRB is the read-back the plan promises.

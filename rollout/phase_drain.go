@@ -136,10 +136,21 @@ func (hr *hostRun) playerImpact(after *plans.Facts) {
 		return
 	}
 	cut := at.Players
-	if hr.h.Switch == plans.SwitchHandoff && after != nil && after.RelayStatus != nil && after.RelayStatus.Read &&
-		after.RelayStatus.HandoffFromPID == hr.res.Before.Service.PID {
-		cut = 0
-		hr.res.HandoffGapUS = after.RelayStatus.HandoffGapUS
+	before := hr.res.Before
+	switch {
+	case after == nil || before == nil:
+	case hr.h.Switch == plans.SwitchReload:
+		// The same process on the same sockets: nobody was cut.
+		if after.Service.PID == before.Service.PID && after.Socket.Inode == before.Socket.Inode {
+			cut = 0
+		}
+	case hr.h.Switch == plans.SwitchHandoff || hr.h.Switch == plans.SwitchFDStore:
+		st := after.RelayStatus
+		kept := st != nil && st.Read && st.HandoffFromPID == before.Service.PID && after.Socket.Inode == before.Socket.Inode
+		if kept && (hr.h.Switch == plans.SwitchHandoff || st.SocketFrom == "fdstore" && st.FDStoreState == "final") {
+			cut = 0
+			hr.res.HandoffGapUS = st.HandoffGapUS
+		}
 	}
 	if hr.res.Restarts+hr.res.Handoffs > 0 {
 		hr.res.PlayersCut = &cut

@@ -61,6 +61,8 @@ var Primitives = []Primitive{
 	{Kind: "reload", Args: "systemd UNIT | command N", Mutates: true, Payload: ArgvPayload,
 		Doc: "reload the service (systemctl reload, or the reload words that follow): it re-applies its buffer on the socket it has; answers the host clock (ns) before it"},
 	{Kind: "reload-or-restart", Args: "systemd UNIT", Mutates: true, Doc: "a reload's undo: systemctl reload-or-restart"},
+	{Kind: "clear-fdstore", Args: "UNIT", Mutates: true,
+		Doc: "empty the unit's file-descriptor store (stopped already): systemctl clean --what=fdstore where systemd has it (254+, a preserved store); fails if fds remain"},
 	{Kind: "prune", Args: "RELEASES_DIR CURRENT_LINK N", Mutates: true, Payload: ArgvPayload,
 		Doc: "after a window that succeeded: remove the releases (v:VERSION) and store entries (s:SHA256) that follow, never the current link's target; answers how many"},
 	{Kind: "restore", Args: "PATH NAME", Mutates: true, Doc: "put back what backup kept, with its mode and owner"},

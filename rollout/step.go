@@ -126,7 +126,8 @@ func steps(p *plans.Plan, h *plans.HostPlan, in stepInput, target bool) []step {
 	}
 	if h.Restart || target {
 		st = append(st, restart{svc: p.Relay.Service, wasRunning: h.Previous.RelayRunning, planned: h.Restart,
-			handoff: h.Switch == plans.SwitchHandoff, reload: h.Switch == plans.SwitchReload})
+			handoff: h.Switch == plans.SwitchHandoff, reload: h.Switch == plans.SwitchReload,
+			store: h.Switch == plans.SwitchFDStore, clearStore: h.ClearStore})
 	}
 	return append(st, readBack{port: p.Relay.Port, expected: h.Readback.Expected, control: p.Relay.Control, version: p.Relay.Version})
 }

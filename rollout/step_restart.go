@@ -20,6 +20,11 @@ type restart struct {
 	planned    bool // the plan restarts (false: a target step, for checks only)
 	handoff    bool
 	reload     bool // the plan reloads: the service re-applies its buffer on the socket it has
+	// store: systemctl restart with the socket and lobbies kept in the
+	// unit's file-descriptor store; clearStore: "window" or "rollback", when
+	// that restart empties the store first (plans.HostPlan.ClearStore).
+	store      bool
+	clearStore string
 }
 
 func (s restart) describe() plans.Step {
@@ -34,8 +39,13 @@ func (s restart) describe() plans.Step {
 		return plans.Step{Phase: plans.PhaseWindow, Kind: KindHandoff, Title: "hand the relay over once (same socket, lobbies kept): " + plans.Argv(s.svc.Handoff)}
 	}
 	how := "systemctl restart " + s.svc.Name
-	if s.svc.Manager == "command" {
+	switch {
+	case s.svc.Manager == "command":
 		how = plans.Argv(s.svc.Stop) + ", then " + plans.Argv(s.svc.Start)
+	case s.store:
+		how += ", its socket and lobbies kept in systemd's store"
+	case s.clearStore == "window":
+		how = "systemctl stop " + s.svc.Name + ", its file-descriptor store emptied, then systemctl restart " + s.svc.Name
 	}
 	return plans.Step{Phase: plans.PhaseWindow, Kind: KindRestart, Title: "restart relay once: " + how}
 }
@@ -46,8 +56,17 @@ func (s restart) do() []Op {
 		return []Op{s.service("reload")}
 	case s.handoff:
 		return []Op{s.service("handoff")}
+	case s.clearStore == "window":
+		return s.cleared()
 	}
 	return []Op{s.service("restart")}
+}
+
+// cleared is a restart from an empty store: stop (which empties it on
+// systemd 252), clear what a preserved store (254+) kept, then start the
+// release, which binds its own socket.
+func (s restart) cleared() []Op {
+	return []Op{s.service("stop"), op("clear-fdstore", s.svc.Name), s.serviceOp("restart")}
 }
 
 // undo: a reload's is a reload with the config put back (systemd's
@@ -58,6 +77,8 @@ func (s restart) undo() []Op {
 	switch {
 	case s.reload && s.svc.Manager == "systemd":
 		return []Op{s.service("reload-or-restart")}
+	case s.clearStore == "rollback" && s.wasRunning:
+		return s.cleared()
 	case s.handoff:
 		return []Op{s.service("handoff")}
 	case s.wasRunning:
@@ -117,6 +138,19 @@ func (s restart) checks(c *checkCtx) []Check {
 			got = "new pid"
 		}
 		out = append(out, check("relay restarted", "new pid", got))
+	}
+	// A restart through the store keeps the socket: the same inode, and
+	// the new relay says it took the socket from the store and the state
+	// the old one saved when it stopped.
+	if s.store && s.planned && c.before != nil {
+		out = append(out, check("relay socket kept in systemd's store (ss inode)", strconv.FormatUint(c.before.Socket.Inode, 10), strconv.FormatUint(c.after.Socket.Inode, 10)))
+		from, state, took := "unknown", "unknown", "unknown"
+		if st := c.after.RelayStatus; st != nil && st.Read {
+			from, state, took = st.SocketFrom, st.FDStoreState, strconv.Itoa(st.HandoffFromPID)
+		}
+		out = append(out, check("relay /status socket from", "fdstore", from),
+			check("relay /status lobbies restored from", "final", state),
+			check("relay /status took over from pid", strconv.Itoa(c.before.Service.PID), took))
 	}
 	// A handoff keeps the socket: the same inode before and after is the
 	// proof, and the new relay names the one it took over from.

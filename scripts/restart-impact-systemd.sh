@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
-# What a relayctl window costs the players when the relay is a systemd unit:
-# one lab host booted with a real systemd, relayd as relay/dist's
-# relayd.service in its network namespace (/run/netns/relay), and
-# `relayctl bench` beside it in that namespace: 64 players in lobbies of 8
-# at 60 Hz for a 12 s step, and `relayctl apply` of the next release started
-# 5 s into the step, over SSH to the host's sshd as an operator would.
-# Under systemd the window is always a restart (`systemctl restart relayd`):
-# a handoff through systemd's file-descriptor store is not built.
+# What a restart costs the players when the relay is a systemd unit: one lab
+# host booted with a real systemd, relayd as relay/dist's relayd.service in
+# its network namespace (/run/netns/relay), and `relayctl bench` beside it in
+# that namespace: 64 players in lobbies of 8 at 60 Hz for a 12 s step, and the
+# next release switched in 5 s into the step. Two modes:
+#
+#   MODE=apply (the default): `relayctl apply` of the next release, over SSH
+#     to the host's sshd as an operator would. relayctl plans a plain restart
+#     (`systemctl restart relayd`) there.
+#   MODE=store: `systemctl restart relayd` on the host, three switches per run
+#     in turn: "unaware", a plain restart of a relayd that does not know
+#     systemd's fd store (built from the commit before relay/fdstore) to the
+#     next such release; "first", from it to a store-aware release, whose
+#     first start binds a socket of its own; "kept", from that release to the
+#     next store-aware one asking twice the SO_RCVBUF, which takes the socket
+#     and the lobbies from the store. Between runs the unit is stopped (which
+#     empties the store) and the unaware release started again.
 #
 # Per run it prints the bench's own accounting (deliveries planned and
-# lost, per direction), the lobbies and players the restart cut, the ICMP
-# errors the players' sockets got, and the receipt's window; then the
+# lost, per direction), the lobbies and players the switch cut, the ICMP
+# errors the players' sockets got, and the switch's own figures; then the
 # medians. Figures: docs/restart.md.
 #
 #   sudo scripts/restart-impact-systemd.sh          # RUNS=5
+#   sudo MODE=store scripts/restart-impact-systemd.sh
 #   sudo RUNS=3 PLAYERS=64 STEP=12s AT=5 scripts/restart-impact-systemd.sh
+#   sudo KEEP=1 MODE=store scripts/restart-impact-systemd.sh   # keep each run's bench JSON and journal
 #
 # Needs root (the lab). Sets net.core.rmem_max to 8388608 for the run (global
 # to the machine: it takes the lock the tests take and puts the value back).
@@ -26,6 +37,8 @@ RUNS=${RUNS:-5}
 PLAYERS=${PLAYERS:-64}
 STEP=${STEP:-12s}
 AT=${AT:-5}
+MODE=${MODE:-apply}
+case $MODE in apply | store) ;; *) echo "restart-impact-systemd: MODE=$MODE: want apply or store" >&2; exit 2 ;; esac
 ./scripts/lab-deps.sh
 # Under /var/tmp, not /tmp: the lab host sees the machine's tree through an
 # overlay, but its /tmp is its own.
@@ -35,7 +48,7 @@ saved_max=$(cat /proc/sys/net/core/rmem_max)
 cleanup() {
 	"$dir/relaylab" down --dir "$dir/lab" >/dev/null 2>&1 || true
 	echo "$saved_max" >/proc/sys/net/core/rmem_max
-	rm -rf "$dir"
+	if [ -n "${KEEP:-}" ]; then echo "restart-impact-systemd: kept $dir" >&2; else rm -rf "$dir"; fi
 }
 trap cleanup EXIT
 echo 8388608 >/proc/sys/net/core/rmem_max
@@ -43,6 +56,11 @@ echo 8388608 >/proc/sys/net/core/rmem_max
 for i in $(seq 0 "$RUNS"); do
 	build_release "1.8.$i" "$dir/relayd-1.8.$i"
 done
+if [ "$MODE" = store ]; then
+	# shellcheck source=scripts/restart-impact-store.sh
+	. ./scripts/restart-impact-store.sh
+	store_build # before the host boots: it sees the machine's files as they were then
+fi
 build_tool ./internal/cmd/relaylab "$dir/relaylab"
 build_tool ./cmd/relayctl "$dir/relayctl"
 without_lock "$dir/relaylab" up --dir "$dir/lab" --systemd 1 --relayd "$dir/relayd-1.8.0" --relay-version 1.8.0 >&2
@@ -53,6 +71,10 @@ ssh_flags=(--ssh-config "$dir/lab/ssh_config" --known-hosts "$dir/lab/known_host
 "$dir/relaylab" exec --dir "$dir/lab" lab-1 -- sh -c \
 	'echo RELAYD_IDLE_TIMEOUT=2s >>/etc/relay/relayd.env && systemctl restart relayd'
 echo "restart-impact-systemd: kernel $(uname -r), rmem_max $(cat /proc/sys/net/core/rmem_max), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+if [ "$MODE" = store ]; then
+	store_mode
+	exit 0
+fi
 
 printf 'run\tplanned\tlost\tlost_in\tlost_out\tlobbies_cut\tplayers_cut\ticmp_errors\twindow_ms\n' >"$dir/runs.tsv"
 for i in $(seq 1 "$RUNS"); do

@@ -239,6 +239,9 @@ func nextHints(rep *rollout.Report, file, spec string) []string {
 	if len(by[rollout.NextWait]) > 0 {
 		out = append(out, fmt.Sprintf("%s: held by another apply, or outside the plan's window; relayctl apply %s --resume later", hosts(rollout.NextWait), file))
 	}
+	if len(by[rollout.NextPlayers]) > 0 {
+		out = append(out, fmt.Sprintf("skipped hosts still have players (%s): relayctl apply %s --resume when they have gone, or give drain.deadline more time", hosts(rollout.NextPlayers), file))
+	}
 	if len(by[rollout.NextResume]) > 0 {
 		out = append(out, fmt.Sprintf("relayctl apply %s --resume goes on with %d host(s) as they are (%s): applied hosts are checked, not applied again", file, len(by[rollout.NextResume]), hosts(rollout.NextResume)))
 	}

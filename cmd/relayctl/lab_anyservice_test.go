@@ -167,7 +167,7 @@ func TestLabReleaseOfKindNone(t *testing.T) {
 	}
 	// A program other than the one running: not read back, and said so.
 	spec, _ := os.ReadFile(e.spec)
-	os.WriteFile(e.spec, []byte(strings.Replace(string(spec), "program: /opt/relay/current/relayd", "program: /usr/sbin/unbound", 1)), 0o644)
+	os.WriteFile(e.spec, []byte(strings.Replace(string(spec), "program: /opt/relay/current/relayd", "program: /usr/local/bin/relayd-elsewhere", 1)), 0o644)
 	code, out, errs := e.relayctl("facts", "--spec", e.spec)
 	if !strings.Contains(out+errs, "which is not the service's program") {
 		t.Errorf("facts with another program: exit %d\n%s\n%s", code, out, errs)

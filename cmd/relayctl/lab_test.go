@@ -180,7 +180,7 @@ func TestLabPlanReadsRealHost(t *testing.T) {
 		t.Fatalf("apply of the plan made from facts: exit %d\n%s\n%s", code, applyOut, errs)
 	}
 	cfg, _ := h.Exec(context.Background(), "cat", "/etc/relay/relayd.env")
-	if !strings.Contains(string(cfg), secret) || !strings.Contains(string(cfg), "RELAYD_SO_RCVBUF=8388608") {
+	if !strings.Contains(string(cfg), secret) || !strings.Contains(string(cfg), "RELAYD_SO_RCVBUF=4194304") {
 		t.Errorf("the applied config lost the secret line or lacks the planned value:\n%s", cfg)
 	}
 	for _, f := range []string{ffile, offline, offline + ".md", e.plan, e.plan + ".md", offline + ".receipt.json", offline + ".receipt.md"} {

@@ -34,8 +34,8 @@ func TestCapabilityMarker(t *testing.T) {
 			t.Fatal(err)
 		}
 		caps, err := capability.Capabilities(b)
-		if err != nil || !capability.Has(caps, capability.Handoff) || !capability.Has(caps, capability.Drain) {
-			t.Errorf("%s: got %v, %v; want %s and %s", bin, caps, err, capability.Handoff, capability.Drain)
+		if err != nil || !capability.Has(caps, capability.Handoff) || !capability.Has(caps, capability.Drain) || !capability.Has(caps, capability.FDStore) {
+			t.Errorf("%s: got %v, %v; want %s, %s and %s", bin, caps, err, capability.Handoff, capability.Drain, capability.FDStore)
 		}
 	}
 	out, err := exec.Command(relaydPath, "--capabilities").Output()

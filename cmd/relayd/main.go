@@ -21,6 +21,7 @@ import (
 
 	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/relay/config"
+	"github.com/relayctl/relayctl/relay/fdstore"
 	"github.com/relayctl/relayctl/relay/sdnotify"
 	"github.com/relayctl/relayctl/relay/server"
 )
@@ -73,7 +74,6 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	readyFD := fs.Int("ready-fd", 0, "write a line READY to this open `fd` once the socket is bound and its SO_RCVBUF read back, then close it (for a service manager without sd_notify; 0: none)")
 	showCaps := fs.Bool("capabilities", false, "print the capability marker (handoff, drain) that planners read from the binary, and exit")
-	type setting struct{ key, value string }
 	var fromFlags []setting
 	for _, f := range flagKeys {
 		fs.Func(f.flag, f.usage+" (default "+config.Default().Get(f.key)+", env "+f.key+")", func(v string) error {
@@ -86,7 +86,7 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 		return nil
 	})
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: relayd [flags]\n\nRelays UDP between the players of each lobby. Precedence: flag > environment > config file > default.\nThe configuration is read at start only: restart relayd to apply a change (SIGHUP does not reload).\n\nFlags:\n")
+		fmt.Fprintf(stderr, "Usage: relayd [flags]\n\nRelays UDP between the players of each lobby. Precedence: flag > environment > config file > default.\nThe configuration is read at start; SIGHUP reads it again and sets a new RELAYD_SO_RCVBUF (and _FORCE) on the live socket, without closing it; any other change needs a restart.\n\nFlags:\n")
 		fs.PrintDefaults()
 		fmt.Fprintf(stderr, "\nExamples:\n  relayd --listen 0.0.0.0:7788 --so-rcvbuf 4194304\n  RELAYD_BATCH=1 relayd --config ./relayd.env\n  curl -s 127.0.0.1:7789/status\n  curl -s -X POST 127.0.0.1:7789/drain   # no new lobbies\n  relayd --handoff-socket /run/relayd/handoff.sock   # a second one started the same way takes over\n")
 	}
@@ -138,7 +138,14 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	}
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	srv, err := server.New(cfg, version(), log)
+	// What systemd kept for this unit (its fd store), looked up by name; a
+	// malformed LISTEN_* is logged and nothing it names is used.
+	files, err := fdstore.Inherited(environ, os.Getpid())
+	if err != nil {
+		log.Warn("ignoring the descriptors systemd passed", "err", err)
+	}
+	store, why := fdstore.FromEnviron(environ)
+	srv, err := server.New(cfg, version(), log, server.WithSystemd(files, store, why))
 	if err != nil {
 		fmt.Fprintf(stderr, "relayd: error: %v\n", err)
 		return 1
@@ -146,8 +153,9 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	// New has bound the socket and read its SO_RCVBUF back, and the control
 	// port accepts: under systemd (Type=notify), systemctl start and restart
 	// return only now.
-	notify(environ, log, fmt.Sprintf("%s\nSTATUS=relaying on %s, SO_RCVBUF read back %d",
-		sdnotify.Ready, srv.ListenAddr(), srv.Status().SORcvbufEffective))
+	st := srv.Status()
+	notify(environ, log, fmt.Sprintf("%s\nSTATUS=relaying on %s, SO_RCVBUF read back %d, socket %s",
+		sdnotify.Ready, srv.ListenAddr(), st.SORcvbufEffective, socketWords(st)))
 	if *readyFD > 0 {
 		// The service manager waits on this descriptor (a FIFO): a line
 		// when ready, end of file when relayd exits first.
@@ -162,7 +170,9 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	go func() {
 		for s := range sig {
 			if s == syscall.SIGHUP {
-				log.Info("SIGHUP ignored: relayd reads its configuration at start only; restart it to apply a change")
+				notify(environ, log, sdnotify.Reloading())
+				reload(srv, cfg, *configPath, explicit, environ, fromFlags, log)
+				notify(environ, log, sdnotify.Ready)
 				continue
 			}
 			log.Info("stopping", "signal", s.String())
@@ -181,6 +191,59 @@ func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal)
 	}
 	log.Info("relayd stopped")
 	return 0
+}
+
+// setting is a config key as a flag set it.
+type setting struct{ key, value string }
+
+// reload is SIGHUP: the config read again as at start (file, then the
+// environment and flags given at start, which still win), and a new
+// receive buffer set on the socket relayd serves, which stays open: no
+// datagram and no player is lost. Any other key that changed is reported
+// and left as it was (it needs a restart); a config that does not load
+// changes nothing.
+func reload(srv *server.Server, running config.Config, path string, explicit bool, environ []string, flags []setting, log *slog.Logger) {
+	cfg, err := config.Load(path, explicit)
+	if err == nil {
+		cfg, err = config.FromEnv(cfg, environ)
+	}
+	for _, s := range flags {
+		if err == nil {
+			err = cfg.Set(s.key, s.value)
+		}
+	}
+	if err != nil {
+		log.Error("SIGHUP: the config does not load; nothing changed", "err", err)
+		return
+	}
+	for _, k := range config.Keys() {
+		if k != "RELAYD_SO_RCVBUF" && k != "RELAYD_SO_RCVBUF_FORCE" && cfg.Get(k) != running.Get(k) {
+			log.Warn("SIGHUP: "+k+" changed; relayd applies it only at a restart", "running", running.Get(k), "config", cfg.Get(k))
+		}
+	}
+	st := srv.Status()
+	if cfg.SORcvbuf == st.SORcvbufRequested && cfg.SORcvbufForce == st.SORcvbufForce {
+		log.Info("SIGHUP: the receive buffer is as configured", "so_rcvbuf_requested", cfg.SORcvbuf, "so_rcvbuf_effective", st.SORcvbufEffective)
+		return
+	}
+	if _, err := srv.SetRcvbuf(cfg.SORcvbuf, cfg.SORcvbufForce); err != nil {
+		log.Error("SIGHUP: the new receive buffer was not set; the socket keeps its own", "err", err)
+	}
+}
+
+// socketWords says where the socket came from, for systemctl status.
+func socketWords(st server.Status) string {
+	switch {
+	case st.SocketFrom == server.SocketFDStore && st.HandoffFromPID != 0:
+		return fmt.Sprintf("and %d lobbies kept in systemd's fd store", st.HandoffLobbies)
+	case st.SocketFrom == server.SocketFDStore:
+		return "kept in systemd's fd store"
+	case st.SocketFrom == server.SocketHandoff:
+		return fmt.Sprintf("handed over by pid %d", st.HandoffFromPID)
+	case st.FDStore != "":
+		return "bound, now kept in systemd's fd store"
+	}
+	return "bound"
 }
 
 // notify tells systemd the relay's state when it runs relayd as a

@@ -55,7 +55,7 @@ func TestNotifyReady(t *testing.T) {
 	})
 
 	ready := readNotify(t, c)
-	m := regexp.MustCompile(`^READY=1\nSTATUS=relaying on (127\.0\.0\.1:\d+), SO_RCVBUF read back (\d+)$`).FindStringSubmatch(ready)
+	m := regexp.MustCompile(`^READY=1\nSTATUS=relaying on (127\.0\.0\.1:\d+), SO_RCVBUF read back (\d+), socket bound$`).FindStringSubmatch(ready)
 	if m == nil {
 		t.Fatalf("first notification %q, want READY=1 and STATUS", ready)
 	}

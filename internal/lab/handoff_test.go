@@ -9,9 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/relayctl/relayctl/internal/kerneltest"
 	"github.com/relayctl/relayctl/internal/lab"
@@ -237,70 +235,16 @@ func TestServiceHandoffUnderLoad(t *testing.T) {
 		Binary: lab.BuildRelayd(t, "1.9.0"), Version: "1.9.0", Config: conf(""), Start: true}}}})
 	h := l.Hosts[0]
 
-	lobbyBase := uint32(0)
-	// step runs one bench step of 16 players and calls switchRelay 1.5 s
-	// into it; a step the busy machine made invalid is run again.
+	var lobbyBase uint32
 	step := func(t *testing.T, switchRelay func() error) (bench.Step, error) {
 		t.Helper()
-		var switchErr error
-		for attempt := range 4 {
-			cfg := bench.Defaults()
-			cfg.Relay, cfg.Control = fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", port)
-			cfg.Ramp = bench.Ramp{From: 16, To: 16, Step: 1}
-			cfg.StepDuration, cfg.Interval, cfg.Calibrate = 4*time.Second, 250*time.Millisecond, 0
-			lobbyBase += 10
-			cfg.LobbyBase = lobbyBase
-			done := make(chan error, 1)
-			var once sync.Once
-			rep, err := bench.Run(t.Context(), cfg, bench.Options{Progress: func(p bench.Progress) {
-				if p.Elapsed >= 1500*time.Millisecond {
-					once.Do(func() { go func() { done <- switchRelay() }() })
-				}
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case switchErr = <-done:
-			default:
-				t.Fatal("the step never reached 1.5 s: no switch")
-			}
-			var b strings.Builder
-			rep.WriteTable(&b)
-			t.Logf("attempt %d:\n%s", attempt+1, b.String())
-			if s := rep.Steps[0]; s.Valid {
-				return s, switchErr
-			}
-			time.Sleep(time.Second)
-		}
-		t.Fatal("the bench fell behind in every attempt: the machine is too busy to measure")
-		return bench.Step{}, nil
+		return loadStep(t, port, 16, &lobbyBase, switchRelay)
 	}
 	handoff := func() error {
 		_, err := h.Exec(t.Context(), lab.ServiceScript, "handoff")
 		return err
 	}
-	noLoss := func(t *testing.T, s bench.Step) {
-		t.Helper()
-		checks := []struct {
-			name      string
-			got, want uint64
-		}{
-			{"loss (planned deliveries − received)", s.Loss, 0},
-			{"lost player→relay (bench's count)", s.LostIn, 0},
-			{"lost relay→players (bench's count)", s.LostOut, 0},
-			{"duplicates", s.Duplicates, 0},
-			{"icmp errors", s.ICMPErrors, 0},
-		}
-		for _, c := range checks {
-			if c.got != c.want {
-				t.Errorf("%s: got %d, want %d", c.name, c.got, c.want)
-			}
-		}
-		if !s.Census || !s.RelayKnown || s.RelayRx != s.Sent {
-			t.Errorf("census %v, relay known %v, relay rx %d of %d sent", s.Census, s.RelayKnown, s.RelayRx, s.Sent)
-		}
-	}
+	noLoss := checkNoLoss
 
 	t.Run("new release gives the socket back", func(t *testing.T) {
 		old, err := h.RelayPID(t.Context())

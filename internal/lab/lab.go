@@ -14,9 +14,9 @@
 // case. With SSHDInNetns the sshd itself runs in a child network namespace,
 // reached over a veth pair, where rmem_max is read-only.
 //
-// The relay is managed by relay-service (relay-service.sh, installed as
-// /opt/relay/bin/relay-service on every such host), since the machine has no
-// systemd.
+// The relay is managed by relay-service (relay/dist/relay-service.sh, the
+// one operators install, as /opt/relay/bin/relay-service on every such
+// host), since the machine has no systemd.
 //
 // A host of the other kind (HostOptions.Systemd, systemd.go) boots a real
 // systemd as PID 1 of its own PID, mount, UTS, IPC and cgroup namespaces,
@@ -28,7 +28,11 @@
 // /proc/sys is read-only there except /proc/sys/net/core, which relayctl
 // writes as on a real host; systemd-sysctl is masked (it would apply the
 // machine's sysctl.d to the machine) and runs only when a test asks,
-// through Host.RunSystemdSysctl. PIDs: systemctl's MainPID and whatever an
+// through Host.RunSystemdSysctl. A systemd host may also run units of
+// Debian packages installed on the machine (HostOptions.Services,
+// services.go: unbound, memcached), from their own unit files, in that same
+// /run/netns/relay; the packaged UDP servers a host does not ask for are
+// masked there. PIDs: systemctl's MainPID and whatever an
 // SSH session prints are in the host's PID namespace; Host fields ending in
 // PID are the machine's; Host.MachinePID converts.
 //
@@ -49,7 +53,6 @@ package lab
 
 import (
 	"context"
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,6 +64,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/relayctl/relayctl/relay/dist"
 )
 
 // Paths on every lab host.
@@ -78,8 +83,8 @@ const DefaultRelayConfig = "RELAYD_LISTEN=0.0.0.0:7788\nRELAYD_CONTROL=127.0.0.1
 // DefaultBasePort is the sshd port when Options.BasePort is 0.
 const DefaultBasePort = 2222
 
-//go:embed relay-service.sh
-var serviceScript []byte
+// serviceScript is relay/dist's relay-service, as operators install it.
+var serviceScript = dist.ServiceScript
 
 var (
 	// ErrPrerequisite is a missing lab prerequisite (root, sshd, ip, unshare,
@@ -87,6 +92,8 @@ var (
 	ErrPrerequisite = errors.New("lab prerequisite missing")
 	// ErrRelayNotRunning is returned by RelayPID when relay-service pid exits 3.
 	ErrRelayNotRunning = errors.New("relay not running")
+	// ErrUnitNotRunning is returned by UnitPID for a unit with no main process.
+	ErrUnitNotRunning = errors.New("unit not running")
 )
 
 // HostOptions shape one host.
@@ -103,8 +110,16 @@ type HostOptions struct {
 	// (or, on a systemd host, only the units).
 	Relay *RelayInstall
 	// Systemd boots the host with a real systemd (see the package comment);
-	// NoRelayNetns and SSHDInNetns do not apply.
+	// SSHDInNetns does not apply. With NoRelayNetns the host has no
+	// netns.conf drop-in: relayd.service runs in the host's network
+	// namespace, which is the machine's, where a bench in the test
+	// process reaches it (give it a port of its own: lab.FreePort).
 	Systemd bool
+	// Services are units of Debian packages installed on the machine that
+	// the host runs in its relay network namespace (systemd hosts only;
+	// services.go). The packaged UDP servers the lab knows (unbound,
+	// memcached) are masked on a host that does not ask for them.
+	Services []Service
 }
 
 // RelayInstall is a relay release to install on a host.
@@ -155,11 +170,14 @@ type Host struct {
 	PIDNS      string     `json:"pid_ns,omitempty"`      // its /proc/PID/ns/pid, so Close never signals a reused pid
 	Cgroup     string     `json:"cgroup,omitempty"`      // the host's cgroup2 directory on the machine
 	Boot       *BootTimes `json:"boot,omitempty"`        // how long its start took
+	Services   []string   `json:"services,omitempty"`    // the units of HostOptions.Services
 
-	dir       string        // lab-N directory
-	vethBlock int           // its /30 in 10.231.0.0/16 (SSHDInNetns)
-	sshdv     *exec.Cmd     // nil for a loaded lab
-	done      chan struct{} // closed when sshdv has been reaped
+	dir           string        // lab-N directory
+	noNetnsDropIn bool          // systemd host: relayd in the host's (the machine's) network namespace
+	vethBlock     int           // its /30 in 10.231.0.0/16 (SSHDInNetns)
+	services      []Service     // HostOptions.Services
+	sshdv         *exec.Cmd     // nil for a loaded lab
+	done          chan struct{} // closed when sshdv has been reaped
 }
 
 // Host returns the host with the given alias, or nil.
@@ -242,7 +260,7 @@ func (h *Host) Exec(ctx context.Context, argv ...string) ([]byte, error) {
 // relay is not running.
 func (h *Host) RelayPID(ctx context.Context) (int, error) {
 	if h.Kind == KindSystemd {
-		return h.unitPID(ctx, RelayUnit)
+		return h.unitPID(ctx, RelayUnit, ErrRelayNotRunning)
 	}
 	out, err := h.Exec(ctx, ServiceScript, "pid")
 	var ee *exec.ExitError

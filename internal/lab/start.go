@@ -100,6 +100,16 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 			return nil, err
 		}
 	}
+	for i, ho := range o.Hosts {
+		if err := validServices(ho.Services, ho.Systemd); err != nil {
+			return nil, fmt.Errorf("start lab: host %d: %w", i+1, err)
+		}
+		for _, s := range ho.Services {
+			if err := CheckServicePrerequisites(s.Unit); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if o.BasePort == 0 {
 		o.BasePort = DefaultBasePort
 	}
@@ -127,6 +137,11 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 			// Its root is an overlay inside its own mount namespace: Path
 			// reaches it through /proc/INIT/root.
 			h.Kind, h.Root = KindSystemd, ""
+			h.noNetnsDropIn = o.Hosts[i].NoRelayNetns
+		}
+		h.services = o.Hosts[i].Services
+		for _, s := range h.services {
+			h.Services = append(h.Services, s.Unit)
 		}
 		l.Hosts = append(l.Hosts, h)
 	}

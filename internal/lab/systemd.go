@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -154,7 +155,13 @@ func (h *Host) prepareSystemd(ctx context.Context, l *Lab) error {
 		{"etc/fstab", []byte("# lab host " + h.Name + ": nothing to mount\n"), 0o644},
 		{"etc/systemd/system/" + dist.UnitName, dist.Unit, 0o644},
 		{"etc/systemd/system/" + dist.NetnsUnitName, dist.NetnsUnit, 0o644},
-		{"etc/systemd/system/" + dist.NetnsDropInPath, dist.NetnsDropIn, 0o644},
+	}
+	if !h.noNetnsDropIn {
+		files = append(files, struct {
+			path string
+			data []byte
+			mode os.FileMode
+		}{"etc/systemd/system/" + dist.NetnsDropInPath, dist.NetnsDropIn, 0o644})
 	}
 	for _, f := range files {
 		if err := os.WriteFile(filepath.Join(seed, f.path), f.data, f.mode); err != nil {
@@ -177,6 +184,7 @@ func (h *Host) prepareSystemd(ctx context.Context, l *Lab) error {
 	for _, u := range maskedUnits {
 		links["etc/systemd/system/"+u] = "/dev/null"
 	}
+	maps.Copy(links, serviceLinks(h.services))
 	for _, d := range generatorDirs {
 		ents, _ := os.ReadDir(d)
 		for _, e := range ents {
@@ -187,6 +195,10 @@ func (h *Host) prepareSystemd(ctx context.Context, l *Lab) error {
 		if err := os.Symlink(target, filepath.Join(seed, p)); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("%s: seed %s: %w", h.Name, p, err)
 		}
+	}
+	// Last: a service's files may replace nothing above.
+	if err := seedServices(seed, h.services); err != nil {
+		return fmt.Errorf("%s: %w", h.Name, err)
 	}
 	if err := os.WriteFile(filepath.Join(h.dir, "boot.sh"), systemdBootScript, 0o755); err != nil {
 		return fmt.Errorf("%s: write boot script: %w", h.Name, err)
@@ -289,7 +301,7 @@ func (h *Host) startSystemd(ctx context.Context, l *Lab) error {
 	h.Boot.Running = time.Since(start)
 	if state := strings.TrimSpace(string(out)); state != "running" {
 		failed, _ := h.Exec(ctx, "systemctl", "--failed", "--no-legend", "--plain")
-		return fmt.Errorf("%s: systemd is %q, want running (%v); failed units: %s", h.Name, state, err, strings.TrimSpace(string(failed)))
+		return fmt.Errorf("%s: systemd is %q, want running (%v); failed units: %s%s", h.Name, state, err, strings.TrimSpace(string(failed)), h.failedServicesJournal(ctx))
 	}
 	mntns, err := nsID("mnt", fmt.Sprintf("/proc/%d/ns/mnt", h.InitPID))
 	if err != nil {
@@ -299,7 +311,7 @@ func (h *Host) startSystemd(ctx context.Context, l *Lab) error {
 	if h.SSHDPID, err = h.unitMachinePID(ctx, "ssh.service"); err != nil {
 		return err
 	}
-	return nil
+	return h.checkServices(ctx)
 }
 
 // bootAlive reports why a booting host is gone, if it is.
@@ -347,15 +359,16 @@ func cgroupProcs(dir string) []int {
 
 // unitMachinePID is the machine's PID of a unit's main process.
 func (h *Host) unitMachinePID(ctx context.Context, unit string) (int, error) {
-	pid, err := h.unitPID(ctx, unit)
+	pid, err := h.unitPID(ctx, unit, ErrUnitNotRunning)
 	if err != nil {
 		return 0, err
 	}
 	return h.MachinePID(pid)
 }
 
-// unitPID is systemctl's MainPID of unit, in the host's PID namespace.
-func (h *Host) unitPID(ctx context.Context, unit string) (int, error) {
+// unitPID is systemctl's MainPID of unit, in the host's PID namespace; a
+// unit with none is notRunning.
+func (h *Host) unitPID(ctx context.Context, unit string, notRunning error) (int, error) {
 	out, err := h.Exec(ctx, "systemctl", "show", "-p", "MainPID", "--value", unit)
 	if err != nil {
 		return 0, err
@@ -365,7 +378,7 @@ func (h *Host) unitPID(ctx context.Context, unit string) (int, error) {
 		return 0, fmt.Errorf("%s: parse MainPID of %s %q: %w", h.Name, unit, out, err)
 	}
 	if pid == 0 {
-		return 0, fmt.Errorf("%s: %s: %w", h.Name, unit, ErrRelayNotRunning)
+		return 0, fmt.Errorf("%s: %s: %w", h.Name, unit, notRunning)
 	}
 	return pid, nil
 }

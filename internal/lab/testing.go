@@ -46,15 +46,32 @@ func RequireSystemd(t testing.TB) {
 	}
 }
 
-// StartT starts a lab for a test (Require, or RequireSystemd, first) and
-// closes it at cleanup. An empty o.Dir means a fresh t.TempDir().
+// RequireServices is RequireSystemd for hosts that run these packaged
+// services (HostOptions.Services): a missing package fails the test when
+// CI=true and skips it otherwise.
+func RequireServices(t testing.TB, units ...string) {
+	t.Helper()
+	RequireSystemd(t)
+	if err := CheckServicePrerequisites(units...); err != nil {
+		if os.Getenv("CI") == "true" || !errors.Is(err, ErrPrerequisite) {
+			t.Fatalf("lab: %v", err)
+		}
+		t.Skipf("lab: %v (set CI=true to make this a failure)", err)
+	}
+}
+
+// StartT starts a lab for a test (Require, RequireSystemd or
+// RequireServices first) and closes it at cleanup. An empty o.Dir means a
+// fresh t.TempDir().
 func StartT(t testing.TB, o Options) *Lab {
 	t.Helper()
 	Require(t)
 	for _, h := range o.Hosts {
 		if h.Systemd {
 			RequireSystemd(t)
-			break
+		}
+		for _, s := range h.Services {
+			RequireServices(t, s.Unit)
 		}
 	}
 	if o.Dir == "" {

@@ -21,17 +21,25 @@ const Prefix = "relayd-capabilities: "
 //   - handoff=unix/1: RELAYD_HANDOFF_SOCKET, package relay/handoff;
 //   - drain=http/1: POST and DELETE /drain on the control plane;
 //   - ready=fd/1: --ready-fd N, a line "READY" on fd N once the relay
-//     relays (a service manager without sd_notify waits on it).
+//     relays (a service manager without sd_notify waits on it);
+//   - fdstore=systemd/1: under systemd with a file-descriptor store
+//     (FileDescriptorStoreMax= 3 or more, FDSTORE set), it takes its UDP
+//     socket (FDNAME relayd-udp) and its lobby table (relayd-state-a or
+//     -b, relay/fdstore) from the store at start and keeps both there, so
+//     systemctl restart keeps the socket and the players (package fdstore).
+//     A release without it binds a socket of its own, which fails while
+//     the store holds the port.
 const (
 	Handoff = "handoff=unix/1"
 	Drain   = "drain=http/1"
 	Ready   = "ready=fd/1"
+	FDStore = "fdstore=systemd/1"
 )
 
 // Marker is the line in the binary: the prefix, the capabilities separated
 // by spaces, a newline. A variable, not a constant, so its bytes are one
 // string in the binary's data that no compiler folding can split.
-var Marker = Prefix + Drain + " " + Handoff + " " + Ready + "\n"
+var Marker = Prefix + Drain + " " + FDStore + " " + Handoff + " " + Ready + "\n"
 
 // maxLine bounds the marker line, so a hostile artifact cannot make the
 // scan hold on to much of it.

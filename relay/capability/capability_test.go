@@ -13,13 +13,13 @@ func TestCapabilities(t *testing.T) {
 		want    []string
 		wantErr string
 	}{
-		{"this build", "\x00\x01junk" + Marker + "more junk", []string{Drain, Handoff, Ready}, ""},
+		{"this build", "\x00\x01junk" + Marker + "more junk", []string{Drain, FDStore, Handoff, Ready}, ""},
 		{"none", "\x7fELF an older relayd", nil, ""},
 		{"prefix alone, then other strings", Prefix + "GET /status\x00", nil, ""},
 		{"no newline within 256 bytes", Prefix + "handoff=unix/1" + strings.Repeat(" ", 300) + "\n", nil, ""},
 		{"bad token", Prefix + "handoff=unix/1 rm -rf\n", nil, ""},
-		{"twice, the same", Marker + "x" + Marker, []string{Drain, Handoff, Ready}, ""},
-		{"the prefix constant beside the marker", Prefix + Marker, []string{Drain, Handoff, Ready}, ""},
+		{"twice, the same", Marker + "x" + Marker, []string{Drain, FDStore, Handoff, Ready}, ""},
+		{"the prefix constant beside the marker", Prefix + Marker, []string{Drain, FDStore, Handoff, Ready}, ""},
 		{"two that disagree", Marker + Prefix + "handoff=unix/2\n", nil, "two markers disagree"},
 		{"a future version", Prefix + "handoff=unix/2 drain=http/1\n", []string{"drain=http/1", "handoff=unix/2"}, ""},
 	}

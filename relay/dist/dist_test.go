@@ -2,11 +2,13 @@ package dist_test
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/relayctl/relayctl/relay/config"
 	"github.com/relayctl/relayctl/relay/dist"
+	"github.com/relayctl/relayctl/relay/fdstore"
 )
 
 // settings returns the KEY=VALUE lines of a unit file, in order.
@@ -42,6 +44,25 @@ func TestUnitAgreesWithRelayd(t *testing.T) {
 			t.Errorf("%s: got %q, want %q", tt.key, got, tt.want)
 		}
 	}
+	// The fd store: big enough for what relayd keeps there, its size told
+	// to relayd as systemd 254 would, and never the 254-only key that 252
+	// warns about.
+	max := s["FileDescriptorStoreMax"]
+	if len(max) != 1 {
+		t.Fatalf("FileDescriptorStoreMax: %q, want one", max)
+	}
+	if n, err := strconv.Atoi(max[0]); err != nil || n < fdstore.MinStoreMax {
+		t.Errorf("FileDescriptorStoreMax=%s, want at least %d", max[0], fdstore.MinStoreMax)
+	}
+	if env := s["Environment"]; !slices.Contains(env, fdstore.EnvMax+"="+max[0]) {
+		t.Errorf("Environment %q, want %s=%s (the same as FileDescriptorStoreMax=)", env, fdstore.EnvMax, max[0])
+	}
+	if got := s["NotifyAccess"]; len(got) != 1 || got[0] != "main" {
+		t.Errorf("NotifyAccess %q, want main: relayd itself stores its descriptors", got)
+	}
+	if _, ok := s["FileDescriptorStorePreserve"]; ok {
+		t.Error("FileDescriptorStorePreserve= in the unit: systemd 252 warns about it; it belongs in drop-ins/fdstore-preserve.conf")
+	}
 	// sd_notify is a unix datagram: without AF_UNIX, READY=1 never arrives.
 	if fams := strings.Fields(strings.Join(s["RestrictAddressFamilies"], " ")); !slices.Contains(fams, "AF_UNIX") || !slices.Contains(fams, "AF_INET") {
 		t.Errorf("RestrictAddressFamilies %q, want AF_INET and AF_UNIX", fams)
@@ -63,6 +84,9 @@ func TestDropIns(t *testing.T) {
 		if got := n[k]; len(got) != 1 || got[0] != dist.NetnsUnitName {
 			t.Errorf("netns drop-in %s: %q, want %s", k, got, dist.NetnsUnitName)
 		}
+	}
+	if got := settings(dist.PreserveDropIn)["FileDescriptorStorePreserve"]; len(got) != 1 || got[0] != "yes" {
+		t.Errorf("fdstore-preserve drop-in: %q, want FileDescriptorStorePreserve=yes", got)
 	}
 	if !slices.Contains(settings(dist.NetnsUnit)["ExecStart"], "/sbin/ip netns add relay") {
 		t.Errorf("relay-netns.service does not make /run/netns/relay")

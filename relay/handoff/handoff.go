@@ -24,14 +24,12 @@
 //	new → old  DONE   the new process reads from now on; the old one exits
 //	                  (or ABORT: the old one resumes reading)
 //
-// systemd's file-descriptor store (FileDescriptorStoreMax=, FDSTORE=1) is
-// the other transport this is shaped for: the old process would Pause,
-// store the two sockets and a memfd holding the encoded STATE with
-// sd_pid_notify_with_fds, and exit; the new one would find them in
-// LISTEN_FDS/LISTEN_FDNAMES and use Restore as the Unix transport does.
-// That transport needs an sd_notify client able to pass fds and a unit
-// with FileDescriptorStoreMax=3; a new process that fails there cannot hand
-// back, but the store keeps the sockets for the next start.
+// Under systemd the other transport is systemd's file-descriptor store
+// (package relay/fdstore): the old process stops reading as Pause does,
+// keeps the socket and its State (EncodeState) in the store, and exits; the
+// next one takes both from LISTEN_FDS and restores as the Unix transport
+// does. There is no way back there, and none is needed: a new process that
+// fails leaves both in the store for the next start.
 package handoff
 
 import (

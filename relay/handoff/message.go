@@ -241,3 +241,14 @@ func decodeAbort(p []byte) string {
 	}
 	return s
 }
+
+// EncodeState is STATE's payload for s, for a transport other than Unix
+// that carries the state as bytes (relay/fdstore keeps it in a memfd).
+func EncodeState(s State) ([]byte, error) { return encodeState(s) }
+
+// DecodeState reads what EncodeState wrote, with the same bounds as a
+// STATE from a peer: whoever wrote it is not trusted.
+func DecodeState(p []byte) (State, error) { return decodeState(p) }
+
+// MaxStateBytes bounds EncodeState's result.
+const MaxStateBytes = maxFrame

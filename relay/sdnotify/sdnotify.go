@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,7 +24,22 @@ const (
 	Ready    = "READY=1"    // start-up finished: systemctl start/restart return now
 	Stopping = "STOPPING=1" // shutting down
 	FDStore  = "FDSTORE=1"  // keep the descriptors sent with this state
+	// FDStoreRemove with FDNAME= closes every stored descriptor of that
+	// name.
+	FDStoreRemove = "FDSTOREREMOVE=1"
+	// FDPollOff keeps systemd from watching the stored descriptors: it
+	// would close one on POLLHUP or POLLERR.
+	FDPollOff = "FDPOLL=0"
 )
+
+// Reloading is the state relayd sends when a SIGHUP starts a reload, with
+// the monotonic time systemd 253+ (Type=notify-reload) asks for; READY=1
+// ends it.
+func Reloading() string {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", ts.Sec*1_000_000+ts.Nsec/1000)
+}
 
 // EnvSocket is the environment variable systemd sets for Type=notify units.
 const EnvSocket = "NOTIFY_SOCKET"
@@ -91,4 +107,45 @@ func sockaddr(socket string) (*unix.SockaddrUnix, error) {
 		return &unix.SockaddrUnix{Name: "\x00" + socket[1:]}, nil
 	}
 	return nil, fmt.Errorf("send notify: %w %q: want an absolute path or @name", ErrUnsupportedSocket, socket)
+}
+
+// ErrBarrierTimeout is a barrier that systemd did not answer in time.
+var ErrBarrierTimeout = errors.New("notify barrier timed out")
+
+// Barrier returns once systemd has processed every message sent to socket
+// before it, as sd_notify_barrier(3) does: it sends BARRIER=1 with the
+// write end of a pipe and waits for systemd to close its copy, which it
+// does only after it has handled the earlier messages. A process that
+// stores descriptors and exits calls it first, or systemd may find the
+// sender gone and drop what it sent.
+func Barrier(socket string, timeout time.Duration) error {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return fmt.Errorf("notify barrier: open pipe: %w", err)
+	}
+	r, w := p[0], p[1]
+	defer unix.Close(r)
+	err := Send(socket, "BARRIER=1", w)
+	unix.Close(w) // from now on only systemd holds the write end
+	if err != nil {
+		return fmt.Errorf("notify barrier: %w", err)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("%w after %v: is %s systemd's?", ErrBarrierTimeout, timeout, socket)
+		}
+		fds := []unix.PollFd{{Fd: int32(r), Events: unix.POLLHUP}}
+		n, err := unix.Poll(fds, int(left.Milliseconds())+1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("notify barrier: poll: %w", err)
+		}
+		if n > 0 && fds[0].Revents&unix.POLLHUP != 0 {
+			return nil
+		}
+	}
 }

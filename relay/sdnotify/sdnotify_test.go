@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -183,5 +184,37 @@ func TestSendErrors(t *testing.T) {
 				t.Errorf("got %v, want %v containing %q", err, tt.want, tt.wantText)
 			}
 		})
+	}
+}
+
+// TestBarrier: Barrier returns when the receiver closes the pipe it got
+// (as systemd does once it has handled the messages before it), and times
+// out while the receiver holds it.
+func TestBarrier(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notify")
+	c := listen(t, path)
+	done := make(chan error, 1)
+	go func() { done <- sdnotify.Barrier(path, 5*time.Second) }()
+	got, fds := receive(t, c)
+	if got != "BARRIER=1" || len(fds) != 1 {
+		t.Fatalf("got %q with %d fds, want BARRIER=1 with one", got, len(fds))
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Barrier returned %v before the receiver closed the pipe", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	unix.Close(fds[0])
+	if err := <-done; err != nil {
+		t.Errorf("Barrier: %v", err)
+	}
+
+	go func() { done <- sdnotify.Barrier(path, 100*time.Millisecond) }()
+	_, held := receive(t, c) // closed at cleanup, after the timeout
+	if err := <-done; !errors.Is(err, sdnotify.ErrBarrierTimeout) || len(held) != 1 {
+		t.Errorf("a receiver that keeps the pipe: got %v, want %v", err, sdnotify.ErrBarrierTimeout)
+	}
+	if err := sdnotify.Barrier(filepath.Join(t.TempDir(), "none"), time.Second); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("nobody listening: got %v, want ENOENT", err)
 	}
 }

@@ -54,6 +54,32 @@ type Status struct {
 	// was handed over, all of which this process restored.
 	HandoffLobbies int `json:"handoff_lobbies,omitempty"`
 	HandoffPlayers int `json:"handoff_players,omitempty"`
+
+	// SocketFrom is where this process got its UDP socket: "bound" (it
+	// bound it), "handoff" (from the relayd before it, over the handoff
+	// socket) or "fdstore" (from systemd's file-descriptor store). With
+	// "fdstore" and a state restored, the handoff_* fields above describe
+	// the relayd that saved it.
+	SocketFrom string `json:"socket_from"`
+	// FDStore is "systemd/1" when this process keeps its UDP socket and its
+	// state in systemd's file-descriptor store (docs/systemd.md), "" when
+	// it does not; FDStoreOff says why not when systemd runs it, and
+	// FDStoreMax is the store's size (FDSTORE) when it does.
+	FDStore    string `json:"fdstore"`
+	FDStoreOff string `json:"fdstore_off,omitempty"`
+	FDStoreMax int    `json:"fdstore_max,omitempty"`
+	// FDStoreState is the state this process restored from the store:
+	// "final" (saved by a relayd as it stopped) or "periodic" (the last
+	// regular save of one that did not stop cleanly); absent when none.
+	// FDStoreStateAgeUS is its age when restored, in microseconds.
+	FDStoreState      string `json:"fdstore_state,omitempty"`
+	FDStoreStateAgeUS *int64 `json:"fdstore_state_age_us,omitempty"`
+	// FDStoreSaves counts this process's saves of its state in the store,
+	// FDStoreSavedAt is the last one.
+	FDStoreSaves   uint64     `json:"fdstore_saves,omitempty"`
+	FDStoreSavedAt *time.Time `json:"fdstore_saved_at,omitempty"`
+	// FDStoreError is the last failure to keep something in the store.
+	FDStoreError string `json:"fdstore_error,omitempty"`
 }
 
 // Counters count since the socket was created: a process that takes the
@@ -83,6 +109,9 @@ func (s *Server) Status() Status {
 	s.mu.Lock()
 	lobbies, players, draining := s.table.Lobbies(), s.table.Players(), s.table.NoNewLobbies()
 	s.mu.Unlock()
+	s.bufMu.Lock()
+	requested, force, effective := s.cfg.SORcvbuf, s.cfg.SORcvbufForce, s.effective
+	s.bufMu.Unlock()
 	var malformed uint64
 	for i := range s.c.malformed {
 		malformed += s.c.malformed[i].Load()
@@ -92,9 +121,9 @@ func (s *Server) Status() Status {
 		PID:               os.Getpid(),
 		Listen:            s.ListenAddr().String(),
 		Control:           s.ControlAddr().String(),
-		SORcvbufRequested: s.cfg.SORcvbuf,
-		SORcvbufForce:     s.cfg.SORcvbufForce,
-		SORcvbufEffective: s.effective,
+		SORcvbufRequested: requested,
+		SORcvbufForce:     force,
+		SORcvbufEffective: effective,
 		RmemMaxAtStart:    s.rmemMax,
 		Lobbies:           lobbies,
 		Players:           players,
@@ -118,6 +147,7 @@ func (s *Server) Status() Status {
 	if s.handoffLn != nil {
 		st.Handoff, st.HandoffSocket = handoff.Protocol, s.handoffLn.Path()
 	}
+	s.storeStatus(&st)
 	if f := s.from; f != nil {
 		st.HandoffFromPID = f.fromPID
 		st.HandoffLobbies, st.HandoffPlayers = f.lobbies, f.players
@@ -198,8 +228,8 @@ var (
 	descExpired     = desc("expired_players_total", "Players removed after the idle timeout.")
 	descLobbies     = desc("lobbies", "Lobbies with at least one player.")
 	descPlayers     = desc("players", "Players in all lobbies.")
-	descRequested   = desc("so_rcvbuf_requested_bytes", "SO_RCVBUF asked for at start (0: kernel default).")
-	descEffective   = desc("so_rcvbuf_effective_bytes", "SO_RCVBUF read back with getsockopt at start (rb in ss).")
+	descRequested   = desc("so_rcvbuf_requested_bytes", "SO_RCVBUF asked for at start or at the last SIGHUP (0: kernel default).")
+	descEffective   = desc("so_rcvbuf_effective_bytes", "SO_RCVBUF read back with getsockopt at start or at the last SIGHUP (rb in ss).")
 	descRmemMax     = desc("rmem_max_at_start_bytes", "net.core.rmem_max when relayd started.")
 	descBuildInfo   = prometheus.NewDesc("relayd_build_info", "Always 1; the version label is relayd's release.", []string{"version"}, nil)
 	descStartedTime = desc("start_time_seconds", "Unix time relayd started.")

@@ -68,17 +68,35 @@ func dupFD(c syscall.Conn) (int, error) {
 // a syscall, and it parks. The state is then final: nothing reads the
 // socket until Resume or HandedOver.
 func (s *Server) Pause() (handoff.State, error) {
+	st, err := s.stopReading()
+	if err != nil {
+		return handoff.State{}, err
+	}
+	s.log.Info("handoff: stopped reading", "lobbies", st.Lobbies, "players", st.Players,
+		"rx_packets", s.c.rxPackets.Load(), "last_read_at", unixNano(s.lastRead.Load()))
+	return st.State, nil
+}
+
+// pausedState is the state once the relay loop has stopped reading.
+type pausedState struct {
+	handoff.State
+	Lobbies, Players int
+}
+
+// stopReading is Pause without its log line: a stop that keeps the state
+// in systemd's fd store stops reading the same way.
+func (s *Server) stopReading() (pausedState, error) {
 	s.pausing.Store(true)
 	if err := s.conn.SetReadDeadline(time.Unix(1, 0)); err != nil {
 		s.pausing.Store(false)
-		return handoff.State{}, fmt.Errorf("stop reading: %w", err)
+		return pausedState{}, fmt.Errorf("stop reading: %w", err)
 	}
 	select {
 	case <-s.parked:
 	case <-s.forwardDone:
-		return handoff.State{}, errors.New("stop reading: the relay loop has ended")
+		return pausedState{}, errors.New("stop reading: the relay loop has ended")
 	case <-s.done:
-		return handoff.State{}, errors.New("stop reading: the relay is stopping")
+		return pausedState{}, errors.New("stop reading: the relay is stopping")
 	}
 	paused := time.Now()
 	s.mu.Lock()
@@ -87,11 +105,10 @@ func (s *Server) Pause() (handoff.State, error) {
 	table, err := lobby.EncodeTable(nil, snap, s.cfg.LobbySize)
 	if err != nil {
 		s.Resume()
-		return handoff.State{}, err
+		return pausedState{}, err
 	}
-	s.log.Info("handoff: stopped reading", "lobbies", len(snap), "players", snap.Players(),
-		"rx_packets", s.c.rxPackets.Load(), "last_read_at", unixNano(s.lastRead.Load()))
-	return handoff.State{LastRead: s.lastRead.Load(), Paused: paused.UnixNano(), Counters: s.counterMap(), Table: table}, nil
+	st := handoff.State{LastRead: s.lastRead.Load(), Paused: paused.UnixNano(), Counters: s.counterMap(), Table: table}
+	return pausedState{State: st, Lobbies: len(snap), Players: snap.Players()}, nil
 }
 
 // Resume reads again after a handoff that did not complete.
@@ -297,26 +314,29 @@ func sameAddr(got netip.AddrPort, want string) error {
 	return nil
 }
 
-// checkUDP4 makes sure the inherited socket is an IPv4 datagram socket, as
+// checkUDP4 makes sure the inherited socket is an IPv4 UDP socket, as
 // relayd's own would be.
 func checkUDP4(c *net.UDPConn) error {
 	raw, err := c.SyscallConn()
 	if err != nil {
 		return err
 	}
-	var dom, typ int
-	var derr, terr error
+	var dom, typ, proto int
+	var derr, terr, perr error
 	if err := raw.Control(func(fd uintptr) {
 		dom, derr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
 		typ, terr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TYPE)
+		proto, perr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PROTOCOL)
 	}); err != nil {
 		return err
 	}
-	if err := errors.Join(derr, terr); err != nil {
+	if err := errors.Join(derr, terr, perr); err != nil {
 		return fmt.Errorf("inspect the inherited socket: %w", err)
 	}
-	if dom != unix.AF_INET || typ != unix.SOCK_DGRAM {
-		return fmt.Errorf("the inherited socket is domain %d type %d, want AF_INET SOCK_DGRAM", dom, typ)
+	// Go takes any IPv4 datagram socket for a UDP one (UDP-Lite, ICMP ping
+	// sockets too): the protocol says which it is.
+	if dom != unix.AF_INET || typ != unix.SOCK_DGRAM || proto != unix.IPPROTO_UDP {
+		return fmt.Errorf("the inherited socket is domain %d type %d protocol %d, want AF_INET SOCK_DGRAM IPPROTO_UDP", dom, typ, proto)
 	}
 	return nil
 }

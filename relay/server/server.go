@@ -60,8 +60,13 @@ type Server struct {
 	boundAt   time.Time    // when this process bound the socket (not after a handoff)
 	closedAt  time.Time    // when Close closed it
 	from      *handoffInfo // set when this process took over from another
+	// socketFrom says where the UDP socket came from: SocketBound,
+	// SocketHandoff or SocketFDStore.
+	socketFrom string
+	sd         *systemd // what systemd passed and its fd store; nil without WithSystemd
 
 	mu    sync.Mutex // guards table
+	bufMu sync.Mutex // guards cfg.SORcvbuf, cfg.SORcvbufForce and effective after start (SetRcvbuf)
 	table *lobby.Table
 
 	c       counters
@@ -110,8 +115,9 @@ var reasonNames = [numReasons]string{"short", "magic", "player_id", "lobby_range
 // With cfg.HandoffSocket set, it first asks a relayd running there for its
 // sockets and lobby table (package handoff), and binds a socket of its own
 // only when nobody answers. Then it listens there itself, for the next
-// release.
-func New(cfg config.Config, version string, log *slog.Logger) (*Server, error) {
+// release. With WithSystemd, it takes the socket and the lobby table that
+// systemd kept in its fd store, if they fit (fdstore.go), before it binds.
+func New(cfg config.Config, version string, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("check config: %w", err)
 	}
@@ -122,6 +128,9 @@ func New(cfg config.Config, version string, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, version: version, log: log, table: table, started: time.Now(),
 		targets: make([]netip.AddrPort, 0, cfg.LobbySize-1),
 		done:    make(chan struct{}), parked: make(chan struct{}), wake: make(chan bool), forwardDone: make(chan struct{})}
+	for _, o := range opts {
+		o(s)
+	}
 
 	s.rmemMax, err = readIntFile(RmemMaxPath)
 	if err != nil {
@@ -131,21 +140,32 @@ func New(cfg config.Config, version string, log *slog.Logger) (*Server, error) {
 		in, err := handoff.Dial(cfg.HandoffSocket)
 		switch {
 		case err == nil:
+			s.closeInherited()
 			if _, err := s.takeOver(in); err != nil {
 				return nil, err
 			}
+			s.socketFrom = SocketHandoff
 			return s, s.finishStart()
 		case !errors.Is(err, handoff.ErrNoPeer):
 			return nil, fmt.Errorf("RELAYD_HANDOFF_SOCKET %s: %w", cfg.HandoffSocket, err)
 		}
 	}
-	lc := net.ListenConfig{Control: s.setSockopts}
-	pc, err := lc.ListenPacket(context.Background(), "udp4", cfg.Listen)
+	stored, err := s.adoptStored()
 	if err != nil {
-		return nil, fmt.Errorf("listen udp %s: %w", cfg.Listen, err)
+		s.closeSockets()
+		return nil, err
 	}
-	s.boundAt = time.Now()
-	s.conn = pc.(*net.UDPConn)
+	s.socketFrom = SocketFDStore
+	if !stored {
+		lc := net.ListenConfig{Control: s.setSockopts}
+		pc, err := lc.ListenPacket(context.Background(), "udp4", cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("listen udp %s: %w", cfg.Listen, err)
+		}
+		s.boundAt = time.Now()
+		s.conn = pc.(*net.UDPConn)
+		s.socketFrom = SocketBound
+	}
 	s.ctl, err = net.Listen("tcp", cfg.Control)
 	if err != nil {
 		s.conn.Close()
@@ -155,6 +175,7 @@ func New(cfg config.Config, version string, log *slog.Logger) (*Server, error) {
 		s.closeSockets()
 		return nil, err
 	}
+	s.keepInStore()
 	return s, s.finishStart()
 }
 
@@ -240,13 +261,16 @@ func (s *Server) logStart() {
 	if s.handoffLn != nil {
 		attrs = append(attrs, "handoff_socket", s.handoffLn.Path())
 	}
+	attrs = append(attrs, "socket_from", s.socketFrom)
 	if f := s.from; f != nil {
 		attrs = append(attrs, "handoff_from_pid", f.fromPID, "handoff_from_version", f.fromVersion,
 			"lobbies_restored", f.lobbies, "players_restored", f.players,
 			"handoff_pause_us", (f.reading-f.paused)/1e3)
-	} else {
+	}
+	if s.socketFrom == SocketBound {
 		attrs = append(attrs, "socket_bound_at", s.boundAt.UTC().Format(time.RFC3339Nano))
 	}
+	attrs = append(attrs, s.storeAttrs()...)
 	s.log.Info("relayd started", attrs...)
 	if msg := cappedWarning(s.cfg.SORcvbuf, s.cfg.SORcvbufForce, s.effective, s.rmemMax); msg != "" {
 		s.log.Warn(msg)
@@ -302,6 +326,15 @@ func (s *Server) Run(ctx context.Context) error {
 		defer wg.Done()
 		s.expireLoop(stopExpiry)
 	}()
+	stopSaving, saving := make(chan struct{}), make(chan struct{})
+	if s.usingStore() {
+		go func() {
+			defer close(saving)
+			s.keepStateLoop(stopSaving)
+		}()
+	} else {
+		close(saving)
+	}
 	if s.handoffLn != nil {
 		wg.Go(func() {
 			// A failure here leaves the relay serving; only the next
@@ -318,6 +351,11 @@ func (s *Server) Run(ctx context.Context) error {
 	case err = <-errc:
 	}
 	close(stopExpiry)
+	close(stopSaving)
+	<-saving
+	if s.usingStore() && s.HandedTo() == 0 {
+		s.saveFinal()
+	}
 	s.mu.Lock()
 	lobbies, players := s.table.Lobbies(), s.table.Players()
 	s.mu.Unlock()

@@ -74,18 +74,14 @@ func parseSSLine(text string) (Socket, error) {
 	}
 	head := text[:si]
 	if ui := strings.Index(head, "users:("); ui >= 0 {
-		pids, name, err := parseUsers(head[ui+len("users:("):])
+		pids, name, rest, err := parseUsers(head[ui+len("users:("):])
 		if err != nil {
 			return s, err
 		}
 		s.PIDs, s.Process = pids, name
-		// ss -e prints ino: and the rest after users:(...); a process name
-		// cannot move the last " ino:", which follows every name.
-		tail := ""
-		if ii := strings.LastIndex(head, " ino:"); ii > ui {
-			tail = head[ii:]
-		}
-		head = head[:ui] + tail
+		// With -e as well, uid:, ino: and sk: follow users:(...); a
+		// process name may hold "ino:", so only what follows its end counts.
+		head = head[:ui] + " " + rest
 	}
 	f := strings.Fields(head)
 	if len(f) > 0 && isNetid(f[0]) {
@@ -183,19 +179,20 @@ func parseSkmem(s string) (map[string]uint64, error) {
 }
 
 // parseUsers parses the inside of users:(...), e.g.
-// ("relayd",pid=123,fd=3),("relayd",pid=124,fd=3)). A process name may hold
-// any character, so a name ends at the `",pid=` that follows it.
-func parseUsers(s string) ([]int, string, error) {
+// ("relayd",pid=123,fd=3),("relayd",pid=124,fd=3)), and returns what
+// follows its closing parenthesis. A process name may hold any character,
+// so a name ends at the `",pid=` that follows it.
+func parseUsers(s string) ([]int, string, string, error) {
 	var pids []int
 	var first string
 	for {
 		if !strings.HasPrefix(s, `("`) {
-			return nil, "", fmt.Errorf("users: want (\"name\",pid=N,...), got %q", clip(s))
+			return nil, "", "", fmt.Errorf("users: want (\"name\",pid=N,...), got %q", clip(s))
 		}
 		s = s[2:]
 		end := strings.Index(s, `",pid=`)
 		if end < 0 {
-			return nil, "", fmt.Errorf("users: no pid after process name in %q", clip(s))
+			return nil, "", "", fmt.Errorf("users: no pid after process name in %q", clip(s))
 		}
 		name := s[:end]
 		s = s[end+len(`",pid=`):]
@@ -205,13 +202,13 @@ func parseUsers(s string) ([]int, string, error) {
 		}
 		pid, err := strconv.Atoi(s[:n])
 		if err != nil || pid <= 0 {
-			return nil, "", fmt.Errorf("users: pid %q of %q is not a positive number", clip(s), clip(name))
+			return nil, "", "", fmt.Errorf("users: pid %q of %q is not a positive number", clip(s), clip(name))
 		}
 		s = s[n:]
 		// Skip the rest of this entry (",fd=3" and anything newer ss adds).
 		closing := strings.IndexByte(s, ')')
 		if closing < 0 {
-			return nil, "", fmt.Errorf("users: entry for pid %d is not closed", pid)
+			return nil, "", "", fmt.Errorf("users: entry for pid %d is not closed", pid)
 		}
 		s = s[closing+1:]
 		if first == "" {
@@ -223,10 +220,10 @@ func parseUsers(s string) ([]int, string, error) {
 		switch {
 		case strings.HasPrefix(s, ","):
 			s = s[1:]
-		case strings.HasPrefix(strings.TrimSpace(s), ")"):
-			return pids, first, nil
+		case strings.HasPrefix(strings.TrimLeft(s, " "), ")"):
+			return pids, first, strings.TrimLeft(s, " ")[1:], nil
 		default:
-			return nil, "", fmt.Errorf("users: want ',' or ')' after pid %d, got %q", pid, clip(s))
+			return nil, "", "", fmt.Errorf("users: want ',' or ')' after pid %d, got %q", pid, clip(s))
 		}
 	}
 }

@@ -26,6 +26,9 @@ func TestParseSSCaptured(t *testing.T) {
 	v6 := Socket{State: "UNCONN", Local: "::1", Port: 57989, Rcvbuf: 212992, Sndbuf: 212992, PIDs: []int{13779}, Process: "sx"}
 	dual := Socket{State: "UNCONN", Local: "*", Port: 35674, Rcvbuf: 212992, Sndbuf: 212992, PIDs: []int{13779}, Process: "sx"}
 	shared := []int{14105, 14063}
+	unbound := func(addr string, ino uint64) Socket {
+		return Socket{State: "UNCONN", Local: addr, Port: 53, Rcvbuf: 16777216, Sndbuf: 212992, Inode: ino, PIDs: []int{105}, Process: "unbound"}
+	}
 	tests := []struct {
 		file string
 		want []Socket
@@ -43,6 +46,11 @@ func TestParseSSCaptured(t *testing.T) {
 			{State: "ESTAB", Local: "127.0.0.1", Port: 39850, Rcvbuf: 212992, Sndbuf: 212992, PIDs: []int{13843}, Process: "sx"},
 			{State: "UNCONN", Local: "::1", Port: 43485, Rcvbuf: 212992, Sndbuf: 212992, PIDs: []int{13843}, Process: "sx"},
 			{State: "UNCONN", Local: "*", Port: 60536, Rcvbuf: 212992, Sndbuf: 212992, PIDs: []int{13843}, Process: "sx"},
+		}},
+		{"ss_packaged_e_p.txt", []Socket{
+			unbound("127.0.0.1", 2732281), unbound("127.0.0.1", 2732277),
+			{State: "UNCONN", Local: "127.0.0.1", Port: 11211, Rcvbuf: 212992, Sndbuf: 8388608, Inode: 2731794, PIDs: []int{97}, Process: "memcached"},
+			unbound("::1", 2732275), unbound("::1", 2732279),
 		}},
 		{"ss_7788_shared_p.txt", []Socket{
 			{State: "UNCONN", Local: "127.0.0.53%lo", Port: 7788, Rcvbuf: 212992, Sndbuf: 212992, PIDs: shared, Process: "python3"},
@@ -83,6 +91,13 @@ func TestParseSSLines(t *testing.T) {
 			Socket{State: "UNCONN", Local: "1.2.3.4", Port: 1, Rmem: 1, Rcvbuf: 2, Wmem: 3, Sndbuf: 4, Drops: 5}, ""},
 		{"ss -e inode", "UNCONN 0 0 127.0.0.1:7788 0.0.0.0:* ino:78944 sk:104d cgroup:/ <->" + sk,
 			Socket{State: "UNCONN", Local: "127.0.0.1", Port: 7788, Rcvbuf: 425984, Sndbuf: 212992, Drops: 7, Inode: 78944}, ""},
+		{"ss -e -p: uid and inode after users", `UNCONN 0 0 127.0.0.1:11211 0.0.0.0:* users:(("memcached",pid=537,fd=25),("memcached",pid=537,fd=24)) uid:103 ino:2010785 sk:5d7 cgroup:/system.slice/memcached.service <->` + sk,
+			Socket{State: "UNCONN", Local: "127.0.0.1", Port: 11211, Rcvbuf: 425984, Sndbuf: 212992, Drops: 7, Inode: 2010785, PIDs: []int{537}, Process: "memcached"}, ""},
+		{"an inode in a process name counts for nothing", `UNCONN 0 0 127.0.0.1:53 0.0.0.0:* users:(("x ino:5 ",pid=7,fd=3)) ino:42 sk:1 <->` + sk,
+			Socket{State: "UNCONN", Local: "127.0.0.1", Port: 53, Rcvbuf: 425984, Sndbuf: 212992, Drops: 7, Inode: 42, PIDs: []int{7}, Process: "x ino:5 "}, ""},
+		{"ss -p without -e: a process name holding ino:", `UNCONN 0 0 127.0.0.1:53 0.0.0.0:* users:(("x ino:5",pid=7,fd=3))` + sk,
+			Socket{State: "UNCONN", Local: "127.0.0.1", Port: 53, Rcvbuf: 425984, Sndbuf: 212992, Drops: 7, PIDs: []int{7}, Process: "x ino:5"}, ""},
+		{"bad inode after users", `UNCONN 0 0 127.0.0.1:53 0.0.0.0:* users:(("x",pid=7,fd=3)) ino:4x` + sk, Socket{}, `ino "4x" is not a number`},
 		{"ss -e -p: inode after users", `UNCONN 0 0 127.0.0.1:7788 0.0.0.0:* users:(("relayd",pid=9,fd=3)) ino:78944 sk:17c3 cgroup:/ <->` + sk,
 			Socket{State: "UNCONN", Local: "127.0.0.1", Port: 7788, Rcvbuf: 425984, Sndbuf: 212992, Drops: 7, Inode: 78944, PIDs: []int{9}, Process: "relayd"}, ""},
 		{"a process named to forge an inode", `UNCONN 0 0 127.0.0.1:7788 0.0.0.0:* users:(("x ino:1",pid=9,fd=3)) ino:78944 sk:1 <->` + sk,

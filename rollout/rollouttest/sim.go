@@ -270,7 +270,7 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 		s.jlog(o.Args[0])
 	case "commit":
 		s.Journal, s.Backups = "", map[string]*string{} // filed with the receipt
-	case "dir", "file-ok", "link-ok", "exec-ok", "check-release", "daemon-reload":
+	case "dir", "file-ok", "link-ok", "exec-ok", "check-release", "daemon-reload", "clear-fdstore":
 	case "clear":
 		s.Journal, s.Backups = "", map[string]*string{}
 	case "keep", "fetch":

@@ -713,6 +713,11 @@ service() {
 	t=$(date +%s%N)
 	case $a in
 	systemd)
+		# A unit that failed into its start limit (a release that could
+		# not start, a crash loop) refuses every start until reset-failed:
+		# without it a rollback could not start the old release. A unit
+		# that is not loaded or not failed says so; that is no error.
+		case $1 in restart | reload-or-restart) systemctl reset-failed -- "$b" >/dev/null 2>&1 9>&- ;; esac
 		if out=$(systemctl "$1" -- "$b" 2>&1 9>&-); then val "$t"; else err "systemctl $1 $b: $(printf '%s' "$out" | tail -c 300)"; fi
 		;;
 	command)
@@ -771,6 +776,15 @@ p_restart() { service restart; } # systemd UNIT | command NSTOP NSTART, then the
 p_reload() { service reload; }   # systemd UNIT | command N, then the argv lines
 p_reload_or_restart() { service reload-or-restart; } # systemd UNIT: a reload's undo
 p_stop() { service stop; }       # systemd UNIT | command NSTOP, then the argv lines
+p_clear_fdstore() { # UNIT: its file-descriptor store empty (after a stop, which
+	# empties it on systemd 252; 254+ keeps a preserved one until clean)
+	n=$(systemctl show --property=NFileDescriptorStore --value -- "$a" 2>/dev/null 9>&-)
+	if [ "${n:-0}" != 0 ]; then
+		systemctl clean --what=fdstore -- "$a" >/dev/null 2>&1 9>&-
+		n=$(systemctl show --property=NFileDescriptorStore --value -- "$a" 2>/dev/null 9>&-)
+	fi
+	if [ "${n:-0}" = 0 ]; then ok; else err "systemctl clean --what=fdstore $a: $n fds still in the store"; fi
+}
 p_daemon_reload() {
 	if out=$(systemctl daemon-reload 2>&1 9>&-); then ok; else err "systemctl daemon-reload: $(printf '%s' "$out" | tail -c 300)"; fi
 }

@@ -219,6 +219,8 @@ func serviceFact(by frameSet) plans.ServiceFact {
 			}
 		}
 		s.Restarts, _ = strconv.Atoi(props["NRestarts"])
+		s.FDStoreMax, _ = strconv.Atoi(props["FileDescriptorStoreMax"])
+		s.FDStored, _ = strconv.Atoi(props["NFileDescriptorStore"])
 		s.InvocationID = props["InvocationID"]
 		s.ActiveState, s.SubState = plans.Visible(clip(props["ActiveState"])), plans.Visible(clip(props["SubState"]))
 		if props["LoadState"] == "not-found" {
@@ -290,6 +292,11 @@ func parseStatus(fr Frame) *plans.RelayStatusFact {
 		HandoffSock string `json:"handoff_socket"`
 		FromPID     int    `json:"handoff_from_pid"`
 		GapUS       *int64 `json:"handoff_gap_us"`
+		FromLobbies int    `json:"handoff_lobbies"`
+		FromPlayers int    `json:"handoff_players"`
+		FDStore     string `json:"fdstore"`
+		SocketFrom  string `json:"socket_from"`
+		StoreState  string `json:"fdstore_state"`
 		Counters    struct {
 			RxDrops uint64 `json:"rx_drops"`
 		} `json:"counters"`
@@ -304,10 +311,15 @@ func parseStatus(fr Frame) *plans.RelayStatusFact {
 	if st.PID < 0 || st.Requested < 0 || st.Effective < 0 || st.Lobbies < 0 || st.Players < 0 || st.FromPID < 0 {
 		return &plans.RelayStatusFact{Error: "status has negative numbers"}
 	}
-	if len(st.Handoff) > 32 || len(st.HandoffSock) > 256 {
-		return &plans.RelayStatusFact{Error: "status has an overlong handoff field"}
+	if len(st.Handoff) > 32 || len(st.HandoffSock) > 256 || len(st.FDStore) > 32 || len(st.SocketFrom) > 32 || len(st.StoreState) > 32 {
+		return &plans.RelayStatusFact{Error: "status has an overlong handoff or fdstore field"}
+	}
+	if st.FromLobbies < 0 || st.FromPlayers < 0 {
+		return &plans.RelayStatusFact{Error: "status has negative numbers"}
 	}
 	return &plans.RelayStatusFact{Read: true, Version: st.Version, PID: st.PID, SORcvbufRequested: st.Requested, SORcvbufEffective: st.Effective,
 		RxDrops: st.Counters.RxDrops, SocketInode: st.SocketInode, Lobbies: st.Lobbies, Players: st.Players, Draining: st.Draining,
-		Handoff: plans.Visible(st.Handoff), HandoffSocket: plans.Visible(st.HandoffSock), HandoffFromPID: st.FromPID, HandoffGapUS: st.GapUS}
+		Handoff: plans.Visible(st.Handoff), HandoffSocket: plans.Visible(st.HandoffSock), HandoffFromPID: st.FromPID, HandoffGapUS: st.GapUS,
+		HandoffLobbies: st.FromLobbies, HandoffPlayers: st.FromPlayers,
+		FDStore: plans.Visible(st.FDStore), SocketFrom: plans.Visible(st.SocketFrom), FDStoreState: plans.Visible(st.StoreState)}
 }

@@ -179,7 +179,7 @@ pid=
 case $manager in
 systemd)
 	if [ -e "$unitdropin" ]; then emit unit-dropin file_of "$unitdropin"; else emit unit-dropin absent; fi
-	emit_all systemd systemctl show --property=MainPID,LoadState,ActiveState,SubState,NRestarts,InvocationID -- "$unit"
+	emit_all systemd systemctl show --property=MainPID,LoadState,ActiveState,SubState,NRestarts,InvocationID,FileDescriptorStoreMax,NFileDescriptorStore -- "$unit"
 	pid=$(systemctl show --property=MainPID --value -- "$unit" 2>/dev/null </dev/null)
 	# Every process of the unit (workers beside the main one): its sockets
 	# are the service's. cgroup v2, else v1's systemd hierarchy.
@@ -222,7 +222,10 @@ none)
 	done
 	set -- $found
 	case $# in
-	1) pid=$1 value found-by 0 "its socket: the one process running $what with udp/$port" ;;
+	1)
+		pid=$1
+		value found-by 0 "its socket: the one process running $what with udp/$port"
+		;;
 	0) value found-by 1 "no process running $what has udp/$port" ;;
 	*) value found-by 1 "$# processes running $what have udp/$port:$found" ;;
 	esac

@@ -1,7 +1,10 @@
 #!/bin/sh
-# relay-service: the generic service manager for the relay on a lab host.
-# There is no systemd on these machines; relayctl calls this script as argv,
-# e.g. `/opt/relay/bin/relay-service start`.
+# relay-service: runs relayd for a service manager that runs commands (OpenRC,
+# sysvinit, runit, a container, a hand-written script: relayctl's
+# `relay.service.manager: command`), with the zero-loss handoff between two
+# releases. Install it as /opt/relay/bin/relay-service (docs/relay-service.md);
+# relayctl runs it as argv, e.g. [/opt/relay/bin/relay-service, handoff].
+# Under systemd use relay/dist/relayd.service instead.
 #
 #   start    start /opt/relay/current/relayd --config /etc/relay/relayd.env
 #            detached (own session, output appended to the log), in the relay's
@@ -19,16 +22,24 @@
 #            the new one fails, stop it if it still runs, print the log's
 #            tail and whether the old one still serves, exit 1 (the pid file
 #            still names the old one). Not running: start instead.
+#   run      start, then stay in the foreground while a relayd serves, the
+#            one a handoff started included, for a supervisor that watches
+#            its child (runit's ./run, a container's entrypoint). SIGTERM or
+#            SIGINT stops the relay and exits 0; exit 1 if the relay ended
+#            without being asked to.
 #   pid      print the relay's PID and exit 0; exit 3 printing nothing if it
 #            is not running.
 #   status   human-readable state; exit 0 if running, 3 if not.
 #
 # Exit codes: 0 ok, 1 failure, 2 usage, 3 not running (pid, status).
 #
-# Settings come from /etc/relay/service.env (KEY=VALUE, sourced) if present,
-# or from the file named by $RELAY_SERVICE_ENV:
+# Settings come from /etc/relay/service.env (KEY=VALUE, sourced as shell, so
+# it must be owned by the user running this, or root, and writable by no one
+# else) if present, or from the file named by $RELAY_SERVICE_ENV:
 #   RELAY_NETNS    network namespace to start the relay in (ip netns exec);
 #                  empty: the caller's own
+#   RELAY_USER     user to run relayd as (setpriv; it then has no
+#                  capabilities, so no SO_RCVBUFFORCE); empty: the caller
 #   RELAY_WAIT     seconds that start and stop wait (default 5)
 #   RELAY_ROOT     default /opt/relay (binary: $RELAY_ROOT/current/relayd)
 #   RELAY_CONFIG   default /etc/relay/relayd.env; its RELAYD_LISTEN=HOST:PORT
@@ -36,6 +47,13 @@
 #                  the process if unset)
 #   RELAY_PIDFILE  default $RELAY_ROOT/run/relayd.pid
 #   RELAY_LOG      default $RELAY_ROOT/log/relayd.log
+# The folders of the pid file and the log must be the caller's and writable
+# by no one else: the caller (root, usually) writes there.
+#
+# Needs, in PATH: sh, setsid, nohup, sed, awk, grep, readlink, stat, id,
+# cat, rm, mkdir, mv, sleep, wc, tail, and mkfifo and timeout for a relayd
+# that says when it is ready (util-linux, coreutils or busybox); ip for
+# RELAY_NETNS, setpriv for RELAY_USER. Nothing else: not ss, not nsenter.
 
 set -u
 
@@ -45,17 +63,46 @@ RELAY_NETNS=
 RELAY_WAIT=5
 RELAY_PIDFILE=
 RELAY_LOG=
+RELAY_USER=
 conf=${RELAY_SERVICE_ENV:-/etc/relay/service.env}
-if [ -r "$conf" ]; then
+
+err() { printf 'relay-service: %s\n' "$*" >&2; }
+
+# private PATH WHAT: PATH is owned by the caller (or root) and writable by
+# no one else, and not a symlink; else say why on stderr and fail. Whoever
+# could write there could run commands as the caller, or make it write
+# where they choose.
+private() {
+	if [ -L "$1" ]; then
+		err "$2 $1 is a symlink: use the real path"
+		return 1
+	fi
+	st=$(stat -c '%u %a' "$1" 2>/dev/null) || { err "$2 $1: cannot stat it"; return 1; }
+	owner=${st% *}
+	mode=${st#* }
+	if [ "$owner" != "$(id -u)" ] && [ "$owner" != 0 ]; then
+		err "$2 $1 is owned by uid $owner, not by uid $(id -u) that runs relay-service (or root): chown it"
+		return 1
+	fi
+	case $mode in
+	*[2367]? | *[2367]) err "$2 $1 is group- or world-writable (mode $mode): chmod go-w it"; return 1 ;;
+	esac
+	return 0
+}
+
+if [ -e "$conf" ]; then
+	private "$conf" "settings file" || exit 1
 	# shellcheck disable=SC1090 # the settings file is named at run time
-	. "$conf" || { printf 'relay-service: read %s failed\n' "$conf" >&2; exit 1; }
+	. "$conf" || { err "read $conf failed"; exit 1; }
+fi
+if [ -n "$RELAY_USER" ] && ! id -u "$RELAY_USER" >/dev/null 2>&1; then
+	err "RELAY_USER=$RELAY_USER in $conf: no such user"
+	exit 1
 fi
 [ -n "$RELAY_PIDFILE" ] || RELAY_PIDFILE=$RELAY_ROOT/run/relayd.pid
 [ -n "$RELAY_LOG" ] || RELAY_LOG=$RELAY_ROOT/log/relayd.log
 case $RELAY_WAIT in '' | *[!0-9]*) RELAY_WAIT=5 ;; esac
 bin=$RELAY_ROOT/current/relayd
-
-err() { printf 'relay-service: %s\n' "$*" >&2; }
 
 # alive PID: the process exists and has not exited. A zombie has exited: it
 # only waits for its parent (PID 1 here reaps orphans late) to collect it.
@@ -98,16 +145,23 @@ handoff_socket() {
 	printf '%s\n' "$v"
 }
 
-# listening PID PORT: PID owns a UDP socket bound to PORT (any port if
-# empty), seen from inside the process's own network namespace.
+# listening PID PORT: PID has a UDP socket bound to PORT (any port if
+# empty). /proc/PID/net/udp lists the sockets of PID's network namespace;
+# one whose inode is among PID's descriptors is PID's. (No ss, no nsenter:
+# a minimal container has neither.)
 listening() {
-	if [ -n "$2" ]; then
-		out=$(nsenter -t "$1" -n ss -H -u -l -n -p "sport = :$2" 2>/dev/null) || return 1
-	else
-		out=$(nsenter -t "$1" -n ss -H -u -l -n -p 2>/dev/null) || return 1
-	fi
-	case $out in *"pid=$1,"*) return 0 ;; esac
-	return 1
+	inodes=
+	for f in /proc/"$1"/fd/*; do
+		l=$(readlink "$f" 2>/dev/null) || continue
+		case $l in socket:\[*\]) l=${l#socket:[}; inodes="$inodes ${l%]}" ;; esac
+	done
+	[ -n "$inodes" ] || return 1
+	hex=
+	[ -z "$2" ] || hex=$(printf '%04X' "$2")
+	awk -v port="$hex" -v inodes="$inodes" '
+		BEGIN { n = split(inodes, a, " "); for (i = 1; i <= n; i++) mine[a[i]] = 1 }
+		NR > 1 { split($2, local, ":"); if ((port == "" || local[2] == port) && ($10 in mine)) found = 1 }
+		END { exit !found }' "/proc/$1/net/udp" 2>/dev/null
 }
 
 # wait_gone PID HUNDREDTHS: wait up to HUNDREDTHS hundredths of a second
@@ -149,7 +203,7 @@ do_start() {
 		err "start: $bin: no executable release installed"
 		return 1
 	fi
-	mkdir -p "${RELAY_PIDFILE%/*}" "${RELAY_LOG%/*}" || return 1
+	dirs_ok || return 1
 	rm -f "$RELAY_PIDFILE"
 	port=$(listen_port)
 	log_offset
@@ -222,6 +276,16 @@ start_ready() {
 	return 1
 }
 
+# dirs_ok makes the folders of the pid file and the log (mode 0755) if
+# missing, and checks that they are private to the caller.
+dirs_ok() {
+	for d in "${RELAY_PIDFILE%/*}" "${RELAY_LOG%/*}"; do
+		[ -d "$d" ] || (umask 022 && mkdir -p "$d") || return 1
+		private "$d" "folder" || return 1
+	done
+	return 0
+}
+
 # log_offset sets offset to the log's length, so log_tail shows only what
 # the relay about to start writes.
 log_offset() {
@@ -231,11 +295,16 @@ log_offset() {
 
 # spawn PIDFILE: start the release detached, its pid in PIDFILE and in job.
 spawn() {
-	if [ -n "$RELAY_NETNS" ]; then
-		set -- "$1" ip netns exec "$RELAY_NETNS"
-	fi
 	pf=$1
 	shift
+	if [ -n "$RELAY_NETNS" ]; then
+		set -- ip netns exec "$RELAY_NETNS"
+	fi
+	if [ -n "$RELAY_USER" ]; then
+		# After ip netns exec, which needs root; no capabilities left.
+		set -- "$@" setpriv --reuid="$RELAY_USER" --regid="$(id -g "$RELAY_USER")" --init-groups \
+			--inh-caps=-all --bounding-set=-all --no-new-privs
+	fi
 	# setsid: a session of its own, so the relay outlives the SSH session that
 	# started it; the inner sh writes its own pid, which every exec after it
 	# (nohup, ip netns exec, relayd) keeps. All three descriptors leave the
@@ -283,6 +352,7 @@ do_handoff() {
 		err "handoff: RELAYD_HANDOFF_SOCKET is not set in $RELAY_CONFIG, so relayd (pid $old) cannot hand over: use restart, or set it and restart once"
 		return 1
 	fi
+	dirs_ok || return 1
 	port=$(listen_port)
 	newpid=$RELAY_PIDFILE.new
 	rm -f "$newpid"
@@ -326,6 +396,26 @@ do_handoff() {
 	done
 }
 
+# do_run is start, then the foreground while a relayd serves: it follows
+# the pid file, which a handoff points at the new relayd.
+do_run() {
+	do_start || return 1
+	trap 'stopping=1' TERM INT
+	stopping=
+	while [ -z "$stopping" ] && running_pid >/dev/null; do
+		# In the background, so that a signal ends the wait at once.
+		sleep 1 &
+		wait $! 2>/dev/null
+	done
+	trap - TERM INT
+	if [ -n "$stopping" ]; then
+		do_stop
+		return
+	fi
+	err "run: relayd is not running any more (see $RELAY_LOG)"
+	return 1
+}
+
 do_stop() {
 	if ! p=$(running_pid); then
 		rm -f "$RELAY_PIDFILE"
@@ -358,10 +448,11 @@ start) do_start ;;
 stop) do_stop ;;
 restart) do_stop && do_start ;;
 handoff) do_handoff ;;
+run) do_run ;;
 pid) p=$(running_pid) || exit 3; printf '%s\n' "$p" ;;
 status) do_status ;;
 *)
-	echo "usage: relay-service start|stop|restart|handoff|pid|status" >&2
+	echo "usage: relay-service start|stop|restart|handoff|run|pid|status" >&2
 	exit 2
 	;;
 esac
