@@ -71,33 +71,47 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 		}
 	}
 	if run.resume != nil {
-		if !onlySet && len(run.resume.Only) > 0 {
-			// The run it resumes had a selection: go on with that, no further.
-			if only, err = plans.ParseSelector(run.resume.Only); err != nil || only.Check(p) != nil {
-				return nil, fmt.Errorf("%s: its only %q: not a selection of this plan's hosts", ledgerFile(file), plans.Visible(strings.Join(run.resume.Only, " ")))
-			}
-		}
-		run.only = only
-		todo, done := 0, 0
-		for i, h := range p.Hosts {
-			switch {
-			case !only.Matches(h.Labels):
-			case run.resume.Done(i):
-				done++
-			default:
-				todo++
-			}
-		}
-		scope := ""
-		if only != nil {
-			scope = fmt.Sprintf(" --only %s (the %d others are not touched)", only, len(p.Hosts)-todo-done)
-		}
-		fmt.Fprintf(e.stderr, "relayctl: resuming %s (run %d)%s: %d of %d host(s) not applied or unchanged; the %d others are checked to be as planned first (an edited ledger skips nothing): one that is not joins the waves\n",
-			ledgerFile(file), run.resume.Run+1, scope, todo, todo+done, done)
-		fmt.Fprintf(e.stderr, "relayctl: waves %s (%s%s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
-			plans.WavesText(r.Waves), from, byText(r), r.MaxFailures, r.MaxUnreachable)
-		return run, nil
+		return run, resumeRun(e, file, p, run, only, onlySet, from)
 	}
+	return run, freshRun(e, file, p, run, only, from)
+}
+
+// resumeRun says what a resumed run will do, within the selection of the
+// run it resumes unless --only says otherwise.
+func resumeRun(e *env, file string, p *plans.Plan, run *fleetRun, only *plans.Selector, onlySet bool, from string) error {
+	if !onlySet && len(run.resume.Only) > 0 {
+		// The run it resumes had a selection: go on with that, no further.
+		var err error
+		if only, err = plans.ParseSelector(run.resume.Only); err != nil || only.Check(p) != nil {
+			return fmt.Errorf("%s: its only %q: not a selection of this plan's hosts", ledgerFile(file), plans.Visible(strings.Join(run.resume.Only, " ")))
+		}
+	}
+	run.only = only
+	todo, done := 0, 0
+	for i, h := range p.Hosts {
+		switch {
+		case !only.Matches(h.Labels):
+		case run.resume.Done(i):
+			done++
+		default:
+			todo++
+		}
+	}
+	scope := ""
+	if only != nil {
+		scope = fmt.Sprintf(" --only %s (the %d others are not touched)", only, len(p.Hosts)-todo-done)
+	}
+	r := run.rollout
+	fmt.Fprintf(e.stderr, "relayctl: resuming %s (run %d)%s: %d of %d host(s) not applied or unchanged; the %d others are checked to be as planned first (an edited ledger skips nothing): one that is not joins the waves\n",
+		ledgerFile(file), run.resume.Run+1, scope, todo, todo+done, done)
+	fmt.Fprintf(e.stderr, "relayctl: waves %s (%s%s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
+		plans.WavesText(r.Waves), from, byText(*r), r.MaxFailures, r.MaxUnreachable)
+	return nil
+}
+
+// freshRun says what a run that resumes nothing will do: its hosts (with
+// --only, the ledger whose other hosts it keeps) and its waves.
+func freshRun(e *env, file string, p *plans.Plan, run *fleetRun, only *plans.Selector, from string) error {
 	run.only = only
 	var sel []int
 	for i, h := range p.Hosts {
@@ -107,19 +121,21 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 	}
 	if only != nil {
 		// The other hosts keep what this plan's ledger says of them.
+		var err error
 		if run.outside, err = loadFleetLedger(e, file, p, false); err != nil {
-			return nil, err
+			return err
 		}
 		fmt.Fprintf(e.stderr, "relayctl: --only %s: %d of the plan's %d host(s); the others are not touched (%s)\n", only, len(sel), len(p.Hosts), outsideText(run.outside, file))
 	}
+	r := run.rollout
 	waves := r.Layout(p.Hosts, sel)
 	sizes := make([]int, len(waves))
 	for i, w := range waves {
 		sizes[i] = len(w.Hosts)
 	}
 	fmt.Fprintf(e.stderr, "relayctl: %d host(s) in %d wave(s) of %s (waves %s, %s%s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
-		len(sel), len(sizes), plans.WaveCounts(sizes), plans.WavesText(r.Waves), from, byText(r), r.MaxFailures, r.MaxUnreachable)
-	return run, nil
+		len(sel), len(sizes), plans.WaveCounts(sizes), plans.WavesText(r.Waves), from, byText(*r), r.MaxFailures, r.MaxUnreachable)
+	return nil
 }
 
 // byText says a rollout goes by label: ", by region".

@@ -84,7 +84,6 @@ type simResult struct {
 	CPUs                          int
 	HeapAfterPlanMiB, HeapEndMiB  float64
 	GCCycles                      uint32
-	SimRoundTrips                 int
 	PlanRoundTripsPerHost         float64
 	ApplyRoundTripsPerHost        float64
 	UnreachableHosts, FailedHosts int
@@ -192,36 +191,7 @@ func runFleetSim(b *testing.B, cfg simConfig) simResult {
 		fl.sims[name].FailOp, fl.sims[name].FailMsg = "keep", "cp: error writing: No space left on device"
 	}
 
-	var saves []time.Duration
-	var mu sync.Mutex
-	testLedgerSave = func(n int, took time.Duration) {
-		mu.Lock()
-		saves = append(saves, took)
-		res.LedgerLastBytes = n
-		mu.Unlock()
-	}
-	var rep *rollout.Report
-	testApplied = func(r *rollout.Report) {
-		rep = r
-		res.RetainedPerHost = deepSize(r) / int64(max(1, len(r.Hosts)))
-		if f := os.Getenv("FLEETSIM_HEAPPROFILE"); f != "" { // what is live once every host is done
-			out, err := os.Create(f)
-			if err == nil {
-				runtime.GC()
-				pprof.WriteHeapProfile(out)
-				out.Close()
-			}
-		}
-	}
-	defer func() { testLedgerSave, testApplied = nil, nil }()
-	tty, out := simPTY(b)
-	var stdout countWriter
-	res.Apply = measure(cfg.Hosts, func(_, stderr io.Writer) int {
-		return run([]string{"relayctl", "apply", plan, "--parallel", p, "--verify-timeout", "2s"}, nil, &stdout, stderr)
-	}, tty)
-	tty.Close()
-	res.LiveViewBytes = out()
-	res.ApplyStdout = stdout.n.Load()
+	rep, saves := res.applyFleet(b, plan, p)
 	res.HeapEndMiB = heapMiB()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -239,12 +209,42 @@ func runFleetSim(b *testing.B, cfg simConfig) simResult {
 	if l, err := os.ReadFile("/proc/loadavg"); err == nil {
 		res.Load = strings.Join(strings.Fields(string(l))[:3], " ")
 	}
-	trips = 0
-	for _, s := range fl.sims {
-		trips += s.RoundTrips()
-	}
-	res.SimRoundTrips = trips
 	return res
+}
+
+// applyFleet runs relayctl apply with its live view on a pseudo-terminal,
+// listening to each ledger save and taking the report when the walk ends.
+func (res *simResult) applyFleet(b *testing.B, plan, parallel string) (*rollout.Report, []time.Duration) {
+	var saves []time.Duration
+	var mu sync.Mutex
+	testLedgerSave = func(n int, took time.Duration) {
+		mu.Lock()
+		saves = append(saves, took)
+		res.LedgerLastBytes = n
+		mu.Unlock()
+	}
+	var rep *rollout.Report
+	testApplied = func(r *rollout.Report) {
+		rep = r
+		res.RetainedPerHost = deepSize(r) / int64(max(1, len(r.Hosts)))
+		if f := os.Getenv("FLEETSIM_HEAPPROFILE"); f != "" { // what is live once every host is done
+			if out, err := os.Create(f); err == nil {
+				runtime.GC()
+				pprof.WriteHeapProfile(out)
+				out.Close()
+			}
+		}
+	}
+	defer func() { testLedgerSave, testApplied = nil, nil }()
+	tty, out := simPTY(b)
+	var stdout countWriter
+	res.Apply = measure(res.Config.Hosts, func(_, stderr io.Writer) int {
+		return run([]string{"relayctl", "apply", plan, "--parallel", parallel, "--verify-timeout", "2s"}, nil, &stdout, stderr)
+	}, tty)
+	tty.Close()
+	res.LiveViewBytes = out()
+	res.ApplyStdout = stdout.n.Load()
+	return rep, saves
 }
 
 // buildSimFleet writes the inventory (regions of hosts, each with its own
