@@ -17,7 +17,7 @@ GOBUILD = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: build install test test-unit lab-deps lint lab lab-down demo demo-systemd demo-bench fuzz bench-apply bench-plan restart-impact clean
+.PHONY: build install test test-unit lab-deps lint lab lab-down demo demo-systemd demo-bench fuzz bench-apply bench-plan bench-sim restart-impact clean
 
 build:
 	$(GOBUILD) -ldflags "-s -w -X main.Version=$(VERSION)" -o bin/relayctl ./cmd/relayctl
@@ -103,6 +103,12 @@ demo-bench: lab-deps build
 # (medians, ratios, peak memory). Needs root; changes and restores net.core.rmem_*.
 bench-apply: lab-deps
 	./scripts/bench-apply.sh
+
+# The fleet simulator: relayctl plan and apply on 1,000, 10,000 and 50,000
+# simulated hosts (only the hosts simulated), medians of 3 runs a size:
+# docs/bench-fleet.md. Needs no root and changes nothing on the machine.
+bench-sim:
+	./scripts/bench-sim.sh
 
 # relayctl plan against 1 and 20 lab hosts (median of 5).
 bench-plan: lab-deps

@@ -41,13 +41,18 @@ type Plan struct {
 	Spec           string          `json:"spec"` // the spec's text, parsed again by apply and verify
 	AllowDowngrade bool            `json:"allow_downgrade"`
 	Window         *PlanWindow     `json:"window,omitempty"`
-	Capacity       *tune.Promise   `json:"capacity,omitempty"` // what the region promises, from the spec
-	Drain          *Drain          `json:"drain,omitempty"`    // the gate before each window, from the spec
+	Capacity       *tune.Promise   `json:"capacity,omitempty"`    // what the region promises, from the spec
+	CapacityBy     *LabelCapacity  `json:"capacity_by,omitempty"` // a promise per label value instead (capacity_labels.go)
+	Drain          *Drain          `json:"drain,omitempty"`       // the gate before each window, from the spec
 	Sysctl         []PlannedSysctl `json:"sysctl"`
 	Relay          PlannedRelay    `json:"relay"`
 	Paths          PlanPaths       `json:"paths"`
 	Rollout        *Rollout        `json:"rollout,omitempty"` // the spec's rollout section (rollout.go)
-	Hosts          []*HostPlan     `json:"hosts"`
+	// Inventory is what the hosts were selected from, when the spec names
+	// an inventory (spec_hosts.go): apply selects them again and refuses
+	// a plan whose inventory changed.
+	Inventory *InventoryRecord `json:"inventory,omitempty"`
+	Hosts     []*HostPlan      `json:"hosts"`
 }
 
 // PlanWindow is the spec's restart window, RFC 3339 in UTC.
@@ -138,21 +143,26 @@ const (
 
 // HostPlan is what happens on one host.
 type HostPlan struct {
-	Host          string         `json:"host"`
-	Address       string         `json:"address"`
-	Kernel        string         `json:"kernel"`
-	Action        string         `json:"action"`
-	Fingerprint   string         `json:"fingerprint"`
-	Facts         []FactEntry    `json:"facts"` // what the fingerprint covers
-	Blockers      []string       `json:"blockers"`
-	Warnings      []string       `json:"warnings"`
-	Sysctls       []SysctlChange `json:"sysctls"`
-	Release       ReleaseChange  `json:"release"`
-	Files         []FileChange   `json:"files"` // every file relayctl writes on the host (files.go)
-	Restart       bool           `json:"restart"`
-	PlayersAtPlan *Players       `json:"players_at_plan,omitempty"` // what the relay's /status said, with a drain gate
-	Switch        string         `json:"switch,omitempty"`          // how the window switches the relay: restart, handoff, reload, fdstore
-	SwitchWhy     string         `json:"switch_why,omitempty"`      // why that way
+	Host string `json:"host"`
+	// Target is where apply dials the host, [user@]address[:port], when
+	// that is not its name (an inventory's ansible_host, _port, _user).
+	Target string `json:"target,omitempty"`
+	// Labels are the host's labels from the inventory (hosts.labels).
+	Labels        map[string]string `json:"labels,omitempty"`
+	Address       string            `json:"address"`
+	Kernel        string            `json:"kernel"`
+	Action        string            `json:"action"`
+	Fingerprint   string            `json:"fingerprint"`
+	Facts         []FactEntry       `json:"facts"` // what the fingerprint covers
+	Blockers      []string          `json:"blockers"`
+	Warnings      []string          `json:"warnings"`
+	Sysctls       []SysctlChange    `json:"sysctls"`
+	Release       ReleaseChange     `json:"release"`
+	Files         []FileChange      `json:"files"` // every file relayctl writes on the host (files.go)
+	Restart       bool              `json:"restart"`
+	PlayersAtPlan *Players          `json:"players_at_plan,omitempty"` // what the relay's /status said, with a drain gate
+	Switch        string            `json:"switch,omitempty"`          // how the window switches the relay: restart, handoff, reload, fdstore
+	SwitchWhy     string            `json:"switch_why,omitempty"`      // why that way
 	// ClearStore says when a restart empties the unit's file-descriptor
 	// store, so that a release that binds its own socket can start:
 	// "window" (the new release cannot take the stored socket) or
@@ -321,12 +331,14 @@ func Make(in Input) (*Plan, error) {
 		}
 		byHost[f.Host] = f
 	}
-	for _, h := range s.Hosts {
-		f, ok := byHost[h]
+	p.Inventory = s.InventoryRecord
+	p.Hosts = make([]*HostPlan, 0, len(s.Hosts))
+	for _, name := range s.Hosts {
+		f, ok := byHost[name]
 		if !ok {
-			return nil, fmt.Errorf("plan %s: no facts for host %s", s.Name, h)
+			return nil, fmt.Errorf("plan %s: no facts for host %s", s.Name, name)
 		}
-		h := planHost(p, f)
+		h := planHost(p, HostID{Name: name, Target: s.Targets[name], Labels: s.Labels[name]}, f)
 		h.Steps = in.Steps(p, h)
 		if c := DropCountersOf(f); f.Service.Running && c.SocketInode != 0 && c.ClockNanos > 0 {
 			h.DropsAtPlan = &c // a baseline only with its socket and the host's clock
@@ -334,6 +346,25 @@ func Make(in Input) (*Plan, error) {
 		p.Hosts = append(p.Hosts, h)
 	}
 	return p, nil
+}
+
+// HostID is a host as the plan names it: its name, where it is dialled,
+// and its labels.
+type HostID struct {
+	Name   string
+	Target string // "" when the name is dialled
+	Labels map[string]string
+}
+
+// ID is the host plan's HostID.
+func (h *HostPlan) ID() HostID { return HostID{Name: h.Host, Target: h.Target, Labels: h.Labels} }
+
+// Dial is what apply dials: the target, else the name.
+func (h *HostPlan) Dial() string {
+	if h.Target != "" {
+		return h.Target
+	}
+	return h.Host
 }
 
 // header is everything a plan takes from its spec (and the artifact), with
@@ -358,10 +389,11 @@ func header(s *Spec, art Artifact, templates map[string]string, allowDowngrade b
 			TreeSHA256: art.TreeSHA256,
 			Config:     planConfigOf(s, templates),
 		},
-		Drain:    s.Drain,
-		Paths:    PlanPaths(s.Paths),
-		Capacity: s.Capacity,
-		Hosts:    []*HostPlan{},
+		Drain:      s.Drain,
+		Paths:      PlanPaths(s.Paths),
+		Capacity:   s.Capacity,
+		CapacityBy: s.CapacityBy,
+		Hosts:      []*HostPlan{},
 	}
 	if s.Rollout != nil {
 		r := *s.Rollout
@@ -416,18 +448,19 @@ var ObservedKeys = []string{keyRmemMax, keyRmemDefault}
 
 // Replan computes, from a plan's own inputs and new facts, what the plan
 // would do to the host now. apply uses it to re-derive every action instead
-// of trusting the plan file; verify, to list what differs.
-func Replan(p *Plan, f *Facts, steps StepsFunc) (*HostPlan, error) {
+// of trusting the plan file; verify, to list what differs. id is the host
+// as the plan names it.
+func Replan(p *Plan, id HostID, f *Facts, steps StepsFunc) (*HostPlan, error) {
 	if err := ValidateFacts(f); err != nil {
 		return nil, err
 	}
-	h := planHost(p, f)
+	h := planHost(p, id, f)
 	h.Steps = steps(p, h)
 	return h, nil
 }
 
-func planHost(p *Plan, f *Facts) *HostPlan {
-	h := &HostPlan{Host: f.Host, Address: f.Address, Kernel: f.Kernel, Blockers: []string{}, Warnings: []string{}, Steps: []Step{}}
+func planHost(p *Plan, id HostID, f *Facts) *HostPlan {
+	h := &HostPlan{Host: f.Host, Target: id.Target, Labels: id.Labels, Address: f.Address, Kernel: f.Kernel, Blockers: []string{}, Warnings: []string{}, Steps: []Step{}}
 	h.Facts = Fingerprinted(f, p.ReadKeys())
 	h.Fingerprint = Fingerprint(h.Facts)
 
@@ -730,8 +763,8 @@ func planReadback(h *HostPlan, p *Plan, f *Facts) {
 	if w := e.Warning(); w != "" {
 		h.Warnings = append(h.Warnings, w)
 	}
-	if p.Capacity != nil {
-		c := tune.CheckCapacity(*p.Capacity, e.Effective)
+	if pr := p.promiseFor(h); pr != nil {
+		c := tune.CheckCapacity(*pr, e.Effective)
 		h.Capacity = &c
 		if w := c.Warning(); w != "" {
 			h.Warnings = append(h.Warnings, w)

@@ -2,7 +2,11 @@ package plans
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -362,5 +366,59 @@ func TestPlanCapacity(t *testing.T) {
 	bad = strings.Replace(string(s.Source), "stall: 50ms", "stall: soon", 1)
 	if _, err := ParseSpec("c.yaml", []byte(bad)); err == nil || !strings.Contains(err.Error(), "capacity.stall: want a duration") {
 		t.Errorf("bad stall: %v", err)
+	}
+}
+
+// The plan written one host at a time is, byte for byte, json.Encoder's
+// encoding of the whole plan, its checksum the sha256 of that encoding
+// with checksum ""; Load refuses bytes that are not that encoding of
+// their content even with a checksum recomputed over them.
+func TestPlanStreamsItsCanonicalBytes(t *testing.T) {
+	s := incidentSpec(t, func(y string) string {
+		return strings.Replace(y, "  - relay-ash-1\n", "  - relay-ash-1\n  - relay-ash-2\n", 1)
+	})
+	f2 := incidentFacts()
+	f2.Host = "relay-ash-2"
+	for _, p := range []*Plan{makePlan(t, s, incidentFacts(), f2), {FormatVersion: FormatVersion, Hosts: []*HostPlan{}}} {
+		got, err := p.JSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole := func(c Plan) []byte {
+			var b bytes.Buffer
+			enc := json.NewEncoder(&b)
+			enc.SetIndent("", "  ")
+			enc.SetEscapeHTML(false)
+			enc.Encode(&c)
+			return b.Bytes()
+		}
+		c := *p
+		c.Checksum = ""
+		sum := sha256.Sum256(whole(c))
+		c.Checksum = "sha256:" + hex.EncodeToString(sum[:])
+		if want := whole(c); !bytes.Equal(got, want) {
+			t.Errorf("streamed:\n%s\nwhole:\n%s", got, want)
+		}
+		if _, err := Load("x.plan", got); err != nil {
+			t.Errorf("load: %v", err)
+		}
+	}
+	// Another encoding of the same content, its checksum made to match.
+	body, _ := makePlan(t, incidentSpec(t, nil), incidentFacts()).JSON()
+	fv := fmt.Sprintf(`"format_version": %d,`, FormatVersion)
+	odd := bytes.Replace(body, []byte(fv), []byte(strings.Replace(fv, ",", " ,", 1)), 1)
+	var p Plan
+	json.Unmarshal(odd, &p)
+	blank := bytes.Replace(odd, []byte(p.Checksum), nil, 1)
+	sum := sha256.Sum256(blank)
+	odd = bytes.Replace(odd, []byte(p.Checksum), []byte("sha256:"+hex.EncodeToString(sum[:])), 1)
+	if _, err := Load("x.plan", odd); err == nil || !strings.Contains(err.Error(), "edited after review") {
+		t.Errorf("a plan in bytes relayctl does not write: %v", err)
+	}
+	// The same content and checksum, respaced: the bytes signed and
+	// reviewed are not these.
+	spaced := bytes.Replace(body, []byte("\n  \"hosts\": ["), []byte("\n  \"hosts\":  ["), 1)
+	if _, err := Load("x.plan", spaced); bytes.Equal(spaced, body) || err == nil || !strings.Contains(err.Error(), "edited after review") {
+		t.Errorf("a respaced plan with its checksum: %v", err)
 	}
 }

@@ -1,12 +1,16 @@
 package plans
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
+	"regexp"
 	"strings"
 )
 
@@ -16,63 +20,200 @@ var (
 	ErrPlanChecksum = errors.New("plan checksum does not match its content")
 )
 
-// MarshalJSON-free encoding: the plan is written with sorted, fixed fields,
-// two-space indent and a final newline, so equal plans are equal bytes.
-func encode(p *Plan) ([]byte, error) {
+// A plan file is written with sorted, fixed fields, two-space indent and
+// a final newline, so equal plans are equal bytes: json.Encoder's
+// encoding of the whole Plan. It is written one host at a time (stream),
+// never held whole: a plan of 10,000 hosts is some 90 MB, and encoding it
+// at once took four times that.
+
+// stream writes p's canonical encoding to w.
+func (p *Plan) stream(w io.Writer) error {
+	head := *p
+	head.Hosts = nil
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(p); err != nil {
+	if err := enc.Encode(&head); err != nil {
+		return fmt.Errorf("encode plan: %w", err)
+	}
+	// The header ends `"hosts": null\n}\n`: the hosts go in its place.
+	top, ok := bytes.CutSuffix(b.Bytes(), []byte("null\n}\n"))
+	if !ok {
+		return errors.New("encode plan: unexpected header")
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.Write(top)
+	if len(p.Hosts) == 0 {
+		if p.Hosts == nil {
+			bw.WriteString("null\n}\n")
+		} else {
+			bw.WriteString("[]\n}\n")
+		}
+		return bw.Flush()
+	}
+	bw.WriteString("[\n")
+	var hb bytes.Buffer
+	henc := json.NewEncoder(&hb)
+	henc.SetIndent("    ", "  ")
+	henc.SetEscapeHTML(false)
+	for i, h := range p.Hosts {
+		hb.Reset()
+		if err := henc.Encode(h); err != nil {
+			return fmt.Errorf("encode plan: %w", err)
+		}
+		bw.WriteString("    ")
+		bw.Write(bytes.TrimSuffix(hb.Bytes(), []byte("\n")))
+		if i < len(p.Hosts)-1 {
+			bw.WriteByte(',')
+		}
+		bw.WriteByte('\n')
+	}
+	bw.WriteString("  ]\n}\n")
+	return bw.Flush()
+}
+
+// WriteJSON writes the plan file's bytes to w, with its checksum filled
+// in: the sha256 of the plan's bytes with checksum "".
+func (p *Plan) WriteJSON(w io.Writer) error {
+	c := *p
+	c.Checksum = ""
+	h := sha256.New()
+	if err := c.stream(h); err != nil {
+		return err
+	}
+	p.Checksum = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	c.Checksum = p.Checksum
+	return c.stream(w)
+}
+
+// JSON returns the plan file's bytes, with its checksum filled in.
+func (p *Plan) JSON() ([]byte, error) {
+	var b bytes.Buffer
+	if err := p.WriteJSON(&b); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
 }
 
-// JSON returns the plan file's bytes, with its checksum filled in.
-func (p *Plan) JSON() ([]byte, error) {
-	c := *p
-	c.Checksum = ""
-	body, err := encode(&c)
-	if err != nil {
-		return nil, fmt.Errorf("encode plan: %w", err)
-	}
-	sum := sha256.Sum256(body)
-	c.Checksum = "sha256:" + hex.EncodeToString(sum[:])
-	p.Checksum = c.Checksum
-	return encode(&c)
-}
-
 // Load reads a plan file, refusing an unknown format or a plan whose content
-// was edited after it was written (its checksum no longer matches).
+// was edited after it was written: its checksum no longer matches, or its
+// bytes are not the ones relayctl writes for its content.
 func Load(file string, data []byte) (*Plan, error) {
-	var probe struct {
-		FormatVersion int `json:"format_version"`
-	}
-	if err := json.Unmarshal(data, &probe); err != nil {
+	version, err := formatVersion(data)
+	if err != nil {
 		return nil, fmt.Errorf("%s: not a plan file: %w", file, err)
 	}
-	if probe.FormatVersion != FormatVersion {
-		return nil, fmt.Errorf("%s: %w: %d (this relayctl reads %d); make the plan again with this relayctl", file, ErrPlanFormat, probe.FormatVersion, FormatVersion)
+	if version != FormatVersion {
+		return nil, fmt.Errorf("%s: %w: %d (this relayctl reads %d); make the plan again with this relayctl", file, ErrPlanFormat, version, FormatVersion)
 	}
 	if len(data) > MaxPlanSize {
 		return nil, fmt.Errorf("%s: a plan of %d bytes (at most %d)", file, len(data), MaxPlanSize)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
+	// Decoded in place (a Decoder would copy the file first); a field
+	// the plan does not have fails the comparison below, and strictly
+	// decoded then says which.
 	var p Plan
-	if err := dec.Decode(&p); err != nil {
+	if err := json.Unmarshal(data, &p); err != nil {
 		return nil, fmt.Errorf("%s: read plan: %w", file, err)
 	}
 	want := p.Checksum
-	again, err := p.JSON()
-	if err != nil {
+	// Encode the content again with checksum "", comparing it as it comes
+	// with the file's bytes (their checksum taken out) and hashing it.
+	c := p
+	c.Checksum = ""
+	v := newVerifier(data, want)
+	if err := c.stream(v); err != nil {
 		return nil, err
 	}
-	if p.Checksum != want || !bytes.Equal(again, data) {
+	p.Checksum = v.sum()
+	if !v.same() {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(new(Plan)); err != nil {
+			return nil, fmt.Errorf("%s: read plan: %w", file, err)
+		}
+	}
+	if p.Checksum != want || !v.same() {
 		return nil, fmt.Errorf("%s: %w (recorded %s, content gives %s): it was edited after review; make and review a new plan", file, ErrPlanChecksum, orNone(want), p.Checksum)
 	}
 	return &p, nil
+}
+
+// verifier is a writer that hashes what it is written and compares it
+// with a plan file's bytes where the checksum is "": the file's own
+// checksum, right after its format version, is taken out of the
+// comparison without copying the file.
+type verifier struct {
+	parts [][]byte // the file's bytes as they should come, checksum ""
+	h     hash.Hash
+	equal bool
+}
+
+var checksumField = regexp.MustCompile(`^\{\n  "format_version": [0-9]+,\n  "checksum": ("[^"\\\n]{0,100}")`)
+
+func newVerifier(data []byte, want string) *verifier {
+	v := &verifier{h: sha256.New(), equal: true}
+	m := checksumField.FindSubmatchIndex(data)
+	if m == nil {
+		v.parts, v.equal = [][]byte{data}, false
+		return v
+	}
+	head := append(append([]byte(nil), data[:m[2]]...), `""`...)
+	v.parts = [][]byte{head, data[m[3]:]}
+	return v
+}
+
+func (v *verifier) Write(b []byte) (int, error) {
+	v.h.Write(b)
+	n := len(b)
+	for len(b) > 0 && v.equal {
+		if len(v.parts) == 0 {
+			v.equal = false
+			break
+		}
+		p := v.parts[0]
+		k := min(len(p), len(b))
+		if !bytes.Equal(p[:k], b[:k]) {
+			v.equal = false
+			break
+		}
+		b, v.parts[0] = b[k:], p[k:]
+		if len(v.parts[0]) == 0 {
+			v.parts = v.parts[1:]
+		}
+	}
+	return n, nil
+}
+
+// same reports whether everything written matched the whole file.
+func (v *verifier) same() bool { return v.equal && len(v.parts) == 0 }
+
+func (v *verifier) sum() string { return "sha256:" + hex.EncodeToString(v.h.Sum(nil)) }
+
+// formatVersion reads a plan's format_version: its first field when the
+// plan is relayctl's, else found by decoding the whole document.
+func formatVersion(data []byte) (int, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return probeVersion(data)
+	}
+	if k, err := dec.Token(); err != nil || k != "format_version" {
+		return probeVersion(data)
+	}
+	var v int
+	if err := dec.Decode(&v); err != nil {
+		return probeVersion(data)
+	}
+	return v, nil
+}
+
+func probeVersion(data []byte) (int, error) {
+	var probe struct {
+		FormatVersion int `json:"format_version"`
+	}
+	err := json.Unmarshal(data, &probe)
+	return probe.FormatVersion, err
 }
 
 // runsProgram reports whether the plan sets key to a value that makes the

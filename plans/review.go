@@ -15,8 +15,12 @@ func (p *Plan) Markdown(planFile string) []byte {
 	r := &review{p: p}
 	r.header(planFile)
 	r.readFirst()
-	for _, h := range p.Hosts {
-		r.host(h)
+	if len(p.Hosts) <= maxReviewSections {
+		for _, h := range p.Hosts {
+			r.host(h)
+		}
+	} else {
+		r.hostGroups()
 	}
 	return []byte(r.b.String())
 }
@@ -64,6 +68,11 @@ func (r *review) header(planFile string) {
 	}
 	if c := p.Capacity; c != nil {
 		r.w("- Promise: %d players in lobbies of %d at %d Hz, %d-byte datagrams, %s\n", c.Players, c.LobbySize, c.Hz, c.PacketSize, MDText(tune.StallPhrase(c.Stall)))
+	} else if c := p.CapacityBy; c != nil {
+		r.w("- Promise: %s\n", capacityByText(c))
+	}
+	if p.Inventory != nil {
+		r.w("- Inventory: %s (sha256 %s, %d vars file(s))\n", MDCode(p.Inventory.File), MDCode(short(p.Inventory.SHA256)), len(p.Inventory.VarsFiles))
 	}
 	if p.AllowDowngrade {
 		r.w("- Downgrades allowed (--allow-downgrade)\n")
@@ -77,6 +86,9 @@ func (r *review) header(planFile string) {
 		r.w("%s", rolloutMarkdown(p))
 	}
 	r.w("\n")
+	if p.CapacityBy != nil {
+		r.w("%s", capacityByMarkdown(p))
+	}
 }
 
 // readFirst lists what a reviewer must see before anything else: sysctls
@@ -88,14 +100,18 @@ func (r *review) readFirst() {
 			notes = append(notes, fmt.Sprintf("- **RUNS A PROGRAM AS ROOT** %s = %s: %s (allowed by the spec's unsafe.sysctls_that_run_programs)", MDCode(c.Key), mdValue(c.Value), MDText(c.RunsProgram)))
 		}
 	}
-	for _, h := range r.p.Hosts {
-		for _, m := range h.Blockers {
-			notes = append(notes, fmt.Sprintf("- **BLOCKED** %s: %s", MDText(h.Host), MDText(m)))
+	if len(r.p.Hosts) > maxReviewSections {
+		notes = append(notes, r.groupedNotes()...)
+	} else {
+		for _, h := range r.p.Hosts {
+			for _, m := range h.Blockers {
+				notes = append(notes, fmt.Sprintf("- **BLOCKED** %s: %s", MDText(h.Host), MDText(m)))
+			}
 		}
-	}
-	for _, h := range r.p.Hosts {
-		for _, m := range h.Warnings {
-			notes = append(notes, fmt.Sprintf("- **warning** %s: %s", MDText(h.Host), MDText(m)))
+		for _, h := range r.p.Hosts {
+			for _, m := range h.Warnings {
+				notes = append(notes, fmt.Sprintf("- **warning** %s: %s", MDText(h.Host), MDText(m)))
+			}
 		}
 	}
 	if len(notes) > 0 {
@@ -106,7 +122,20 @@ func (r *review) readFirst() {
 // host is one host's section.
 func (r *review) host(h *HostPlan) {
 	r.w("## %s (%s): %s\n\n", MDText(h.Host), MDText(h.Address), actionText(h.Action))
-	r.w("Kernel %s · fingerprint %s\n\n", MDCode(h.Kernel), MDCode(short(h.Fingerprint)))
+	r.w("Kernel %s · fingerprint %s%s\n\n", MDCode(h.Kernel), MDCode(short(h.Fingerprint)), identityText(h))
+	r.b.WriteString(r.body(h, true))
+}
+
+// body is a host's section after its heading: what changes on it. With
+// drops false, the drop counts it reads now are left out (they differ
+// from host to host; review_groups.go).
+func (r *review) body(h *HostPlan, drops bool) string {
+	o := &review{p: r.p}
+	o.hostBody(h, drops)
+	return o.b.String()
+}
+
+func (r *review) hostBody(h *HostPlan, drops bool) {
 	r.sysctlTable(h)
 	r.w("- Release: %s\n", releaseText(h.Release))
 	if len(h.Release.Prune)+len(h.Release.PruneStore) > 0 {
@@ -117,7 +146,7 @@ func (r *review) host(h *HostPlan) {
 			r.w("%s\n", line)
 		}
 	}
-	r.w("- Expected read-back: %s\n", readbackText(h.Readback))
+	r.w("- Expected read-back: %s\n", readbackText(h.Readback, drops))
 	if c := h.Capacity; c != nil {
 		r.w("- Capacity: %s\n", MDText(c.Summary()))
 	}
@@ -178,7 +207,7 @@ func (r *review) sysctlTable(h *HostPlan) {
 
 // readbackText says what ss will show, by which kernel rule, and what it
 // shows now.
-func readbackText(rb Readback) string {
+func readbackText(rb Readback, drops bool) string {
 	rule := fmt.Sprintf("max(2 × min(%d, rmem_max %d), 2304)", rb.Requested, rb.RmemMax)
 	switch {
 	case rb.Requested == 0:
@@ -187,8 +216,11 @@ func readbackText(rb Readback) string {
 		rule = fmt.Sprintf("max(2 × %d, 2304) with SO_RCVBUFFORCE", rb.Requested)
 	}
 	now := "no socket found now"
-	if rb.CurrentFound {
+	switch {
+	case rb.CurrentFound && drops:
 		now = fmt.Sprintf("now rb %d, drops %d", rb.Current, rb.CurrentDrops)
+	case rb.CurrentFound:
+		now = fmt.Sprintf("now rb %d", rb.Current)
 	}
 	if len(rb.Sockets) > 1 {
 		var each []string

@@ -40,6 +40,13 @@ type Rollout struct {
 	// Soak is the watch of the drop counters after a host's window
 	// (soak.go), nil for none.
 	Soak *Soak `json:"soak,omitempty"`
+	// By, Order and Budgets roll out by label (rollout_labels.go): waves
+	// within each value of the label By, the values one after another.
+	By      string            `json:"by,omitempty"`
+	Order   []string          `json:"order,omitempty"`
+	Budgets map[string]Budget `json:"budgets,omitempty"`
+
+	byLine, orderLine, budgetsLine int
 }
 
 // Recovery policies: a window a dead run left unfinished is completed
@@ -162,6 +169,11 @@ type Resolved struct {
 	MaxUnreachable Amount
 	Recover        string // RecoverComplete or RecoverRollback
 	Soak           *Soak  // nil: no soak
+	// By is the label the waves are grouped by ("" for none), Order the
+	// values that go first, Budgets each value's own wave budgets.
+	By      string
+	Order   []string
+	Budgets map[string]ResolvedBudget
 }
 
 // Resolve parses a rollout recorded in a plan (nil: the defaults).
@@ -203,6 +215,9 @@ func (r *Rollout) Resolve() (Resolved, error) {
 		}
 		*b.dst = a
 	}
+	if err := r.resolveByLabel(&out); err != nil {
+		return out, err
+	}
 	return out, nil
 }
 
@@ -217,7 +232,7 @@ func WavesText(w []Amount) string {
 
 // rollout parses the spec's rollout section.
 func (p *specParser) rollout(n *yaml.Node) *Rollout {
-	f, ok := p.fields(n, "rollout", "waves", "max_failures", "max_unreachable", "recover", "soak")
+	f, ok := p.fields(n, "rollout", "waves", "max_failures", "max_unreachable", "recover", "soak", "by", "order", "budgets")
 	if !ok {
 		return nil
 	}
@@ -274,11 +289,13 @@ func (p *specParser) rollout(n *yaml.Node) *Rollout {
 	if v := f["soak"]; v != nil {
 		r.Soak = p.soak(v)
 	}
+	p.byLabel(f, r)
 	return r
 }
 
 // rolloutMarkdown is the review's account of the rollout: the waves this
-// plan's hosts fall into, with their budgets, and which hosts each holds.
+// plan's hosts fall into, with their budgets, and which hosts each holds
+// (by label: a line per value, rollout_labels.go).
 func rolloutMarkdown(p *Plan) string {
 	r, err := p.Rollout.Resolve()
 	if err != nil { // Validate parsed it; a plan that got here is fine
@@ -288,28 +305,58 @@ func rolloutMarkdown(p *Plan) string {
 	if p.Rollout != nil && len(p.Rollout.Waves) > 0 {
 		from = "from the spec"
 	}
-	sizes := SplitWaves(r.Waves, len(p.Hosts))
-	counts := make([]string, len(sizes))
-	for i, n := range sizes {
-		counts[i] = strconv.Itoa(n)
+	soak := ""
+	if r.Soak != nil {
+		soak = fmt.Sprintf("- Soak: %s (apply's --soak and --soak-hosts override)\n", MDText(r.Soak.Text()))
 	}
+	if r.By != "" {
+		return rolloutByLabelMarkdown(p, r, from) + soak
+	}
+	return wavesMarkdown(p, r, from) + soak
+}
+
+// wavesMarkdown lists the waves of a rollout that is not by label.
+func wavesMarkdown(p *Plan, r Resolved, from string) string {
+	sizes := SplitWaves(r.Waves, len(p.Hosts))
 	var b strings.Builder
 	fmt.Fprintf(&b, "- Rollout: waves %s (%s) → %s host(s); a wave starts when the one before has ended with at most %s failed, rolled back or refused and %s unreachable "+
 		"(apply's --waves, --max-failures, --max-unreachable override)\n",
-		WavesText(r.Waves), from, strings.Join(counts, " + "), budgetText(r.MaxFailures), budgetText(r.MaxUnreachable))
-	if r.Soak != nil {
-		fmt.Fprintf(&b, "- Soak: %s (apply's --soak and --soak-hosts override)\n", MDText(r.Soak.Text()))
-	}
+		WavesText(r.Waves), from, WaveCounts(sizes), budgetText(r.MaxFailures), budgetText(r.MaxUnreachable))
 	at := 0
 	for i, n := range sizes {
-		names := p.Hosts[at].Host
-		if n > 1 {
-			names += " … " + p.Hosts[at+n-1].Host
+		if i == maxListedWaves && len(sizes) > maxListedWaves+1 {
+			fmt.Fprintf(&b, "  - waves %d to %d: %d host(s), %s\n", i+1, len(sizes), len(p.Hosts)-at, MDText(hostSpan(p.Hosts[at:])))
+			break
 		}
-		fmt.Fprintf(&b, "  - wave %d: %d host(s), %s\n", i+1, n, MDText(names))
+		fmt.Fprintf(&b, "  - wave %d: %d host(s), %s\n", i+1, n, MDText(hostSpan(p.Hosts[at:at+n])))
 		at += n
 	}
 	return b.String()
+}
+
+// maxListedWaves is how many waves the review lists one by one.
+const maxListedWaves = 20
+
+// WaveCounts is wave sizes as "1 + 5 + 23 + 71", the first dozen and a
+// count beyond.
+func WaveCounts(sizes []int) string {
+	counts := make([]string, 0, min(len(sizes), 13))
+	for i, n := range sizes {
+		if i == 12 && len(sizes) > 13 {
+			counts = append(counts, fmt.Sprintf("… (%d waves)", len(sizes)))
+			break
+		}
+		counts = append(counts, strconv.Itoa(n))
+	}
+	return strings.Join(counts, " + ")
+}
+
+// hostSpan names hosts by the first and the last.
+func hostSpan(hs []*HostPlan) string {
+	if len(hs) == 1 {
+		return hs[0].Host
+	}
+	return hs[0].Host + " … " + hs[len(hs)-1].Host
 }
 
 func budgetText(a Amount) string {

@@ -67,7 +67,7 @@ func TestSoakErrors(t *testing.T) {
 		{"rollout:\n  soak:\n    max_players_lost: 150%\n", "rollout.soak.max_players_lost: want a share"},
 		{"rollout:\n  soak:\n    min_traffic: -5\n", "rollout.soak.min_traffic: want datagrams per second from 0"},
 		{"rollout:\n  soak: 60s\n", "s.yaml:23: rollout.soak: want a mapping of keys to values"},
-		{"rollout:\n  soka: {}\n", "s.yaml:23: rollout.soka: unknown key; valid keys here: waves, max_failures, max_unreachable, recover, soak; did you mean soak?"},
+		{"rollout:\n  soka: {}\n", "s.yaml:23: rollout.soka: unknown key; valid keys here: waves, max_failures, max_unreachable, recover, soak, by, order, budgets; did you mean soak?"},
 	} {
 		_, err := ParseSpec("s.yaml", []byte(goodSpec+tt.section))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

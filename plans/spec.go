@@ -28,17 +28,31 @@ type Spec struct {
 	File   string // the file it was read from, for messages
 	Source []byte // the file's bytes: a plan records them, and apply parses them again
 	Name   string
-	Hosts  []string
-	Sysctl []SysctlSetting // in the order written
-	Relay  RelaySpec
-	Window *Window
-	Paths  HostPaths
+	// Hosts names the hosts, in order: the list as written, or the hosts
+	// an inventory selects (Inventory, filled in by SelectHosts).
+	Hosts []string
+	// Inventory is where the hosts come from when the spec names an
+	// inventory instead of listing them (spec_hosts.go); nil for a list.
+	Inventory *InventoryRef
+	// Targets is where a host is reached when that is not its name (an
+	// inventory host's [user@]address[:port]); Labels are each host's
+	// labels; InventoryRecord is what a plan records of the inventory.
+	// All three are SelectHosts's, for an inventory spec.
+	Targets         map[string]string
+	Labels          map[string]map[string]string
+	InventoryRecord *InventoryRecord
+	Sysctl          []SysctlSetting // in the order written
+	Relay           RelaySpec
+	Window          *Window
+	Paths           HostPaths
 	// Rollout is the optional rollout section (rollout.go): waves and
 	// failure budgets.
 	Rollout *Rollout
 	// Capacity is what the region promises to carry, when the spec says:
-	// the plan checks each host's planned rb against it.
-	Capacity *tune.Promise
+	// the plan checks each host's planned rb against it. CapacityBy is a
+	// promise per value of a label instead (capacity.by, capacity_labels.go).
+	Capacity   *tune.Promise
+	CapacityBy *LabelCapacity
 	// Drain, when given, holds each host's window until its players are
 	// gone (or few enough), up to a deadline.
 	Drain *Drain
@@ -214,7 +228,8 @@ const MaxSpecSize = 1 << 20
 type specParser struct {
 	file    string
 	errs    []*SpecError
-	written []specPath // host paths the spec wrote, for checkServicePaths
+	written []specPath     // host paths the spec wrote, for checkServicePaths
+	capBy   *LabelCapacity // capacity.by, read by capacity
 }
 
 // fail records a problem and parsing goes on, so every problem is reported.
@@ -223,6 +238,11 @@ func (p *specParser) fail(n *yaml.Node, field, format string, a ...any) {
 	if n != nil {
 		line = n.Line
 	}
+	p.errs = append(p.errs, &SpecError{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, a...)})
+}
+
+// failLine is fail at a line rather than a node.
+func (p *specParser) failLine(line int, field, format string, a ...any) {
 	p.errs = append(p.errs, &SpecError{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, a...)})
 }
 
@@ -401,7 +421,9 @@ func (p *specParser) spec(root *yaml.Node) *Spec {
 			}
 		}
 	}
-	if n := f["hosts"]; n != nil {
+	if n := f["hosts"]; n != nil && n.Kind == yaml.MappingNode {
+		s.Inventory = p.inventoryHosts(n)
+	} else if n != nil {
 		s.Hosts = p.hosts(n)
 	}
 	if n := f["sysctl"]; n != nil {
@@ -421,6 +443,7 @@ func (p *specParser) spec(root *yaml.Node) *Spec {
 	}
 	if n := f["capacity"]; n != nil {
 		s.Capacity = p.capacity(n)
+		s.CapacityBy = p.capBy
 	}
 	if n := f["drain"]; n != nil {
 		s.Drain = p.drain(n)
@@ -430,6 +453,8 @@ func (p *specParser) spec(root *yaml.Node) *Spec {
 	}
 	p.checkRootPrograms(s)
 	p.checkServicePaths(s.Relay)
+	p.checkByLabel(s)
+	p.checkCapacityBy(s)
 	if s.Relay.Service.Handoff != nil && s.Relay.HandoffSocket == "" {
 		p.fail(f["relay"], "relay.handoff_socket", "missing; relay.service.handoff needs the socket the relay hands over on, e.g. handoff_socket: /opt/relay/run/handoff.sock")
 	}
@@ -444,7 +469,7 @@ func (p *specParser) spec(root *yaml.Node) *Spec {
 func (p *specParser) hosts(hosts *yaml.Node) []string {
 	var out []string
 	if hosts.Kind != yaml.SequenceNode || len(hosts.Content) == 0 {
-		p.fail(hosts, "hosts", "want a list of hosts, each an ssh_config alias or [user@]host[:port]")
+		p.fail(hosts, "hosts", "want a list of hosts, each an ssh_config alias or [user@]host[:port], or an inventory: {inventory: FILE, pattern: PATTERN}")
 		return nil
 	}
 	if len(hosts.Content) > MaxHosts {

@@ -59,10 +59,11 @@ func ParseWindowTime(v string) (time.Time, error) {
 // capacity reads the promise a region makes (README "The spec"): players,
 // hz and packet_size are required; lobby_size defaults to 8 and stall to 0.
 func (p *specParser) capacity(n *yaml.Node) *tune.Promise {
-	f, ok := p.fields(n, "capacity", "players", "lobby_size", "hz", "packet_size", "stall")
+	f, ok := p.fields(n, "capacity", "players", "lobby_size", "hz", "packet_size", "stall", "by")
 	if !ok {
 		return nil
 	}
+	by := f["by"] != nil // a promise per label value: capacity_labels.go
 	c := tune.Promise{LobbySize: 8}
 	good := true
 	num := func(k string, dst *int, min, max int64, example string) {
@@ -80,7 +81,13 @@ func (p *specParser) capacity(n *yaml.Node) *tune.Promise {
 			good = false
 		}
 	}
-	num("players", &c.Players, 1, tune.MaxPromisePlayers, "200")
+	var players map[string]int
+	if by {
+		players = p.labelPlayers(f["players"])
+		good = good && players != nil
+	} else {
+		num("players", &c.Players, 1, tune.MaxPromisePlayers, "200")
+	}
 	num("lobby_size", &c.LobbySize, 2, 256, "8")
 	num("hz", &c.Hz, 1, tune.MaxPromiseHz, "60")
 	num("packet_size", &c.PacketSize, 1, tune.MaxPacketSize, "200")
@@ -96,6 +103,10 @@ func (p *specParser) capacity(n *yaml.Node) *tune.Promise {
 		} else {
 			good = false
 		}
+	}
+	if by {
+		p.capBy = p.capacityBy(f["by"], c, players, good)
+		return nil
 	}
 	if !good {
 		return nil

@@ -21,7 +21,7 @@ var ErrPlanEdited = errors.New("the plan does not match its recorded spec")
 // Limits on what relayctl reads from plans and hosts. Nothing untrusted is
 // read without a bound.
 const (
-	MaxPlanSize     = 64 << 20  // a plan file
+	MaxPlanSize     = 1 << 30   // a plan file: about 9 KB a host, MaxFleet hosts
 	MaxFactsSize    = 64 << 20  // a facts file
 	MaxArtifactSize = 512 << 20 // a release artifact
 	MaxHostFile     = 256 << 10 // one file read on a host (a sysctl.d file, the relay config)
@@ -75,16 +75,21 @@ func Validate(p *Plan) error {
 	}
 	want := header(s, Artifact{SHA256: p.Relay.SHA256, Size: p.Relay.Size, Capabilities: p.Relay.Capabilities, TreeSHA256: p.Relay.TreeSHA256}, texts, p.AllowDowngrade)
 	want.SpecSHA256 = p.SpecSHA256
+	if s.Inventory != nil {
+		// The inventory's sha256s come from its files, not the spec:
+		// CheckInventory selects the hosts again from them.
+		if err := validInventoryRecord(p.Inventory, s.Inventory); err != nil {
+			return fmt.Errorf("%w: %v", ErrPlanEdited, err)
+		}
+		want.Inventory = p.Inventory
+	}
 	if d := headerDiff(p, want); len(d) > 0 {
 		return fmt.Errorf("%w: %s; make and review the plan again", ErrPlanEdited, strings.Join(d, "; "))
 	}
-	if len(p.Hosts) != len(s.Hosts) {
-		return fmt.Errorf("%w: %d hosts, the spec has %d", ErrPlanEdited, len(p.Hosts), len(s.Hosts))
+	if err := validateHostNames(p, s); err != nil {
+		return fmt.Errorf("%w: %v", ErrPlanEdited, err)
 	}
-	for i, h := range p.Hosts {
-		if h == nil || h.Host != s.Hosts[i] {
-			return fmt.Errorf("%w: host %d is not %s, the spec's", ErrPlanEdited, i+1, s.Hosts[i])
-		}
+	for _, h := range p.Hosts {
 		if err := validateHost(p, h); err != nil {
 			return fmt.Errorf("%w: host %s: %v", ErrPlanEdited, h.Host, err)
 		}

@@ -31,13 +31,19 @@ type ApplyOptions struct {
 	StableFor time.Duration
 
 	// The fleet (waves.go, ledger.go, fleetview.go).
-	Rollout      *plans.Resolved    // waves and budgets; nil: the plan's own
-	Resume       *Ledger            // go on with the hosts this ledger has not applied
-	SaveLedger   func([]byte) error // called with the ledger each time a host starts or ends
-	Live         bool               // Progress is a terminal: a live fleet view instead of step lines
-	LiveWidth    int                // its columns
-	StageOnly    bool               // stop each host after its stage (relayctl stage)
-	FetchTimeout time.Duration      // a host's fetch of a url release
+	Rollout    *plans.Resolved    // waves and budgets; nil: the plan's own
+	Resume     *Ledger            // go on with the hosts this ledger has not applied (within Only)
+	Only       *plans.Selector    // the hosts this run works on (--only region=ash); nil: every host
+	Outside    *Ledger            // without Resume: an earlier ledger of this plan, whose hosts outside Only keep their lines
+	SaveLedger func([]byte) error // called with the whole ledger when the run starts and ends, and each time a host starts or ends without PatchLedger
+	// PatchLedger rewrites bytes of the file SaveLedger last wrote, in
+	// place: with it, a host that starts or ends costs one line and the
+	// header, whatever the fleet's size (ledger.go).
+	PatchLedger  func(p []byte, off int64) error
+	Live         bool          // Progress is a terminal: a live fleet view instead of step lines
+	LiveWidth    int           // its columns
+	StageOnly    bool          // stop each host after its stage (relayctl stage)
+	FetchTimeout time.Duration // a host's fetch of a url release
 
 	confirmOnly bool      // check a host the ledger shows done is as planned, and change nothing
 	soakRole    string    // this host soaks (Rollout.Soak), as its wave's canary or as every host
@@ -57,7 +63,32 @@ func (c Checked) Plan() *plans.Plan { return c.plan }
 // decisions give. A plan edited after it was made, checksum recomputed or
 // not, fails here or, for what needs the host, when apply derives the
 // host's plan again from what it observes.
+//
+// A plan whose hosts came from an inventory needs that inventory, to
+// select them again: CheckPlanFrom.
 func CheckPlan(p *plans.Plan) (Checked, error) {
+	if p.Inventory != nil {
+		return Checked{}, fmt.Errorf("check plan %s: %w", p.Name, plans.ErrNeedsInventory)
+	}
+	return checkPlan(p)
+}
+
+// CheckPlanFrom is CheckPlan for a plan whose hosts came from an
+// inventory: besides CheckPlan's checks, its hosts are selected again from
+// in, the inventory as it is now (plans.CheckInventory), so a plan whose
+// inventory changed, or whose hosts were edited, is refused.
+func CheckPlanFrom(p *plans.Plan, in plans.InventoryInput) (Checked, error) {
+	c, err := checkPlan(p)
+	if err != nil {
+		return Checked{}, err
+	}
+	if err := plans.CheckInventory(p, in); err != nil {
+		return Checked{}, err
+	}
+	return c, nil
+}
+
+func checkPlan(p *plans.Plan) (Checked, error) {
 	if err := plans.Validate(p); err != nil {
 		return Checked{}, err
 	}

@@ -22,6 +22,7 @@ type fleet struct {
 	o       ApplyOptions
 	rep     *Report
 	results []*HostResult // in the plan's order
+	sel     []int         // the hosts of o.Only (every host without it), in the plan's order
 	todo    []int         // the hosts this run works on
 	done    []int         // the hosts the ledger shows done, to confirm
 	rules   fleetRules
@@ -29,6 +30,9 @@ type fleet struct {
 	pr      *progress
 	start   time.Time // on o.Now's clock
 	clock   time.Time // a real clock for wave times: o.Now may be a test's fixed one
+
+	keys []string // the sysctls every receipt shows (the plan's ReadKeys)
+	strs interner // texts every host repeats, kept once
 
 	mu      sync.Mutex
 	stopped string
@@ -41,50 +45,65 @@ func runFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 		return nil, err
 	}
 	f.confirm()
-	if f.rules, err = rulesFor(p, o, len(f.todo)); err != nil {
+	if f.rules, err = rulesFor(p, o, f.todo); err != nil {
 		return nil, err
 	}
 	f.book.flush()
-	f.pr = newProgress(o, len(f.todo), len(f.rules.sizes))
+	f.pr = newProgress(o, len(f.todo), len(f.rules.waves))
 	defer f.pr.finish()
 	defer context.AfterFunc(ctx, f.pr.interrupted)() // says at once what an interrupt does
-	at := 0
-	for wi, size := range f.rules.sizes {
+	for wi, w := range f.rules.waves {
 		if f.why() != "" {
 			break
 		}
-		f.wave(wi+1, f.todo[at:at+size])
-		at += size
+		f.wave(wi+1, w)
 	}
 	return f.finish()
 }
 
-// newFleet lays out the run: every host not started, then, with
-// o.Resume, the ledger's hosts done in earlier runs left as they were.
+// newFleet lays out the run: every host of o.Only not started, then,
+// with o.Resume, the ledger's hosts done in earlier runs left as they
+// were. Hosts outside o.Only keep the lines o.Resume or o.Outside give
+// them, untouched.
 func newFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*fleet, error) {
-	f := &fleet{ctx: ctx, d: d, p: p, o: o, start: o.Now(), clock: time.Now()}
+	f := &fleet{ctx: ctx, d: d, p: p, o: o, start: o.Now(), clock: time.Now(), keys: p.ReadKeys()}
 	f.rep = &Report{Plan: p.Name, Checksum: p.Checksum, Started: f.start.UTC().Format(time.RFC3339), Run: 1, Approval: o.Approval}
-	for _, h := range p.Hosts {
-		f.results = append(f.results, &HostResult{HostAccount: HostAccount{Host: h.Host, Address: h.Address, Outcome: NotStarted, State: StateAsWas,
-			ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}}})
+	if o.Only != nil {
+		f.rep.Only = o.Only.String()
 	}
-	f.rep.Hosts = f.results
-	led := NewLedger(p)
-	if r := o.Resume; r != nil {
-		if r.Checksum != p.Checksum || len(r.Hosts) != len(p.Hosts) {
-			return nil, fmt.Errorf("%w: written for checksum %s, the plan's is %s", ErrLedgerOtherPlan, plans.Visible(clip(r.Checksum)), p.Checksum)
+	for i, h := range p.Hosts {
+		f.results = append(f.results, &HostResult{HostAccount: HostAccount{Host: h.Host, Address: h.Address, Labels: h.Labels, Outcome: NotStarted, State: StateAsWas,
+			ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}}})
+		if o.Only.Matches(h.Labels) {
+			f.sel = append(f.sel, i)
 		}
-		led = &Ledger{FormatVersion: LedgerFormatVersion, Plan: p.Name, Checksum: p.Checksum, Run: r.Run + 1, Hosts: append([]LedgerHost(nil), r.Hosts...)}
+	}
+	f.rep.Outside = len(p.Hosts) - len(f.sel)
+	led := NewLedger(p)
+	base := o.Resume
+	if base == nil && o.Only != nil {
+		base = o.Outside
+	}
+	if base != nil {
+		if base.Checksum != p.Checksum || len(base.Hosts) != len(p.Hosts) {
+			return nil, fmt.Errorf("%w: written for checksum %s, the plan's is %s", ErrLedgerOtherPlan, plans.Visible(clip(base.Checksum)), p.Checksum)
+		}
+		led = &Ledger{FormatVersion: LedgerFormatVersion, Plan: p.Name, Checksum: p.Checksum, Run: base.Run + 1, Hosts: append([]LedgerHost(nil), base.Hosts...)}
 		f.rep.Run = led.Run
 	}
-	for i := range p.Hosts {
-		if o.Resume != nil && o.Resume.Done(i) {
+	led.Only = o.Only.Items()
+	for _, i := range f.sel {
+		switch {
+		case o.Resume != nil && o.Resume.Done(i):
 			f.done = append(f.done, i)
-			continue
+		case o.Resume == nil && base != nil:
+			led.Hosts[i] = LedgerHost{Host: p.Hosts[i].Host, Outcome: string(NotStarted), State: StateAsWas}
+			f.todo = append(f.todo, i)
+		default:
+			f.todo = append(f.todo, i)
 		}
-		f.todo = append(f.todo, i)
 	}
-	f.book = &ledgerBook{l: led, save: o.SaveLedger, now: o.Now}
+	f.book = &ledgerBook{l: led, save: o.SaveLedger, patch: o.PatchLedger, now: o.Now}
 	return f, nil
 }
 
@@ -116,6 +135,7 @@ func (f *fleet) confirm() {
 				f.todo = append(f.todo, i)
 			default:
 				r.Reason = fmt.Sprintf("the ledger says %s in run %d, which could not be confirmed: %s", e.Outcome, e.Run, r.Reason)
+				r.seal(f.keys, &f.strs)
 				f.results[i] = r
 			}
 		}()
@@ -168,9 +188,11 @@ func (f *fleet) yield() func() {
 
 // wave runs one wave's hosts, parallel at a time, until they end or the
 // rollout stops.
-func (f *fleet) wave(n int, idx []int) {
-	w := &WaveResult{Wave: n, StartMillis: f.since(), budgets: f.rules,
-		MaxFailures: f.rules.maxFailures.Hosts(len(idx)), MaxUnreachable: f.rules.maxUnreachable.Hosts(len(idx))}
+func (f *fleet) wave(n int, pw plans.Wave) {
+	idx := pw.Hosts
+	w := &WaveResult{Wave: n, Group: pw.Group, StartMillis: f.since(),
+		rule:        waveRule{maxFailures: pw.MaxFailures, maxUnreachable: pw.MaxUnreachable, wholeWaveStops: f.rules.wholeWaveStops},
+		MaxFailures: pw.MaxFailures.Hosts(len(idx)), MaxUnreachable: pw.MaxUnreachable.Hosts(len(idx))}
 	for _, i := range idx {
 		w.Hosts = append(w.Hosts, f.p.Hosts[i].Host)
 		f.results[i].Wave = n
@@ -217,6 +239,7 @@ func (f *fleet) host(i int, w *WaveResult) {
 	o.soakRole = f.rules.soakRole(f.p.Hosts[i].Host == w.Hosts[0])
 	r := applyHost(f.ctx, f.d, f.p, f.p.Hosts[i], o, f.pr, f.yield)
 	r.Wave = w.Wave
+	r.seal(f.keys, &f.strs)
 	f.results[i] = r
 	f.book.ended(i, r)
 	f.pr.hostEnd(r)
@@ -235,7 +258,11 @@ func (f *fleet) host(i int, w *WaveResult) {
 // finish says why the hosts never started did not, and files the ledger.
 func (f *fleet) finish() (*Report, error) {
 	f.rep.Stopped = f.why()
-	for _, r := range f.results {
+	f.rep.Hosts = make([]*HostResult, len(f.sel))
+	for k, i := range f.sel {
+		f.rep.Hosts[k] = f.results[i]
+	}
+	for _, r := range f.rep.Hosts {
 		if r.Outcome == NotStarted {
 			r.Next = NextResume
 		}
@@ -247,7 +274,7 @@ func (f *fleet) finish() (*Report, error) {
 			}
 		}
 	}
-	f.book.notStarted(f.results)
+	f.book.notStarted(f.results, f.sel)
 	f.rep.Millis = f.o.Now().Sub(f.start).Milliseconds()
 	if err := f.book.failed(); err != nil {
 		return f.rep, err

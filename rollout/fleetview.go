@@ -13,27 +13,44 @@ import (
 
 // progress is what people see while a fleet applies, on stderr. Plain
 // (not a terminal): one line per step of each host, one when a host ends,
-// and one when a wave starts and ends. Live (a terminal): no step lines;
-// a block redrawn five times a second, a line for the wave in flight
-// (applied / in window / staging / waiting / failed, and the slowest host
-// in flight) and one for the fleet, with a permanent line above it for
-// each wave that ended and each host that did not end applied or
-// unchanged.
+// and one when a wave starts and ends; beyond plainHosts hosts, no step
+// lines, a line only for each host that does not end as planned (up to
+// maxHostLines), and a line for the fleet every plainEvery. Live (a
+// terminal): no step lines; a block redrawn five times a second, a line
+// for the wave in flight (applied / in window / staging / waiting /
+// failed, and the slowest hosts in flight), one for the fleet and one for
+// the hosts that did not end as planned, with a permanent line above it
+// for each wave that ended and each of the first maxHostLines hosts that
+// did not end as planned. Its cost does not grow with the fleet: it keeps
+// the hosts in flight and counts, not a line or an entry per host.
 type progress struct {
 	mu    sync.Mutex
 	w     io.Writer
 	live  bool
 	width int
 	start time.Time
-	hosts map[string]*hostView
-	total int // hosts of this run
-	waves int // waves of this run
+	hosts map[string]*hostView // the wave's hosts in flight
+	total int                  // hosts of this run
+	waves int                  // waves of this run
 	wave  *WaveResult
+	now   phaseCounts // the wave in flight, by phase
 	ended map[Outcome]int
-	drawn int // lines of the live block on screen
+	bad   []string // the latest hosts that did not end as planned, for the block
+	lines int      // permanent lines about hosts
+	drawn int      // lines of the live block on screen
 	quit  chan struct{}
 	done  chan struct{}
 }
+
+// waveCounts are the wave's hosts by phase.
+type phaseCounts struct{ waiting, staging, window, applied, failed, unreachable int }
+
+// Bounds of the fleet view (see progress).
+const (
+	plainHosts   = 20
+	maxHostLines = 20
+	plainEvery   = 10 * time.Second
+)
 
 // Host phases in the fleet view, besides an outcome.
 const (
@@ -53,17 +70,20 @@ func newProgress(o ApplyOptions, hosts, waves int) *progress {
 	if pr.width < 40 {
 		pr.width = 80
 	}
-	if pr.live {
+	if pr.live || pr.big() {
 		pr.quit, pr.done = make(chan struct{}), make(chan struct{})
 		go pr.redraw()
 	}
 	return pr
 }
 
-// say is a line about a host: printed when plain, left out when live (the
-// receipt keeps it).
+// big is a plain run too big for a line per step.
+func (p *progress) big() bool { return !p.live && p.total > plainHosts }
+
+// say is a line about a host: printed when plain and small, left out
+// otherwise (the receipt keeps it).
 func (p *progress) say(host, format string, a ...any) {
-	if p.live {
+	if p.live || p.big() {
 		return
 	}
 	p.mu.Lock()
@@ -74,8 +94,10 @@ func (p *progress) say(host, format string, a ...any) {
 // step is a host starting a step of a phase.
 func (p *progress) step(host, phase, title string) {
 	p.mu.Lock()
-	if h := p.hosts[host]; h != nil && phase == plans.PhaseWindow {
+	if h := p.hosts[host]; h != nil && phase == plans.PhaseWindow && h.phase != phaseWindow {
 		h.phase = phaseWindow
+		p.now.staging--
+		p.now.window++
 	}
 	p.mu.Unlock()
 	p.say(host, "[%s] %s", phase, title)
@@ -85,12 +107,11 @@ func (p *progress) waveStart(w *WaveResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.wave = w
-	for _, h := range w.Hosts {
-		p.hosts[h] = &hostView{phase: phaseWaiting}
-	}
+	p.now = phaseCounts{waiting: len(w.Hosts)}
+	clear(p.hosts)
 	if !p.live {
-		fmt.Fprintf(p.w, "wave %d/%d: %d host(s), %s; budgets: %d failed, rolled back or refused, %d unreachable\n",
-			w.Wave, p.waves, len(w.Hosts), plans.Visible(hostRange(w.Hosts)), w.MaxFailures, w.MaxUnreachable)
+		fmt.Fprintf(p.w, "wave %d/%d%s: %d host(s), %s; budgets: %d failed, rolled back or refused, %d unreachable\n",
+			w.Wave, p.waves, plans.Visible(w.groupText()), len(w.Hosts), plans.Visible(hostRange(w.Hosts)), w.MaxFailures, w.MaxUnreachable)
 	}
 }
 
@@ -98,27 +119,61 @@ func (p *progress) hostStart(host string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.hosts[host] = &hostView{phase: phaseStaging, started: time.Now()}
+	p.now.waiting--
+	p.now.staging++
 }
 
 func (p *progress) hostEnd(r *HostResult) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if h := p.hosts[r.Host]; h != nil {
-		h.phase = string(r.Outcome)
+		if h.phase == phaseWindow {
+			p.now.window--
+		} else {
+			p.now.staging--
+		}
+		delete(p.hosts, r.Host)
+	}
+	switch r.Outcome {
+	case Applied, Unchanged, Staged:
+		p.now.applied++
+	case Unreachable:
+		p.now.unreachable++
+	default:
+		p.now.failed++
 	}
 	p.ended[r.Outcome]++
-	line := fmt.Sprintf("%s: %s", r.Host, r.Outcome)
-	if r.Outcome != Applied && r.Outcome != Unchanged && r.Outcome != Staged && r.Reason != "" {
-		line += " (" + r.State + "): " + r.Reason
-	} else if r.Outcome == Applied {
-		line += fmt.Sprintf(" (window %d ms, %d bytes uploaded)", r.WindowMillis, r.BytesUploaded)
-	} else if r.Outcome == Staged {
-		line += fmt.Sprintf(" (%d bytes uploaded)", r.BytesUploaded)
-	}
-	if p.live && (r.Outcome == Applied || r.Outcome == Unchanged || r.Outcome == Staged) {
+	if asPlanned(r.Outcome) {
+		if !p.live && !p.big() {
+			p.above(plans.Visible(endLine(r)))
+		}
 		return
 	}
-	p.above(plans.Visible(line))
+	p.bad = append(p.bad, r.Host)
+	if len(p.bad) > 3 {
+		p.bad = p.bad[1:]
+	}
+	p.lines++
+	switch {
+	case p.lines <= maxHostLines:
+		p.above(plans.Visible(endLine(r)))
+	case p.lines == maxHostLines+1:
+		p.above(fmt.Sprintf("(more hosts that do not end as planned are counted below, not listed: the receipt has each, the failures first)"))
+	}
+}
+
+// endLine is the line about a host that ended.
+func endLine(r *HostResult) string {
+	line := fmt.Sprintf("%s: %s", r.Host, r.Outcome)
+	switch {
+	case !asPlanned(r.Outcome) && r.Reason != "":
+		line += " (" + r.State + "): " + r.Reason
+	case r.Outcome == Applied:
+		line += fmt.Sprintf(" (window %d ms, %d bytes uploaded)", r.WindowMillis, r.BytesUploaded)
+	case r.Outcome == Staged:
+		line += fmt.Sprintf(" (%d bytes uploaded)", r.BytesUploaded)
+	}
+	return line
 }
 
 // interrupted says at once what an interrupt does (issue 22: Ctrl-C was
@@ -214,11 +269,14 @@ func (p *progress) above(line string) {
 
 // finish stops the live view and leaves its last state on screen.
 func (p *progress) finish() {
-	if !p.live {
+	if p.quit == nil {
 		return
 	}
 	close(p.quit)
 	<-p.done
+	if !p.live {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.clear()
@@ -228,7 +286,11 @@ func (p *progress) finish() {
 
 func (p *progress) redraw() {
 	defer close(p.done)
-	t := time.NewTicker(200 * time.Millisecond)
+	every := 200 * time.Millisecond
+	if !p.live {
+		every = plainEvery
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -236,8 +298,12 @@ func (p *progress) redraw() {
 			return
 		case <-t.C:
 			p.mu.Lock()
-			p.clear()
-			p.draw()
+			if p.live {
+				p.clear()
+				p.draw()
+			} else {
+				fmt.Fprintln(p.w, strings.TrimSpace(p.fleetLine(time.Now())))
+			}
 			p.mu.Unlock()
 		}
 	}
@@ -260,43 +326,64 @@ func (p *progress) draw() {
 	p.drawn = len(lines)
 }
 
-// block is the live view: the wave in flight, then the fleet.
+// block is the live view: the wave in flight, the fleet, and the hosts
+// that did not end as planned.
 func (p *progress) block() []string {
 	var out []string
 	now := time.Now()
 	if w := p.wave; w != nil {
-		n := map[string]int{}
-		slowest, since := "", time.Duration(0)
-		for _, name := range w.Hosts {
-			h := p.hosts[name]
-			if h == nil {
-				continue
-			}
-			switch Outcome(h.phase) {
-			case Failed, RolledBack, Refused:
-				n["failed"]++
-			default:
-				n[h.phase]++
-			}
-			if (h.phase == phaseStaging || h.phase == phaseWindow) && now.Sub(h.started) > since {
-				slowest, since = name, now.Sub(h.started)
-			}
+		n := p.now
+		line := fmt.Sprintf("wave %d/%d%s  %d hosts: %d applied · %d in window · %d staging · %d waiting · %d failed",
+			w.Wave, p.waves, w.groupText(), len(w.Hosts), n.applied, n.window, n.staging, n.waiting, n.failed)
+		if n.unreachable > 0 {
+			line += fmt.Sprintf(" · %d unreachable", n.unreachable)
 		}
-		line := fmt.Sprintf("wave %d/%d  %d hosts: %d applied · %d in window · %d staging · %d waiting · %d failed",
-			w.Wave, p.waves, len(w.Hosts), n[string(Applied)]+n[string(Unchanged)]+n[string(Staged)], n[phaseWindow], n[phaseStaging], n[phaseWaiting], n["failed"])
-		if u := n[string(Unreachable)]; u > 0 {
-			line += fmt.Sprintf(" · %d unreachable", u)
+		if slow := p.slowest(now, 3); slow != "" {
+			line += "  slowest " + slow
 		}
-		if slowest != "" {
-			line += fmt.Sprintf("  slowest %s %.1fs", plans.Visible(slowest), since.Seconds())
-		}
-		out = append(out, line)
+		out = append(out, plans.Visible(line))
 	}
+	out = append(out, p.fleetLine(now))
+	if e := p.ended; len(p.bad) > 0 {
+		n := e[Failed] + e[RolledBack] + e[Refused] + e[Skipped] + e[Unreachable]
+		out = append(out, plans.Visible(fmt.Sprintf("not as planned %d: latest %s (the receipt has each)", n, strings.Join(p.bad, ", "))))
+	}
+	return out
+}
+
+// fleetLine is the fleet's counts so far.
+func (p *progress) fleetLine(now time.Time) string {
 	e := p.ended
 	done := e[Applied] + e[Unchanged] + e[Staged] + e[Failed] + e[RolledBack] + e[Refused] + e[Skipped] + e[Unreachable] + e[NotStarted]
-	out = append(out, fmt.Sprintf("fleet     %d hosts: %d applied · %d unchanged · %d failed, rolled back or refused · %d unreachable · %d to go  %.0fs",
-		p.total, e[Applied]+e[Staged], e[Unchanged], e[Failed]+e[RolledBack]+e[Refused], e[Unreachable], p.total-done, now.Sub(p.start).Seconds()))
-	return out
+	return fmt.Sprintf("fleet     %d hosts: %d applied · %d unchanged · %d failed, rolled back or refused · %d unreachable · %d to go  %.0fs",
+		p.total, e[Applied]+e[Staged], e[Unchanged], e[Failed]+e[RolledBack]+e[Refused], e[Unreachable], p.total-done, now.Sub(p.start).Seconds())
+}
+
+// slowest names the n hosts in flight longest, with how long.
+func (p *progress) slowest(now time.Time, n int) string {
+	type inFlight struct {
+		name string
+		for_ time.Duration
+	}
+	var top []inFlight
+	for name, h := range p.hosts {
+		d := now.Sub(h.started)
+		i := len(top)
+		for i > 0 && top[i-1].for_ < d {
+			i--
+		}
+		if i < n {
+			top = append(top[:i], append([]inFlight{{name, d}}, top[i:]...)...)
+			if len(top) > n {
+				top = top[:n]
+			}
+		}
+	}
+	parts := make([]string, len(top))
+	for i, x := range top {
+		parts[i] = fmt.Sprintf("%s %.1fs", x.name, x.for_.Seconds())
+	}
+	return strings.Join(parts, ", ")
 }
 
 // fit cuts a line to the terminal's width, so the block's lines never

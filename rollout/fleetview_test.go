@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func TestLiveFleetView(t *testing.T) {
 	if strings.Contains(s, "plain output only") || strings.Contains(s, "a: applied") {
 		t.Errorf("live output has step or success lines:\n%s", s)
 	}
-	for _, want := range []string{"c: rolled back (as it was): read-back: ss rb", "wave 1/2 ended after 1.5 s: 1 applied, 1 failed, rolled back or refused", "\x1b[2A\r\x1b[J"} {
+	for _, want := range []string{"c: rolled back (as it was): read-back: ss rb", "wave 1/2 ended after 1.5 s: 1 applied, 1 failed, rolled back or refused", "\x1b[3A\r\x1b[J", "not as planned 1: latest c"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("live output lacks %q:\n%q", want, s)
 		}
@@ -68,5 +69,46 @@ func TestInterruptSaysWhatItDoes(t *testing.T) {
 	want := "relayctl: interrupt: no new host starts; finishing the window on 2 hosts (a, b): each ends applied or rolled back; 1 host staging stops before the window; then relayctl stops (apply --resume goes on later). A second interrupt does not cut a window short\n"
 	if got := out.String(); !strings.HasSuffix(got, want) {
 		t.Errorf("got\n%s\nwant it to end\n%s", got, want)
+	}
+}
+
+// A big fleet's view is a summary: no line per step (or per host applied)
+// when plain, at most maxHostLines lines about hosts that did not end as
+// planned, then a count; nothing kept of a host once it ended.
+func TestFleetViewOfABigFleetIsASummary(t *testing.T) {
+	for _, live := range []bool{false, true} {
+		var out bytes.Buffer
+		n := 1000
+		p := newProgress(ApplyOptions{Progress: &out, Live: live, LiveWidth: 200}, n, 1)
+		var names []string
+		for i := range n {
+			names = append(names, fmt.Sprintf("h%d", i))
+		}
+		p.waveStart(&WaveResult{Wave: 1, Hosts: names})
+		for i, h := range names {
+			p.hostStart(h)
+			p.step(h, plans.PhaseWindow, "restart relay once")
+			p.say(h, "a step line")
+			o := Applied
+			if i%10 == 0 {
+				o = Failed
+			}
+			p.hostEnd(&HostResult{HostAccount: HostAccount{Host: h, Outcome: o, Reason: "stage: place release: no space left"}})
+		}
+		p.mu.Lock()
+		kept := len(p.hosts)
+		block := strings.Join(p.block(), "\n")
+		p.mu.Unlock()
+		p.finish()
+		s := out.String()
+		if kept != 0 || strings.Contains(s, "a step line") || strings.Contains(s, ": applied") || strings.Count(s, ": failed") > maxHostLines {
+			t.Errorf("live %v: %d hosts kept, output of %d lines, %d about failed hosts:\n%.2000s", live, kept, strings.Count(s, "\n"), strings.Count(s, ": failed"), s)
+		}
+		if !strings.Contains(s, "more hosts that do not end as planned are counted below") {
+			t.Errorf("live %v: no note that the rest are counted:\n%.2000s", live, s)
+		}
+		if want := "not as planned 100: latest h970, h980, h990"; !strings.Contains(block, want) {
+			t.Errorf("live %v: block:\n%s\nwant %q", live, block, want)
+		}
 	}
 }

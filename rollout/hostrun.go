@@ -109,7 +109,7 @@ type hostRun struct {
 }
 
 func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPlan, o ApplyOptions, pr *progress, yield func() func()) *HostResult {
-	res := &HostResult{HostAccount: HostAccount{Host: h.Host, Address: h.Address, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}},
+	res := &HostResult{HostAccount: HostAccount{Host: h.Host, Address: h.Address, Labels: h.Labels, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}},
 		started: o.Now(), clock: time.Now()}
 	host, err := d.DialHost(ctx, h.Host)
 	res.Timeline = append(res.Timeline, Phase{Name: "connect", Ms: time.Since(res.clock).Milliseconds()})

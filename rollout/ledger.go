@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/relayctl/relayctl/plans"
 )
@@ -21,7 +22,8 @@ type Ledger struct {
 	FormatVersion int          `json:"format_version"`
 	Plan          string       `json:"plan"`
 	Checksum      string       `json:"plan_checksum"`
-	Run           int          `json:"run"` // 1, then one more per apply --resume
+	Run           int          `json:"run"`            // 1, then one more per apply --resume
+	Only          []string     `json:"only,omitempty"` // the --only of the run that wrote it: the hosts --resume goes on with
 	Updated       string       `json:"updated"`
 	Hosts         []LedgerHost `json:"hosts"` // in the plan's order
 }
@@ -120,31 +122,37 @@ func (l *Ledger) Todo() []int {
 }
 
 // JSON is the ledger file's bytes: the header's fields, then one host a
-// line, so a person can read (and grep) it and a save re-encodes only the
-// host that changed (ledgerBook).
+// line, so a person can read (and grep) it. Every host's line is
+// ledgerSlot bytes (padded with spaces, which JSON allows between tokens)
+// and the header a whole number of slots, so that a save rewrites one
+// host's line in place (ledgerBook): its cost does not grow with the
+// fleet, and the file is a JSON document at every moment.
 func (l *Ledger) JSON() ([]byte, error) {
-	lines := make([][]byte, len(l.Hosts))
+	head, err := l.header()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(head)+len(l.Hosts)*ledgerSlot+len(ledgerTail))
+	out = append(out, head...)
 	for i := range l.Hosts {
-		b, err := hostLine(&l.Hosts[i])
+		line, err := slotLine(&l.Hosts[i], i == len(l.Hosts)-1)
 		if err != nil {
 			return nil, err
 		}
-		lines[i] = b
+		out = append(out, line...)
 	}
-	return l.assemble(lines)
+	return append(out, ledgerTail...), nil
 }
 
-func hostLine(h *LedgerHost) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(h); err != nil {
-		return nil, fmt.Errorf("encode ledger: %w", err)
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
-}
+// ledgerSlot is the bytes of one host's line in the ledger file: one
+// disk sector, so an in-place rewrite is all or nothing on most disks.
+const ledgerSlot = 512
 
-func (l *Ledger) assemble(lines [][]byte) ([]byte, error) {
+const ledgerTail = "  ]\n}\n"
+
+// header is the ledger's fields up to the hosts' list, padded to a whole
+// number of slots.
+func (l *Ledger) header() ([]byte, error) {
 	head := *l
 	head.Hosts = nil
 	var b bytes.Buffer
@@ -159,70 +167,134 @@ func (l *Ledger) assemble(lines [][]byte) ([]byte, error) {
 	if !ok {
 		return nil, errors.New("encode ledger: unexpected header")
 	}
-	out = append(out, "[\n"...)
-	for i, line := range lines {
-		out = append(out, "    "...)
-		out = append(out, line...)
-		if i < len(lines)-1 {
-			out = append(out, ',')
-		}
-		out = append(out, '\n')
-	}
-	return append(out, "  ]\n}\n"...), nil
+	out = append(out, '[')
+	return pad(out, (len(out)/ledgerSlot+1)*ledgerSlot), nil
 }
 
-// ledgerBook keeps the ledger of a run and saves it after each change.
-// A ledger that cannot be saved stops the fleet: a resume would not know
-// where the run got to.
-// Each host's line is kept encoded: a save costs one host's encoding and
-// a copy of the file, not the whole fleet's encoding again.
+// pad fills b with spaces and a newline to n bytes.
+func pad(b []byte, n int) []byte {
+	for len(b) < n-1 {
+		b = append(b, ' ')
+	}
+	return append(b, '\n')
+}
+
+func hostLine(h *LedgerHost) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(h); err != nil {
+		return nil, fmt.Errorf("encode ledger: %w", err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// slotLine is a host's line of exactly ledgerSlot bytes: its reason (and
+// state) cut to fit, when they must be (the receipt has them whole).
+func slotLine(h *LedgerHost, last bool) ([]byte, error) {
+	c := *h
+	for {
+		line, err := hostLine(&c)
+		if err != nil {
+			return nil, err
+		}
+		room := ledgerSlot - len("    ") - len(",\n")
+		if len(line) <= room {
+			out := append([]byte("    "), line...)
+			if !last {
+				out = append(out, ',')
+			}
+			return pad(out, ledgerSlot), nil
+		}
+		switch over := len(line) - room; {
+		case c.Reason != "":
+			c.Reason = cutText(c.Reason, len(c.Reason)-over-8)
+		case c.State != "":
+			c.State = cutText(c.State, len(c.State)-over-8)
+		default:
+			return nil, fmt.Errorf("encode ledger: host %s does not fit a line of %d bytes", plans.Visible(clip(h.Host)), ledgerSlot)
+		}
+	}
+}
+
+// cutText cuts s to at most n bytes on a rune boundary, with an ellipsis.
+func cutText(s string, n int) string {
+	if n <= 0 {
+		return "…"
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// ledgerBook keeps the ledger of a run and saves it after each change:
+// in full (save) when the run starts and ends, and in between by
+// rewriting the changed host's line and the header in place (patch),
+// when the caller gives a way to; a ledger that cannot be saved stops
+// the fleet: a resume would not know where the run got to.
 type ledgerBook struct {
-	mu    sync.Mutex
-	l     *Ledger
-	lines [][]byte // encoded hosts; nil: not yet
-	save  func([]byte) error
-	now   func() time.Time
-	err   error
+	mu      sync.Mutex
+	l       *Ledger
+	save    func([]byte) error
+	patch   func(p []byte, off int64) error // nil: every save in full
+	now     func() time.Time
+	err     error
+	written bool // the file holds this run's layout: patches may follow
+	headLen int
 }
 
 func (b *ledgerBook) update(i int, f func(h *LedgerHost)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	f(&b.l.Hosts[i])
-	if b.lines != nil {
-		line, err := hostLine(&b.l.Hosts[i])
-		if err != nil {
-			b.err = err
-			return
-		}
-		b.lines[i] = line
+	if b.patch == nil || !b.written {
+		b.flush()
+		return
 	}
-	b.flush()
+	if b.save == nil || b.err != nil {
+		return
+	}
+	b.l.Updated = b.now().UTC().Format(time.RFC3339)
+	head, err := b.l.header()
+	if err == nil && len(head) != b.headLen {
+		b.flush() // the header grew past its slots: write it all again
+		return
+	}
+	var line []byte
+	if err == nil {
+		line, err = slotLine(&b.l.Hosts[i], i == len(b.l.Hosts)-1)
+	}
+	if err == nil {
+		err = b.patch(line, int64(b.headLen+i*ledgerSlot))
+	}
+	if err == nil {
+		err = b.patch(head, 0)
+	}
+	if err != nil {
+		b.err = fmt.Errorf("save the ledger: %w", err)
+	}
 }
 
+// flush writes the whole ledger. Callers hold mu.
 func (b *ledgerBook) flush() {
 	if b.save == nil || b.err != nil {
 		return
 	}
 	b.l.Updated = b.now().UTC().Format(time.RFC3339)
-	if b.lines == nil {
-		b.lines = make([][]byte, len(b.l.Hosts))
-		for i := range b.l.Hosts {
-			line, err := hostLine(&b.l.Hosts[i])
-			if err != nil {
-				b.err = err
-				return
-			}
-			b.lines[i] = line
-		}
+	head, err := b.l.header()
+	var body []byte
+	if err == nil {
+		body, err = b.l.JSON()
 	}
-	body, err := b.l.assemble(b.lines)
 	if err == nil {
 		err = b.save(body)
 	}
 	if err != nil {
 		b.err = fmt.Errorf("save the ledger: %w", err)
+		return
 	}
+	b.written, b.headLen = true, len(head)
 }
 
 func (b *ledgerBook) failed() error {
@@ -244,16 +316,15 @@ func (b *ledgerBook) ended(i int, r *HostResult) {
 	})
 }
 
-// notStarted records why the hosts left over did not start.
-func (b *ledgerBook) notStarted(results []*HostResult) {
+// notStarted records why the hosts of sel left over did not start.
+func (b *ledgerBook) notStarted(results []*HostResult, sel []int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for i, r := range results {
-		if r.Outcome == NotStarted && r.FromLedger == "" {
+	for _, i := range sel {
+		if r := results[i]; r.Outcome == NotStarted && r.FromLedger == "" {
 			h := &b.l.Hosts[i]
 			*h = LedgerHost{Host: h.Host, Outcome: string(NotStarted), State: r.State, Reason: r.Reason, Run: b.l.Run, Wave: r.Wave}
 		}
 	}
-	b.lines = nil // every line again
 	b.flush()
 }

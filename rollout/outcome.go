@@ -82,13 +82,14 @@ type StepRecord struct {
 // HostAccount is how one host's apply went, as its receipt tells it (the
 // receipt adds summaries of what was read: receipt.go).
 type HostAccount struct {
-	Host    string        `json:"host"`
-	Address string        `json:"address"`
-	Outcome Outcome       `json:"outcome"`
-	State   string        `json:"state"` // as it was, as planned, or what exactly
-	Reason  string        `json:"reason,omitempty"`
-	Drift   []plans.Drift `json:"drift,omitempty"`
-	Journal string        `json:"journal,omitempty"` // an unfinished run's journal, when that refused us
+	Host    string            `json:"host"`
+	Address string            `json:"address"`
+	Labels  map[string]string `json:"labels,omitempty"` // from the inventory (the plan's)
+	Outcome Outcome           `json:"outcome"`
+	State   string            `json:"state"` // as it was, as planned, or what exactly
+	Reason  string            `json:"reason,omitempty"`
+	Drift   []plans.Drift     `json:"drift,omitempty"`
+	Journal string            `json:"journal,omitempty"` // an unfinished run's journal, when that refused us
 	// DeadRun is the owner of a dead run whose lock this run found free
 	// and took; Recovery what became of its unfinished window.
 	DeadRun  string `json:"dead_run,omitempty"`
@@ -137,7 +138,10 @@ type HostAccount struct {
 // the host as read before and after (which the receipt summarises).
 type HostResult struct {
 	HostAccount
+	// Before and After are the host as read, while it runs; once it is
+	// done only their summary is kept (readings; retain.go).
 	Before, After *plans.Facts
+	readings      *HostReadings
 	started       time.Time // on the options' clock (a test's may be fixed)
 	clock         time.Time // the real clock at the start, for the timeline
 }
@@ -157,7 +161,9 @@ type Report struct {
 	Started  string        `json:"started"`
 	Millis   int64         `json:"ms"`
 	Hosts    []*HostResult `json:"hosts"`
-	Run      int           `json:"run,omitempty"` // 1, then one more per apply --resume
+	Run      int           `json:"run,omitempty"`     // 1, then one more per apply --resume
+	Only     string        `json:"only,omitempty"`    // apply --only: the hosts this run covered; Hosts holds only them
+	Outside  int           `json:"outside,omitempty"` // the plan's hosts outside Only, left as the ledger had them
 	Waves    []*WaveResult `json:"waves,omitempty"`
 	Stopped  string        `json:"stopped,omitempty"`  // why hosts were left not started
 	Approval *Approval     `json:"approval,omitempty"` // ApplyOptions.Approval

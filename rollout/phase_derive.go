@@ -25,7 +25,7 @@ func (derivePhase) run(ctx context.Context, hr *hostRun) *ending {
 	if hr.o.confirmOnly && before.Journal != "" {
 		return nil // an unfinished run there: not done, whatever the ledger says
 	}
-	derived, err := plans.Replan(p, before, Steps)
+	derived, err := plans.Replan(p, stored.ID(), before, Steps)
 	if err != nil {
 		return end(Refused, StateAsWas, err.Error())
 	}

@@ -1,9 +1,12 @@
 package rollout
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/relayctl/relayctl/plans"
@@ -25,6 +28,13 @@ type HostReceipt struct {
 	Plan     string `json:"plan"`
 	Checksum string `json:"plan_checksum"`
 	HostAccount
+	HostReadings
+}
+
+// HostReadings is what a receipt keeps of the host as read before and
+// after its apply: a summary, kept once the host is done instead of the
+// facts it came from (HostResult.seal).
+type HostReadings struct {
 	SysctlsBefore map[string]string `json:"sysctls_before,omitempty"`
 	SysctlsAfter  map[string]string `json:"sysctls_after,omitempty"`
 	ReleaseBefore string            `json:"release_before,omitempty"`
@@ -40,7 +50,17 @@ type HostReceipt struct {
 // Receipt builds the receipt of one host.
 func Receipt(p *plans.Plan, r *HostResult) HostReceipt {
 	hr := HostReceipt{Plan: p.Name, Checksum: p.Checksum, HostAccount: r.HostAccount}
-	keys := p.ReadKeys()
+	if r.readings != nil {
+		hr.HostReadings = *r.readings
+	} else {
+		hr.HostReadings = readingsOf(p.ReadKeys(), r)
+	}
+	return hr
+}
+
+// readingsOf summarises the host as read before and after its apply.
+func readingsOf(keys []string, r *HostResult) HostReadings {
+	var hr HostReadings
 	if f := r.Before; f != nil {
 		hr.SysctlsBefore = sysctlValues(f, keys)
 		hr.ReleaseBefore, hr.PIDBefore, hr.RBBefore = f.Release.Current, f.Service.PID, f.Socket.Rcvbuf
@@ -84,6 +104,8 @@ type FleetReceipt struct {
 	Started       string        `json:"started"`
 	Millis        int64         `json:"ms"`
 	Run           int           `json:"run,omitempty"`      // 1, then one more per apply --resume
+	Only          string        `json:"only,omitempty"`     // apply --only: hosts lists only these
+	Outside       int           `json:"outside,omitempty"`  // the plan's hosts outside --only, as the ledger had them
 	Waves         []*WaveResult `json:"waves,omitempty"`    // the waves as they ran
 	Stopped       string        `json:"stopped,omitempty"`  // why hosts were left not started
 	Approval      *Approval     `json:"approval,omitempty"` // how this run's approval was decided
@@ -111,21 +133,60 @@ const (
 	ApprovalNotConfigured = "not configured"
 )
 
-// ReceiptJSON is the fleet receipt as JSON.
+// ReceiptJSON is the fleet receipt as JSON (WriteReceiptJSON's bytes).
 func ReceiptJSON(p *plans.Plan, rep *Report) ([]byte, error) {
-	fr := FleetReceipt{FormatVersion: ReceiptFormatVersion, Plan: rep.Plan, Checksum: rep.Checksum, Started: rep.Started, Millis: rep.Millis,
-		Run: rep.Run, Waves: rep.Waves, Stopped: rep.Stopped, Approval: rep.Approval}
-	for _, h := range rep.Hosts {
-		fr.Hosts = append(fr.Hosts, Receipt(p, h))
+	var b bytes.Buffer
+	if err := WriteReceiptJSON(&b, p, rep); err != nil {
+		return nil, err
 	}
+	return b.Bytes(), nil
+}
+
+// WriteReceiptJSON writes the fleet receipt as JSON to w, one host at a
+// time: the bytes of json.Encoder with a two-space indent of the whole
+// FleetReceipt, without ever holding it (a receipt of 10,000 hosts is
+// some 70 MB).
+func WriteReceiptJSON(w io.Writer, p *plans.Plan, rep *Report) error {
+	fr := FleetReceipt{FormatVersion: ReceiptFormatVersion, Plan: rep.Plan, Checksum: rep.Checksum, Started: rep.Started, Millis: rep.Millis,
+		Run: rep.Run, Only: rep.Only, Outside: rep.Outside, Waves: rep.Waves, Stopped: rep.Stopped, Approval: rep.Approval}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(fr); err != nil {
-		return nil, err
+		return fmt.Errorf("encode receipt: %w", err)
 	}
-	return b.Bytes(), nil
+	// The header ends `"hosts": null\n}\n`: the hosts go in its place.
+	head, ok := bytes.CutSuffix(b.Bytes(), []byte("null\n}\n"))
+	if !ok {
+		return errors.New("encode receipt: unexpected header")
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if len(rep.Hosts) == 0 {
+		bw.Write(head)
+		bw.WriteString("[]\n}\n")
+		return bw.Flush()
+	}
+	bw.Write(head)
+	bw.WriteString("[\n")
+	var hb bytes.Buffer
+	henc := json.NewEncoder(&hb)
+	henc.SetIndent("    ", "  ")
+	henc.SetEscapeHTML(false)
+	for i, h := range rep.Hosts {
+		hb.Reset()
+		if err := henc.Encode(Receipt(p, h)); err != nil {
+			return fmt.Errorf("encode receipt: %w", err)
+		}
+		bw.WriteString("    ")
+		bw.Write(bytes.TrimSuffix(hb.Bytes(), []byte("\n")))
+		if i < len(rep.Hosts)-1 {
+			bw.WriteByte(',')
+		}
+		bw.WriteByte('\n')
+	}
+	bw.WriteString("  ]\n}\n")
+	return bw.Flush()
 }
 
 // String is the approval in one line, for the receipt's people part.

@@ -1,30 +1,82 @@
 package rollout
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
+	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/relayctl/relayctl/plans"
 )
 
-// ReceiptMarkdown is the receipt for people. Every string that came from
-// a host or a plan is escaped, as in the plan's review.
+// ReceiptMarkdown is the receipt for people (WriteReceiptMarkdown's
+// bytes).
 func ReceiptMarkdown(p *plans.Plan, rep *Report) []byte {
-	m := &receiptMD{p: p}
+	var b bytes.Buffer
+	WriteReceiptMarkdown(&b, p, rep)
+	return b.Bytes()
+}
+
+// maxHostSections is the most hosts a receipt gives a section each;
+// beyond, the hosts that ended as planned are summarised by wave (their
+// accounts are in the JSON receipt and on each host), and
+// maxFailureSections the most hosts that did not whose sections lead it
+// (the others are a table).
+const (
+	maxHostSections    = 50
+	maxFailureSections = 100
+)
+
+// WriteReceiptMarkdown writes the receipt for people to w: the run, then
+// the hosts that did not end as planned, each with its section, then the
+// others, each with its section up to maxHostSections hosts and
+// summarised beyond. Every string that came from a host or a plan is
+// escaped, as in the plan's review.
+func WriteReceiptMarkdown(w io.Writer, p *plans.Plan, rep *Report) error {
+	m := &receiptMD{p: p, out: bufio.NewWriterSize(w, 64<<10)}
 	m.header(rep)
+	var good, bad []*HostResult
 	for _, h := range rep.Hosts {
+		if asPlanned(h.Outcome) {
+			good = append(good, h)
+		} else {
+			bad = append(bad, h)
+		}
+	}
+	if len(bad) > 0 && len(rep.Hosts) > 1 {
+		m.w("**%d of %d hosts did not end as planned: they come first.**\n\n", len(bad), len(rep.Hosts))
+	}
+	for i, h := range bad {
+		if i == maxFailureSections {
+			m.failureTable(bad[i:])
+			break
+		}
 		m.host(Receipt(p, h))
 	}
-	return []byte(m.b.String())
+	if len(rep.Hosts) <= maxHostSections {
+		for _, h := range good {
+			m.host(Receipt(p, h))
+		}
+	} else if len(good) > 0 {
+		m.summary(rep, good)
+	}
+	return m.out.Flush()
 }
+
+// asPlanned is an outcome that needs nothing more: applied, unchanged,
+// staged.
+func asPlanned(o Outcome) bool { return o == Applied || o == Unchanged || o == Staged }
 
 // receiptMD is a Markdown receipt being written.
 type receiptMD struct {
-	p *plans.Plan
-	b strings.Builder
+	p   *plans.Plan
+	out *bufio.Writer
 }
 
-func (m *receiptMD) w(format string, a ...any) { fmt.Fprintf(&m.b, format, a...) }
+func (m *receiptMD) w(format string, a ...any) { fmt.Fprintf(m.out, format, a...) }
 
 func md(s string) string   { return plans.MDText(s) }
 func code(s string) string { return plans.MDCode(s) }
@@ -37,6 +89,9 @@ func (m *receiptMD) header(rep *Report) {
 	m.w("- Plan checksum %s\n- Started %s, took %d ms\n", code(rep.Checksum), md(rep.Started), rep.Millis)
 	if a := rep.Approval; a != nil {
 		m.w("- Approval: %s\n", md(a.String()))
+	}
+	if rep.Only != "" {
+		m.w("- Only %s: %d host(s); the plan's %d others are outside this run, as the ledger had them\n", code("--only "+rep.Only), len(rep.Hosts), rep.Outside)
 	}
 	m.w("\n")
 	m.w("%s\n", indent(Recap(rep)))
@@ -224,4 +279,88 @@ func (m *receiptMD) steps(steps []StepRecord) {
 		m.w("- +%d ms [%s] %s: %s%s\n", s.Millis, md(s.Phase), md(title), s.Status, md(detail))
 	}
 	m.w("\n")
+}
+
+// failureTable lists, one row each, the hosts that did not end as planned
+// beyond those with a section.
+func (m *receiptMD) failureTable(hs []*HostResult) {
+	m.w("The other %d hosts that did not end as planned (each one's account is in the JSON receipt and on the host):\n\n", len(hs))
+	m.w("| host | outcome | state | why |\n|---|---|---|---|\n")
+	for _, h := range hs {
+		m.w("| %s | %s | %s | %s |\n", cell(h.Host), h.Outcome, cell(h.State), cell(clipHead(h.Reason, 300)))
+	}
+	m.w("\n")
+}
+
+// summary is the hosts that ended as planned, a row per wave: how many,
+// how their windows went, what they read back. Each host's account is in
+// the JSON receipt and on the host under /var/lib/relayctl/receipts.
+func (m *receiptMD) summary(rep *Report, good []*HostResult) {
+	m.w("## The %d hosts that ended as planned\n\n", len(good))
+	m.w("Summarised by wave (a section each above %d hosts would run to tens of thousands of lines); each host's account is in the JSON receipt and on the host under `/var/lib/relayctl/receipts`.\n\n", maxHostSections)
+	m.w("| wave | hosts | applied | unchanged | window ms, median (max) | round trips, median | MiB uploaded | rb after |\n|---|---|---|---|---|---|---|---|\n")
+	byWave := map[int][]*HostResult{}
+	for _, h := range good {
+		byWave[h.Wave] = append(byWave[h.Wave], h)
+	}
+	waves := slices.Sorted(maps.Keys(byWave))
+	for _, n := range waves {
+		hs := byWave[n]
+		var win, trips []int64
+		var up int64
+		rb := map[uint64]int{}
+		counts := map[Outcome]int{}
+		for _, h := range hs {
+			counts[h.Outcome]++
+			if h.WindowMillis > 0 {
+				win = append(win, h.WindowMillis)
+			}
+			trips = append(trips, int64(h.RoundTrips))
+			up += h.BytesUploaded
+			if h.readings != nil && h.readings.DropsAfter != nil {
+				rb[h.readings.RBAfter]++
+			}
+		}
+		label := fmt.Sprint(n)
+		if n == 0 {
+			label = "earlier run"
+		} else if n <= len(rep.Waves) && rep.Waves[n-1].Group != "" {
+			label += " (" + rep.Waves[n-1].Group + ")"
+		}
+		names := make([]string, len(hs))
+		for i, h := range hs {
+			names[i] = h.Host
+		}
+		m.w("| %s | %d: %s | %d | %d | %s | %s | %.1f | %s |\n", cell(label), len(hs), cell(hostRange(names)), counts[Applied]+counts[Staged], counts[Unchanged],
+			medianMax(win), median(trips), float64(up)/(1<<20), cell(rbText(rb)))
+	}
+	m.w("\n")
+}
+
+func medianMax(v []int64) string {
+	if len(v) == 0 {
+		return "-"
+	}
+	slices.Sort(v)
+	return fmt.Sprintf("%d (%d)", v[len(v)/2], v[len(v)-1])
+}
+
+func median(v []int64) string {
+	if len(v) == 0 {
+		return "-"
+	}
+	slices.Sort(v)
+	return fmt.Sprint(v[len(v)/2])
+}
+
+// rbText is the rb values read back and how many hosts each.
+func rbText(rb map[uint64]int) string {
+	if len(rb) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, v := range slices.Sorted(maps.Keys(rb)) {
+		parts = append(parts, fmt.Sprintf("%d (%d)", v, rb[v]))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -87,6 +87,6 @@ func stageSteps(st []step) []step {
 // The window is not checked: staging is what happens before it.
 func Stage(ctx context.Context, d HostDialer, c Checked, o ApplyOptions) (*Report, error) {
 	o.StageOnly = true
-	o.Resume, o.SaveLedger = nil, nil
+	o.Resume, o.SaveLedger, o.PatchLedger = nil, nil, nil
 	return Apply(ctx, d, c, o)
 }

@@ -11,6 +11,7 @@ import (
 // budgets in hosts, how they ended, and when (ms since the run started).
 type WaveResult struct {
 	Wave           int      `json:"wave"`
+	Group          string   `json:"group,omitempty"` // the label value, "region=ash", when the rollout is by label
 	Hosts          []string `json:"hosts"`
 	MaxFailures    int      `json:"max_failures"`    // failed, rolled back or refused hosts allowed
 	MaxUnreachable int      `json:"max_unreachable"` // unreachable hosts allowed
@@ -25,17 +26,15 @@ type WaveResult struct {
 	EndMillis      int64    `json:"end_ms"`
 	Stopped        string   `json:"stopped,omitempty"` // why the rollout stopped in or after this wave
 
-	budgets fleetRules
+	rule waveRule
 }
 
-// fleetRules are how one run walks its hosts (plans.Rollout has the rules
-// in words).
-type fleetRules struct {
-	sizes          []int // wave sizes over the hosts to do, in order
+// waveRule is what stops a wave: its budgets, and whether a wave where
+// nothing worked stops the rollout.
+type waveRule struct {
 	maxFailures    plans.Amount
 	maxUnreachable plans.Amount
-	wholeWaveStops bool        // a wave with no host applied or unchanged stops the rollout
-	soak           *plans.Soak // nil: no host soaks
+	wholeWaveStops bool // a wave with no host applied or unchanged stops the rollout
 }
 
 // soakRole is why a host soaks, "" when it does not: the first host of a
@@ -52,19 +51,27 @@ func (r fleetRules) soakRole(first bool) string {
 	return ""
 }
 
-// rulesFor are the waves and budgets of a run over n hosts: apply's
-// (o.Rollout, else the plan's), or for relayctl stage one wave of every
-// host that nothing stops, since staging changes nothing in force.
-func rulesFor(p *plans.Plan, o ApplyOptions, n int) (fleetRules, error) {
+// fleetRules are how one run walks its hosts (plans.Rollout has the rules
+// in words): its waves in order, each with its hosts and budgets.
+type fleetRules struct {
+	waves          []plans.Wave
+	wholeWaveStops bool
+	soak           *plans.Soak // nil: no host soaks
+}
+
+// rulesFor are the waves and budgets of a run over the hosts todo (plan
+// indexes, in plan order): apply's (o.Rollout, else the plan's), by label
+// when it says so, or for relayctl stage one wave of every host that
+// nothing stops, since staging changes nothing in force.
+func rulesFor(p *plans.Plan, o ApplyOptions, todo []int) (fleetRules, error) {
 	if o.Rollout == nil {
 		return fleetRules{}, errors.New("apply: no rollout")
 	}
 	if o.StageOnly {
-		return fleetRules{sizes: plans.SplitWaves([]plans.Amount{{N: 100, Percent: true}}, n),
-			maxFailures: plans.Amount{N: 100, Percent: true}, maxUnreachable: plans.Amount{N: 100, Percent: true}}, nil
+		all := plans.Amount{N: 100, Percent: true}
+		return fleetRules{waves: plans.Resolved{Waves: []plans.Amount{all}, MaxFailures: all, MaxUnreachable: all}.Layout(p.Hosts, todo)}, nil
 	}
-	r := o.Rollout // Apply resolved it
-	return fleetRules{sizes: plans.SplitWaves(r.Waves, n), maxFailures: r.MaxFailures, maxUnreachable: r.MaxUnreachable, wholeWaveStops: true, soak: r.Soak}, nil
+	return fleetRules{waves: o.Rollout.Layout(p.Hosts, todo), wholeWaveStops: true, soak: o.Rollout.Soak}, nil // Apply resolved it
 }
 
 // count tallies one host's outcome in its wave.
@@ -91,13 +98,13 @@ func (w *WaveResult) count(o Outcome) {
 // exactly at a budget is within it.
 func (w *WaveResult) overBudget() string {
 	size := len(w.Hosts)
-	if !w.budgets.maxFailures.Allows(w.Failures, size) {
-		return fmt.Sprintf("wave %d: %d of its %d hosts failed, rolled back or were refused, over its budget of %d (max failures %s)",
-			w.Wave, w.Failures, size, w.MaxFailures, w.budgets.maxFailures)
+	if !w.rule.maxFailures.Allows(w.Failures, size) {
+		return fmt.Sprintf("wave %d%s: %d of its %d hosts failed, rolled back or were refused, over its budget of %d (max failures %s)",
+			w.Wave, w.groupText(), w.Failures, size, w.MaxFailures, w.rule.maxFailures)
 	}
-	if !w.budgets.maxUnreachable.Allows(w.Unreachable, size) {
-		return fmt.Sprintf("wave %d: %d of its %d hosts were unreachable, over its budget of %d (max unreachable %s)",
-			w.Wave, w.Unreachable, size, w.MaxUnreachable, w.budgets.maxUnreachable)
+	if !w.rule.maxUnreachable.Allows(w.Unreachable, size) {
+		return fmt.Sprintf("wave %d%s: %d of its %d hosts were unreachable, over its budget of %d (max unreachable %s)",
+			w.Wave, w.groupText(), w.Unreachable, size, w.MaxUnreachable, w.rule.maxUnreachable)
 	}
 	return ""
 }
@@ -106,8 +113,16 @@ func (w *WaveResult) overBudget() string {
 // refused or unreachable: it stops the rollout whatever the budgets allow.
 // (A host skipped at the drain gate is left for later, not a failure.)
 func (w *WaveResult) nothingWorked() string {
-	if !w.budgets.wholeWaveStops || len(w.Hosts) == 0 || w.Failures+w.Unreachable < len(w.Hosts) {
+	if !w.rule.wholeWaveStops || len(w.Hosts) == 0 || w.Failures+w.Unreachable < len(w.Hosts) {
 		return ""
 	}
-	return fmt.Sprintf("wave %d: none of its %d hosts applied (%d failed, rolled back or refused; %d unreachable)", w.Wave, len(w.Hosts), w.Failures, w.Unreachable)
+	return fmt.Sprintf("wave %d%s: none of its %d hosts applied (%d failed, rolled back or refused; %d unreachable)", w.Wave, w.groupText(), len(w.Hosts), w.Failures, w.Unreachable)
+}
+
+// groupText is " (region=ash)" for a wave of a rollout by label.
+func (w *WaveResult) groupText() string {
+	if w.Group == "" {
+		return ""
+	}
+	return " (" + w.Group + ")"
 }

@@ -18,6 +18,8 @@
 #   RUNS=3         timed runs per size and tool
 #   PARALLEL=50    relayctl --parallel and parallel-ssh -p (at most the size)
 #   QUICK=1        SIZES=3 RUNS=1, for development
+#   APPLY_ONLY=1   plan and apply only (no stage, no apply after stage, no
+#                  parallel-ssh): a bigger fleet in less time under the lock
 #   MIN_FREE_MIB=1024  refuse to start a size when the machine would have
 #                  less memory available than this, by the last size's cost
 #   WORK=DIR       where builds, labs and results go (default: a new
@@ -273,6 +275,8 @@ EOF
 			log "$N hosts, run $run: apply ${TIMED_WALL}s, $bytes bytes uploaded"
 		fi
 
+		[ "${APPLY_ONLY:-0}" = 1 ] && continue
+
 		# With staging ahead: stage (the day before), then apply (the window).
 		reset_hosts
 		"$RELAYCTL" plan "$SPEC" -out "$plan" --parallel "$P" "${SSH[@]}" >/dev/null 2>&1 || true
@@ -357,10 +361,22 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) p
 	if [ -n "$STOPPED_AT" ]; then
 		printf '\nstopped before %s hosts: %s\n' "$STOPPED_AT" "$STOP_WHY"
 	fi
-	# The restart window per host, from the receipts.
+	# relayctl's own cost per host (GNU time), and the restart window per
+	# host (the receipts).
 	/usr/bin/python3 - "$RES" $SIZES <<'EOF'
-import glob, json, statistics, sys
+import glob, json, re, statistics, sys
 res = sys.argv[1]
+def gnutime(f):
+    t = open(f).read()
+    get = lambda k: float(re.search(re.escape(k) + r": ([0-9.]+)", t).group(1))
+    return get("User time (seconds)") + get("System time (seconds)"), get("Maximum resident set size (kbytes)")
+for n in sys.argv[2:]:
+    for kind in ("plan", "apply", "staged-apply"):
+        runs = [gnutime(f) for f in sorted(glob.glob("%s/%s-%s-*.time" % (res, kind, n)))]
+        if runs:
+            cpu, rss = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+            print("%s hosts, %-12s relayctl CPU %.1f s (%.1f ms a host), peak RSS %.0f MiB (%.0f KiB a host; median of %d)"
+                  % (n, kind + ":", cpu, cpu * 1000 / int(n), rss / 1024, rss / int(n), len(runs)))
 for n in sys.argv[2:]:
     for kind in ("apply", "staged-apply"):
         w, pre = [], []

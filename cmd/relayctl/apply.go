@@ -101,7 +101,8 @@ Examples:
 			&cli.StringFlag{Name: "max-unreachable", Usage: "unreachable hosts a wave may have for the rollout to go on: `N` or N% of the wave (default: the plan's rollout, else 0)"},
 			&cli.DurationFlag{Name: "soak", DefaultText: "the plan's rollout.soak, else none", Usage: "after each wave's canary's read-back, watch its drop counters for `DURATION` under real traffic and stop the rollout when they rise (docs/soak.md); 0 turns the soak off"},
 			&cli.StringFlag{Name: "soak-hosts", DefaultText: "the plan's rollout.soak, else canary", Usage: "which hosts soak: `canary` (the first of each wave) or all"},
-			&cli.BoolFlag{Name: "resume", Usage: "go on from PLAN.ledger.json with the hosts it does not show applied or unchanged"},
+			&cli.BoolFlag{Name: "resume", Usage: "go on from PLAN.ledger.json with the hosts it does not show applied or unchanged (within the --only of the run it resumes)"},
+			onlyFlagDef(),
 			&cli.BoolFlag{Name: "stage-only", Usage: "stage every host and stop before the window, as relayctl stage"},
 			&cli.DurationFlag{Name: "fetch-timeout", Value: rollout.DefaultFetchTimeout, Usage: "how long a host may take to fetch a release from the plan's url"},
 			&cli.BoolFlag{Name: "json", Usage: "print the receipt (PLAN.receipt.json, docs/json.md) on stdout instead of the recap; progress stays on stderr"},
@@ -138,7 +139,9 @@ func runApply(c *cli.Context, e *env) error {
 	ctx, stop := interruptible(c.Context, e)
 	defer stop()
 	live, width := terminal(e.stderr)
-	rep, err := rollout.Apply(ctx, sshHosts(c), checked, rollout.ApplyOptions{
+	led := &ledgerWriter{path: ledgerFile(file)}
+	defer led.close()
+	rep, err := rollout.Apply(ctx, sshHosts(c, targets(p)), checked, rollout.ApplyOptions{
 		Parallel:      c.Int("parallel"),
 		Artifact:      artifact,
 		IgnoreWindow:  c.Bool("ignore-window"),
@@ -149,7 +152,10 @@ func runApply(c *cli.Context, e *env) error {
 		StableFor:     c.Duration("stable-for"),
 		Rollout:       fleet.rollout,
 		Resume:        fleet.resume,
-		SaveLedger:    func(b []byte) error { return writeFileAtomic(ledgerFile(file), b, 0o600) },
+		Only:          fleet.only,
+		Outside:       fleet.outside,
+		SaveLedger:    timedSave(led.save),
+		PatchLedger:   timedPatch(led.patch),
 		Live:          live,
 		LiveWidth:     width,
 		FetchTimeout:  c.Duration("fetch-timeout"),
@@ -158,19 +164,21 @@ func runApply(c *cli.Context, e *env) error {
 	if rep == nil {
 		return err
 	}
+	if testApplied != nil {
+		testApplied(rep)
+	}
 	ledgerErr := err
-	body, err := rollout.ReceiptJSON(p, rep)
-	if err != nil {
+	receipt := file + ".receipt.json"
+	if err := writeFileAtomicWith(receipt, 0o600, func(w io.Writer) error { return rollout.WriteReceiptJSON(w, p, rep) }); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(file+".receipt.json", body, 0o600); err != nil {
-		return err
-	}
-	if err := writeFileAtomic(file+".receipt.md", rollout.ReceiptMarkdown(p, rep), 0o600); err != nil {
+	if err := writeFileAtomicWith(file+".receipt.md", 0o600, func(w io.Writer) error { return rollout.WriteReceiptMarkdown(w, p, rep) }); err != nil {
 		return err
 	}
 	if c.Bool("json") {
-		e.stdout.Write(body)
+		if err := copyFile(e.stdout, receipt); err != nil {
+			return err
+		}
 	} else {
 		printRecap(e.stdout, rep)
 	}
@@ -300,7 +308,19 @@ func loadPlan(file string) (rollout.Checked, []byte, error) {
 	if err != nil {
 		return rollout.Checked{}, nil, err
 	}
-	c, err := rollout.CheckPlan(p)
+	var c rollout.Checked
+	if p.Inventory != nil {
+		in, ierr := planInventory(p)
+		if ierr != nil {
+			return rollout.Checked{}, nil, fmt.Errorf("%s: %w", file, ierr)
+		}
+		c, err = rollout.CheckPlanFrom(p, in)
+	} else {
+		c, err = rollout.CheckPlan(p)
+	}
+	if errors.Is(err, plans.ErrFleetChanged) {
+		return rollout.Checked{}, nil, withHint(fmt.Errorf("%s: %w", file, err), "the plan was reviewed for the hosts its inventory selected then; plan again from the spec and review the new plan")
+	}
 	if err != nil {
 		return rollout.Checked{}, nil, withHint(fmt.Errorf("%s: %w", file, err), "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
 	}

@@ -55,6 +55,7 @@ Examples:
 func runFacts(c *cli.Context, e *env) error {
 	hosts := c.Args().Slice()
 	var q rollout.Query
+	var to map[string]string
 	if file := c.String("spec"); file != "" {
 		s, err := readSpec(file)
 		if err != nil {
@@ -63,7 +64,7 @@ func runFacts(c *cli.Context, e *env) error {
 		if len(hosts) == 0 {
 			hosts = s.Hosts
 		}
-		q = rollout.QueryFor(s)
+		q, to = rollout.QueryFor(s), s.Targets
 	} else {
 		var err error
 		if q, err = adHocQuery(c); err != nil {
@@ -78,7 +79,7 @@ func runFacts(c *cli.Context, e *env) error {
 			return fmt.Errorf("host: %w", err)
 		}
 	}
-	facts, errs := rollout.ObserveAll(c.Context, sshHosts(c), hosts, q, c.Int("parallel"))
+	facts, errs := rollout.ObserveAll(c.Context, sshHosts(c, to), hosts, q, c.Int("parallel"))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

@@ -43,11 +43,20 @@ func readRegular(path string, limit int64) ([]byte, error) {
 // a host's facts, and nobody else should be able to rewrite what apply
 // will read.
 func writeFileAtomic(name string, data []byte, mode os.FileMode) error {
+	return writeFileAtomicWith(name, mode, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// writeFileAtomicWith is writeFileAtomic for content written by write, as
+// it is made (a receipt of 10,000 hosts is never held whole).
+func writeFileAtomicWith(name string, mode os.FileMode, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	if _, err := tmp.Write(data); err != nil {
+	if err := write(tmp); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
 		return fmt.Errorf("write %s: %w", name, err)
@@ -63,6 +72,19 @@ func writeFileAtomic(name string, data []byte, mode os.FileMode) error {
 	if err := os.Rename(tmp.Name(), name); err != nil {
 		os.Remove(tmp.Name())
 		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
+}
+
+// copyFile copies a file relayctl just wrote to w (a receipt to stdout).
+func copyFile(w io.Writer, name string) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", name, err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(w, f); err != nil {
+		return fmt.Errorf("copy %s: %w", name, err)
 	}
 	return nil
 }

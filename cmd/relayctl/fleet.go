@@ -20,6 +20,8 @@ import (
 type fleetRun struct {
 	rollout *plans.Resolved
 	resume  *rollout.Ledger
+	only    *plans.Selector // --only, or the resumed run's; nil: every host
+	outside *rollout.Ledger // --only without --resume: the ledger whose other hosts are kept
 }
 
 // ledgerFile is where apply keeps the fleet's ledger: beside the plan.
@@ -66,52 +68,141 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 		fmt.Fprintf(e.stderr, "relayctl: soak: %s\n", r.Soak.Text())
 	}
 	run := &fleetRun{rollout: &r}
-	hosts := len(p.Hosts)
+	only, onlySet, err := onlyFlag(c, p)
+	if err != nil {
+		return nil, err
+	}
 	if c.Bool("resume") {
-		resumed, err := resumeFrom(e, file, p, run)
-		if err != nil || resumed {
-			if resumed {
-				fmt.Fprintf(e.stderr, "relayctl: waves %s (%s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
-					plans.WavesText(r.Waves), from, r.MaxFailures, r.MaxUnreachable)
-			}
-			return run, err
+		if run.resume, err = loadFleetLedger(e, file, p, true); err != nil {
+			return nil, err
 		}
 	}
-	sizes := plans.SplitWaves(r.Waves, hosts)
-	counts := make([]string, len(sizes))
-	for i, n := range sizes {
-		counts[i] = fmt.Sprint(n)
+	if run.resume != nil {
+		return run, resumeRun(e, file, p, run, only, onlySet, from)
 	}
-	fmt.Fprintf(e.stderr, "relayctl: %d host(s) in %d wave(s) of %s (waves %s, %s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
-		hosts, len(sizes), strings.Join(counts, " + "), plans.WavesText(r.Waves), from, r.MaxFailures, r.MaxUnreachable)
-	return run, nil
+	return run, freshRun(e, file, p, run, only, from)
 }
 
-// resumeFrom loads the plan's ledger into run for --resume, and says what
-// the run will do. A run killed before it wrote its ledger left nothing to
-// go on from: then every host is worked on, as in a first run (one already
-// as planned ends unchanged), so --resume is still the one command after
-// any stop; resumed is false then.
-func resumeFrom(e *env, file string, p *plans.Plan, run *fleetRun) (resumed bool, err error) {
+// resumeRun says what a resumed run will do, within the selection of the
+// run it resumes unless --only says otherwise.
+func resumeRun(e *env, file string, p *plans.Plan, run *fleetRun, only *plans.Selector, onlySet bool, from string) error {
+	if !onlySet && len(run.resume.Only) > 0 {
+		// The run it resumes had a selection: go on with that, no further.
+		var err error
+		if only, err = plans.ParseSelector(run.resume.Only); err != nil || only.Check(p) != nil {
+			return fmt.Errorf("%s: its only %q: not a selection of this plan's hosts", ledgerFile(file), plans.Visible(strings.Join(run.resume.Only, " ")))
+		}
+	}
+	run.only = only
+	todo, done := 0, 0
+	for i, h := range p.Hosts {
+		switch {
+		case !only.Matches(h.Labels):
+		case run.resume.Done(i):
+			done++
+		default:
+			todo++
+		}
+	}
+	scope := ""
+	if only != nil {
+		scope = fmt.Sprintf(" --only %s (the %d others are not touched)", only, len(p.Hosts)-todo-done)
+	}
+	r := run.rollout
+	fmt.Fprintf(e.stderr, "relayctl: resuming %s (run %d)%s: %d of %d host(s) not applied or unchanged; the %d others are checked to be as planned first (an edited ledger skips nothing): one that is not joins the waves\n",
+		ledgerFile(file), run.resume.Run+1, scope, todo, todo+done, done)
+	fmt.Fprintf(e.stderr, "relayctl: waves %s (%s%s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
+		plans.WavesText(r.Waves), from, byText(*r), r.MaxFailures, r.MaxUnreachable)
+	return nil
+}
+
+// freshRun says what a run that resumes nothing will do: its hosts (with
+// --only, the ledger whose other hosts it keeps) and its waves.
+func freshRun(e *env, file string, p *plans.Plan, run *fleetRun, only *plans.Selector, from string) error {
+	run.only = only
+	var sel []int
+	for i, h := range p.Hosts {
+		if only.Matches(h.Labels) {
+			sel = append(sel, i)
+		}
+	}
+	if only != nil {
+		// The other hosts keep what this plan's ledger says of them.
+		var err error
+		if run.outside, err = loadFleetLedger(e, file, p, false); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "relayctl: --only %s: %d of the plan's %d host(s); the others are not touched (%s)\n", only, len(sel), len(p.Hosts), outsideText(run.outside, file))
+	}
+	r := run.rollout
+	waves := r.Layout(p.Hosts, sel)
+	sizes := make([]int, len(waves))
+	for i, w := range waves {
+		sizes[i] = len(w.Hosts)
+	}
+	fmt.Fprintf(e.stderr, "relayctl: %d host(s) in %d wave(s) of %s (waves %s, %s%s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
+		len(sel), len(sizes), plans.WaveCounts(sizes), plans.WavesText(r.Waves), from, byText(*r), r.MaxFailures, r.MaxUnreachable)
+	return nil
+}
+
+// byText says a rollout goes by label: ", by region".
+func byText(r plans.Resolved) string {
+	if r.By == "" {
+		return ""
+	}
+	return ", by " + r.By
+}
+
+// onlyFlag reads --only, checked against the plan's labels; set says it
+// was given (--only all gives nil, set).
+func onlyFlag(c *cli.Context, p *plans.Plan) (*plans.Selector, bool, error) {
+	items := c.StringSlice("only")
+	if len(items) == 0 {
+		return nil, false, nil
+	}
+	s, err := plans.ParseSelector(items)
+	if err == nil {
+		err = s.Check(p)
+	}
+	if err != nil {
+		return nil, true, withHint(fmt.Errorf("--only %w", err), "--only region=ash, --only region=ash,fra --only pool=a, or --only all")
+	}
+	return s, true, nil
+}
+
+// loadFleetLedger reads the plan's ledger: for --resume it must be this
+// plan's (none: nothing to go on from, every host); for --only it is the
+// record of the other hosts, and none, or another plan's, is a new start.
+func loadFleetLedger(e *env, file string, p *plans.Plan, resume bool) (*rollout.Ledger, error) {
 	name := ledgerFile(file)
 	data, err := readRegular(name, rollout.MaxLedgerSize)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, os.ErrNotExist) && resume:
+		// A run killed before it wrote its ledger left nothing to go on
+		// from: every host is worked on, as in a first run, so --resume
+		// is still the one command after any stop.
 		fmt.Fprintf(e.stderr, "relayctl: no ledger %s: no run to go on from, so every host is applied (one already as planned is unchanged)\n", name)
-		return false, nil
+		return nil, nil
+	case errors.Is(err, os.ErrNotExist):
+		return nil, nil
 	case err != nil:
-		return false, fmt.Errorf("read ledger: %w", err)
+		return nil, fmt.Errorf("read ledger: %w", err)
 	}
-	if run.resume, err = rollout.LoadLedger(name, data, p); err != nil {
-		if errors.Is(err, rollout.ErrLedgerOtherPlan) {
-			return false, withHint(err, "a ledger goes with the plan whose apply wrote it; apply this plan without --resume, or resume the plan that ledger belongs to")
-		}
-		return false, err
+	l, err := rollout.LoadLedger(name, data, p)
+	switch {
+	case errors.Is(err, rollout.ErrLedgerOtherPlan) && !resume:
+		return nil, nil
+	case errors.Is(err, rollout.ErrLedgerOtherPlan):
+		return nil, withHint(err, "a ledger goes with the plan whose apply wrote it; apply this plan without --resume, or resume the plan that ledger belongs to")
 	}
-	todo := len(run.resume.Todo())
-	fmt.Fprintf(e.stderr, "relayctl: resuming %s (run %d): %d of %d host(s) not applied or unchanged; the %d others are checked to be as planned first (an edited ledger skips nothing): one that is not joins the waves\n",
-		name, run.resume.Run+1, todo, len(p.Hosts), len(p.Hosts)-todo)
-	return true, nil
+	return l, err
+}
+
+func outsideText(l *rollout.Ledger, file string) string {
+	if l == nil {
+		return "no ledger of this plan yet: they are not started in the new " + ledgerFile(file)
+	}
+	return fmt.Sprintf("their lines of %s, run %d, are kept", ledgerFile(file), l.Run)
 }
 
 // terminal reports whether w is a terminal (not a pipe, a file or
@@ -167,4 +258,52 @@ func soakFlags(c *cli.Context, r *plans.Resolved) error {
 		r.Soak = &s
 	}
 	return nil
+}
+
+func onlyFlagDef() cli.Flag {
+	return &cli.StringSliceFlag{Name: "only", Usage: "work on the hosts whose labels match `LABEL=VALUE[,VALUE…]` only (repeatable: every one must match; all for every host); the ledger keeps the others' lines, and --resume goes on within the same selection"}
+}
+
+// ledgerWriter keeps a run's ledger file: in full through a temporary
+// file and a rename (when the run starts and ends), and in between one
+// host's line at a time, in place, in the file it last wrote (rollout's
+// ledgerBook), so that a save costs the same for 10 hosts as for 10,000.
+type ledgerWriter struct {
+	path string
+	f    *os.File // the file last written, open for the in-place saves
+}
+
+func (w *ledgerWriter) save(b []byte) error {
+	w.close()
+	if err := writeFileAtomic(w.path, b, 0o600); err != nil {
+		return err
+	}
+	// Not through a link put there since, and the file just written.
+	f, err := os.OpenFile(w.path, os.O_WRONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", w.path, err)
+	}
+	if st, err := f.Stat(); err != nil || st.Size() != int64(len(b)) {
+		f.Close()
+		return fmt.Errorf("open %s: it is not the ledger just written", w.path)
+	}
+	w.f = f
+	return nil
+}
+
+func (w *ledgerWriter) patch(p []byte, off int64) error {
+	if w.f == nil {
+		return fmt.Errorf("write %s: not open", w.path)
+	}
+	if _, err := w.f.WriteAt(p, off); err != nil {
+		return fmt.Errorf("write %s: %w", w.path, err)
+	}
+	return nil
+}
+
+func (w *ledgerWriter) close() {
+	if w.f != nil {
+		w.f.Close()
+		w.f = nil
+	}
 }

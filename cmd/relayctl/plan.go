@@ -62,15 +62,14 @@ func runPlan(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	body, err := p.JSON()
-	if err != nil {
-		return err
-	}
 	out := c.String("out")
 	if out == "" {
+		if _, err := p.JSON(); err != nil { // the checksum the review shows
+			return err
+		}
 		e.stdout.Write(p.Markdown("(not saved: use -out PLAN)"))
 	} else {
-		if err := writeFileAtomic(out, body, 0o600); err != nil {
+		if err := writeFileAtomicWith(out, 0o600, p.WriteJSON); err != nil {
 			return err
 		}
 		if err := writeFileAtomic(out+".md", p.Markdown(filepath.Base(out)), 0o644); err != nil {
@@ -92,41 +91,99 @@ func runPlan(c *cli.Context, e *env) error {
 	return nil
 }
 
+// printPlanSummary is a line per host and its blockers and warnings;
+// beyond maxSummaryHosts hosts, a line per kind of change, with how many
+// hosts and which, and each blocker and warning once.
 func printPlanSummary(w io.Writer, p *plans.Plan) {
+	if len(p.Hosts) > maxSummaryHosts {
+		printPlanGroups(w, p)
+		return
+	}
 	for _, h := range p.Hosts {
-		var parts []string
-		for _, s := range h.Sysctls {
-			if s.Change {
-				parts = append(parts, fmt.Sprintf("%s %s → %s", s.Key, strings.Join(strings.Fields(s.Current), " "), s.Planned))
-			}
-		}
-		if h.Release.Action != "keep" {
-			cur := h.Release.Current
-			if cur == "" {
-				cur = "none"
-			}
-			parts = append(parts, fmt.Sprintf("release %s → %s", cur, h.Release.Planned))
-		}
-		for _, fc := range h.Files {
-			if fc.Change && fc.Role != plans.RoleSysctlDropIn { // the sysctls above say it
-				parts = append(parts, fc.Role)
-			}
-		}
-		if h.Readback.CurrentFound {
-			parts = append(parts, fmt.Sprintf("rb %d → %d", h.Readback.Current, h.Readback.Expected))
-		} else {
-			parts = append(parts, fmt.Sprintf("rb → %d", h.Readback.Expected))
-		}
-		if h.Switch != "" {
-			parts = append(parts, h.Switch)
-		}
-		fmt.Fprintf(w, "%-20s %-9s %s\n", plans.Visible(h.Host), actionWord(h.Action), plans.Visible(strings.Join(parts, "; ")))
+		fmt.Fprintf(w, "%-20s %-9s %s\n", plans.Visible(h.Host), actionWord(h.Action), plans.Visible(summaryLine(h)))
 		for _, b := range h.Blockers {
 			fmt.Fprintf(w, "%-20s   blocked: %s\n", "", plans.Visible(b))
 		}
 		for _, m := range h.Warnings {
 			fmt.Fprintf(w, "%-20s   warning: %s\n", "", plans.Visible(m))
 		}
+	}
+}
+
+// summaryLine is what a plan changes on a host, in a few words.
+func summaryLine(h *plans.HostPlan) string {
+	var parts []string
+	for _, s := range h.Sysctls {
+		if s.Change {
+			parts = append(parts, fmt.Sprintf("%s %s → %s", s.Key, strings.Join(strings.Fields(s.Current), " "), s.Planned))
+		}
+	}
+	if h.Release.Action != "keep" {
+		cur := h.Release.Current
+		if cur == "" {
+			cur = "none"
+		}
+		parts = append(parts, fmt.Sprintf("release %s → %s", cur, h.Release.Planned))
+	}
+	for _, fc := range h.Files {
+		if fc.Change && fc.Role != plans.RoleSysctlDropIn { // the sysctls above say it
+			parts = append(parts, fc.Role)
+		}
+	}
+	if h.Readback.CurrentFound {
+		parts = append(parts, fmt.Sprintf("rb %d → %d", h.Readback.Current, h.Readback.Expected))
+	} else {
+		parts = append(parts, fmt.Sprintf("rb → %d", h.Readback.Expected))
+	}
+	if h.Switch != "" {
+		parts = append(parts, h.Switch)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// maxSummaryHosts is the most hosts plan lists one line each.
+const maxSummaryHosts = 50
+
+// printPlanGroups is the summary of a big plan: hosts with the same
+// action and line share one.
+func printPlanGroups(w io.Writer, p *plans.Plan) {
+	type group struct {
+		action, line string
+		hosts        []string
+	}
+	var order []*group
+	by := map[string]*group{}
+	notes := map[string][]string{}
+	var noteOrder []string
+	for _, h := range p.Hosts {
+		line := summaryLine(h)
+		k := h.Action + "\x00" + line
+		if by[k] == nil {
+			by[k] = &group{action: h.Action, line: line}
+			order = append(order, by[k])
+		}
+		by[k].hosts = append(by[k].hosts, h.Host)
+		for _, b := range h.Blockers {
+			n := "blocked: " + b
+			if notes[n] == nil {
+				noteOrder = append(noteOrder, n)
+			}
+			notes[n] = append(notes[n], h.Host)
+		}
+		for _, m := range h.Warnings {
+			n := "warning: " + m
+			if notes[n] == nil {
+				noteOrder = append(noteOrder, n)
+			}
+			notes[n] = append(notes[n], h.Host)
+		}
+	}
+	for _, g := range order {
+		fmt.Fprintf(w, "%-20s %-9s %s\n", fmt.Sprintf("%d host(s)", len(g.hosts)), actionWord(g.action), plans.Visible(g.line))
+		fmt.Fprintf(w, "%-20s   %s\n", "", plans.Visible(plans.FewNames(g.hosts, 3)))
+	}
+	for _, n := range noteOrder {
+		fmt.Fprintf(w, "%-20s %s (%d host(s): %s)\n", "", plans.Visible(n), len(notes[n]), plans.Visible(plans.FewNames(notes[n], 3)))
 	}
 }
 
@@ -137,12 +194,24 @@ func actionWord(a string) string {
 	return a
 }
 
+// readSpec reads a spec and, when it names an inventory, selects its
+// hosts; no artifact is read (facts --spec needs none).
 func readSpec(file string) (*plans.Spec, error) {
 	data, err := readRegular(file, plans.MaxSpecSize)
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
-	return plans.ParseSpec(file, data)
+	s, err := plans.ParseSpec(file, data)
+	if err != nil {
+		return nil, err
+	}
+	sc := &specFindings{spec: s}
+	sc.selectHosts()
+	if len(sc.errs) > 0 {
+		plans.SortSpecErrors(sc.errs)
+		return nil, sc.errs
+	}
+	return s, nil
 }
 
 // checkArtifactVersion refuses an artifact whose version marker names
@@ -171,7 +240,7 @@ func gather(c *cli.Context, e *env, s *plans.Spec, lastApply bool) ([]*plans.Fac
 	q := rollout.QueryFor(s)
 	q.LastApply = lastApply // verify: the newest receipt's drop counters
 	fmt.Fprintf(e.stderr, "relayctl: observing %d host(s)\n", len(s.Hosts))
-	facts, errs := rollout.ObserveAll(c.Context, sshHosts(c), s.Hosts, q, c.Int("parallel"))
+	facts, errs := rollout.ObserveAll(c.Context, sshHosts(c, s.Targets), s.Hosts, q, c.Int("parallel"))
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}

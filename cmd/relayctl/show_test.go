@@ -16,7 +16,7 @@ import (
 
 // openPTY opens a pseudo-terminal pair: what relayctl writes to tty, the
 // test reads from pty.
-func openPTY(t *testing.T) (pty, tty *os.File) {
+func openPTY(t testing.TB) (pty, tty *os.File) {
 	t.Helper()
 	pty, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {

@@ -36,14 +36,50 @@ func sshOptions(c *cli.Context) sshrun.Options {
 }
 
 // sshHosts are the hosts a command talks to: the shell backend over SSH.
-func sshHosts(c *cli.Context) rollout.HostDialer {
+// A host named in targets is dialled there ([user@]address[:port], an
+// inventory's) and named by its name in everything else.
+func sshHosts(c *cli.Context, targets map[string]string) rollout.HostDialer {
 	if testHosts != nil {
 		return testHosts
 	}
-	return shellhost.Hosts(sshrun.Dialer{Options: sshOptions(c)}, plans.StateDir)
+	return shellhost.Hosts(sshrun.Dialer{Options: sshOptions(c), Targets: targets}, plans.StateDir)
 }
 
 // testHosts is set by the test binary alone (main_test.go), whose CLI
 // scripts drive simulated hosts (rollouttest.FileDialer): the engine and
 // the CLI as they are, the host in memory.
 var testHosts rollout.HostDialer
+
+// The fleet simulator's measuring points (fleetsim_test.go), set by the
+// test binary alone: each ledger save with its bytes and time, and the
+// report once an apply's fleet walk has ended.
+var (
+	testLedgerSave func(bytes int, took time.Duration)
+	testApplied    func(*rollout.Report)
+)
+
+// timedSave is save, timed for the simulator when it listens.
+func timedSave(save func([]byte) error) func([]byte) error {
+	return func(b []byte) error {
+		if testLedgerSave == nil {
+			return save(b)
+		}
+		t0 := time.Now()
+		err := save(b)
+		testLedgerSave(len(b), time.Since(t0))
+		return err
+	}
+}
+
+// timedPatch is patch, timed for the simulator when it listens.
+func timedPatch(patch func([]byte, int64) error) func([]byte, int64) error {
+	return func(b []byte, off int64) error {
+		if testLedgerSave == nil {
+			return patch(b, off)
+		}
+		t0 := time.Now()
+		err := patch(b, off)
+		testLedgerSave(len(b), time.Since(t0))
+		return err
+	}
+}

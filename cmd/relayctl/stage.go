@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -51,6 +52,7 @@ Examples:
 			&cli.StringFlag{Name: "artifact", Usage: "the release `FILE` (default: the spec's artifact, relative to the spec as recorded in the plan); its sha256 must match the plan"},
 			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal of an unfinished run that stopped in its window, after checking the host, and stage"},
 			&cli.DurationFlag{Name: "fetch-timeout", Value: rollout.DefaultFetchTimeout, Usage: "how long a host may take to fetch a release from the plan's url"},
+			onlyFlagDef(),
 		}, append(approvalFlags(), sshFlags()...)...),
 		Action: func(c *cli.Context) error { return runStage(c, e) },
 	}
@@ -83,10 +85,14 @@ func runStage(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	only, _, err := onlyFlag(c, p)
+	if err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	live, width := terminal(e.stderr)
-	rep, err := rollout.Stage(ctx, sshHosts(c), checked, rollout.ApplyOptions{
+	rep, err := rollout.Stage(ctx, sshHosts(c, targets(checked.Plan())), checked, rollout.ApplyOptions{
 		Parallel:     c.Int("parallel"),
 		Artifact:     artifact,
 		ClearJournal: c.Bool("clear-journal"),
@@ -97,18 +103,15 @@ func runStage(c *cli.Context, e *env) error {
 		FetchTimeout: c.Duration("fetch-timeout"),
 		Now:          time.Now,
 		Approval:     approved,
+		Only:         only,
 	})
 	if err != nil {
 		return err
 	}
-	body, err := rollout.ReceiptJSON(p, rep)
-	if err != nil {
+	if err := writeFileAtomicWith(file+".stage.json", 0o600, func(w io.Writer) error { return rollout.WriteReceiptJSON(w, p, rep) }); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(file+".stage.json", body, 0o600); err != nil {
-		return err
-	}
-	if err := writeFileAtomic(file+".stage.md", rollout.ReceiptMarkdown(p, rep), 0o600); err != nil {
+	if err := writeFileAtomicWith(file+".stage.md", 0o600, func(w io.Writer) error { return rollout.WriteReceiptMarkdown(w, p, rep) }); err != nil {
 		return err
 	}
 	fmt.Fprint(e.stdout, rollout.Recap(rep))

@@ -58,7 +58,8 @@ type specDiagnosis struct {
 
 // diagnostic is one problem of a spec; line 0 is the file as a whole.
 type diagnostic struct {
-	Severity string `json:"severity"` // error or warning
+	Severity string `json:"severity"`       // error or warning
+	File     string `json:"file,omitempty"` // another file than the spec's: its inventory, a vars file
 	Line     int    `json:"line"`
 	Field    string `json:"field,omitempty"`
 	Message  string `json:"message"`
@@ -119,6 +120,7 @@ func examineSpec(file string) *specFindings {
 		return sc
 	}
 	sc.warnings = sc.spec.Warnings()
+	sc.selectHosts()
 	var terrs plans.SpecErrors
 	sc.templates, terrs = readTemplates(sc.spec)
 	sc.errs = append(sc.errs, terrs...)
@@ -164,12 +166,22 @@ func (sc *specFindings) diagnostics() []diagnostic {
 	}
 	add := func(sev string, es []*plans.SpecError) {
 		for _, x := range es {
-			out = append(out, diagnostic{Severity: sev, Line: x.Line, Field: x.Field, Message: x.Msg, text: x.Error()})
+			d := diagnostic{Severity: sev, Line: x.Line, Field: x.Field, Message: x.Msg, text: x.Error()}
+			if sc.spec != nil && x.File != sc.spec.File {
+				d.File = x.File
+			}
+			out = append(out, d)
 		}
 	}
 	add("error", sc.errs)
 	add("warning", sc.warnings)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Line < out[j].Line })
+	// The spec's own first, by line; then each other file's, by line.
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].File != out[j].File {
+			return out[i].File < out[j].File
+		}
+		return out[i].Line < out[j].Line
+	})
 	return out
 }
 
@@ -183,6 +195,9 @@ func (sc *specFindings) summary() string {
 	}
 	s := sc.spec
 	msg := fmt.Sprintf("valid: %s, %s, release %s", count(len(s.Hosts), "host"), count(len(s.Sysctl), "sysctl"), s.Relay.Release.Version)
+	if s.Inventory != nil {
+		msg = fmt.Sprintf("valid: %s selected from %s by %s, %s, release %s", count(len(s.Hosts), "host"), plans.Visible(s.Inventory.File), plans.Visible(s.Inventory.Pattern), count(len(s.Sysctl), "sysctl"), s.Relay.Release.Version)
+	}
 	if len(sc.warnings) > 0 {
 		msg += ", " + count(len(sc.warnings), "warning")
 	}

@@ -72,7 +72,7 @@ func runVerify(c *cli.Context, e *env) error {
 		var errs []error
 		q := rollout.QueryForPlan(p)
 		q.LastApply = true
-		facts, errs = rollout.ObserveAll(c.Context, sshHosts(c), hosts, q, c.Int("parallel"))
+		facts, errs = rollout.ObserveAll(c.Context, sshHosts(c, targets(p)), hosts, q, c.Int("parallel"))
 		err = errors.Join(errs...)
 	}
 	if err != nil {

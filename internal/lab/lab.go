@@ -345,11 +345,31 @@ func (h *Host) InstallRelay(ctx context.Context, r RelayInstall) error {
 		return nil
 	}
 	if r.Start {
-		if _, err := h.Exec(ctx, ServiceScript, "start"); err != nil {
+		if err := h.startRelay(ctx); err != nil {
 			return fmt.Errorf("start relay: %w", err)
 		}
 	}
 	return nil
+}
+
+// startRelay runs relay-service start, again when the exec of the release
+// found its file busy: while one host's binary is being copied, a fork
+// for another host's command inherits the copy's open file until it
+// execs (golang/go#22315), and an exec of that file meanwhile fails with
+// ETXTBSY. Starting 800 hosts at once hit it (bench-fleet.sh).
+func (h *Host) startRelay(ctx context.Context) error {
+	var err error
+	for try := 0; try < 10; try++ {
+		if _, err = h.Exec(ctx, ServiceScript, "start"); err == nil || !strings.Contains(err.Error(), "Text file busy") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return err
 }
 
 func validVersion(v string) error {

@@ -816,3 +816,25 @@ func TestCertAuthorityHostIsNeverNew(t *testing.T) {
 		t.Errorf("known_hosts changed:\n%s", b)
 	}
 }
+
+// An inventory host is dialled at its target, [user@]address[:port],
+// without any ssh_config alias, and named by its name everywhere else;
+// a host with no target is dialled by its name.
+func TestDialerTargets(t *testing.T) {
+	e := newEnv(t)
+	s := e.server(t, sshtest.WithUsers("deployer"))
+	d := sshrun.Dialer{Options: sshrun.Options{Identities: []string{e.idFile}, SSHConfig: filepath.Join(t.TempDir(), "empty")},
+		Targets: map[string]string{"relay-1.ash": fmt.Sprintf("deployer@127.0.0.1:%d", s.Port())}}
+	writeFile(t, d.Options.SSHConfig, "")
+	c, err := d.Dial(context.Background(), "relay-1.ash")
+	if err != nil {
+		t.Fatalf("dial relay-1.ash at its target: %v", err)
+	}
+	defer c.Close()
+	if got, want := c.Address()+" "+c.User(), fmt.Sprintf("127.0.0.1:%d deployer", s.Port()); got != want {
+		t.Errorf("dialled %s, want %s", got, want)
+	}
+	if _, err := d.Dial(context.Background(), "relay-2.ash"); err == nil || !strings.Contains(err.Error(), "relay-2.ash") {
+		t.Errorf("a host without a target is dialled by its name: %v", err)
+	}
+}

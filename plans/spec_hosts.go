@@ -1,0 +1,210 @@
+package plans
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/relayctl/relayctl/plans/inventory"
+)
+
+// InventoryRef is a spec's hosts when they come from an Ansible inventory
+// (docs/inventory.md):
+//
+//	hosts:
+//	  inventory: inventory/hosts.ini   # relative to the spec's folder
+//	  pattern: "relays:&ash:!maintenance"
+//	  labels: [region, pool]
+//
+// ParseSpec reads the form only (the spec parser is pure and reads no
+// file); SelectHosts reads the inventory and fills in the spec's hosts.
+type InventoryRef struct {
+	File        string   // as written
+	Pattern     string   // an Ansible host pattern; "all" for every host
+	Labels      []string // inventory variables each selected host carries as a label
+	Line        int      // of the inventory field
+	PatternLine int
+
+	pattern *inventory.Pattern
+}
+
+// InventoryRecord is what a plan records of the inventory it was made
+// from, as it records the spec: the file's sha256 and every vars file read
+// with its sha256, so that apply sees when the fleet changed under the
+// plan. Content is not recorded: inventories and vars files hold secrets.
+type InventoryRecord struct {
+	File      string           `json:"file"`   // as the spec writes it
+	SHA256    string           `json:"sha256"` // of the inventory file, "sha256:…"
+	VarsFiles []VarsFileRecord `json:"vars_files"`
+}
+
+// VarsFileRecord is one group_vars/ or host_vars/ file a plan's hosts came
+// from.
+type VarsFileRecord struct {
+	Path   string `json:"path"` // relative to the inventory's folder
+	SHA256 string `json:"sha256"`
+}
+
+// InventoryInput is what SelectHosts reads: the inventory file and its
+// folder, for group_vars/ and host_vars/.
+type InventoryInput struct {
+	Path string // the file as opened (the spec's folder joined), for messages
+	Data []byte
+	Dir  fs.FS // the inventory file's folder; nil reads no vars folders
+}
+
+// MaxFleet bounds the hosts an inventory spec selects (a listed spec has
+// MaxHosts).
+const MaxFleet = inventory.MaxHosts
+
+// ErrFleetChanged is an inventory plan whose inventory or vars files are
+// not the ones it was made from.
+var ErrFleetChanged = errors.New("the inventory changed since the plan was made")
+
+// inventoryHosts parses the hosts: {inventory, pattern, labels} form.
+func (p *specParser) inventoryHosts(n *yaml.Node) *InventoryRef {
+	f, ok := p.fields(n, "hosts", "inventory", "pattern", "labels")
+	if !ok {
+		return nil
+	}
+	ref := &InventoryRef{Line: n.Line}
+	good := true
+	if v := f["inventory"]; v == nil {
+		p.fail(n, "hosts.inventory", "missing; the inventory file, relative to the spec's folder, e.g. inventory: inventory/hosts.ini")
+		good = false
+	} else if s, ok := p.str(v, "hosts.inventory"); !ok {
+		good = false
+	} else if s == "" || len(s) > 4096 || strings.ContainsAny(s, "\x00\n\r") {
+		p.fail(v, "hosts.inventory", "want a file path, got %q", s)
+		good = false
+	} else {
+		ref.File, ref.Line = s, v.Line
+	}
+	if v := f["pattern"]; v == nil {
+		p.fail(n, "hosts.pattern", "missing; an Ansible host pattern saying which of the inventory's hosts this spec touches, e.g. pattern: \"relays:!maintenance\" (all for every host)")
+		good = false
+	} else if s, ok := p.str(v, "hosts.pattern"); !ok {
+		good = false
+	} else if pat, err := inventory.ParsePattern(s); err != nil {
+		p.fail(v, "hosts.pattern", "%v", err)
+		good = false
+	} else {
+		ref.Pattern, ref.PatternLine, ref.pattern = s, v.Line, pat
+	}
+	if v := f["labels"]; v != nil {
+		ref.Labels = p.labelNames(v)
+		good = good && ref.Labels != nil
+	}
+	if !good {
+		return nil
+	}
+	return ref
+}
+
+// labelNames reads hosts.labels: inventory variable names, each once.
+func (p *specParser) labelNames(v *yaml.Node) []string {
+	if v.Kind != yaml.SequenceNode || len(v.Content) == 0 {
+		p.fail(v, "hosts.labels", "want a list of inventory variables to carry as labels, e.g. [region, pool]")
+		return nil
+	}
+	var out []string
+	for i, item := range v.Content {
+		field := fmt.Sprintf("hosts.labels[%d]", i)
+		s, ok := p.str(item, field)
+		if !ok {
+			return nil
+		}
+		if err := inventory.ValidLabelKey(s); err != nil {
+			p.fail(item, field, "%v", err)
+			return nil
+		}
+		if slices.Contains(out, s) {
+			p.fail(item, field, "%s is named twice", s)
+			return nil
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// HasLabel reports whether the spec's hosts carry label k.
+func (s *Spec) HasLabel(k string) bool {
+	return s.Inventory != nil && slices.Contains(s.Inventory.Labels, k)
+}
+
+// SelectHosts reads the hosts of a spec that names an inventory: the
+// inventory's hosts its pattern selects, in inventory order, each with the
+// SSH target the inventory gives it and its labels. It fills in s.Hosts,
+// s.Targets, s.Labels and s.InventoryRecord. Every problem is reported at
+// once, each at its file and line (the inventory's, a vars file's, or the
+// spec's pattern line); warnings name what relayctl does not read.
+func (s *Spec) SelectHosts(in InventoryInput) ([]*SpecError, SpecErrors) {
+	ref := s.Inventory
+	if ref == nil || ref.pattern == nil {
+		return nil, SpecErrors{{File: s.File, Field: "hosts", Msg: "the spec does not name an inventory"}}
+	}
+	inv, err := inventory.Parse(in.Path, in.Data)
+	if err != nil {
+		return nil, s.inventoryErrors(err, ref.Line, "hosts.inventory")
+	}
+	if in.Dir != nil {
+		if err := inv.ReadVarsDirs(in.Dir); err != nil {
+			return nil, s.inventoryErrors(err, ref.Line, "hosts.inventory")
+		}
+	}
+	sel, err := inv.Select(ref.pattern, inventory.Options{Labels: ref.Labels})
+	if err != nil {
+		return nil, s.inventoryErrors(err, ref.PatternLine, "hosts.pattern")
+	}
+	var warns []*SpecError
+	for _, w := range append(append([]*inventory.Error{}, inv.Warnings...), sel.Warnings...) {
+		warns = append(warns, &SpecError{File: w.File, Line: w.Line, Msg: w.Msg})
+	}
+	if len(sel.Hosts) > MaxFleet {
+		return warns, SpecErrors{{File: s.File, Line: ref.PatternLine, Field: "hosts.pattern", Msg: fmt.Sprintf("%d hosts selected; a spec may have at most %d", len(sel.Hosts), MaxFleet)}}
+	}
+	s.Hosts = make([]string, 0, len(sel.Hosts))
+	s.Targets, s.Labels = map[string]string{}, map[string]map[string]string{}
+	var errs SpecErrors
+	for _, h := range sel.Hosts {
+		if err := ValidHost(h.Name); err != nil {
+			errs = append(errs, &SpecError{File: in.Path, Line: h.Line, Msg: fmt.Sprintf("host %s: relayctl names a host by a name it can also dial (an IPv6 address is not one): give it a name and set ansible_host to its address", h.Name)})
+			continue
+		}
+		s.Hosts = append(s.Hosts, h.Name)
+		if t := h.SSHTarget(); t != h.Name {
+			s.Targets[h.Name] = t
+		}
+		if len(h.Labels) > 0 {
+			s.Labels[h.Name] = h.Labels
+		}
+	}
+	s.InventoryRecord = &InventoryRecord{File: ref.File, SHA256: "sha256:" + sha256Text(string(in.Data)), VarsFiles: []VarsFileRecord{}}
+	for _, vf := range inv.VarsFiles() {
+		s.InventoryRecord.VarsFiles = append(s.InventoryRecord.VarsFiles, VarsFileRecord{Path: vf.Path, SHA256: "sha256:" + sha256Text(string(vf.Data))})
+	}
+	return warns, errs
+}
+
+// inventoryErrors turns the inventory's errors into spec errors: an
+// error in a file keeps that file and line; any other belongs to the
+// spec's field at line.
+func (s *Spec) inventoryErrors(err error, line int, field string) SpecErrors {
+	var list inventory.Errors
+	if errors.As(err, &list) {
+		out := make(SpecErrors, len(list))
+		for i, e := range list {
+			out[i] = &SpecError{File: e.File, Line: e.Line, Msg: e.Msg}
+		}
+		return out
+	}
+	var one *inventory.Error
+	if errors.As(err, &one) {
+		return SpecErrors{{File: one.File, Line: one.Line, Msg: one.Msg}}
+	}
+	return SpecErrors{{File: s.File, Line: line, Field: field, Msg: err.Error()}}
+}
