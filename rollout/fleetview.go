@@ -158,7 +158,7 @@ func (p *progress) hostEnd(r *HostResult) {
 	case p.lines <= maxHostLines:
 		p.above(plans.Visible(endLine(r)))
 	case p.lines == maxHostLines+1:
-		p.above(fmt.Sprintf("(more hosts that do not end as planned are counted below, not listed: the receipt has each, the failures first)"))
+		p.above("(more hosts that do not end as planned are counted below, not listed: the receipt has each, the failures first)")
 	}
 }
 

@@ -187,6 +187,9 @@ func TestOnlyAndResumeWithinIt(t *testing.T) {
 	sims["ash3"].IgnoreRB = true
 	onlyAsh, _ := plans.ParseSelector([]string{"region=ash"})
 	rep = applyFrom(t, d, p, in, rollout.ApplyOptions{Parallel: 1, Only: onlyAsh, Outside: led(), SaveLedger: save})
+	if rep.Stopped == "" {
+		t.Error("ash3 rolled back over a budget of 0, yet the rollout did not stop")
+	}
 	l := led()
 	var line []string
 	for _, h := range l.Hosts {
