@@ -30,6 +30,10 @@ type hostKeys struct {
 	refusal   error
 }
 
+// knownHostsDBs are the known_hosts files parsed, for every dial to share
+// (knownhosts' callback only reads its database).
+var knownHostsDBs parsed[ssh.HostKeyCallback]
+
 // newHostKeys reads the user's known_hosts and the global ones (as OpenSSH
 // does: a host pinned in /etc/ssh/ssh_known_hosts is known, not new).
 // Missing files are skipped.
@@ -41,7 +45,7 @@ func newHostKeys(t Target, file string, global []string, acceptNew bool, logf fu
 		}
 		files = append(files, f)
 	}
-	db, err := knownhosts.New(files...)
+	db, err := knownHostsDBs.get(files, func() (ssh.HostKeyCallback, error) { return knownhosts.New(files...) })
 	if err != nil {
 		return nil, fmt.Errorf("read known hosts: %w", err)
 	}

@@ -65,19 +65,25 @@ func loadSSHConfig(path string) (*ssh_config.Config, error) {
 			return nil, err
 		}
 	}
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) && !explicit {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read ssh config: %w", err)
-	}
-	cfg, err := ssh_config.Decode(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("parse ssh config %s: %w", path, err)
-	}
-	return cfg, nil
+	return sshConfigs.get([]string{path}, func() (*ssh_config.Config, error) {
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) && !explicit {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read ssh config: %w", err)
+		}
+		cfg, err := ssh_config.Decode(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("parse ssh config %s: %w", path, err)
+		}
+		return cfg, nil
+	})
 }
+
+// sshConfigs are the ssh_config files parsed, for every dial to share
+// (ssh_config.Config is only read once parsed).
+var sshConfigs parsed[*ssh_config.Config]
 
 // splitSpec parses "[user@]host[:port]", "[user@][v6addr]:port" and a bare
 // IPv6 address. port is 0 when the spec has none.
