@@ -63,7 +63,11 @@ func (hr *hostRun) unitLog(ctx context.Context, since int64) {
 	if since == 0 {
 		since = hr.res.started.UnixNano()
 	}
-	hr.host.Run(ctx, []Op{op("unit-log", svc.Name, fmt.Sprint(since))}, func(_ int, r Result) error {
+	args := []string{svc.Name, fmt.Sprint(since)}
+	if a := hr.res.After; a != nil && a.Service.InvocationID != "" && unitFailing(hr.p, a) != "" {
+		args = append(args, a.Service.InvocationID) // the failed run: its last words
+	}
+	hr.host.Run(ctx, []Op{op("unit-log", args...)}, func(_ int, r Result) error {
 		hr.res.UnitLog = r.Value
 		return nil
 	})

@@ -70,7 +70,7 @@ var Primitives = []Primitive{
 	{Kind: "restore", Args: "PATH NAME", Mutates: true, Doc: "put back what backup kept, with its mode and owner"},
 	{Kind: "restore-link", Args: "PATH NAME", Mutates: true, Doc: "put back what backup-link kept"},
 	{Kind: "relay-drain", Args: "PID HOST:PORT POST|DELETE", Doc: "the relay's no-new-lobbies mode on or off, through its control plane in its network namespace"},
-	{Kind: "unit-log", Args: "UNIT SINCE_NS", Doc: "the unit's journal lines since then"},
+	{Kind: "unit-log", Args: "UNIT SINCE_NS [INVOCATION]", Doc: "the unit's journal lines since then; with the invocation id of a run that failed, once the journal has that run's first entry (at most 2 s)"},
 	{Kind: "clock", Doc: "the host clock (ns)"},
 	{Kind: "clear", Doc: "archive an unfinished run's journal and stage folder"},
 	{Kind: "commit", Args: "NAME OUTCOME", Payload: DataPayload, Doc: "file the receipt (the data) and the journal beside it; the run is over"},

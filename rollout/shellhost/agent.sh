@@ -854,9 +854,28 @@ p_sample() { # BOUNDARY PID PORT CONTROL|-: DATA the relay socket's drop counter
 	cat -- "$f"
 	rm -f -- "$f"
 }
-p_unit_log() { # UNIT SINCE_NS: DATA, the unit's journal lines since then
+p_unit_log() { # UNIT SINCE_NS [INVOCATION]: DATA, the unit's journal lines since then
 	since=$((b / 1000000000))
-	out=$(journalctl -u "$a" --since "@$since" -n 20 --no-pager -o short-iso 2>&1 | tail -c 8000)
+	# systemctl can say a run failed before journald has written how (seen
+	# in the lab: the last words missing from a read taken at once). With
+	# the failed run's invocation id, wait up to 2 s for systemd's "Main
+	# process exited" of that run (its MESSAGE_ID), then --sync, which
+	# returns once journald has read what was sent before it: the process's
+	# own output, written before it exited, included.
+	case $c in
+	'' | *[!0-9a-f]*) ;;
+	*)
+		i=0
+		while [ $i -lt 20 ] && [ -z "$(journalctl -q --no-pager -n 1 -o cat "INVOCATION_ID=$c" MESSAGE_ID=98e322203f7a4ed290d09fe03c09fe15 2>/dev/null)" ]; do
+			sleep 0.1
+			i=$((i + 1))
+		done
+		journalctl --sync >/dev/null 2>&1 || :
+		;;
+	esac
+	# Not -n 20: with --since, journalctl gives the first lines after
+	# since, not the last (a busy second before the window filled all 20).
+	out=$(journalctl -u "$a" --since "@$since" --no-pager -o short-iso 2>&1 | tail -n 20 | tail -c 8000)
 	printf 'DATA %d\n%s' "$(printf '%s' "$out" | wc -c)" "$out"
 }
 p_clock() { val "$(date +%s%N)"; }
