@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relayctl/relayctl/internal/nearest"
+
 	"go.yaml.in/yaml/v3"
 )
 
@@ -164,7 +166,7 @@ func (p *specParser) soakWords(f map[string]*yaml.Node, s *Soak) {
 		}
 		if !contains(w.allowed, str) {
 			msg := fmt.Sprintf("want %s, got %q (%s)", orList(w.allowed), str, w.why)
-			if near := NearestWord(str, w.allowed); near != "" {
+			if near := nearest.Word(str, w.allowed); near != "" {
 				msg += "; did you mean " + near + "?"
 			}
 			p.fail(v, field, "%s", msg)
@@ -223,48 +225,6 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// NearestWord is the word of candidates closest to typed by edit distance,
-// when it is near enough to be what was meant (at most two edits, and
-// fewer than half of typed's letters), for a "did you mean"; "" otherwise.
-func NearestWord(typed string, candidates []string) string {
-	best, bestD := "", 3
-	for _, c := range candidates {
-		if d := editDistance(typed, c, bestD); d < bestD && 2*d < len(typed) {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-// editDistance is the edit distance of a and b, a swap of two neighbours
-// counting as one edit, or limit when it is at least limit.
-func editDistance(a, b string, limit int) int {
-	if len(a)-len(b) >= limit || len(b)-len(a) >= limit {
-		return limit
-	}
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return min(d[len(a)][len(b)], limit)
 }
 
 // Text is the soak in words, for the review and apply's first line.

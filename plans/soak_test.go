@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relayctl/relayctl/internal/nearest"
 )
 
 func TestSoakDefaults(t *testing.T) {
@@ -110,11 +112,11 @@ func TestPlanRecordsSoak(t *testing.T) {
 	}
 }
 
-func TestNearestWord(t *testing.T) {
+func TestNearestSoakChoice(t *testing.T) {
 	for _, tt := range []struct{ typed, want string }{
 		{"canray", "canary"}, {"al", ""}, {"every", ""}, {"rollbak", "rollback"}, {"stop", "stop"}, {"x", ""},
 	} {
-		if got := NearestWord(tt.typed, []string{SoakCanary, SoakAll, SoakRollback, SoakStop}); got != tt.want {
+		if got := nearest.Word(tt.typed, []string{SoakCanary, SoakAll, SoakRollback, SoakStop}); got != tt.want {
 			t.Errorf("%q: got %q, want %q", tt.typed, got, tt.want)
 		}
 	}

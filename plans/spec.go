@@ -17,6 +17,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/relayctl/relayctl/internal/nearest"
+
 	"go.yaml.in/yaml/v3"
 
 	"github.com/relayctl/relayctl/tune"
@@ -264,7 +266,7 @@ func (p *specParser) fields(n *yaml.Node, field string, allowed ...string) (map[
 				continue
 			}
 			msg := "unknown key; valid keys here: " + strings.Join(allowed, ", ")
-			if near := NearestWord(k.Value, allowed); near != "" {
+			if near := nearest.Word(k.Value, allowed); near != "" {
 				msg += "; did you mean " + near + "?"
 			}
 			p.fail(k, name, "%s", msg)

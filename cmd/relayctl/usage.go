@@ -14,6 +14,8 @@ import (
 	"regexp"
 	"strings"
 
+	nearestword "github.com/relayctl/relayctl/internal/nearest"
+
 	"github.com/urfave/cli/v2"
 )
 
@@ -202,44 +204,14 @@ func flagNames(flags []cli.Flag) []string {
 	return names
 }
 
-// nearest is the candidate closest to typed by edit distance (a
-// transposition counts as one edit), when it is near enough to be what
-// was meant: at most 2 edits, and fewer than half of typed's letters.
+// nearest is the flag or command closest to typed, when near enough to
+// be what was meant (nearest.Word); one-letter aliases are never offered.
 func nearest(typed string, candidates []string) string {
-	best, bestD := "", 3
+	var names []string
 	for _, c := range candidates {
-		if len(c) < 2 {
-			continue
-		}
-		if d := editDistance(typed, c); d < bestD && 2*d < len(typed) {
-			best, bestD = c, d
+		if len(c) >= 2 {
+			names = append(names, c)
 		}
 	}
-	return best
-}
-
-// editDistance is the optimal string alignment distance between a and b.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
+	return nearestword.Word(typed, names)
 }

@@ -1,6 +1,10 @@
 package inventory
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/relayctl/relayctl/internal/nearest"
+)
 
 // Match is the names of the hosts p selects, in inventory order (the order
 // they first appear in the file). It is the same set of hosts Ansible's
@@ -116,48 +120,11 @@ func (inv *Inventory) noMatch(t term) error {
 func (inv *Inventory) nearestGroup(s string) string {
 	best, bestD := "", 3
 	for _, g := range inv.groups {
-		if d := editDistance(s, g.name, bestD); d < bestD {
+		if d := nearest.Distance(s, g.name, bestD); d < bestD {
 			best, bestD = g.name, d
 		}
 	}
 	return best
-}
-
-// editDistance is the edit distance of a and b, a swap of two neighbours
-// counting as one edit (ahs is one from ash), or limit when it is at least
-// limit.
-func editDistance(a, b string, limit int) int {
-	if abs(len(a)-len(b)) >= limit {
-		return limit
-	}
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return min(d[len(a)][len(b)], limit)
-}
-
-func abs(x int) int {
-	if x < 0 {
-		return -x
-	}
-	return x
 }
 
 // members is every host of g and of the groups below it.
