@@ -1,7 +1,6 @@
 package plans
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -30,47 +29,11 @@ var (
 func (p *Plan) stream(w io.Writer) error {
 	head := *p
 	head.Hosts = nil
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&head); err != nil {
-		return fmt.Errorf("encode plan: %w", err)
+	n := len(p.Hosts)
+	if p.Hosts == nil {
+		n = -1
 	}
-	// The header ends `"hosts": null\n}\n`: the hosts go in its place.
-	top, ok := bytes.CutSuffix(b.Bytes(), []byte("null\n}\n"))
-	if !ok {
-		return errors.New("encode plan: unexpected header")
-	}
-	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.Write(top)
-	if len(p.Hosts) == 0 {
-		if p.Hosts == nil {
-			bw.WriteString("null\n}\n")
-		} else {
-			bw.WriteString("[]\n}\n")
-		}
-		return bw.Flush()
-	}
-	bw.WriteString("[\n")
-	var hb bytes.Buffer
-	henc := json.NewEncoder(&hb)
-	henc.SetIndent("    ", "  ")
-	henc.SetEscapeHTML(false)
-	for i, h := range p.Hosts {
-		hb.Reset()
-		if err := henc.Encode(h); err != nil {
-			return fmt.Errorf("encode plan: %w", err)
-		}
-		bw.WriteString("    ")
-		bw.Write(bytes.TrimSuffix(hb.Bytes(), []byte("\n")))
-		if i < len(p.Hosts)-1 {
-			bw.WriteByte(',')
-		}
-		bw.WriteByte('\n')
-	}
-	bw.WriteString("  ]\n}\n")
-	return bw.Flush()
+	return StreamJSON(w, &head, n, func(i int) any { return p.Hosts[i] }, "plan")
 }
 
 // WriteJSON writes the plan file's bytes to w, with its checksum filled

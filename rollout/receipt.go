@@ -1,10 +1,8 @@
 package rollout
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -149,44 +147,7 @@ func ReceiptJSON(p *plans.Plan, rep *Report) ([]byte, error) {
 func WriteReceiptJSON(w io.Writer, p *plans.Plan, rep *Report) error {
 	fr := FleetReceipt{FormatVersion: ReceiptFormatVersion, Plan: rep.Plan, Checksum: rep.Checksum, Started: rep.Started, Millis: rep.Millis,
 		Run: rep.Run, Only: rep.Only, Outside: rep.Outside, Waves: rep.Waves, Stopped: rep.Stopped, Approval: rep.Approval}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(fr); err != nil {
-		return fmt.Errorf("encode receipt: %w", err)
-	}
-	// The header ends `"hosts": null\n}\n`: the hosts go in its place.
-	head, ok := bytes.CutSuffix(b.Bytes(), []byte("null\n}\n"))
-	if !ok {
-		return errors.New("encode receipt: unexpected header")
-	}
-	bw := bufio.NewWriterSize(w, 64<<10)
-	if len(rep.Hosts) == 0 {
-		bw.Write(head)
-		bw.WriteString("[]\n}\n")
-		return bw.Flush()
-	}
-	bw.Write(head)
-	bw.WriteString("[\n")
-	var hb bytes.Buffer
-	henc := json.NewEncoder(&hb)
-	henc.SetIndent("    ", "  ")
-	henc.SetEscapeHTML(false)
-	for i, h := range rep.Hosts {
-		hb.Reset()
-		if err := henc.Encode(Receipt(p, h)); err != nil {
-			return fmt.Errorf("encode receipt: %w", err)
-		}
-		bw.WriteString("    ")
-		bw.Write(bytes.TrimSuffix(hb.Bytes(), []byte("\n")))
-		if i < len(rep.Hosts)-1 {
-			bw.WriteByte(',')
-		}
-		bw.WriteByte('\n')
-	}
-	bw.WriteString("  ]\n}\n")
-	return bw.Flush()
+	return plans.StreamJSON(w, fr, len(rep.Hosts), func(i int) any { return Receipt(p, rep.Hosts[i]) }, "receipt")
 }
 
 // String is the approval in one line, for the receipt's people part.
