@@ -63,12 +63,32 @@ func (hr *hostRun) unitLog(ctx context.Context, since int64) {
 	if since == 0 {
 		since = hr.res.started.UnixNano()
 	}
-	args := []string{svc.Name, fmt.Sprint(since)}
-	if a := hr.res.After; a != nil && a.Service.InvocationID != "" && unitFailing(hr.p, a) != "" {
-		args = append(args, a.Service.InvocationID) // the failed run: its last words
-	}
-	hr.host.Run(ctx, []Op{op("unit-log", args...)}, func(_ int, r Result) error {
+	hr.host.Run(ctx, []Op{op("unit-log", unitLogArgs(hr.p, hr.res.After, since)...)}, func(_ int, r Result) error {
 		hr.res.UnitLog = r.Value
 		return nil
 	})
+}
+
+// unitLogArgs are unit-log's words: with the invocation id of a run the
+// read-back saw failing, so the host waits for that run's last words. The
+// id is the host's own answer: only systemd's form (32 hex digits) is
+// passed on.
+func unitLogArgs(p *plans.Plan, after *plans.Facts, since int64) []string {
+	args := []string{p.Relay.Service.Name, fmt.Sprint(since)}
+	if after != nil && invocationID(after.Service.InvocationID) && unitFailing(p, after) != "" {
+		args = append(args, after.Service.InvocationID)
+	}
+	return args
+}
+
+func invocationID(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

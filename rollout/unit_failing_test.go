@@ -40,3 +40,28 @@ func TestLastLinesOfAJournal(t *testing.T) {
 		t.Errorf("got %q\nwant %q", got, want)
 	}
 }
+
+// The failed run's invocation id goes to the host only in systemd's form:
+// it is the host's own answer, and a hostile one is dropped.
+func TestUnitLogArgsPassOnlyAnInvocationID(t *testing.T) {
+	p := &plans.Plan{Relay: plans.PlannedRelay{Service: plans.PlanService{Manager: "systemd", Name: "relayd"}}}
+	failing := func(id string) *plans.Facts {
+		return &plans.Facts{Service: plans.ServiceFact{ActiveState: "activating", SubState: "auto-restart", InvocationID: id}}
+	}
+	good := "7476053e4ee447e1a7512f6697feb2de"
+	if got := unitLogArgs(p, failing(good), 5); strings.Join(got, " ") != "relayd 5 "+good {
+		t.Errorf("a failing run: %q", got)
+	}
+	running := &plans.Facts{Service: plans.ServiceFact{Running: true, ActiveState: "active", SubState: "running", InvocationID: good}}
+	if got := unitLogArgs(p, running, 5); len(got) != 2 {
+		t.Errorf("a unit not failing: %q, want no invocation", got)
+	}
+	for _, hostile := range []string{"-f", "x\ny", "7476053E4EE447E1A7512F6697FEB2DE", good + "0", "$(id)", ""} {
+		if got := unitLogArgs(p, failing(hostile), 5); len(got) != 2 {
+			t.Errorf("invocation %q: %q, want it dropped", hostile, got)
+		}
+	}
+	if got := unitLogArgs(p, nil, 5); len(got) != 2 {
+		t.Errorf("no reading: %q", got)
+	}
+}

@@ -14,7 +14,7 @@ import (
 // agentFunc is one shell function of agent.sh, as the script defines it.
 func agentFunc(t *testing.T, name string) string {
 	t.Helper()
-	start := strings.Index(agentScript, "\n"+name+"() {\n")
+	start := strings.Index(agentScript, "\n"+name+"() {") // a comment may follow
 	if start < 0 {
 		t.Fatalf("agent.sh defines no %s", name)
 	}
