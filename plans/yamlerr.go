@@ -121,6 +121,37 @@ func firstTab(src []srcLine) *srcLine {
 	return nil
 }
 
+// firstKeyTooFar is the usual cause of a dedent that lines up with no
+// block when the line before it is the first key of its block: that key
+// was indented too far, and the line where parsing stopped is where the
+// block's keys belong ("version:" at column 6, "artifact:" below it at
+// column 5, both under "release:" at column 3). yaml.v3 takes the first
+// key's column for the block's, so it reports the line after the mistake.
+// The line below is taken as right when it sits one indentation step (the
+// file's first) right of the block's key.
+func firstKeyTooFar(src []srcLine) (int, string) {
+	if len(src) < 3 {
+		return 0, ""
+	}
+	bad, first, parent := src[len(src)-1], src[len(src)-2], src[len(src)-3]
+	if !parent.opens() || parent.indent >= first.indent || bad.indent != parent.indent+indentStep(src) {
+		return 0, ""
+	}
+	return first.n, fmt.Sprintf("%q is at column %d, right of the key below it (line %d, %q, column %d); both belong to %q (line %d): indent line %d to column %d, with spaces",
+		first.text, first.indent+1, bad.n, bad.text, bad.indent+1, parent.text, parent.n, first.n, bad.indent+1)
+}
+
+// indentStep is the file's indentation step: the indent of its first
+// indented line (2 for most specs).
+func indentStep(src []srcLine) int {
+	for _, l := range src {
+		if l.indent > 0 {
+			return l.indent
+		}
+	}
+	return 0
+}
+
 // indentCause looks at the last line of src, where the spec stopped
 // parsing, for the usual indentation mistakes, and returns the line to fix
 // and what is wrong with it ("" when the indentation looks right).
@@ -144,6 +175,9 @@ func indentCause(src []srcLine) (int, string) {
 	}
 	if bad.indent >= prev.indent {
 		return 0, ""
+	}
+	if line, why := firstKeyTooFar(src); why != "" {
+		return line, why
 	}
 	// A dedent: it must return to the column of a block above.
 	columns := []int{prev.indent}

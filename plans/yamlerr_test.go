@@ -25,6 +25,8 @@ func TestYAMLSyntaxErrors(t *testing.T) {
 			`bad.yaml:4: not valid YAML: "so_rcvbuf: 2" is indented under "port: 1" (line 3), which holds a value and cannot hold keys: line it up with the keys above it, with spaces (yaml: mapping values are not allowed in this context)`},
 		{"a column of no block", "name: x\nrelay:\n    port: 1\n  so_rcvbuf: 2\n",
 			`bad.yaml:4: not valid YAML: "so_rcvbuf: 2" is at column 3, which lines up with no key above it (they are at columns 1, 5): keys of one block start in one column, with spaces`},
+		{"a block's first key one column too far", "name: x\nrelay:\n  port: 1\n  release:\n     version: 1.8.0\n    artifact: relayd\n",
+			`bad.yaml:5: not valid YAML: "version: 1.8.0" is at column 6, right of the key below it (line 6, "artifact: relayd", column 5); both belong to "release:" (line 4): indent line 5 to column 5, with spaces (yaml: did not find expected key)`},
 		{"a flow list over two lines before the mistake", "name: x\nhosts: [a,\n  b]\nrelay:\n  port: 1\n   so_rcvbuf: 2\n",
 			`bad.yaml:6: not valid YAML: "so_rcvbuf: 2" is indented under "port: 1" (line 5)`},
 		{"a block scalar before the mistake", "name: x\nnote: |\n  free text\n      indented as it likes\nrelay:\n  port: 1\n   so_rcvbuf: 2\n",
