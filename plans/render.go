@@ -17,6 +17,7 @@ import (
 var (
 	ErrPlanFormat   = errors.New("unsupported plan format_version")
 	ErrPlanChecksum = errors.New("plan checksum does not match its content")
+	ErrNotAPlan     = errors.New("not a plan file") // not JSON, or JSON without a format_version
 )
 
 // A plan file is written with sorted, fixed fields, two-space indent and
@@ -65,7 +66,7 @@ func (p *Plan) JSON() ([]byte, error) {
 func Load(file string, data []byte) (*Plan, error) {
 	version, err := formatVersion(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: not a plan file: %w", file, err)
+		return nil, fmt.Errorf("%s: %w: %w", file, ErrNotAPlan, err)
 	}
 	if version != FormatVersion {
 		return nil, fmt.Errorf("%s: %w: %d (this relayctl reads %d); make the plan again with this relayctl", file, ErrPlanFormat, version, FormatVersion)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 
@@ -150,9 +149,9 @@ func runSize(c *cli.Context, e *env) error {
 // by the kernel's rule, with rmem_max and rmem_default from the spec's
 // sysctl section, or else the hosts' values given on the command line.
 func checkSpec(file string, p tune.Promise, rmemMax, rmemDefault int, maxSet, defaultSet bool) (*specCheck, error) {
-	data, err := os.ReadFile(file)
+	data, err := readSpecFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("read spec: %w", err)
+		return nil, err
 	}
 	s, err := plans.ParseSpec(file, data)
 	if err != nil {
