@@ -243,7 +243,7 @@ func nextHints(rep *rollout.Report, file, spec string) []string {
 	hosts := func(next string) string { return plans.Visible(strings.Join(abbreviate(by[next], 5), " ")) }
 	var out []string
 	if len(by[rollout.NextNewPlan]) > 0 {
-		out = append(out, fmt.Sprintf("%s drifted since the plan was made: make a new plan (relayctl plan %s -out PLAN), review it, and apply that", hosts(rollout.NextNewPlan), spec))
+		out = append(out, fmt.Sprintf("%s drifted since the plan was made: make a new plan (relayctl plan %s --out PLAN), review it, and apply that", hosts(rollout.NextNewPlan), spec))
 	}
 	if len(by[rollout.NextOtherPlan]) > 0 {
 		out = append(out, fmt.Sprintf("%s: a run of another plan stopped inside its window there; relayctl apply THAT_PLAN --resume finishes or undoes it (the host's journal names the plan)", hosts(rollout.NextOtherPlan)))
@@ -300,13 +300,19 @@ func interruptible(parent context.Context, e *env) (context.Context, func()) {
 // before anything connects (rollout.CheckPlan), once for the run. It
 // returns the plan's bytes too, which an approval signs.
 func loadPlan(file string) (rollout.Checked, []byte, error) {
-	data, err := readRegular(file, plans.MaxPlanSize)
-	if err != nil {
-		return rollout.Checked{}, nil, fmt.Errorf("read plan: %w", err)
-	}
-	p, err := plans.Load(file, data)
+	data, err := readPlanFile(file)
 	if err != nil {
 		return rollout.Checked{}, nil, err
+	}
+	p, err := plans.Load(file, data)
+	if errors.Is(err, plans.ErrNotAPlan) {
+		return rollout.Checked{}, nil, withHint(err, notAPlanHint(file))
+	}
+	if errors.Is(err, plans.ErrPlanFormat) {
+		return rollout.Checked{}, nil, withHint(err, fmt.Sprintf("plan again with this relayctl (relayctl plan SPEC --out %s), and review the new plan", file))
+	}
+	if err != nil {
+		return rollout.Checked{}, nil, withHint(err, "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
 	}
 	var c rollout.Checked
 	if p.Inventory != nil {

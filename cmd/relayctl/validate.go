@@ -82,6 +82,10 @@ func runValidate(c *cli.Context, e *env) error {
 		for _, x := range d.Diagnostics {
 			fmt.Fprintf(e.stderr, "relayctl: %s: %s\n", x.Severity, plans.Visible(x.text))
 		}
+		var h *hintError
+		if errors.As(sc.readErr, &h) {
+			fmt.Fprintf(e.stderr, "relayctl: hint: %s\n", plans.Visible(h.hint))
+		}
 		fmt.Fprintf(e.stdout, "%s: %s\n", plans.Visible(file), sc.summary())
 	}
 	if c.Bool("json") {
@@ -110,9 +114,9 @@ type specFindings struct {
 // spec itself and, when it names one, the artifact.
 func examineSpec(file string) *specFindings {
 	sc := &specFindings{}
-	data, err := readRegular(file, plans.MaxSpecSize)
+	data, err := readSpecFile(file)
 	if err != nil {
-		sc.readErr = fmt.Errorf("read spec: %w", err)
+		sc.readErr = err
 		return sc
 	}
 	sc.spec, sc.errs = plans.ParseSpecAll(file, data)
@@ -194,14 +198,23 @@ func (sc *specFindings) summary() string {
 		return fmt.Sprintf("%s, %s", count(len(sc.errs), "error"), count(len(sc.warnings), "warning"))
 	}
 	s := sc.spec
-	msg := fmt.Sprintf("valid: %s, %s, release %s", count(len(s.Hosts), "host"), count(len(s.Sysctl), "sysctl"), s.Relay.Release.Version)
+	msg := fmt.Sprintf("valid: %s, %s, %s", count(len(s.Hosts), "host"), count(len(s.Sysctl), "sysctl"), releaseWords(s))
 	if s.Inventory != nil {
-		msg = fmt.Sprintf("valid: %s selected from %s by %s, %s, release %s", count(len(s.Hosts), "host"), plans.Visible(s.Inventory.File), plans.Visible(s.Inventory.Pattern), count(len(s.Sysctl), "sysctl"), s.Relay.Release.Version)
+		msg = fmt.Sprintf("valid: %s selected from %s by %s, %s, %s", count(len(s.Hosts), "host"), plans.Visible(s.Inventory.File), plans.Visible(s.Inventory.Pattern), count(len(s.Sysctl), "sysctl"), releaseWords(s))
 	}
 	if len(sc.warnings) > 0 {
 		msg += ", " + count(len(sc.warnings), "warning")
 	}
 	return msg
+}
+
+// releaseWords is the spec's release in validate's summary: "release
+// 1.8.0", or for a release of kind none the installed program it keeps.
+func releaseWords(s *plans.Spec) string {
+	if s.Relay.Release.Kind == plans.ReleaseKindNone {
+		return "no release (kind none: the installed " + plans.Visible(s.Relay.Release.Program) + " is kept)"
+	}
+	return "release " + s.Relay.Release.Version
 }
 
 func count(n int, what string) string {
