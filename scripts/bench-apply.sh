@@ -491,7 +491,7 @@ run_relayctl_apply() {
 
 # run_plan RUN PLAN NAME: time relayctl plan (exit 2: changes).
 run_plan() {
-	timed "$3" "$1" "$RELAYCTL" plan "$SPEC" -out "$2" --parallel "${#NAMES[@]}" \
+	timed "$3" "$1" "$RELAYCTL" plan "$SPEC" --out "$2" --detailed-exitcode --parallel "${#NAMES[@]}" \
 		--ssh-config "$SSH_CONFIG" --known-hosts "$KNOWN_HOSTS" --identity "$IDENTITY"
 	if [ "$TIMED_RC" != 2 ]; then
 		mark_failed "$3" "$1" "exit $TIMED_RC, want 2 (changes); see $RES/$3-$1.err"
@@ -625,7 +625,7 @@ profile_apply() {
 	local kind=$1 plan=$SW/profile-$1.plan pp=$RES/profile-$1.pprof data=$RES/profile-$1.perf
 	local t0 t1 rc=0
 	reset_hosts
-	"$RELAYCTL" plan "$SPEC" -out "$plan" --parallel "${#NAMES[@]}" \
+	"$RELAYCTL" plan "$SPEC" --out "$plan" --detailed-exitcode --parallel "${#NAMES[@]}" \
 		--ssh-config "$SSH_CONFIG" --known-hosts "$KNOWN_HOSTS" --identity "$IDENTITY" >/dev/null 2>&1 || rc=$?
 	[ "$rc" = 2 ] || { log "profile: relayctl plan exited $rc, want 2: no $kind profile"; return 0; }
 	rc=0

@@ -264,7 +264,7 @@ EOF
 		take_lock
 		# Without staging: apply uploads the release to every host.
 		reset_hosts
-		timed "plan-$N" "$run" "$RELAYCTL" plan "$SPEC" -out "$plan" --parallel "$P" "${SSH[@]}"
+		timed "plan-$N" "$run" "$RELAYCTL" plan "$SPEC" --out "$plan" --detailed-exitcode --parallel "$P" "${SSH[@]}"
 		[ "$TIMED_RC" = 2 ] || { mark_failed "plan-$N" "$run" "exit $TIMED_RC, want 2; see $RES/plan-$N-$run.err"; continue; }
 		timed "apply-$N" "$run" "$RELAYCTL" apply "$plan" --parallel "$P" "${SSH[@]}"
 		cp "$plan.receipt.json" "$RES/apply-$N-$run.receipt.json" 2>/dev/null || true
@@ -279,7 +279,7 @@ EOF
 
 		# With staging ahead: stage (the day before), then apply (the window).
 		reset_hosts
-		"$RELAYCTL" plan "$SPEC" -out "$plan" --parallel "$P" "${SSH[@]}" >/dev/null 2>&1 || true
+		"$RELAYCTL" plan "$SPEC" --out "$plan" --parallel "$P" "${SSH[@]}" >/dev/null 2>&1 || true
 		timed "stage-$N" "$run" "$RELAYCTL" stage "$plan" --parallel "$P" "${SSH[@]}"
 		if [ "$TIMED_RC" != 0 ] || ! bytes=$(receipt_check "$plan.stage.json" staged); then
 			mark_failed "stage-$N" "$run" "exit $TIMED_RC; see $RES/stage-$N-$run.out"

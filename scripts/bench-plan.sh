@@ -41,7 +41,7 @@ YAML
 	for _ in $(seq 1 "$RUNS"); do
 		t0=$(date +%s%N)
 		code=0
-		./bin/relayctl plan "$work/spec.yaml" -out "$work/p.plan" --parallel "$n" \
+		./bin/relayctl plan "$work/spec.yaml" --out "$work/p.plan" --detailed-exitcode --parallel "$n" \
 			--ssh-config "$lab/ssh_config" --known-hosts "$lab/known_hosts" --identity "$lab/id_ed25519" >/dev/null 2>&1 || code=$?
 		t1=$(date +%s%N)
 		[ "$code" = 2 ] || { echo "plan exited $code (want 2)" >&2; exit 1; }

@@ -97,7 +97,7 @@ relay:
 SPEC
 	sleep 3 # the last run's players expire
 	code=0
-	"$dir/relayctl" plan "$dir/spec.yaml" -out "$dir/run.plan" "${ssh_flags[@]}" >/dev/null || code=$?
+	"$dir/relayctl" plan "$dir/spec.yaml" --out "$dir/run.plan" --detailed-exitcode "${ssh_flags[@]}" >/dev/null || code=$?
 	[ "$code" = 2 ] || { echo "restart-impact-systemd: run $i: plan exited $code, want 2" >&2; exit 1; }
 	"$dir/relaylab" exec --dir "$dir/lab" lab-1 -- nice -n -10 ip netns exec relay "$dir/relayctl" bench \
 		--relay 127.0.0.1:7788 --control 127.0.0.1:7789 --players "$PLAYERS" --step-duration "$STEP" \

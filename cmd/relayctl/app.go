@@ -13,7 +13,8 @@ package main
 //     plans.Visible (or the review's escaping) before it is printed.
 //
 // Exit codes are chosen here only: 0 success / nothing to change, 1 error,
-// 2 changes planned (plan), 3 live state differs from the plan (verify),
+// 2 changes planned (plan --detailed-exitcode), 3 live state differs from
+// the plan (verify),
 // 4 short of a promise (bench --gate, size --spec; exitShort in size.go).
 
 import (
@@ -138,7 +139,7 @@ func printError(w io.Writer, err error) {
 }
 
 // flagsFirst lets flags follow positional arguments, as in
-// "relayctl plan SPEC -out PLAN": urfave/cli/v2 stops reading flags at the
+// "relayctl plan SPEC --out PLAN": urfave/cli/v2 stops reading flags at the
 // first positional argument, so the subcommand's flags (and their values)
 // are moved in front of its positional arguments. "--" ends the moving.
 func flagsFirst(app *cli.App, args []string) []string {

@@ -162,7 +162,7 @@ error.`))
 			w("```\n\n")
 		}
 	}
-	w("# EXIT STATUS\n\n%s\n\n", manText(`0 success or nothing to do; 1 an error; 2 plan planned changes; 3 verify
+	w("# EXIT STATUS\n\n%s\n\n", manText(`0 success or nothing to do; 1 an error; 2 plan --detailed-exitcode planned changes; 3 verify
 found a host that differs from the plan; 4 bench --gate or size --spec
 fell short of the promise.`))
 	w("# ENVIRONMENT\n\n")

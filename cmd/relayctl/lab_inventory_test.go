@@ -1,6 +1,6 @@
 package main
 
-// Inventories and regions against the lab (issue 24): an Ansible INI and
+// Inventories and regions against the lab: an Ansible INI and
 // a YAML inventory, with groups, children, group_vars and patterns, drive
 // plan and apply, each host reached at the address, port and user the
 // inventory gives it (no ssh_config alias); waves by region in order,
@@ -106,7 +106,7 @@ region=ash
 	if code := run([]string{"relayctl", "validate", spec}, nil, &vout, &verr); code != 0 || !strings.Contains(vout.String(), "valid: 3 hosts selected from inventory/hosts.ini by relays:!maintenance") {
 		t.Fatalf("validate: exit %d\n%s\n%s", code, vout.String(), verr.String())
 	}
-	if code, out, errs := e.direct("plan", spec, "-out", plan); code != 2 {
+	if code, out, errs := e.direct("plan", spec, "-out", plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	md, _ := os.ReadFile(plan + ".md")
@@ -138,7 +138,7 @@ region=ash
           vars: {region: fra}
 `, r["ash-1"].HostName, r["ash-1"].Port, r["fra-1"].HostName, r["fra-1"].Port, r["fra-2"].HostName, r["fra-2"].Port))
 	spec, plan = e.inventorySpec("yaml", "inventory/hosts.yaml", "relays:&fra", "")
-	if code, out, errs := e.direct("plan", spec, "-out", plan); code != 2 {
+	if code, out, errs := e.direct("plan", spec, "-out", plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	if code, out, errs := e.direct("apply", plan); code != 0 {
@@ -188,7 +188,7 @@ func TestLabWavesByRegionInOrder(t *testing.T) {
 	r := regionHosts(e.lab.Hosts, "ash", "fra", "sin")
 	e.regionInventory(r, "ash", "fra", "sin")
 	spec, plan := e.inventorySpec("regions", "inventory/regions.ini", "relays", "rollout:\n  by: region\n  order: [sin]\n  waves: [1, 100%]\n")
-	if code, out, errs := e.direct("plan", spec, "-out", plan); code != 2 {
+	if code, out, errs := e.direct("plan", spec, "-out", plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs := e.direct("apply", plan, "--parallel", "3")
@@ -233,7 +233,7 @@ func TestLabRegionBudgetAndResumeMidRegion(t *testing.T) {
 	r := regionHosts(e.lab.Hosts, "ash", "fra")
 	e.regionInventory(r, "ash", "fra")
 	spec, plan := e.inventorySpec("budget", "inventory/regions.ini", "relays", "rollout:\n  by: region\n  waves: [1, 100%]\n")
-	if code, out, errs := e.direct("plan", spec, "-out", plan); code != 2 {
+	if code, out, errs := e.direct("plan", spec, "-out", plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	plant(t, r["ash-3"])

@@ -1,6 +1,6 @@
 package main
 
-// Lab tests of issue 23: the soak after each canary, on real lab hosts
+// Lab tests of the soak: the soak after each canary, on real lab hosts
 // (real sshd, real relayd in a network namespace of its own), with players
 // from the bench sending to the relay during the soak, and the soak's
 // counters cross-checked with the bench's own census of the same datagrams.
@@ -152,7 +152,7 @@ func ptrText(p *uint64) string {
 func TestLabSoakRollsBackARegressionAndStopsTheFleet(t *testing.T) {
 	bin := buildRelayctl(t)
 	e := startLab(t, []lab.HostOptions{{}, {}}, smallBuffer)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	md, _ := os.ReadFile(e.plan + ".md")
@@ -205,7 +205,7 @@ func TestLabSoakRollsBackARegressionAndStopsTheFleet(t *testing.T) {
 func TestLabSoakPassesAGoodReleaseAndNeverPassesNoTraffic(t *testing.T) {
 	bin := buildRelayctl(t)
 	e := startLab(t, []lab.HostOptions{{}, {}}, goodRelease)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs, rep := e.applyWithPlayers(bin, e.lab.Hosts[0], 32, 4*time.Second)
@@ -237,7 +237,7 @@ func TestLabSoakPassesAGoodReleaseAndNeverPassesNoTraffic(t *testing.T) {
 func TestLabVerifyReportsDropsSinceTheLastApply(t *testing.T) {
 	bin := buildRelayctl(t)
 	e := startLab(t, []lab.HostOptions{{}}, smallBuffer)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	// Applied without its soak, the mistaken release stays.

@@ -116,7 +116,7 @@ func TestLabPlanReadsRealHost(t *testing.T) {
 	if rb != 212992 {
 		t.Fatalf("the lab relay starts with rb %d, want the kernel default 212992", rb)
 	}
-	code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan)
+	code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode")
 	if code != 2 {
 		t.Fatalf("plan: exit %d, want 2 (changes)\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
@@ -144,7 +144,7 @@ func TestLabPlanReadsRealHost(t *testing.T) {
 	}
 
 	// facts --json feeds an offline plan that says the same, and no secret
-	// in the relay config leaves the host on the way (issue 17, item 6).
+	// in the relay config leaves the host on the way.
 	const secret = "hunter2-do-not-print"
 	if out, err := h.Exec(context.Background(), "sh", "-c", "echo '# API_TOKEN="+secret+"' >> /etc/relay/relayd.env"); err != nil {
 		t.Fatalf("add a secret: %v %s", err, out)
@@ -163,12 +163,12 @@ func TestLabPlanReadsRealHost(t *testing.T) {
 	ffile := filepath.Join(e.dir, "facts.json")
 	os.WriteFile(ffile, []byte(factsJSON), 0o644)
 	offline := filepath.Join(e.dir, "offline.plan")
-	if code, _, errs := e.relayctl("plan", e.spec, "--facts", ffile, "-out", offline); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "--facts", ffile, "-out", offline, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("offline plan: exit %d: %s", code, errs)
 	}
 	poc, _, _ := loadPlan(offline)
 	po := poc.Plan()
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan with the secret: exit %d\n%s\n%s", code, out, errs)
 	}
 	pc, _, _ = loadPlan(e.plan)
@@ -211,7 +211,7 @@ func TestLabApplyVerifyAndRerun(t *testing.T) {
 	h := e.lab.Hosts[0]
 	pidBefore, rbBefore, _ := e.socket(h)
 	startsBefore := e.starts(h)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	if code, out, _ := e.relayctl("verify", e.plan); code != 3 || !strings.Contains(out, "ss rb on udp/7788") {
@@ -276,7 +276,7 @@ func TestLabApplyVerifyAndRerun(t *testing.T) {
 	if pid, _, _ := e.socket(h); pid != pidAfter || e.starts(h) != startsBefore+1 {
 		t.Errorf("second apply restarted the relay: pid %d → %d, %d starts in all", pidAfter, pid, e.starts(h)-startsBefore)
 	}
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan+"2"); code != 0 {
+	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan+"2", "--detailed-exitcode"); code != 0 {
 		t.Errorf("plan after apply: exit %d, want 0 (nothing to change)\n%s", code, errs)
 	}
 }
@@ -293,12 +293,12 @@ func TestLabApplyRollsBackBrokenRelease(t *testing.T) {
 	t.Cleanup(func() { os.Remove(broken) })
 	h := e.lab.Hosts[0]
 	// A config that may hold a secret: its mode and owner hold through the
-	// stage, the window and the rollback (issue 17).
+	// stage, the window and the rollback.
 	if out, err := h.Exec(context.Background(), "sh", "-c", "chmod 0600 /etc/relay/relayd.env && chgrp nogroup /etc/relay/relayd.env"); err != nil {
 		t.Fatalf("chmod: %v %s", err, out)
 	}
 	pidBefore, rbBefore, _ := e.socket(h)
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d: %s", code, errs)
 	}
 	code, out, errs := e.relayctl("apply", e.plan)
@@ -331,7 +331,7 @@ func TestLabApplyRollsBackBrokenRelease(t *testing.T) {
 	fixed := strings.Replace(mustRead(t, e.spec), "artifact: "+broken, "artifact: "+lab.BuildRelayd(t, "1.8.1"), 1)
 	fixed = strings.Replace(fixed, "version: 1.8.0", "version: 1.8.1", 1)
 	os.WriteFile(e.spec, []byte(fixed), 0o644)
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan 2: exit %d: %s", code, errs)
 	}
 	if code, out, errs := e.relayctl("apply", e.plan); code != 0 {
@@ -355,7 +355,7 @@ func TestLabApplyRefusesStalePlan(t *testing.T) {
 	e := startLab(t, []lab.HostOptions{{}}, nil)
 	h := e.lab.Hosts[0]
 	pid, _, _ := e.socket(h)
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d: %s", code, errs)
 	}
 	// Someone adds a sysctl.d file after the review.
@@ -376,7 +376,7 @@ func TestLabApplyRefusesStalePlan(t *testing.T) {
 
 func TestLabApplyRefusesEditedPlanAndChangedHostKey(t *testing.T) {
 	e := startLab(t, []lab.HostOptions{{}}, nil)
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d: %s", code, errs)
 	}
 	body, _ := os.ReadFile(e.plan)
@@ -412,7 +412,7 @@ func runCmd(name string, args ...string) ([]byte, error) {
 // facts without --pid-file or --systemd-unit (the first example of facts
 // --help): the relay is found by its socket, read back in its own
 // namespace; with none running, facts says it cannot tell and how to tell
-// it, never "not running" for a relay it could not look for (issue 22).
+// it, never "not running" for a relay it could not look for.
 func TestLabFactsFindsTheRelayByItsSocket(t *testing.T) {
 	e := startLab(t, []lab.HostOptions{{}}, nil)
 	h := e.lab.Hosts[0]

@@ -24,21 +24,27 @@ func planCommand(e *env) *cli.Command {
 		Description: `Reads the spec, observes every host over SSH (one connection each, in
 parallel), and computes what one restart window will change: sysctls in
 force and persisted, the relay release, its config, and the SO_RCVBUF the
-kernel will report on the relay socket afterwards. With -out it writes the
-plan (JSON) and PLAN.md, the review; without it, prints the review.
+kernel will report on the relay socket afterwards. With --out it writes
+the plan (JSON) and PLAN.md, the review; without it, prints the review.
+With --json it prints the plan's JSON on stdout instead (what show --json
+prints of a saved plan).
 
-Exit status: 0 nothing to change, 2 changes planned, 1 error (including a
-plan with blocked hosts, which is still written so it can be read).
+Exit status: 0 a plan was made (with or without changes), 1 an error
+(including a plan with blocked hosts, which is still written so it can be
+read). With --detailed-exitcode: 0 nothing to change, 2 changes planned.
 
 Examples:
-   relayctl plan plans/examples/ashburn-rcvbuf.yaml -out ashburn.plan
+   relayctl plan plans/examples/ashburn-rcvbuf.yaml --out ashburn.plan
+   relayctl plan plans/examples/ashburn-rcvbuf.yaml --out ashburn.plan --detailed-exitcode   # 2: changes
+   relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts plans/examples/ashburn-facts.json --json | jq .hosts[].action
    relayctl facts --spec plans/examples/ashburn-rcvbuf.yaml --json > facts.json
-   relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts facts.json -out ashburn.plan
-   relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts plans/examples/ashburn-facts.json`,
+   relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts facts.json --out ashburn.plan`,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the plan to `PLAN` and the review to PLAN.md"},
 			&cli.StringSliceFlag{Name: "facts", Usage: "plan offline from the `FILE` that relayctl facts --json wrote (repeatable) instead of SSH"},
 			&cli.BoolFlag{Name: "allow-downgrade", Usage: "allow a release older than the one running"},
+			&cli.BoolFlag{Name: "json", Usage: "print the plan's JSON on stdout instead of its summary or review"},
+			&cli.BoolFlag{Name: "detailed-exitcode", Usage: "exit 2 when the plan changes something, 0 when it changes nothing"},
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runPlan(c, e) },
 	}
@@ -46,7 +52,7 @@ Examples:
 
 func runPlan(c *cli.Context, e *env) error {
 	if c.NArg() != 1 {
-		return withHint(errors.New("plan needs exactly one SPEC"), "relayctl plan plans/examples/ashburn-rcvbuf.yaml -out ashburn.plan")
+		return withHint(errors.New("plan needs exactly one SPEC"), "relayctl plan plans/examples/ashburn-rcvbuf.yaml --out ashburn.plan")
 	}
 	// Every problem of the spec, the artifact's included, before anything connects.
 	ls, err := loadSpec(e, c.Args().First())
@@ -62,22 +68,43 @@ func runPlan(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	out := c.String("out")
-	if out == "" {
-		if _, err := p.JSON(); err != nil { // the checksum the review shows
-			return err
-		}
-		e.stdout.Write(p.Markdown("(not saved: use -out PLAN)"))
-	} else {
+	if err := writePlan(e, p, c.String("out"), c.Bool("json")); err != nil {
+		return err
+	}
+	return planExit(p, c.Bool("detailed-exitcode"))
+}
+
+// writePlan writes the plan to out and its review beside it (both 0600:
+// a plan holds each host's facts), and prints a summary, the review when
+// there is no out, or with asJSON the plan's JSON, on stdout.
+func writePlan(e *env, p *plans.Plan, out string, asJSON bool) error {
+	if out != "" {
 		if err := writeFileAtomicWith(out, 0o600, p.WriteJSON); err != nil {
 			return err
 		}
-		if err := writeFileAtomic(out+".md", p.Markdown(filepath.Base(out)), 0o644); err != nil {
+		if err := writeFileAtomic(out+".md", p.Markdown(filepath.Base(out)), 0o600); err != nil {
 			return err
 		}
-		printPlanSummary(e.stdout, p)
 		fmt.Fprintf(e.stderr, "relayctl: wrote %s and %s\n", out, out+".md")
 	}
+	switch {
+	case asJSON:
+		return p.WriteJSON(e.stdout)
+	case out != "":
+		printPlanSummary(e.stdout, p)
+	default:
+		if _, err := p.JSON(); err != nil { // the checksum the review shows
+			return err
+		}
+		e.stdout.Write(p.Markdown("(not saved: use --out PLAN)"))
+	}
+	return nil
+}
+
+// planExit is plan's exit status: 1 with blocked hosts, else 0, or with
+// detailed 2 when the plan changes something (terraform plan's
+// -detailed-exitcode).
+func planExit(p *plans.Plan, detailed bool) error {
 	if b := p.Blocked(); len(b) > 0 {
 		names := make([]string, len(b))
 		for i, h := range b {
@@ -85,7 +112,7 @@ func runPlan(c *cli.Context, e *env) error {
 		}
 		return &exitCode{code: 1, err: withHint(fmt.Errorf("%d of %d hosts are blocked (%s): apply would refuse them", len(b), len(p.Hosts), strings.Join(names, ", ")), "read the BLOCKED lines of the review, fix the cause, and plan again")}
 	}
-	if p.Changes() {
+	if detailed && p.Changes() {
 		return &exitCode{code: 2}
 	}
 	return nil
@@ -197,9 +224,9 @@ func actionWord(a string) string {
 // readSpec reads a spec and, when it names an inventory, selects its
 // hosts; no artifact is read (facts --spec needs none).
 func readSpec(file string) (*plans.Spec, error) {
-	data, err := readRegular(file, plans.MaxSpecSize)
+	data, err := readSpecFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("read spec: %w", err)
+		return nil, err
 	}
 	s, err := plans.ParseSpec(file, data)
 	if err != nil {

@@ -52,7 +52,7 @@ func reviewPlan(t *testing.T) string {
 	}
 	plan := filepath.Join(dir, "x.plan")
 	var stderr bytes.Buffer
-	if code := run([]string{"relayctl", "plan", filepath.Join(dir, "spec.yaml"), "--facts", filepath.Join(dir, "facts.json"), "-out", plan}, nil, io.Discard, &stderr); code != 2 {
+	if code := run([]string{"relayctl", "plan", filepath.Join(dir, "spec.yaml"), "--facts", filepath.Join(dir, "facts.json"), "--out", plan, "--detailed-exitcode"}, nil, io.Discard, &stderr); code != 2 {
 		t.Fatalf("plan: exit %d, want 2: %s", code, stderr.String())
 	}
 	return plan

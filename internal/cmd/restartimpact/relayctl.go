@@ -126,7 +126,7 @@ func (m *meter) plan(ctx context.Context, runN, i int, mode string) (string, *pl
 		return "", nil, fmt.Errorf("write spec: %w", err)
 	}
 	// Releases alternate, so every other plan is a downgrade.
-	code, out, err := m.relayctl(ctx, "plan", base+".yaml", "-out", base+".plan", "--allow-downgrade")
+	code, out, err := m.relayctl(ctx, "plan", base+".yaml", "--out", base+".plan", "--allow-downgrade", "--detailed-exitcode")
 	if err != nil {
 		return "", nil, err
 	}
