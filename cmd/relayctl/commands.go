@@ -3,7 +3,8 @@ package main
 import "github.com/urfave/cli/v2"
 
 // commands lists the subcommands; each lives in its own file. None has a
-// help subcommand: a host named h or help is a host (--help still works).
+// help subcommand of its own: a host named h or help is a host (--help
+// still works); relayctl help COMMAND shows a command's help.
 // Usage mistakes are reported by usage.go.
 func commands(e *env) []*cli.Command {
 	cmds := []*cli.Command{
@@ -19,6 +20,7 @@ func commands(e *env) []*cli.Command {
 		sizeCommand(e),
 		completionCommand(e),
 		manCommand(e),
+		helpCommand(),
 	}
 	for _, c := range cmds {
 		c.HideHelpCommand = true

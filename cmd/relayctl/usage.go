@@ -27,8 +27,34 @@ const requiredText = "required"
 func init() {
 	stock := cli.FlagStringer
 	cli.FlagStringer = func(f cli.Flag) string {
-		return strings.Replace(stock(f), "(default: "+requiredText+")", "("+requiredText+")", 1)
+		s := strings.Replace(stock(f), "(default: "+requiredText+")", "("+requiredText+")", 1)
+		return namePlaceholder(f, s)
 	}
+}
+
+// namePlaceholder replaces urfave/cli's "--flag value" with a placeholder
+// that says what the flag takes (--connect-timeout DURATION, --parallel
+// N), for a flag whose usage names none between backquotes.
+func namePlaceholder(f cli.Flag, s string) string {
+	var ph string
+	switch f.(type) {
+	case *cli.DurationFlag:
+		ph = "DURATION"
+	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag:
+		ph = "N"
+	case *cli.Float64Flag:
+		ph = "NUMBER"
+	default:
+		ph = "VALUE"
+	}
+	for _, n := range f.Names() {
+		dash := "--"
+		if len(n) == 1 {
+			dash = "-"
+		}
+		s = strings.Replace(s, dash+n+" value", dash+n+" "+ph, 1)
+	}
+	return s
 }
 
 // usageError is a usage mistake: printed as one error and a hint.
@@ -76,6 +102,9 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 	switch {
 	case undefinedFlag.MatchString(msg):
 		name := undefinedFlag.FindStringSubmatch(msg)[1]
+		if dryRunFlags[name] {
+			return usageError(prefixed(cmp.Or(where, "relayctl"), "has no flag --"+name+": a plan is relayctl's dry run"), dryRunHint)
+		}
 		text := prefixed(cmp.Or(where, "relayctl"), "has no flag --"+name)
 		if near := nearest(name, flagNames(flags)); near != "" {
 			text += fmt.Sprintf("; did you mean --%s?", near)
@@ -92,6 +121,13 @@ func onUsageError(c *cli.Context, err error, _ bool) error {
 	return usageError(prefixed(where, msg), helpHint(c))
 }
 
+// dryRunFlags are other tools' words for "show what would change"
+// (ansible --check, kubectl --dry-run, puppet --noop, terraform's plan).
+var dryRunFlags = map[string]bool{"dry-run": true, "dryrun": true, "check": true, "noop": true, "what-if": true, "diff": true}
+
+// dryRunHint points at what relayctl does instead of a dry run.
+const dryRunHint = "relayctl plan SPEC --out PLAN shows what apply would change on each host, without changing anything; relayctl stage PLAN does everything before the window (upload, checks) and changes nothing in force"
+
 // unknownCommand is the app's action: it runs only when the first word is
 // not a command (or there is none, when it shows the help, as asked).
 func unknownCommand(c *cli.Context) error {
@@ -99,14 +135,8 @@ func unknownCommand(c *cli.Context) error {
 		return cli.ShowAppHelp(c)
 	}
 	name := c.Args().First()
-	var names []string
-	for _, cmd := range c.App.Commands {
-		if !cmd.Hidden {
-			names = append(names, cmd.Name)
-		}
-	}
 	text := fmt.Sprintf("unknown command %q", name)
-	if near := nearest(name, names); near != "" {
+	if near := nearest(name, commandNames(c.App)); near != "" {
 		text += fmt.Sprintf("; did you mean %s?", near)
 	}
 	return usageError(text, "relayctl --help lists the commands")
