@@ -81,7 +81,7 @@ demo: lab-deps build
 	./scripts/demo.sh
 
 # One lab host that stays up, with ssh_config, known_hosts and ready specs
-# in lab/, to try relayctl by hand (README.md, Next steps); lab-down stops
+# in lab/, to try relayctl by hand (README.md, "A ten-minute walkthrough"); lab-down stops
 # it and puts back the rmem values it found. Needs root.
 lab: lab-deps build
 	./scripts/lab.sh up

@@ -101,7 +101,7 @@ demo_cleanup() {
 	sysctl_set net.core.rmem_max "$saved_max" || true
 	sysctl_set net.core.rmem_default "$saved_default" || true
 	echo
-	echo "$demo_name: restored net.core.rmem_max=$saved_max net.core.rmem_default=$saved_default; lab stopped (make lab starts one that stays up: README.md, Next steps)"
+	echo "$demo_name: restored net.core.rmem_max=$saved_max net.core.rmem_default=$saved_default; lab stopped (make lab starts one that stays up: README.md, 'A ten-minute walkthrough')"
 }
 # write_fix_spec FILE NAME [systemd]: the incident's fix for lab-1, for the
 # generic service manager, or for relayd.service under systemd.
@@ -136,6 +136,6 @@ SPEC
 # plan_changes SPEC PLAN: relayctl plan, which must find changes (exit 2).
 plan_changes() {
 	local code=0
-	./bin/relayctl plan "$1" -out "$2" "${ssh_flags[@]}" || code=$?
+	./bin/relayctl plan "$1" --out "$2" --detailed-exitcode "${ssh_flags[@]}" || code=$?
 	[ "$code" = 2 ] || { echo "$demo_name: plan exited $code, want 2 (changes)" >&2; exit 1; }
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make lab, make lab-down: one lab host that stays up, to try relayctl by
-# hand (README.md, "Next steps"). The host is lab-1: a real OpenSSH sshd
+# hand (README.md, "A ten-minute walkthrough"). The host is lab-1: a real OpenSSH sshd
 # with its own /etc/sysctl.d, /opt/relay, /etc/relay and /var/lib/relayctl,
 # running relayd 1.7.0 (which never asks for a buffer) through the generic
 # service manager, in a network namespace of its own. LAB_DIR (default lab)
@@ -53,10 +53,10 @@ lab_start() {
 
 	cat <<EOF
 lab: lab-1 is up (relayd 1.7.0; net.core.rmem_max and rmem_default at 212992, the values found are in $lab/sysctls.saved)
-lab: next steps (README.md, "Next steps"):
+lab: next steps (README.md, "A ten-minute walkthrough"):
   cd $lab
   export PATH=\$PWD/../bin:\$PATH RELAYCTL_SSH_CONFIG=\$PWD/ssh_config RELAYCTL_KNOWN_HOSTS=\$PWD/known_hosts
-  relayctl plan lab.yaml -out lab.plan
+  relayctl plan lab.yaml --out lab.plan
 lab: make lab-down stops it and puts the values back
 EOF
 }

@@ -25,7 +25,7 @@ type step struct {
 var exitMark = regexp.MustCompile(`#\s*exit (\d+)\b`)
 
 // walkthroughSteps returns every command of the shell blocks in the
-// README's section whose heading starts "## Next steps", in order. A
+// README's section whose heading starts "## A ten-minute walkthrough", in order. A
 // trailing "# exit N" comment gives the status the command must exit with
 // (0 otherwise).
 func walkthroughSteps(readme string) ([]step, error) {
@@ -34,7 +34,7 @@ func walkthroughSteps(readme string) ([]step, error) {
 	for i, l := range strings.Split(readme, "\n") {
 		switch {
 		case strings.HasPrefix(l, "## "):
-			in = strings.HasPrefix(l, "## Next steps")
+			in = strings.HasPrefix(l, "## A ten-minute walkthrough")
 		case !in:
 		case strings.HasPrefix(l, "```sh"):
 			block = true
@@ -49,7 +49,7 @@ func walkthroughSteps(readme string) ([]step, error) {
 		}
 	}
 	if len(steps) == 0 {
-		return nil, fmt.Errorf("no commands in a \"## Next steps\" section of README.md")
+		return nil, fmt.Errorf("no commands in a \"## A ten-minute walkthrough\" section of README.md")
 	}
 	return steps, nil
 }
@@ -161,11 +161,11 @@ func copyRepo(t *testing.T, src, dst string) {
 
 // The README's walkthrough parses into commands with their exit statuses.
 func TestWalkthroughSteps(t *testing.T) {
-	got, err := walkthroughSteps("# x\n## Next steps: y\n\n```sh\nmake lab\ncd lab   # go there\nrelayctl plan a -out b  # exit 2: changes\n```\ntext\n```sh\n# a comment\nmake lab-down\n```\n## Commands\n```sh\nrelayctl nothing\n```\n")
+	got, err := walkthroughSteps("# x\n## A ten-minute walkthrough: y\n\n```sh\nmake lab\ncd lab   # go there\nrelayctl plan a --out b  # exit 2: changes\n```\ntext\n```sh\n# a comment\nmake lab-down\n```\n## Commands\n```sh\nrelayctl nothing\n```\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []step{{5, "make lab", 0}, {6, "cd lab   # go there", 0}, {7, "relayctl plan a -out b  # exit 2: changes", 2}, {12, "make lab-down", 0}}
+	want := []step{{5, "make lab", 0}, {6, "cd lab   # go there", 0}, {7, "relayctl plan a --out b  # exit 2: changes", 2}, {12, "make lab-down", 0}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got %v\nwant %v", got, want)
 	}
