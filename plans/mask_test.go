@@ -7,7 +7,7 @@ import (
 
 // A relay config's secrets reach no plan, review or facts file: a secret
 // key's value, a line relayctl cannot read as KEY=VALUE (DB_PASSWORD:
-// hunter2), a comment that names a secret (issue 17, item 6).
+// hunter2), a comment that names a secret.
 func TestNoSecretLeavesTheHost(t *testing.T) {
 	f := incidentFacts()
 	f.Config.Content = "RELAYD_LISTEN=0.0.0.0:7788\nAPI_TOKEN=tok-s3cret\nDB_PASSWORD: hunter2-colon\n# the password is hunter2-comment\nnot an assignment hunter2-plain\n# just a comment\nRELAYD_SO_RCVBUF=0\n"

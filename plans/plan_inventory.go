@@ -110,7 +110,7 @@ func CheckInventory(p *Plan, in InventoryInput) error {
 	}
 	now, was := s.InventoryRecord, p.Inventory
 	if d := recordDiff(was, now); d != "" {
-		return fmt.Errorf("%w: %s; %s; make a new plan (relayctl plan %s -out PLAN) and review it", ErrFleetChanged, d, hostsDiff(p, s), p.SpecFile)
+		return fmt.Errorf("%w: %s; %s; make a new plan (relayctl plan %s --out PLAN) and review it", ErrFleetChanged, d, hostsDiff(p, s), p.SpecFile)
 	}
 	if len(p.Hosts) != len(s.Hosts) {
 		return fmt.Errorf("%w: %d hosts, its inventory selects %d", ErrPlanEdited, len(p.Hosts), len(s.Hosts))

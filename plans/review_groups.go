@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// Reviews of big fleets (issue 24: 10,000 hosts made a review of 27 MB and
+// Reviews of big fleets (10,000 hosts once made a review of 27 MB and
 // 610,000 lines). Beyond maxReviewSections hosts, hosts whose sections
 // would read the same (the same kernel, sysctls from and to, release,
 // files and diffs, read-back, capacity, switch and steps; their drop

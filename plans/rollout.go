@@ -13,7 +13,7 @@ import (
 // rollout section sets it, the plan records it (as written, normalised),
 // and apply's --waves, --max-failures and --max-unreachable override it.
 //
-// The rules, written once (README "Waves and failure budgets"):
+// The rules, written once (docs/cli.md, "Waves and failure budgets"):
 //   - A wave is N hosts, or P% of the hosts not yet in a wave (rounded
 //     down, at least one). When the list runs out, its last entry repeats
 //     until every host is in a wave. The default is 1, 100%: a canary, then

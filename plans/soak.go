@@ -88,7 +88,7 @@ func (s *Soak) Check() error {
 	return nil
 }
 
-// soakKeys are the keys of rollout.soak, in the order the README lists them.
+// soakKeys are the keys of rollout.soak, in the order docs/spec.md lists them.
 var soakKeys = []string{"duration", "interval", "baseline", "hosts", "max_drop_rate", "max_drop_factor", "max_players_lost", "min_traffic", "on_regression", "no_traffic"}
 
 // soak parses rollout.soak: every key optional, defaults from DefaultSoak.

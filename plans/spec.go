@@ -25,7 +25,7 @@ import (
 )
 
 // Spec is what a person writes and reviews: which hosts, which sysctls, which
-// relay release, and how to restart it. See the README's spec reference.
+// relay release, and how to restart it. See docs/spec.md.
 type Spec struct {
 	File   string // the file it was read from, for messages
 	Source []byte // the file's bytes: a plan records them, and apply parses them again
@@ -94,7 +94,7 @@ type Window struct {
 	NotAfter  time.Time
 }
 
-// HostPaths are the host conventions (the README's "The spec"), each overridable but
+// HostPaths are the host conventions (docs/spec.md), each overridable but
 // the state folder.
 type HostPaths struct {
 	SysctlFile  string
@@ -110,7 +110,7 @@ type HostPaths struct {
 // journal.
 const StateDir = "/var/lib/relayctl"
 
-// DefaultPaths are the host conventions (the README's "The spec").
+// DefaultPaths are the host conventions (docs/spec.md).
 var DefaultPaths = HostPaths{
 	SysctlFile:  "/etc/sysctl.d/90-relayctl.conf",
 	Releases:    "/opt/relay/releases",
@@ -119,7 +119,7 @@ var DefaultPaths = HostPaths{
 	StateDir:    StateDir,
 }
 
-// Spec defaults, documented in the README.
+// Spec defaults, documented in docs/spec.md.
 const (
 	DefaultPort    = 7788
 	DefaultControl = "127.0.0.1:7789"

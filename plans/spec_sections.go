@@ -56,7 +56,7 @@ func ParseWindowTime(v string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
-// capacity reads the promise a region makes (README "The spec"): players,
+// capacity reads the promise a region makes (docs/spec.md): players,
 // hz and packet_size are required; lobby_size defaults to 8 and stall to 0.
 func (p *specParser) capacity(n *yaml.Node) *tune.Promise {
 	f, ok := p.fields(n, "capacity", "players", "lobby_size", "hz", "packet_size", "stall", "by")
@@ -114,7 +114,7 @@ func (p *specParser) capacity(n *yaml.Node) *tune.Promise {
 	return &c
 }
 
-// drain reads the drain gate (README "The spec"): deadline is required;
+// drain reads the drain gate (docs/spec.md): deadline is required;
 // max_players defaults to 0, poll to 5s, on_deadline to abort.
 func (p *specParser) drain(n *yaml.Node) *Drain {
 	f, ok := p.fields(n, "drain", "max_players", "deadline", "poll", "on_deadline", "no_new_lobbies")

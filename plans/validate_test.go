@@ -24,7 +24,7 @@ func reload(t *testing.T, p *Plan) *Plan {
 	return q
 }
 
-// Every edit of the list, checksum recomputed, is refused by
+// Every edit a hostile plan editor could make, checksum recomputed, is refused by
 // Validate before anything connects.
 func TestValidateRefusesRechecksummedEdits(t *testing.T) {
 	tests := []struct {

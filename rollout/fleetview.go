@@ -176,7 +176,7 @@ func endLine(r *HostResult) string {
 	return line
 }
 
-// interrupted says at once what an interrupt does (issue 22: Ctrl-C was
+// interrupted says at once what an interrupt does (Ctrl-C used to be
 // silent for seconds while windows finished): no host starts, a host in
 // its window finishes it or rolls back, a host staging stops before its
 // window. A second interrupt changes none of that (the command says so).

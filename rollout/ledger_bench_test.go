@@ -11,7 +11,7 @@ import (
 // BenchmarkLedgerSave is one host's save (it ends) on fleets of 100 to
 // 10,000 hosts, to a real file: in place (a line and the header) against
 // the whole file through a temporary file and a rename, as every save
-// was before issue 24.
+// was before the ledger was rewritten in place.
 //
 //	go test -run '^$' -bench LedgerSave ./rollout
 func BenchmarkLedgerSave(b *testing.B) {

@@ -5,7 +5,7 @@ import (
 	"sync"
 )
 
-// What a fleet keeps of a host once it is done (issue 24: 11 KB a host
+// What a fleet keeps of a host once it is done (it was 11 KB a host
 // before, so 10,000 hosts held 110 MB until the receipt was written): its
 // account and the summary of its readings the receipt needs, not the
 // facts they came from; each log bounded; the texts every host repeats

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// incident is the issue's promise: 200 players (twice the free tier's 100)
+// incident is the promise the incident's operator set: 200 players (twice the free tier's 100)
 // in lobbies of 8 at 60 Hz, 200-byte datagrams, a 50 ms stall.
 var incident = Promise{Players: 200, LobbySize: 8, Hz: 60, PacketSize: 200, Stall: 50 * time.Millisecond}
 
@@ -80,7 +80,7 @@ func TestSize(t *testing.T) {
 		want     Sizing
 	}{
 		{
-			name: "the issue's promise", p: incident, headroom: 2,
+			name: "the incident's promise", p: incident, headroom: 2,
 			want: Sizing{
 				InPPS: 12000, InBytesPS: 2_400_000, OutPPS: 84000, OutBytesPS: 16_800_000,
 				Truesize: 1280, Burst: 200, StallTicks: 4, Queue: 800,
@@ -327,8 +327,8 @@ func TestMillis(t *testing.T) {
 	}
 }
 
-// TestSizeMatchesIssue pins the figures the issue and docs/sizing.md quote.
-func TestSizeMatchesIssue(t *testing.T) {
+// TestSizeMatchesDocs pins the figures docs/sizing.md quotes.
+func TestSizeMatchesDocs(t *testing.T) {
 	if got := DatagramsHeld(LinuxDefaultRcvbuf, 200); got != 166 {
 		t.Errorf("the default rb holds %d 200-byte datagrams, want 166 (212992 / 1280)", got)
 	}

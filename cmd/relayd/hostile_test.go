@@ -228,7 +228,7 @@ func drain(t *testing.T, c *net.UDPConn, quiet time.Duration) received {
 	}
 }
 
-// TestHostileSpoofedJoins is the amplification of issue 17: joins spoofed
+// TestHostileSpoofedJoins is the amplification attack: joins spoofed
 // from a victim's address, then the attacker's own datagrams to that
 // lobby. The victim must get none of them: at most one answer, no larger,
 // to each datagram sent in its name.
@@ -314,7 +314,7 @@ func vmRSS(t *testing.T, pid int) int64 {
 // 64 B up front per lobby).
 const floodRSSBound = 8 << 20
 
-// TestHostileFloodOneSource is the squatting of issue 17: 32,768 tiny
+// TestHostileFloodOneSource is the squatting attack: 32,768 tiny
 // datagrams from one address, each claiming a lobby, in every form of
 // join, from ever other ports; then that address, proven, claiming 64
 // lobbies. It must hold no more than its per-source limit, the relay's

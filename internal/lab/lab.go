@@ -1,4 +1,4 @@
-// Package lab starts the project's own test hosts (the README's "The lab").
+// Package lab starts the project's own test hosts (docs/lab.md).
 //
 // A lab host is a real OpenSSH sshd running as root in a mount namespace of
 // its own, so the files relayctl manages are private to it: the sysctl.d

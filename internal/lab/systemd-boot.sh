@@ -1,5 +1,5 @@
 #!/bin/sh
-# systemd-boot.sh: boots a lab host with a real systemd (the README's "The lab", "A lab
+# systemd-boot.sh: boots a lab host with a real systemd (docs/lab.md, "A lab
 # host with a real systemd"). internal/lab runs it as
 #
 #   unshare --pid --fork --kill-child --mount --uts --ipc --propagation private \

@@ -2,7 +2,7 @@
 // relay/wire format and reports, honestly, where it stops.
 //
 // It exists because the operator's first bench made three mistakes that each
-// looked like a relay fault (shared/background/relay-incident.txt):
+// looked like a relay fault (docs/incident.md):
 //
 //  1. an echo host measured ingress only; here every lobby fans out, so a
 //     lobby of eight carries one datagram in and seven out;

@@ -55,7 +55,7 @@ func TestModelCompare(t *testing.T) {
 		check   string
 	}{
 		{
-			name:    "the issue's data point: clean at 160, drops at 200, onset 167",
+			name:    "the incident's data point: clean at 160, drops at 200, onset 167",
 			steps:   []Step{step(120, 0, true), step(160, 0, true), step(200, 3.03, true)},
 			verdict: ModelAgrees,
 			check:   "model: the knee at 200 players agrees with the predicted onset of 167 (last clean step 160)",

@@ -187,7 +187,7 @@ func TestAgentSysctlReadsBack(t *testing.T) {
 		t.Errorf("a missing key: got %v", err)
 	}
 	// A value the kernel refuses is reported in the kernel's words, not the
-	// shell's "printf: I/O error" (issue 22).
+	// shell's "printf: I/O error".
 	_, err = runOps(h, op("sysctl", "net.core.somaxconn", "abc"))
 	if err == nil || !strings.Contains(err.Error(), "the kernel refused net.core.somaxconn = abc (Invalid argument); it reads 1234") {
 		t.Errorf("a refused value: got %v", err)
