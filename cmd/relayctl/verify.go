@@ -58,12 +58,13 @@ func runVerify(c *cli.Context, e *env) error {
 	arg := c.Args().First()
 	var p *plans.Plan
 	var facts []*plans.Facts
+	var readings *plans.Readings
 	var err error
 	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
 		p, facts, err = planFromSpec(c, e, arg)
 	} else if checked, _, lerr := loadPlan(arg); lerr != nil {
 		err = lerr
-	} else {
+	} else if readings, err = loadReadings(arg, checked.Plan()); err == nil {
 		p = checked.Plan()
 		hosts := make([]string, len(p.Hosts))
 		for i, h := range p.Hosts {
@@ -79,13 +80,12 @@ func runVerify(c *cli.Context, e *env) error {
 		return err
 	}
 	rep := verifyReport{FormatVersion: VerifyFormatVersion, Source: arg, Plan: p.Name, Checksum: p.Checksum, Hosts: []verifyHost{}}
-	fromPlan := p.Checksum != "" // a plan made now from a spec observed nothing earlier
 	for i, h := range p.Hosts {
 		vh := verifyHost{Host: h.Host, Address: h.Address, OK: true, Checks: append([]rollout.Check{}, rollout.PlannedChecks(p, h, nil, facts[i])...)}
 		for _, ch := range vh.Checks {
 			vh.OK = vh.OK && ch.OK
 		}
-		vh.Drops = dropsOf(p, h, facts[i], fromPlan)
+		vh.Drops = dropsOf(p, facts[i], readings.Host(h.Host))
 		if !vh.Drops.OK {
 			vh.OK = false
 			rep.Summary.OverPromise++
@@ -208,8 +208,9 @@ type verifyDrops struct {
 }
 
 // dropsOf measures a host's drops since its last apply, or since the plan
-// observed it (fromPlan: the plan is a file made earlier).
-func dropsOf(p *plans.Plan, h *plans.HostPlan, f *plans.Facts, fromPlan bool) verifyDrops {
+// observed it (at: its readings beside the plan file, nil for a plan
+// made now from a spec, which observed nothing earlier).
+func dropsOf(p *plans.Plan, f *plans.Facts, at *plans.HostReading) verifyDrops {
 	d := verifyDrops{Now: rollout.CountersOf(f), Allowed: plans.DefaultSoak.MaxDropRate, OK: true}
 	if r, err := p.Rollout.Resolve(); err == nil && r.Soak != nil {
 		d.Allowed = r.Soak.MaxDropRate
@@ -225,9 +226,9 @@ func dropsOf(p *plans.Plan, h *plans.HostPlan, f *plans.Facts, fromPlan bool) ve
 	} else {
 		why = append(why, "no receipt on the host read the relay back after a window")
 	}
-	if d.Span == nil && fromPlan && h.DropsAtPlan != nil {
-		if s, err := rollout.Span(*h.DropsAtPlan, d.Now); err == nil {
-			b := *h.DropsAtPlan
+	if d.Span == nil && at != nil && at.Drops != nil {
+		if s, err := rollout.Span(*at.Drops, d.Now); err == nil {
+			b := *at.Drops
 			d.Since, d.Baseline, d.Span = "plan", &b, s
 		} else {
 			why = append(why, "since the plan: "+err.Error())
