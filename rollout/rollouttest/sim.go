@@ -36,6 +36,11 @@ type Sim struct {
 	Journal  string            // the journal of the run in progress, or of a run that died
 	Owner    string            // the lock's owner file: a dead run's, while no session holds it
 	Paths    plans.PlanPaths
+	// Key and HostKey stand for the SSH key the host accepts and its host
+	// key, for tests of what receipts record of them.
+	Key, HostKey string
+	// Receipts are the receipts filed on the host, oldest first.
+	Receipts []SimReceipt
 
 	// Faults.
 	LockBusy   bool
@@ -186,6 +191,12 @@ func (s *Sim) Address() string { return s.Name + ":22" }
 // User is root.
 func (s *Sim) User() string { return "root" }
 
+// Identity is the Sim's keys: its Key and HostKey, as a test set them
+// ("" for none: a Sim has no SSH).
+func (s *Sim) Identity() rollout.SSHIdentity {
+	return rollout.SSHIdentity{User: "root", Key: s.Key, HostKey: s.HostKey}
+}
+
 // RoundTrips counts the Run calls (each one batch, one round trip).
 func (s *Sim) RoundTrips() int {
 	s.mu.Lock()
@@ -312,7 +323,7 @@ func (s *Sim) one(o rollout.Op) (rollout.Result, error) {
 	case o.Kind == s.FailOp:
 		s.jlog("fail " + s.FailMsg)
 		return rollout.Result{}, &rollout.OpError{Op: o, Msg: s.FailMsg}
-	case o.Kind != "lock" && o.Kind != "observe" && !s.locked:
+	case o.Kind != "lock" && o.Kind != "observe" && o.Kind != "receipts" && !s.locked:
 		return rollout.Result{}, fmt.Errorf("run on host: the host is not locked")
 	}
 	r, err := s.apply(o)
@@ -396,6 +407,11 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 		s.jlog(o.Args[0])
 	case "commit":
 		s.Journal, s.Backups = "", map[string]*string{} // filed with the receipt
+		s.fileReceipt(o)
+	case "record":
+		s.fileReceipt(o)
+	case "receipts":
+		return s.receipts(o), nil
 	case "dir", "file-ok", "link-ok", "exec-ok", "check-release", "daemon-reload", "clear-fdstore":
 	case "clear":
 		s.Journal, s.Backups = "", map[string]*string{}
@@ -525,6 +541,33 @@ func (s *Sim) relay(o rollout.Op) rollout.Result {
 		return rollout.Result{Value: "relayd: error: bad config"}
 	}
 	return now
+}
+
+// SimReceipt is a receipt filed on a Sim.
+type SimReceipt struct {
+	Name string // NAME.json
+	Body string
+}
+
+// fileReceipt files a commit's or record's receipt and keeps the newest KEEP,
+// as agent.sh does.
+func (s *Sim) fileReceipt(o rollout.Op) {
+	s.Receipts = append(s.Receipts, SimReceipt{Name: o.Args[0] + ".json", Body: string(o.Data)})
+	sort.SliceStable(s.Receipts, func(i, j int) bool { return s.Receipts[i].Name < s.Receipts[j].Name })
+	if keep, _ := strconv.Atoi(o.Args[2]); len(s.Receipts) > keep {
+		s.Receipts = s.Receipts[len(s.Receipts)-keep:]
+	}
+}
+
+// receipts answers the newest N receipts, newest first, framed as
+// agent.sh frames them.
+func (s *Sim) receipts(o rollout.Op) rollout.Result {
+	n, _ := strconv.Atoi(o.Args[0])
+	var b strings.Builder
+	for i := len(s.Receipts) - 1; i >= 0 && n > 0; i, n = i-1, n-1 {
+		fmt.Fprintf(&b, "%s %d\n%s", s.Receipts[i].Name, len(s.Receipts[i].Body), s.Receipts[i].Body)
+	}
+	return rollout.Result{Value: b.String()}
 }
 
 // prune removes the releases the argv lines name (v:VERSION), never the
