@@ -54,7 +54,7 @@ func (r *review) header(planFile string) {
 	if p.Window != nil {
 		r.w("- Window: %s to %s (apply refuses outside it)\n", MDText(p.Window.NotBefore), MDText(p.Window.NotAfter))
 	} else {
-		r.w("- Window: none given (apply may restart at any time)\n")
+		r.w("- Window: none given (apply may run the window at any time)\n")
 	}
 	if p.Relay.Control == "" {
 		r.w("- Control plane: none (relay.control): no /status to read, so no drain gate and no handoff\n")

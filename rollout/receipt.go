@@ -137,13 +137,15 @@ type FleetReceipt struct {
 // approved by a signer, approval was skipped by a flag although an
 // allowed_signers file was configured, or none was configured.
 type Approval struct {
-	Decision       string `json:"decision"`                  // ApprovalSigned, ApprovalSkipped or ApprovalNotConfigured
-	AllowedSigners string `json:"allowed_signers,omitempty"` // the allowed_signers file in force
-	From           string `json:"from,omitempty"`            // what named it: --require-approval, RELAYCTL_REQUIRE_APPROVAL or the system file
-	Signer         string `json:"signer,omitempty"`          // who signed: principals (key type and fingerprint, file:line)
-	Signature      string `json:"signature,omitempty"`       // the signature file checked
-	SkippedBy      string `json:"skipped_by,omitempty"`      // the flag that skipped it, with its reason
-	User           string `json:"user,omitempty"`            // who ran relayctl, when approval was skipped
+	Decision       string `json:"decision"`                       // ApprovalSigned, ApprovalSkipped or ApprovalNotConfigured
+	AllowedSigners string `json:"allowed_signers,omitempty"`      // the allowed_signers file in force
+	From           string `json:"from,omitempty"`                 // what named it: --require-approval, RELAYCTL_REQUIRE_APPROVAL or the system file
+	Signer         string `json:"signer,omitempty"`               // who signed: principals (key type and fingerprint, file:line)
+	SignerKey      string `json:"signer_key,omitempty"`           // the key that signed: its type and SHA256 fingerprint
+	SignersLine    string `json:"allowed_signers_line,omitempty"` // the allowed_signers line that allowed it: FILE:LINE
+	Signature      string `json:"signature,omitempty"`            // the signature file checked
+	SkippedBy      string `json:"skipped_by,omitempty"`           // the flag that skipped it, with its reason
+	User           string `json:"user,omitempty"`                 // who ran relayctl, when approval was skipped
 }
 
 // Approval decisions.
@@ -223,9 +225,10 @@ func orDash(s string) string {
 	return s
 }
 
+// ptr is a counter that may not have been read (the relay's /status).
 func ptr(v *uint64) string {
 	if v == nil {
-		return "-"
+		return "not read"
 	}
 	return fmt.Sprint(*v)
 }

@@ -42,6 +42,20 @@ type Sim struct {
 	// Receipts are the receipts filed on the host, oldest first.
 	Receipts []SimReceipt
 
+	// The relay's /status beyond its players: Status makes it answer
+	// (it does with Players or a Load too); Handoff ("unix/1") on
+	// HandoffSocket and FDStore ("systemd/1") are what the running relay
+	// offers, FDStoreMax the unit's store (a restart then keeps the socket
+	// and its counters, as relayd through systemd's store does); FromPID
+	// and SocketFrom are what the relay says of its start.
+	Status        bool
+	Handoff       string
+	HandoffSocket string
+	FDStore       string
+	FDStoreMax    int
+	FromPID       int
+	SocketFrom    string
+
 	// Faults.
 	LockBusy   bool
 	FailOp     string        // a primitive kind that fails with the host's message FailMsg
@@ -241,12 +255,10 @@ func (s *Sim) Facts() *plans.Facts {
 	}
 	sort.Strings(f.Release.Installed)
 	if s.PID > 0 {
-		f.Service = plans.ServiceFact{Running: true, PID: s.PID}
+		f.Service = plans.ServiceFact{Running: true, PID: s.PID, FDStoreMax: s.FDStoreMax}
 		c := s.counters()
-		if c.Players != nil {
-			n := *c.Players
-			f.RelayStatus = &plans.RelayStatusFact{Read: true, Version: plans.ReleaseOf(s.Paths, s.Link), PID: s.PID, Players: n, Lobbies: (n + 7) / 8,
-				SORcvbufEffective: int(s.RB), SocketInode: s.Inode, RxDrops: *c.RelayRxDrops, RxPackets: *c.RelayRxPackets}
+		if c.Players != nil || s.Status {
+			f.RelayStatus = s.status(c)
 		}
 		f.Release.RunningExe = s.Exe
 		f.Socket = plans.SocketFact{Found: true, Port: 7788, Rcvbuf: s.RB, Inode: s.Inode, Drops: c.SSDrops, ProcUDPDrops: c.ProcUDPDrops,
@@ -256,6 +268,20 @@ func (s *Sim) Facts() *plans.Facts {
 		f.Socket = plans.SocketFact{Port: 7788}
 	}
 	return f
+}
+
+// status is what the relay's /status says, with the counters c.
+func (s *Sim) status(c plans.DropCounters) *plans.RelayStatusFact {
+	st := &plans.RelayStatusFact{Read: true, Version: plans.ReleaseOf(s.Paths, s.Link), PID: s.PID, SORcvbufEffective: int(s.RB), SocketInode: s.Inode,
+		Handoff: s.Handoff, HandoffSocket: s.HandoffSocket, FDStore: s.FDStore, HandoffFromPID: s.FromPID, SocketFrom: s.SocketFrom}
+	if s.SocketFrom == "fdstore" {
+		st.FDStoreState = "final"
+	}
+	if c.Players != nil {
+		st.Players, st.Lobbies = *c.Players, (*c.Players+7)/8
+		st.RxDrops, st.RxPackets = *c.RelayRxDrops, *c.RelayRxPackets
+	}
+	return st
 }
 
 // Clone copies the facts, for a plan made from them.
@@ -518,13 +544,18 @@ func (s *Sim) relay(o rollout.Op) rollout.Result {
 		s.Sysctls[o.Args[0]] = o.Args[1]
 		return rollout.Result{Value: o.Args[1]}
 	case "restart":
+		pid, inode, kept := s.PID, s.Inode, s.drops
 		s.restart()
+		s.SocketFrom = "bound"
+		if s.FDStore != "" && s.FDStoreMax > 0 && pid != 0 {
+			s.Inode, s.drops, s.FromPID, s.SocketFrom = inode, kept, pid, "fdstore" // the socket from systemd's store
+		}
 	case "handoff":
 		s.Handoffs++
-		inode, kept := s.Inode, s.drops
+		pid, inode, kept := s.PID, s.Inode, s.drops
 		s.restart()
 		s.Restarts--
-		s.Inode, s.drops = inode, kept // the same socket, and relayd carries its counters on
+		s.Inode, s.drops, s.FromPID = inode, kept, pid // the same socket, and relayd carries its counters on
 	case "relay-drain":
 		s.Draining = o.Args[2] == "POST"
 	case "stop":
