@@ -141,6 +141,10 @@ func runApply(c *cli.Context, e *env) error {
 	live, width := terminal(e.stderr)
 	led := &ledgerWriter{path: ledgerFile(file)}
 	defer led.close()
+	kind := rollout.RunApply
+	if fleet.resume != nil {
+		kind = rollout.RunResume
+	}
 	rep, err := rollout.Apply(ctx, sshHosts(c, targets(p)), checked, rollout.ApplyOptions{
 		Parallel:      c.Int("parallel"),
 		Artifact:      artifact,
@@ -160,6 +164,7 @@ func runApply(c *cli.Context, e *env) error {
 		LiveWidth:     width,
 		FetchTimeout:  c.Duration("fetch-timeout"),
 		Approval:      approved,
+		RunInfo:       runInfo(kind),
 	})
 	if rep == nil {
 		return err
@@ -168,21 +173,18 @@ func runApply(c *cli.Context, e *env) error {
 		testApplied(rep)
 	}
 	ledgerErr := err
-	receipt := file + ".receipt.json"
-	if err := writeFileAtomicWith(receipt, 0o600, func(w io.Writer) error { return rollout.WriteReceiptJSON(w, p, rep) }); err != nil {
-		return err
-	}
-	if err := writeFileAtomicWith(file+".receipt.md", 0o600, func(w io.Writer) error { return rollout.WriteReceiptMarkdown(w, p, rep) }); err != nil {
+	record, err := writeRun(file, p, rep)
+	if err != nil {
 		return err
 	}
 	if c.Bool("json") {
-		if err := copyFile(e.stdout, receipt); err != nil {
+		if err := copyFile(e.stdout, record); err != nil {
 			return err
 		}
 	} else {
 		printRecap(e.stdout, rep)
 	}
-	fmt.Fprintf(e.stderr, "relayctl: receipt in %s.receipt.json and %s.receipt.md, every host's outcome in %s\n", file, file, ledgerFile(file))
+	fmt.Fprintf(e.stderr, "relayctl: receipt of run %s in %s and .md (%s.receipt.json points at it), every host's outcome in %s\n", rep.RunInfo.ID, record, file, ledgerFile(file))
 	if ledgerErr != nil {
 		return ledgerErr
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -104,14 +103,13 @@ func runStage(c *cli.Context, e *env) error {
 		Now:          time.Now,
 		Approval:     approved,
 		Only:         only,
+		RunInfo:      runInfo(rollout.RunStage),
 	})
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomicWith(file+".stage.json", 0o600, func(w io.Writer) error { return rollout.WriteReceiptJSON(w, p, rep) }); err != nil {
-		return err
-	}
-	if err := writeFileAtomicWith(file+".stage.md", 0o600, func(w io.Writer) error { return rollout.WriteReceiptMarkdown(w, p, rep) }); err != nil {
+	record, err := writeRun(file, p, rep)
+	if err != nil {
 		return err
 	}
 	fmt.Fprint(e.stdout, rollout.Recap(rep))
@@ -123,7 +121,7 @@ func runStage(c *cli.Context, e *env) error {
 		}
 	}
 	fmt.Fprintf(e.stdout, "uploaded: %d bytes in all\n", sent)
-	fmt.Fprintf(e.stderr, "relayctl: stage receipt in %s.stage.json and %s.stage.md\n", file, file)
+	fmt.Fprintf(e.stderr, "relayctl: stage receipt of run %s in %s and .md (%s.stage.json points at it)\n", rep.RunInfo.ID, record, file)
 	if !rep.Succeeded() {
 		return &exitCode{code: 1, err: errors.New("not every host staged; see the recap and the stage receipt")}
 	}
