@@ -23,12 +23,15 @@ func planCommand(e *env) *cli.Command {
 		Usage:     "read each host's live state and write a one-window plan with its review",
 		ArgsUsage: "SPEC",
 		Description: `Reads the spec, observes every host over SSH (one connection each, in
-parallel), and computes what one restart window will change: sysctls in
-force and persisted, the relay release, its config, and the SO_RCVBUF the
+parallel), and computes what one window will change: sysctls in force and
+persisted, the relay release, its config, how the relay is switched
+(restarted, handed over, reloaded, or not at all), and the SO_RCVBUF the
 kernel will report on the relay socket afterwards. With --out it writes
-the plan (JSON) and PLAN.md, the review; without it, prints the review.
-With --json it prints the plan's JSON on stdout instead (what show --json
-prints of a saved plan).
+the plan (JSON) and PLAN.md, the review, and PLAN.readings.json, what was
+read that is not the plan (drop counters, clocks, players); without it,
+prints the review. With --json it prints the plan's JSON on stdout
+instead (what show --json prints of a saved plan). The same spec against
+unchanged hosts gives the same plan, byte for byte.
 
 Exit status: 0 a plan was made (with or without changes), 1 an error
 (including a plan with blocked hosts, which is still written so it can be

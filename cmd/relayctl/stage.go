@@ -32,8 +32,9 @@ Releases are kept on each host by content (RELEASES_DIR/.sha256/SHA256):
 bytes a host already has, checked by their sha256, are never sent again, so
 a second stage uploads nothing, and apply inside the window finds what was
 staged, checks it and uploads nothing: the window is the restart, not the
-transfer. A receipt is kept on each host and written beside the plan as
-PLAN.stage.json and PLAN.stage.md, with the bytes uploaded per host.
+transfer. A receipt is kept on each host and beside the plan in
+PLAN.receipts/, under the run's own name, with the bytes uploaded per host;
+PLAN.stage.json and PLAN.stage.md point at the newest stage.
 
 The plan's approval is checked as apply checks it: when an allowed_signers
 file is configured (--require-approval, $RELAYCTL_REQUIRE_APPROVAL or

@@ -29,7 +29,8 @@ namespace's UdpRcvbufErrors and UdpInErrors, the relay's rx_drops) and
 their rate since the last apply: from the counters the host's newest
 receipt (under /var/lib/relayctl/receipts) read after that apply's window,
 or, when that socket is gone or no receipt has them, the plan's own
-observation of the same socket. A host dropping more than the promise
+observation of the same socket (PLAN.readings.json, which plan --out
+writes beside the plan). A host dropping more than the promise
 (rollout.soak.max_drop_rate, default 1 drop/s; docs/soak.md) differs;
 counters that disagree are shown.
 
