@@ -44,7 +44,7 @@ Examples:
    relayctl facts --spec plans/examples/ashburn-rcvbuf.yaml --json > facts.json
    relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts facts.json --out ashburn.plan`,
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the plan to `PLAN` and the review to PLAN.md"},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the plan to `PLAN`, the review to PLAN.md and the readings that are not the plan to PLAN.readings.json"},
 			&cli.StringSliceFlag{Name: "facts", Usage: "plan offline from the `FILE` that relayctl facts --json wrote (repeatable) instead of SSH"},
 			&cli.BoolFlag{Name: "allow-downgrade", Usage: "allow a release older than the one running"},
 			&cli.BoolFlag{Name: "json", Usage: "print the plan's JSON on stdout instead of its summary or review"},

@@ -169,3 +169,26 @@ func planRuns(plan string) ([]runFile, error) {
 	sort.Slice(runs, func(i, j int) bool { return runs[i].ID > runs[j].ID })
 	return runs, nil
 }
+
+// newestApplied is the record of the newest apply or resume of a plan in
+// which some host was applied: the run whose "before" a rollback of the
+// plan goes back to. "" when there is none.
+func newestApplied(plan string) (string, error) {
+	runs, err := planRuns(plan)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range runs {
+		if r.Kind != rollout.RunApply && r.Kind != rollout.RunResume {
+			continue
+		}
+		applied := false
+		if _, err := readRun(r.Path, func(h historyHost) { applied = applied || h.Outcome == string(rollout.Applied) }); err != nil {
+			return "", err
+		}
+		if applied {
+			return r.Path, nil
+		}
+	}
+	return "", nil
+}
