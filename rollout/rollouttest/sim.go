@@ -583,7 +583,11 @@ type SimReceipt struct {
 // fileReceipt files a commit's or record's receipt and keeps the newest KEEP,
 // as agent.sh does.
 func (s *Sim) fileReceipt(o rollout.Op) {
-	s.Receipts = append(s.Receipts, SimReceipt{Name: o.Args[0] + ".json", Body: string(o.Data)})
+	body := string(o.Data)
+	if s.Lean {
+		body = "" // the fleet simulator's hosts keep the name alone
+	}
+	s.Receipts = append(s.Receipts, SimReceipt{Name: o.Args[0] + ".json", Body: body})
 	sort.SliceStable(s.Receipts, func(i, j int) bool { return s.Receipts[i].Name < s.Receipts[j].Name })
 	if keep, _ := strconv.Atoi(o.Args[2]); len(s.Receipts) > keep {
 		s.Receipts = s.Receipts[len(s.Receipts)-keep:]
