@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -172,6 +173,12 @@ func historyScope(c *cli.Context) (scope, error) {
 		sc.name, sc.hosts, sc.targets = s.Name, s.Hosts, s.Targets
 	} else {
 		data, err := readPlanFile(arg)
+		if errors.Is(err, fs.ErrNotExist) && !c.Bool("hosts") {
+			if st, serr := os.Stat(runsDir(arg)); serr == nil && st.IsDir() {
+				sc.plan = arg // the plan is gone, its record is not
+				return sc, nil
+			}
+		}
 		if err != nil {
 			return sc, err
 		}
@@ -366,7 +373,7 @@ func hostHistory(c *cli.Context, sc scope) ([]historyRun, []historyMiss) {
 				return
 			}
 			for _, f := range files {
-				if r, ok := hostRun(h, f, sc); ok {
+				if r, ok := hostReceiptRun(h, f, sc); ok {
 					runs = append(runs, r)
 				}
 			}
@@ -377,10 +384,10 @@ func hostHistory(c *cli.Context, sc scope) ([]historyRun, []historyMiss) {
 	return runs, misses
 }
 
-// hostRun is one receipt a host keeps, as a run, when it is of the scope.
+// hostReceiptRun is one receipt a host keeps, as a run, when it is of the scope.
 // A receipt that does not decode is listed as such, not dropped: the host
 // has it, and a reader should know.
-func hostRun(host string, f rollout.HostFile, sc scope) (historyRun, bool) {
+func hostReceiptRun(host string, f rollout.HostFile, sc scope) (historyRun, bool) {
 	r := historyRun{RunID: strings.TrimSuffix(f.Name, ".json"), Kind: "-", Outcomes: map[string]int{}, Keys: []string{}, Receipt: f.Name}
 	var hr rollout.HostReceipt
 	if err := json.Unmarshal(f.Data, &hr); err != nil {
