@@ -73,11 +73,7 @@ var (
 
 // docSections splits a Markdown file at its headings of level 2.
 func docSections(text string) []string {
-	var out []string
-	for _, s := range regexp.MustCompile(`(?m)^## `).Split(text, -1) {
-		out = append(out, s)
-	}
-	return out
+	return regexp.MustCompile(`(?m)^## `).Split(text, -1)
 }
 
 // Every format_version docs/json.md, docs/cli.md and the README name is
