@@ -603,7 +603,10 @@ p_prune() { # RELEASES_DIR CURRENT_LINK N, then N lines v:VERSION or s:SHA256: r
 		err "short argv"
 		return
 	}
+	# Both sides resolved alike: under a symlinked releases folder the
+	# link's target and $a/$v are different names for one folder.
 	cur=$(readlink -f -- "$b" 2>/dev/null)
+	ra=$(readlink -f -- "$a") || { err "cannot resolve $a"; return; }
 	n=0 failed=
 	IFS=$tab
 	set -f
@@ -617,7 +620,7 @@ p_prune() { # RELEASES_DIR CURRENT_LINK N, then N lines v:VERSION or s:SHA256: r
 		v:[0-9A-Za-z]*)
 			v=${w#v:}
 			case $v in *[!0-9A-Za-z.+-]* | *..*) failed="$failed $v"; continue ;; esac
-			[ "$a/$v" = "$cur" ] && continue
+			[ "$ra/$v" = "$cur" ] && continue
 			[ -d "$a/$v" ] && [ ! -L "$a/$v" ] || continue
 			if mv -T -- "$a/$v" "$a/.relayctl-prune-$v" 2>/dev/null && rm -rf -- "$a/.relayctl-prune-$v"; then n=$((n + 1)); else failed="$failed $v"; fi
 			;;
