@@ -964,6 +964,17 @@ why=$(safe_dir "$state") || {
 	printf 'UNSAFE %s\n' "$(clean "$why")"
 	exit 77
 }
+# The folders in it that earlier runs made are written in too (receipts,
+# the stage): root's alone as well, or a user that owns one (a service
+# whose StateDirectory= was pointed here) could plant a symlink a receipt
+# is then written through. Nobody else can add one here while the lock is
+# held: STATE_DIR is root's alone.
+for d in "$state/receipts" "$state/stage"; do
+	if { [ -e "$d" ] || [ -L "$d" ]; } && ! root_dirs "$d"; then
+		printf 'UNSAFE %s is not a folder that belongs to root and only root can write\n' "$d"
+		exit 77
+	fi
+done
 exec 9>>"$state/lock" || {
 	printf 'UNSAFE cannot open %s/lock\n' "$state"
 	exit 77
