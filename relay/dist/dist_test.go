@@ -33,7 +33,7 @@ func TestUnitAgreesWithRelayd(t *testing.T) {
 	tests := []struct{ key, want string }{
 		{"Type", "notify"},
 		{"RuntimeDirectory", "relayd"},
-		{"ExecStart", "/opt/relay/current/relayd --config /run/relayd/relayd.env"},
+		{"SyslogIdentifier", "relayd"},
 		{"RestartPreventExitStatus", "2"}, // cmd/relayd: 2 on bad flags or configuration
 		{"DynamicUser", "yes"},
 		{"CapabilityBoundingSet", ""},
@@ -46,16 +46,23 @@ func TestUnitAgreesWithRelayd(t *testing.T) {
 	}
 	// The config: systemd (root) opens config.DefaultPath as the standard
 	// input, and the relay's own user copies it into the runtime folder
-	// relayd reads, before each start and on each reload, so it may be 0600
+	// relayd reads, at each start and on each reload, so it may be 0600
 	// root's while root never writes in a folder of the relay's user.
 	if got := s["StandardInput"]; len(got) != 1 || got[0] != "file:"+config.DefaultPath {
 		t.Errorf("StandardInput %q, want file:%s", got, config.DefaultPath)
 	}
-	const copyConfig = "/bin/sh -c 'rm -f /run/relayd/relayd.env.new && cat >/run/relayd/relayd.env.new && mv -f /run/relayd/relayd.env.new /run/relayd/relayd.env"
-	for _, k := range []string{"ExecStartPre", "ExecReload"} {
+	const copyConfig = "/bin/sh -c 'rm -f /run/relayd/relayd.env.new && cat >/run/relayd/relayd.env.new && mv -f /run/relayd/relayd.env.new /run/relayd/relayd.env && "
+	for _, k := range []string{"ExecStart", "ExecReload"} {
 		if got := s[k]; len(got) != 1 || !strings.HasPrefix(got[0], copyConfig) {
 			t.Errorf("%s: %q, want the relay user's copy of its standard input into /run/relayd", k, got)
 		}
+	}
+	if got := s["ExecStart"]; len(got) != 1 || !strings.HasSuffix(got[0], "&& exec /opt/relay/current/relayd --config /run/relayd/relayd.env </dev/null'") {
+		t.Errorf("ExecStart %q, want the copy, then relayd reading it, its standard input closed", got)
+	}
+	// The copy in its own sandboxed process would lengthen a restart's gap.
+	if got := s["ExecStartPre"]; len(got) != 0 {
+		t.Errorf("ExecStartPre %q: the start's copy belongs in ExecStart's shell", got)
 	}
 	if got := s["ExecReload"]; len(got) != 1 || !strings.HasSuffix(got[0], "&& kill -HUP $MAINPID'") {
 		t.Errorf("ExecReload %q, want the copy then SIGHUP", got)
