@@ -78,7 +78,7 @@ rm -f "$2" && umask 077 && printf '%s' "$1" >"$2"`, want, rootsSecret)
 	t.Run("planted before relayctl's reload", func(t *testing.T) {
 		want := fresh()
 		sh(asRelayUser + "ln -s " + rootsSecret + " /run/relayd/relayd.env.new")
-		if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+		if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 			t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 		}
 		if md, _ := os.ReadFile(e.plan + ".md"); !strings.Contains(string(md), "Switch: **reload**") {
