@@ -71,7 +71,9 @@ func (r *review) header(planFile string) {
 	} else if c := p.CapacityBy; c != nil {
 		r.w("- Promise: %s\n", capacityByText(c))
 	}
-	if p.Inventory != nil {
+	if p.Inventory != nil && p.Inventory.Program != nil {
+		r.w("- Inventory: the output of %s, run on the machine that planned (sha256 %s); apply runs it again and refuses the plan if what it prints changed\n", MDCode(ArgvText(p.Inventory.Program)), MDCode(short(p.Inventory.SHA256)))
+	} else if p.Inventory != nil {
 		r.w("- Inventory: %s (sha256 %s, %d vars file(s))\n", MDCode(p.Inventory.File), MDCode(short(p.Inventory.SHA256)), len(p.Inventory.VarsFiles))
 	}
 	if p.AllowDowngrade {

@@ -88,6 +88,15 @@ func CheckPlanFrom(p *plans.Plan, in plans.InventoryInput) (Checked, error) {
 	return c, nil
 }
 
+// CheckUnselected is CheckPlan for reading a plan rather than applying
+// it: an inventory plan's hosts are not selected again, so a plan whose
+// hosts are a program's output is shown and approved without running the
+// program. It gives no Checked: nothing applies such a plan.
+func CheckUnselected(p *plans.Plan) error {
+	_, err := checkPlan(p)
+	return err
+}
+
 func checkPlan(p *plans.Plan) (Checked, error) {
 	if err := plans.Validate(p); err != nil {
 		return Checked{}, err
