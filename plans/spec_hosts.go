@@ -151,45 +151,56 @@ func (p *specParser) inventoryHosts(n *yaml.Node) *InventoryRef {
 
 // inventoryProgram reads hosts.inventory: {program: [ARGV…], timeout: D}.
 func (p *specParser) inventoryProgram(n *yaml.Node, ref *InventoryRef) bool {
-	const field = "hosts.inventory.program"
 	f, ok := p.fields(n, "hosts.inventory", "program", "timeout")
 	if !ok {
 		return false
 	}
-	v := f["program"]
-	if v == nil {
-		p.fail(n, field, "missing; the program that prints the inventory as ansible-inventory --list does, as a list of words, e.g. program: [ansible-inventory, -i, inventory/aws_ec2.yml, --list]")
-		return false
-	}
-	if v.Kind != yaml.SequenceNode || len(v.Content) == 0 || len(v.Content) > MaxArgv {
-		p.fail(v, field, "want the program and its arguments as a list of 1 to %d words, e.g. [ansible-inventory, -i, inventory/aws_ec2.yml, --list]; it runs without a shell", MaxArgv)
-		return false
-	}
-	for i, w := range v.Content {
-		s, ok := p.str(w, field)
-		if !ok {
-			return false
-		}
-		if err := ValidArgWord(s); err != nil {
-			p.fail(w, field, "%v", err)
-			return false
-		}
-		if i == 0 && !programRe.MatchString(s) {
-			p.fail(w, field, "want a program name (looked up in PATH) or path (relative to the spec's folder) of letters, digits and ._/+-, not starting with -, got %q", s)
-			return false
-		}
-		ref.Program = append(ref.Program, s)
+	good := true
+	if v := f["program"]; v == nil {
+		p.fail(n, "hosts.inventory.program", "missing; the program that prints the inventory as ansible-inventory --list does, as a list of words, e.g. program: [ansible-inventory, -i, inventory/aws_ec2.yml, --list]")
+		good = false
+	} else {
+		ref.Program = p.programArgv(v)
+		good = ref.Program != nil
 	}
 	if t := f["timeout"]; t != nil {
 		s, ok := p.str(t, "hosts.inventory.timeout")
 		d, err := time.ParseDuration(s)
 		if !ok || err != nil || d < time.Second || d > MaxInventoryTimeout {
 			p.fail(t, "hosts.inventory.timeout", "want a duration from 1s to %v, got %q; e.g. timeout: 5m", MaxInventoryTimeout, s)
-			return false
+			good = false
 		}
 		ref.Timeout = d
 	}
-	return true
+	return good
+}
+
+// programArgv reads hosts.inventory.program: a program (in PATH, or a
+// path relative to the spec's folder) and its arguments, run without a
+// shell.
+func (p *specParser) programArgv(v *yaml.Node) []string {
+	const field = "hosts.inventory.program"
+	if v.Kind != yaml.SequenceNode || len(v.Content) == 0 || len(v.Content) > MaxArgv {
+		p.fail(v, field, "want the program and its arguments as a list of 1 to %d words, e.g. [ansible-inventory, -i, inventory/aws_ec2.yml, --list]; it runs without a shell", MaxArgv)
+		return nil
+	}
+	var argv []string
+	for i, w := range v.Content {
+		s, ok := p.str(w, field)
+		if !ok {
+			return nil
+		}
+		if err := ValidArgWord(s); err != nil {
+			p.fail(w, field, "%v", err)
+			return nil
+		}
+		if i == 0 && !programRe.MatchString(s) {
+			p.fail(w, field, "want a program name (looked up in PATH) or path (relative to the spec's folder) of letters, digits and ._/+-, not starting with -, got %q", s)
+			return nil
+		}
+		argv = append(argv, s)
+	}
+	return argv
 }
 
 var programRe = regexp.MustCompile(`^[A-Za-z0-9._/+][A-Za-z0-9._/+-]*$`)

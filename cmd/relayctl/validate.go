@@ -196,7 +196,7 @@ func (sc *specFindings) summary() string {
 	s := sc.spec
 	msg := fmt.Sprintf("valid: %s, %s, release %s", count(len(s.Hosts), "host"), count(len(s.Sysctl), "sysctl"), s.Relay.Release.Version)
 	if s.Inventory != nil {
-		msg = fmt.Sprintf("valid: %s selected from %s by %s, %s, release %s", count(len(s.Hosts), "host"), plans.Visible(s.Inventory.File), plans.Visible(s.Inventory.Pattern), count(len(s.Sysctl), "sysctl"), s.Relay.Release.Version)
+		msg = fmt.Sprintf("valid: %s selected from %s by %s, %s, release %s", count(len(s.Hosts), "host"), plans.Visible(s.Inventory.Source()), plans.Visible(s.Inventory.Pattern), count(len(s.Sysctl), "sysctl"), s.Relay.Release.Version)
 	}
 	if len(sc.warnings) > 0 {
 		msg += ", " + count(len(sc.warnings), "warning")
