@@ -130,7 +130,8 @@ func examineSpec(file string) *specFindings {
 	// A release the hosts fetch from a url may have no local artifact:
 	// readArtifact then gives the spec's sha256.
 	if sc.spec.Relay.Release.Artifact != "" || sc.spec.Relay.Release.URL != "" {
-		art, err := readArtifact(sc.spec)
+		art, warns, err := readArtifact(sc.spec)
+		sc.warnings = append(sc.warnings, warns...)
 		var se *plans.SpecError
 		switch {
 		case errors.As(err, &se):
