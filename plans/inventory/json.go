@@ -3,7 +3,6 @@ package inventory
 import (
 	"bytes"
 	"fmt"
-	"regexp"
 	"strconv"
 	"unicode/utf8"
 )
@@ -371,37 +370,51 @@ func (p *jsonParser) value() Value {
 // looksLikeListJSON reports whether data is a JSON object with _meta among
 // its keys: how the output of ansible-inventory --list (or of an inventory
 // script) is told from a YAML inventory written as JSON, which has none.
+// The scan stops at _meta, which ansible-inventory prints first but for
+// groups whose names sort before it.
 func looksLikeListJSON(data []byte) (found bool) {
 	s := &jsonScanner{data: bytes.TrimPrefix(data, utf8BOM), line: 1}
 	defer func() {
-		if r := recover(); r != nil {
-			if _, ok := r.(jsonSyntaxError); !ok {
-				panic(r)
-			}
+		switch r := recover().(type) {
+		case nil, jsonSyntaxError, jsonStop:
+		default:
+			panic(r)
 		}
 	}()
 	if !utf8.Valid(data) || s.peek() != '{' {
 		return false
 	}
 	s.object(func(k string, _ int) {
-		found = found || k == "_meta"
+		if k == "_meta" {
+			found = true
+			panic(jsonStop{})
+		}
 		s.skip()
 	}, nil)
-	return found
+	return false
 }
 
-var jsonIdent = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // pathKey is path and then an object's key, as jq writes it: .key for a
-// plain name, ["key"] for any other.
+// plain name (letters, digits, _, not starting with a digit), ["key"] for
+// any other.
 func pathKey(path, key string) string {
-	if !jsonIdent.MatchString(key) {
+	if !jsonIdent(key) {
 		return path + "[" + strconv.Quote(key) + "]"
 	}
 	if path == "" {
 		return key
 	}
 	return path + "." + key
+}
+
+func jsonIdent(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || i > 0 && c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func pathIndex(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }

@@ -118,7 +118,7 @@ func (s *jsonScanner) comma(end byte) bool {
 func (s *jsonScanner) object(member func(key string, line int), dup func(key string, line, first int)) {
 	s.expect('{', "{")
 	s.enter()
-	seen := map[string]int{}
+	var seen keysSeen
 	if s.peek() == '}' {
 		s.pos++
 		s.depth--
@@ -131,11 +131,10 @@ func (s *jsonScanner) object(member func(key string, line int), dup func(key str
 		line := s.line
 		key := s.str()
 		s.expect(':', ": after the key")
-		if first, ok := seen[key]; ok && dup != nil {
+		if first, ok := seen.add(key, line); !ok && dup != nil {
 			dup(key, line, first)
 			s.skip()
 		} else {
-			seen[key] = line
 			member(key, line)
 		}
 		if s.comma('}') {
@@ -145,6 +144,44 @@ func (s *jsonScanner) object(member func(key string, line int), dup func(key str
 		s.depth--
 		return
 	}
+}
+
+// keysSeen are an object's keys so far, with their lines: in place while
+// few (most objects are a host's few variables), a map once many.
+type keysSeen struct {
+	few  [8]keyLine
+	n    int
+	many map[string]int
+}
+
+type keyLine struct {
+	key  string
+	line int
+}
+
+// add notes key at line; ok is false when it was seen, at first.
+func (k *keysSeen) add(key string, line int) (first int, ok bool) {
+	if k.many == nil {
+		for _, x := range k.few[:k.n] {
+			if x.key == key {
+				return x.line, false
+			}
+		}
+		if k.n < len(k.few) {
+			k.few[k.n] = keyLine{key, line}
+			k.n++
+			return 0, true
+		}
+		k.many = make(map[string]int, 4*len(k.few))
+		for _, x := range k.few {
+			k.many[x.key] = x.line
+		}
+	}
+	if first, dup := k.many[key]; dup {
+		return first, false
+	}
+	k.many[key] = line
+	return 0, true
 }
 
 // array reads a list, calling item for each element with the scanner at it.
