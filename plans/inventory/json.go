@@ -112,7 +112,7 @@ func (p *jsonParser) run() {
 func (p *jsonParser) top() {
 	s := p.s
 	if s.peek() != '{' {
-		p.b.fail(s.line, "a JSON inventory is an object of groups and _meta, as ansible-inventory --list prints; this is %s", s.kindAt())
+		p.b.fail(s.line, "a JSON inventory is an object of groups and _meta, as ansible-inventory --list prints (without -y, --yaml or --toml); this is %s", s.kindAt())
 		return
 	}
 	s.object(func(key string, line int) {
