@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/relay/config"
 )
 
@@ -63,7 +64,7 @@ func incidentFacts() *Facts {
 	}
 }
 
-var testArtifact = Artifact{SHA256: strings.Repeat("ab", 32), Size: 9000000}
+var testArtifact = Artifact{SHA256: strings.Repeat("ab", 32), Size: 9000000, VersionFrom: capability.FromMarker}
 
 func makePlan(t *testing.T, s *Spec, f ...*Facts) *Plan {
 	t.Helper()

@@ -152,7 +152,7 @@ func ptrText(p *uint64) string {
 func TestLabSoakRollsBackARegressionAndStopsTheFleet(t *testing.T) {
 	bin := buildRelayctl(t)
 	e := startLab(t, []lab.HostOptions{{}, {}}, smallBuffer)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	md, _ := os.ReadFile(e.plan + ".md")
@@ -205,7 +205,7 @@ func TestLabSoakRollsBackARegressionAndStopsTheFleet(t *testing.T) {
 func TestLabSoakPassesAGoodReleaseAndNeverPassesNoTraffic(t *testing.T) {
 	bin := buildRelayctl(t)
 	e := startLab(t, []lab.HostOptions{{}, {}}, goodRelease)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs, rep := e.applyWithPlayers(bin, e.lab.Hosts[0], 32, 4*time.Second)
@@ -237,7 +237,7 @@ func TestLabSoakPassesAGoodReleaseAndNeverPassesNoTraffic(t *testing.T) {
 func TestLabVerifyReportsDropsSinceTheLastApply(t *testing.T) {
 	bin := buildRelayctl(t)
 	e := startLab(t, []lab.HostOptions{{}}, smallBuffer)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	// Applied without its soak, the mistaken release stays.

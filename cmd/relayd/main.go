@@ -30,7 +30,9 @@ import (
 // go build -ldflags "-X main.Version=1.8.0". A release build (make build,
 // lab.BuildFlags: capability.VersionFlags) stamps versionMarker too,
 // "relayd-version:1.8.0", which relayctl validate and plan read from the
-// binary's bytes, without running it, to check the spec's version.
+// binary's bytes, without running it, to check the spec's version; a build
+// without it is checked by the -ldflags its Go build information records,
+// which -trimpath leaves out (capability.BuildVersion).
 var (
 	Version       = "devel"
 	versionMarker = ""

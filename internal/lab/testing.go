@@ -129,6 +129,14 @@ func BuildRelayd(t testing.TB, version string) string {
 // directory into out the way `make build` does (BuildFlags): static, so it
 // runs in any lab host, and reproducible.
 func BuildRelaydTo(ctx context.Context, version, out string) error {
+	return BuildRelaydWith(ctx, out, BuildFlags(version)...)
+}
+
+// BuildRelaydWith builds ./cmd/relayd of the module around the working
+// directory into out with go build's flags as given: how a test makes the
+// builds an operator might ship (a plain go build, -ldflags without the
+// marker).
+func BuildRelaydWith(ctx context.Context, out string, flags ...string) error {
 	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return fmt.Errorf("build relayd: find module: %w", err)
@@ -137,11 +145,11 @@ func BuildRelaydTo(ctx context.Context, version, out string) error {
 	if strings.TrimSpace(string(gomod)) == "" || root == "." {
 		return errors.New("build relayd: not inside the relayctl module")
 	}
-	cmd := exec.CommandContext(ctx, "go", append(append([]string{"build"}, BuildFlags(version)...), "-o", out, "./cmd/relayd")...)
+	cmd := exec.CommandContext(ctx, "go", append(append([]string{"build"}, flags...), "-o", out, "./cmd/relayd")...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build relayd %s: %w: %s", version, err, strings.TrimSpace(string(b)))
+		return fmt.Errorf("build relayd %q: %w: %s", flags, err, strings.TrimSpace(string(b)))
 	}
 	return nil
 }
