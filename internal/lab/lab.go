@@ -384,6 +384,32 @@ func validVersion(v string) error {
 	return nil
 }
 
+// Stopped names the lab's hosts that are no longer running (their sshd,
+// or on a systemd host its systemd, has exited): none for a lab that is
+// up.
+func (l *Lab) Stopped() []string {
+	var names []string
+	for _, h := range l.Hosts {
+		if !h.running() {
+			names = append(names, h.Name)
+		}
+	}
+	return names
+}
+
+// running reports whether the host's sshd (systemd: its PID 1) is still
+// the process the lab started, not a pid reused since.
+func (h *Host) running() bool {
+	if h.Kind == KindSystemd {
+		return h.initIsOurs()
+	}
+	if h.SSHDPID == 0 || h.MountNS == "" || !alive(h.SSHDPID) {
+		return false
+	}
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", h.SSHDPID))
+	return err == nil && ns == h.MountNS
+}
+
 // Close stops every process in the lab's namespaces (relays, SSH sessions,
 // the sshds) and deletes the lab's network namespaces and veth pairs. It
 // removes nothing else: the files under Dir stay for inspection. Calling it
