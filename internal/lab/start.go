@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/relayctl/relayctl/tune"
@@ -94,6 +95,9 @@ exec /usr/sbin/sshd -D -e -f "$cfg"
 // /opt/relay, /etc/relay, /var/lib/relayctl), /run/netns as a shared mount
 // (as ip netns add does), and the allocation lock /tmp/relaylab.lock.
 func Start(ctx context.Context, o Options) (*Lab, error) {
+	if testing.Testing() && testing.Short() {
+		return nil, errors.New("start lab: under go test -short, which runs no lab test: the test must call lab.Require (or StartT) first")
+	}
 	if err := CheckPrerequisites(); err != nil {
 		return nil, err
 	}
