@@ -12,6 +12,7 @@
 #   broken.yaml, relayd-broken            a release 1.9.0 that fails at start
 #   allowed_signers                       the lab key, for approve and --require-approval
 #   sysctls.saved                         the values down puts back
+#   ready                                 written last: up finished
 #
 # The kernel is this machine's: up saves net.core.rmem_max and
 # rmem_default in sysctls.saved and puts them on the incident's 212,992
@@ -80,6 +81,7 @@ lab_stop() {
 	kernel_lock lab "make lab-down ($0 down)"
 	trap '' INT TERM HUP # from here on down finishes what it starts
 	local rc=0 restored=''
+	rm -f "$lab/ready"
 	if [ -e "$lab/lab.json" ]; then
 		./bin/relaylab down --dir "$lab" >/dev/null || rc=1
 	fi
@@ -123,17 +125,16 @@ EOF
 
 lab_start() {
 	need_root
-	if [ -e "$lab/lab.json" ]; then
-		if ./bin/relaylab status --dir "$lab" >/dev/null 2>&1; then
-			echo "lab: lab-1 is up already in $lab; make lab-down stops it"
-			next_steps
-			return 0
-		fi
-		echo "lab: the lab in $lab is no longer running: stopping what is left of it first" >&2
+	if [ -e "$lab/ready" ] && [ -e "$lab/lab.json" ] && ./bin/relaylab status --dir "$lab" >/dev/null 2>&1; then
+		echo "lab: lab-1 is up already in $lab; make lab-down stops it"
+		next_steps
+		return 0
+	fi
+	if [ -e "$lab/lab.json" ] || [ -e "$saved" ]; then
+		# An up killed half way (kill -9), or a lab stopped some other
+		# way than down: what is left goes first, as down does it.
+		echo "lab: the lab in $lab did not finish starting or has stopped since: stopping what is left of it first" >&2
 		(lab_stop) # a subshell: its lock and its trap end with it
-	elif [ -e "$saved" ]; then
-		echo "lab: an earlier make lab stopped half way: putting back the values it saved first" >&2
-		(lab_stop)
 	fi
 	mkdir -p "$lab"
 	dir=$(cd "$lab" && pwd)
@@ -167,6 +168,7 @@ lab_start() {
 	mkdir -p "$dir/bin"
 	ln -sfn "$PWD/scripts/lab-relayctl.sh" "$dir/bin/relayctl"
 
+	: >"$dir/ready"
 	trap - EXIT INT TERM HUP
 	kernel_unlock # the lab stays up without the lock
 	echo "lab: lab-1 is up (relayd 1.7.0; net.core.rmem_max and rmem_default at 212992, the values found are in $saved)"

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,17 +21,17 @@ import (
 )
 
 // labScript runs make lab, make lab-down and scripts/lab.sh in a copy of
-// the repository, as a user on a fresh clone does. The test holds the
-// kernel lock, and says so to the scripts.
+// the repository, as a user on a fresh clone does.
 type labScript struct {
 	t    *testing.T
 	repo string
 	dir  string // the copy's lab/
+	held bool   // the test holds the kernel lock: the scripts are told so
 }
 
-func newLabScript(t *testing.T) *labScript {
+func newLabScript(t *testing.T, held bool) *labScript {
 	repo := repotest.Copy(t)
-	s := &labScript{t: t, repo: repo, dir: filepath.Join(repo, "lab")}
+	s := &labScript{t: t, repo: repo, dir: filepath.Join(repo, "lab"), held: held}
 	t.Cleanup(func() {
 		if s.exists("lab.json") || s.exists("sysctls.saved") {
 			if out, code := s.run(nil, "scripts/lab.sh", "down"); code != 0 {
@@ -42,7 +45,10 @@ func newLabScript(t *testing.T) *labScript {
 func (s *labScript) command(env []string, argv ...string) *exec.Cmd {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = s.repo
-	cmd.Env = append(append(os.Environ(), "RELAYCTL_KERNEL_LOCK_HELD=1"), env...)
+	cmd.Env = append(os.Environ(), env...)
+	if s.held {
+		cmd.Env = append(cmd.Env, "RELAYCTL_KERNEL_LOCK_HELD=1")
+	}
 	// A process group of its own, as a terminal gives a command: a Ctrl-C
 	// is a SIGINT to all of it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -202,8 +208,8 @@ func processesOf(dir string) []string {
 // make lab and make lab-down leave the machine as they found it whatever
 // a user does: each twice, an up that fails (its relay cannot start), ups
 // interrupted by a Ctrl-C (SIGINT to the process group) at several
-// points, a down interrupted; after each, the machine's global values are
-// compared with the ones before, and the next make lab works.
+// points, ups killed, a down interrupted; after each, the machine's global
+// values are compared with the ones before, and the next make lab works.
 func TestMakeLabAndLabDownLeaveNothingBehind(t *testing.T) {
 	lab.Require(t)
 	if _, err := exec.LookPath("make"); err != nil {
@@ -218,7 +224,7 @@ func TestMakeLabAndLabDownLeaveNothingBehind(t *testing.T) {
 	kerneltest.Set(t, "net.core.rmem_max", "4194304")
 	kerneltest.Set(t, "net.core.rmem_default", "262144")
 	before := globals(t)
-	s := newLabScript(t)
+	s := newLabScript(t, true)
 
 	// Up twice: the second says so and changes nothing.
 	s.must("lab: lab-1 is up (relayd 1.7.0", "make", "-s", "lab")
@@ -271,6 +277,35 @@ func TestMakeLabAndLabDownLeaveNothingBehind(t *testing.T) {
 		s.expectDown(before)
 	}
 
+	// Ups killed (kill -9: nothing can clean up after it): once the values
+	// are saved, which down then puts back; and while lab-1's relay
+	// starts, whose sshd and relay the next up stops before it starts
+	// afresh, putting back the values saved first.
+	kill := func(env []string, ready func() bool) {
+		t.Helper()
+		cmd := s.command(env, "scripts/lab.sh", "up")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for !ready() {
+			if !alive(cmd.Process.Pid) {
+				t.Fatal("up ended before the point to kill it at")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	}
+	kill(nil, func() bool { return s.exists("sysctls.saved") })
+	s.must("lab: stopped; restored net.core.rmem_max=4194304 net.core.rmem_default=262144", "make", "-s", "lab-down")
+	s.expectDown(before)
+	os.Remove(started)
+	kill([]string{"LAB_RELAYD=" + slow}, func() bool { _, err := os.Stat(started); return err == nil })
+	s.must("lab: the lab in lab did not finish starting or has stopped since: stopping what is left of it first", "scripts/lab.sh", "up")
+	s.expectUp(before)
+	s.must("lab: stopped; restored", "scripts/lab.sh", "down")
+	s.expectDown(before)
+
 	// A down interrupted once it has begun stopping lab-1 finishes.
 	s.must("lab: lab-1 is up (relayd 1.7.0", "scripts/lab.sh", "up")
 	sshd = s.expectUp(before)
@@ -291,4 +326,106 @@ func TestMakeLabAndLabDownLeaveNothingBehind(t *testing.T) {
 func alive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	return err == nil && !bytes.Contains(b, []byte(") Z "))
+}
+
+// An apply to lab-1 through lab/bin/relayctl (first in PATH in make lab's
+// next steps) holds the machine-wide sysctl lock: while another process
+// holds it, relayctl waits, naming it and changing nothing; once it runs,
+// the lock's record names it until it exits.
+func TestLabRelayctlHoldsTheMachineLock(t *testing.T) {
+	lab.Require(t)
+	if _, err := exec.LookPath("make"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("make not installed")
+		}
+		t.Skip("make not installed")
+	}
+	s := newLabScript(t, false) // make lab takes the lock itself
+	s.must("lab: lab-1 is up (relayd 1.7.0", "make", "-s", "lab")
+	relayctl := func(args ...string) (*exec.Cmd, *syncBuffer) {
+		cmd := exec.Command(filepath.Join(s.dir, "bin/relayctl"), args...)
+		cmd.Dir = s.dir
+		cmd.Env = append(os.Environ(), "RELAYCTL_SSH_CONFIG="+filepath.Join(s.dir, "ssh_config"), "RELAYCTL_KNOWN_HOSTS="+filepath.Join(s.dir, "known_hosts"))
+		var out syncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd, &out
+	}
+
+	// Another holder: a script, as make demo is.
+	other := exec.Command("bash", "-c", `set -eu; . scripts/demo-lib.sh; kernel_lock other "make demo (another)"; echo held; cat >/dev/null`)
+	other.Dir = s.repo
+	release, _ := other.StdinPipe()
+	held, _ := other.StdoutPipe()
+	other.Stderr = os.Stderr
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Before the lab's own clean-up, which takes the lock.
+	t.Cleanup(func() { release.Close(); other.Wait() })
+	if line, err := bufio.NewReader(held).ReadString('\n'); err != nil || line != "held\n" {
+		t.Fatalf("the other holder said %q, %v", line, err)
+	}
+	plan, out := relayctl("plan", "lab.yaml", "--out", "lab.plan")
+	want := "lab: waiting for the machine-wide sysctl lock held by make demo (another) (pid " + strconv.Itoa(other.Process.Pid) + ", user "
+	for !strings.Contains(out.String(), want) {
+		if plan.ProcessState != nil || !alive(plan.Process.Pid) {
+			t.Fatalf("relayctl plan ended without waiting for the other holder:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !sinceRE.MatchString(out.String()) {
+		t.Errorf("the wait does not say since when: %q", out.String())
+	}
+	if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(plan.Process.Pid) + "/comm"); string(comm) != "bash\n" || s.exists("lab.plan") {
+		t.Errorf("relayctl ran while another held the lock (the process is %q)", comm)
+	}
+	release.Close()
+	if err := plan.Wait(); err != nil || !s.exists("lab.plan") {
+		t.Fatalf("relayctl plan once the lock was free: %v\n%s", err, out.String())
+	}
+
+	apply, out := relayctl("apply", "lab.plan")
+	held1 := false
+	for apply.ProcessState == nil && alive(apply.Process.Pid) {
+		if h, ok := kerneltest.ReadHolder(kerneltest.LockPath); ok && h.PID == apply.Process.Pid && h.Command == "relayctl apply lab.plan" {
+			held1 = true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := apply.Wait(); err != nil {
+		t.Fatalf("relayctl apply: %v\n%s", err, out.String())
+	}
+	if !held1 {
+		t.Error("the lock's record never named relayctl apply while it ran")
+	}
+	if got := kerneltest.Read(t, "net.core.rmem_max"); got != "8388608" {
+		t.Errorf("rmem_max after the apply: %s, want the plan's 8388608", got)
+	}
+	if h, ok := kerneltest.ReadHolder(kerneltest.LockPath); ok && h.PID == apply.Process.Pid {
+		t.Errorf("the lock still names relayctl apply after it exited: %+v", h)
+	}
+	s.must("lab: stopped; restored", "make", "-s", "lab-down")
+}
+
+var sinceRE = regexp.MustCompile(` since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+
+// syncBuffer is a command's output, read while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
