@@ -154,7 +154,7 @@ func Take(path string, me Holder, w io.Writer, name string) (*Held, error) {
 		return nil, err
 	}
 	me.Since = time.Now().UTC().Truncate(time.Second)
-	if err := f.Truncate(0); err == nil {
+	if err = f.Truncate(0); err == nil {
 		_, err = f.WriteAt([]byte(me.record()), 0)
 	}
 	if err != nil {
@@ -206,6 +206,8 @@ func openLock(path string) (*os.File, error) {
 // lock.
 const unnamedFor = time.Second
 
+// wait polls for the lock on f, saying on w whom it waits for whenever
+// that changes.
 func wait(f *os.File, path string, w io.Writer, name string) error {
 	shown := ""
 	named := time.Now() // when a holder was last named (or the wait began)
