@@ -201,7 +201,14 @@ func Load(dir string) (*Lab, error) {
 	if err := json.Unmarshal(b, &l); err != nil {
 		return nil, fmt.Errorf("load lab: parse %s: %w", filepath.Join(dir, "lab.json"), err)
 	}
+	// Close stops every process in a host's mount namespace: one that is
+	// this machine's own (a lab.json edited, or written by hand) would be
+	// every process on it.
+	own, _ := os.Readlink("/proc/self/ns/mnt")
 	for _, h := range l.Hosts {
+		if h.MountNS != "" && h.MountNS == own {
+			return nil, fmt.Errorf("load lab: %s: %s gives the machine's own mount namespace (%s): not a lab host's", filepath.Join(dir, "lab.json"), h.Name, own)
+		}
 		h.dir = filepath.Join(l.Dir, h.Name)
 	}
 	return &l, nil

@@ -1,6 +1,8 @@
 package lab
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -41,5 +43,19 @@ func TestNoLabUnderShort(t *testing.T) {
 			l.Close()
 		}
 		t.Errorf("Start under -short: %v, want a refusal naming lab.Require", err)
+	}
+}
+
+// relaylab down stops every process in a host's mount namespace: Load
+// refuses a lab.json that gives the machine's own.
+func TestLoadRefusesTheMachinesMountNamespace(t *testing.T) {
+	own, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		t.Skip("no /proc/self/ns/mnt")
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "lab.json"), []byte(`{"dir": "`+dir+`", "hosts": [{"name": "lab-1", "sshd_pid": 1, "mount_ns": "`+own+`"}]}`), 0o644)
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "lab-1 gives the machine's own mount namespace") {
+		t.Errorf("Load of a lab.json naming the machine's mount namespace: %v, want a refusal", err)
 	}
 }
