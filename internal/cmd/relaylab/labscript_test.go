@@ -429,3 +429,31 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// make lab-down writes what lab/sysctls.saved says as root: it takes only
+// the two values make lab saves, and only numbers, or writes nothing (a
+// kernel.core_pattern there would make the kernel run a program as root).
+func TestLabDownReadsTheSavedValuesAsData(t *testing.T) {
+	lab.Require(t)
+	kerneltest.Lock(t) // so that what it reads is no other test's change
+	s := newLabScript(t, true)
+	os.MkdirAll(s.dir, 0o755)
+	for _, tt := range []struct{ saved, want string }{
+		{"net.core.rmem_max=4194304\nnet.core.not_a_key=1\n", "lab/sysctls.saved: net.core.not_a_key is not a value up saves"},
+		{"net.core.rmem_max=4194304 ; echo\n", "lab/sysctls.saved: net.core.rmem_max=4194304 ; echo is not a number"},
+	} {
+		os.WriteFile(filepath.Join(s.dir, "sysctls.saved"), []byte(tt.saved), 0o644)
+		before := kerneltest.Read(t, "net.core.rmem_max")
+		out, code := s.run(nil, "scripts/lab.sh", "down")
+		if code != 1 || !strings.Contains(out, tt.want) {
+			t.Errorf("down with sysctls.saved %q: exit %d, want 1 and %q:\n%s", tt.saved, code, tt.want, out)
+		}
+		if got := kerneltest.Read(t, "net.core.rmem_max"); got != before {
+			t.Errorf("down with sysctls.saved %q wrote rmem_max %s (was %s)", tt.saved, got, before)
+		}
+		if !s.exists("sysctls.saved") {
+			t.Error("down removed a sysctls.saved it did not put back")
+		}
+	}
+	os.Remove(filepath.Join(s.dir, "sysctls.saved"))
+}
