@@ -321,6 +321,9 @@ const floodRSSBound = 8 << 20
 // memory must not grow with the lobby ids claimed, and other players must
 // still play.
 func TestHostileFloodOneSource(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives relayd with a flood for seconds; skipped under -short (make test runs it)")
+	}
 	r := startHostile(t, 256)
 	pid := r.cmd.Process.Pid
 	sp := newSpoofer(t)

@@ -78,6 +78,7 @@ func relayLog(t *testing.T, h *lab.Host) string {
 // sets SO_RCVBUF again on the inherited socket: ss shows the same inode with
 // rb 8388608, and /status agrees.
 func TestServiceHandoff(t *testing.T) {
+	lab.Require(t)
 	kerneltest.Lock(t)
 	kerneltest.Set(t, "net.core.rmem_max", "212992")
 	conf := handoffConfig("RELAYD_SO_RCVBUF=4194304\n")

@@ -98,9 +98,11 @@ var relaydBuilds struct {
 // BuildRelayd builds ./cmd/relayd of this module with main.Version stamped,
 // once per version per test binary, and returns the binary's path. The
 // builds live in one temporary directory per test binary, which outlives
-// the test that built them.
+// the test that built them. It is a lab test's: it starts with Require,
+// so under -short it skips t before it spends seconds building.
 func BuildRelayd(t testing.TB, version string) string {
 	t.Helper()
+	Require(t)
 	if err := validVersion(version); err != nil {
 		t.Fatalf("build relayd: %v", err)
 	}
