@@ -41,10 +41,11 @@ type Config struct {
 	IdleTimeout time.Duration // a player silent this long is removed
 
 	// Per-source limits on the players one IPv4 address, and one /24, may
-	// hold across all lobbies; 0 is no limit. Besides, one address never
+	// hold across all lobbies; 0 is no limit. Exempt sources (a bench host
+	// the operator names) are held to neither. Besides, one address never
 	// holds more than Size-1 players of a lobby, so no single source can
-	// fill one. Exempt sources (the relay host's own loopback, a bench
-	// host) are held to none of these.
+	// fill one: that rule holds for exempt sources too, since an exempt
+	// address is only as trusted as every process that can send from it.
 	MaxPerAddr int
 	MaxPerNet  int
 	Exempt     []netip.Prefix
@@ -185,11 +186,9 @@ func (t *Table) Join(id, player uint32, addr netip.AddrPort, now time.Time) erro
 }
 
 // checkSource applies the per-source limits to a newcomer from a joining
-// lobby l (nil: a new lobby).
+// lobby l (nil: a new lobby). The seat rule comes first and holds for
+// every source: an exempt one is spared only the counts across lobbies.
 func (t *Table) checkSource(l *lobby, a netip.Addr) error {
-	if t.exempt(a) {
-		return nil
-	}
 	b := a.As4()
 	if l != nil {
 		same := 0
@@ -201,6 +200,9 @@ func (t *Table) checkSource(l *lobby, a netip.Addr) error {
 		if same >= t.cfg.Size-1 {
 			return ErrSourceLimit
 		}
+	}
+	if t.exempt(a) {
+		return nil
 	}
 	if n := t.cfg.MaxPerAddr; n > 0 && t.perAddr[b] >= int32(n) {
 		return ErrSourceLimit

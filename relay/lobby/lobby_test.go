@@ -181,8 +181,8 @@ func ip(s string, n int) netip.AddrPort {
 
 // TestSourceLimits: one address holds at most MaxPerAddr players, one /24
 // at most MaxPerNet, across all lobbies; one address never fills a lobby
-// alone; an exempt source is held to none of it; the counts go with the
-// players.
+// alone, exempt or not; an exempt source is held to no count across
+// lobbies; the counts go with the players.
 func TestSourceLimits(t *testing.T) {
 	tb, err := New(Config{Size: 4, MaxLobbies: 64, IdleTimeout: 10 * time.Second, MaxPerAddr: 5, MaxPerNet: 8,
 		Exempt: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
@@ -220,11 +220,15 @@ func TestSourceLimits(t *testing.T) {
 	if err := tb.Join(5, 1, ip("192.0.3.4", 1), t0); err != nil {
 		t.Fatalf("the next /24: %v", err)
 	}
-	// Loopback is exempt: it may fill a lobby and hold any number.
-	for n := 1; n <= 4; n++ {
+	// Loopback is exempt here: it holds any number across lobbies, but
+	// never every seat of one (3 of lobby 6's 4; the 4th refused).
+	for n := 1; n <= 3; n++ {
 		if err := tb.Join(6, uint32(n), ip("127.0.0.1", n), t0); err != nil {
 			t.Fatalf("exempt player %d: %v", n, err)
 		}
+	}
+	if err := tb.Join(6, 4, ip("127.0.0.1", 4), t0); !errors.Is(err, ErrSourceLimit) {
+		t.Fatalf("an exempt address's 4th player of a lobby of 4: got %v, want ErrSourceLimit", err)
 	}
 	for l := uint32(7); l < 10; l++ {
 		if err := tb.Join(l, 1, ip("127.0.0.1", int(l)), t0); err != nil {
