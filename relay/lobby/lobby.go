@@ -12,6 +12,7 @@ package lobby
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"time"
@@ -51,13 +52,27 @@ type Config struct {
 	Exempt     []netip.Prefix
 }
 
+// EstablishedAfter is how long a member must have played, from the first
+// of its datagrams the relay forwarded to its latest datagram, to count as
+// established: a player, not an address that joined and went silent
+// (Established). A handoff or the fd store does not carry it over: a
+// restored member establishes itself again.
+const EstablishedAfter = 5 * time.Second
+
 // member is one player: 24 bytes, allocated as the lobby grows.
 type member struct {
 	seen   int64 // when it last sent, nanoseconds since the table's base
 	player uint32
 	addr   [4]byte
 	port   uint16
+	// played is 0 until the relay forwards one of the member's datagrams,
+	// then the second (since the table's base) it did, plus 1; once the
+	// member has played EstablishedAfter, it is isEstablished.
+	played uint32
 }
+
+// isEstablished is member.played once the member is established.
+const isEstablished = math.MaxUint32
 
 func (m *member) addrPort() netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom4(m.addr), m.port)
@@ -77,6 +92,8 @@ type Table struct {
 	base    time.Time // seen times count from here, on the monotonic clock
 	lobbies map[uint32]*lobby
 	players int
+	// established counts the members that have played EstablishedAfter.
+	established int
 	// Players held per source, exempt sources not counted; an entry goes
 	// when its count reaches 0.
 	perAddr map[[4]byte]int32
@@ -126,7 +143,7 @@ func (t *Table) Forward(id, player uint32, addr netip.AddrPort, now time.Time, d
 	if self < 0 || !l.members[self].is(addr) {
 		return dst, ErrNotMember
 	}
-	l.members[self].seen = t.since(now)
+	t.touch(&l.members[self], t.since(now), true)
 	for i := range l.members {
 		if i != self {
 			dst = append(dst, l.members[i].addrPort())
@@ -142,6 +159,21 @@ func (l *lobby) find(player uint32) int {
 		}
 	}
 	return -1
+}
+
+// touch records that member m sent at now (since the table's base), a
+// datagram the relay forwarded or not, and counts it established once it
+// has played EstablishedAfter.
+func (t *Table) touch(m *member, now int64, forwarded bool) {
+	m.seen = now
+	switch sec := uint32(min(now/int64(time.Second), math.MaxUint32-2)); {
+	case m.played == isEstablished:
+	case m.played == 0 && forwarded:
+		m.played = sec + 1
+	case m.played != 0 && int64(sec)-int64(m.played-1) >= int64(EstablishedAfter/time.Second):
+		m.played = isEstablished
+		t.established++
+	}
 }
 
 // Join makes player, whose address addr the caller has proven, a member of
@@ -165,7 +197,7 @@ func (t *Table) Join(id, player uint32, addr netip.AddrPort, now time.Time) erro
 			if !l.members[self].is(addr) {
 				return ErrPlayerTaken
 			}
-			l.members[self].seen = t.since(now)
+			t.touch(&l.members[self], t.since(now), false)
 			return nil
 		}
 		if len(l.members) >= t.cfg.Size {
@@ -255,6 +287,9 @@ func (t *Table) Expire(now time.Time) int {
 				kept = append(kept, m)
 			} else {
 				t.count(m.addr, -1)
+				if m.played == isEstablished {
+					t.established--
+				}
 				removed++
 			}
 		}
@@ -284,6 +319,13 @@ func (t *Table) Lobbies() int { return len(t.lobbies) }
 
 // Players returns the number of players in all lobbies.
 func (t *Table) Players() int { return t.players }
+
+// Established returns the number of players that have played at least
+// EstablishedAfter: the first of their datagrams the relay forwarded and
+// their latest are that far apart. An address that joins and goes silent,
+// or sends once, is never established: a stranger cannot make the count
+// rise and fall with the handshake alone.
+func (t *Table) Established() int { return t.established }
 
 // Sources returns how many addresses and /24s hold players, exempt ones
 // not counted: the per-source bookkeeping's size, for tests.

@@ -362,3 +362,51 @@ func TestForwardNoAlloc(t *testing.T) {
 		t.Errorf("got %d targets, want 7", n)
 	}
 }
+
+// TestEstablished: a player counts as established once the relay has
+// forwarded its datagrams over EstablishedAfter; an address that joins and
+// goes silent, or sends once, never does, and an established player that
+// expires leaves the count. A restored member establishes itself again.
+func TestEstablished(t *testing.T) {
+	tb, err := New(Config{Size: 8, MaxLobbies: 16, IdleTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	player, silent, once, joins := ip("192.0.2.1", 1), ip("192.0.2.2", 1), ip("192.0.2.3", 1), ip("192.0.2.4", 1)
+	for i, a := range []netip.AddrPort{player, silent, once, joins} {
+		if err := tb.Join(1, uint32(i+1), a, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var dst []netip.AddrPort
+	if _, err := tb.Forward(1, 3, once, t0, dst); err != nil {
+		t.Fatal(err)
+	}
+	for ms := 0; ms <= 6000; ms += 500 {
+		now := t0.Add(time.Duration(ms) * time.Millisecond)
+		if _, err := tb.Forward(1, 1, player, now, dst); err != nil {
+			t.Fatal(err)
+		}
+		tb.Join(1, 4, joins, now) // refreshes without ever playing
+		if want := 0; ms < 5000 && tb.Established() != want {
+			t.Fatalf("after %d ms of play: %d established, want none yet", ms, tb.Established())
+		}
+	}
+	if tb.Established() != 1 || tb.Players() != 4 {
+		t.Fatalf("after 6 s: %d established of %d players, want only the one that played", tb.Established(), tb.Players())
+	}
+	// The silent ones expire first; the established player after them.
+	tb.Expire(t0.Add(10 * time.Second))
+	if tb.Players() != 2 || tb.Established() != 1 {
+		t.Errorf("after the silent expired: %d players, %d established; want 2 and 1", tb.Players(), tb.Established())
+	}
+	snap := tb.Snapshot(t0.Add(7 * time.Second))
+	tb.Expire(t0.Add(time.Minute))
+	if tb.Players() != 0 || tb.Established() != 0 {
+		t.Errorf("all expired: %d players, %d established", tb.Players(), tb.Established())
+	}
+	re, _ := New(Config{Size: 8, MaxLobbies: 16, IdleTimeout: 10 * time.Second})
+	if err := re.Restore(snap, t0); err != nil || re.Players() != 2 || re.Established() != 0 {
+		t.Errorf("restored: %v, %d players, %d established; want 2 players, none established until they play again", err, re.Players(), re.Established())
+	}
+}

@@ -18,18 +18,23 @@ import (
 // Status is the JSON that GET /status returns; relayctl's read-back decodes
 // it.
 type Status struct {
-	Version           string    `json:"version"`
-	PID               int       `json:"pid"`
-	Listen            string    `json:"listen"`
-	Control           string    `json:"control"`
-	SORcvbufRequested int       `json:"so_rcvbuf_requested"`
-	SORcvbufForce     bool      `json:"so_rcvbuf_force"`
-	SORcvbufEffective int       `json:"so_rcvbuf_effective"` // getsockopt: the doubled value, rb in ss
-	RmemMaxAtStart    int       `json:"rmem_max_at_start"`
-	Lobbies           int       `json:"lobbies"`
-	Players           int       `json:"players"`
-	Counters          Counters  `json:"counters"`
-	StartedAt         time.Time `json:"started_at"`
+	Version           string `json:"version"`
+	PID               int    `json:"pid"`
+	Listen            string `json:"listen"`
+	Control           string `json:"control"`
+	SORcvbufRequested int    `json:"so_rcvbuf_requested"`
+	SORcvbufForce     bool   `json:"so_rcvbuf_force"`
+	SORcvbufEffective int    `json:"so_rcvbuf_effective"` // getsockopt: the doubled value, rb in ss
+	RmemMaxAtStart    int    `json:"rmem_max_at_start"`
+	Lobbies           int    `json:"lobbies"`
+	Players           int    `json:"players"`
+	// PlayersEstablished counts the players that have played at least
+	// lobby.EstablishedAfter (5 s): the relay forwarded their datagrams
+	// that long. A stranger's join that goes silent never counts, so a
+	// soak judges the players it loses by this (docs/soak.md).
+	PlayersEstablished int       `json:"players_established"`
+	Counters           Counters  `json:"counters"`
+	StartedAt          time.Time `json:"started_at"`
 
 	// Draining: the drain gate is on (POST /drain): datagrams for lobbies
 	// that do not exist yet are refused, existing lobbies play out.
@@ -134,6 +139,7 @@ type Counters struct {
 func (s *Server) Status() Status {
 	s.mu.Lock()
 	lobbies, players, draining := s.table.Lobbies(), s.table.Players(), s.table.NoNewLobbies()
+	established := s.table.Established()
 	s.mu.Unlock()
 	s.bufMu.Lock()
 	requested, force, effective := s.cfg.SORcvbuf, s.cfg.SORcvbufForce, s.effective
@@ -143,16 +149,17 @@ func (s *Server) Status() Status {
 		malformed += s.c.malformed[i].Load()
 	}
 	st := Status{
-		Version:           s.version,
-		PID:               os.Getpid(),
-		Listen:            s.ListenAddr().String(),
-		Control:           s.ControlAddr().String(),
-		SORcvbufRequested: requested,
-		SORcvbufForce:     force,
-		SORcvbufEffective: effective,
-		RmemMaxAtStart:    s.rmemMax,
-		Lobbies:           lobbies,
-		Players:           players,
+		Version:            s.version,
+		PID:                os.Getpid(),
+		Listen:             s.ListenAddr().String(),
+		Control:            s.ControlAddr().String(),
+		SORcvbufRequested:  requested,
+		SORcvbufForce:      force,
+		SORcvbufEffective:  effective,
+		RmemMaxAtStart:     s.rmemMax,
+		Lobbies:            lobbies,
+		Players:            players,
+		PlayersEstablished: established,
 		Counters: Counters{
 			RxPackets:       s.c.rxPackets.Load(),
 			RxBytes:         s.c.rxBytes.Load(),
@@ -313,6 +320,7 @@ var (
 	descExpired     = desc("expired_players_total", "Players removed after the idle timeout.")
 	descLobbies     = desc("lobbies", "Lobbies with at least one player.")
 	descPlayers     = desc("players", "Players in all lobbies.")
+	descEstablished = desc("players_established", "Players whose datagrams the relay has forwarded for at least 5 s.")
 	descRequested   = desc("so_rcvbuf_requested_bytes", "SO_RCVBUF asked for at start or at the last SIGHUP (0: kernel default).")
 	descEffective   = desc("so_rcvbuf_effective_bytes", "SO_RCVBUF read back with getsockopt at start or at the last SIGHUP (rb in ss).")
 	descRmemMax     = desc("rmem_max_at_start_bytes", "net.core.rmem_max when relayd started.")
@@ -366,6 +374,7 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 	counter(descExpired, c.ExpiredPlayers)
 	gauge(descLobbies, float64(st.Lobbies))
 	gauge(descPlayers, float64(st.Players))
+	gauge(descEstablished, float64(st.PlayersEstablished))
 	gauge(descRequested, float64(st.SORcvbufRequested))
 	gauge(descEffective, float64(st.SORcvbufEffective))
 	gauge(descRmemMax, float64(st.RmemMaxAtStart))
