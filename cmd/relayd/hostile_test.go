@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -489,6 +491,49 @@ func TestHostileExemptSourceCannotFillALobby(t *testing.T) {
 		t.Errorf("the exempt address got %d seats (%d refused), want %d: all but the last seat of each lobby", welcomed, limited, lobbies*(size-1))
 	}
 	othersGetIn(t, r, "127.0.0.8", first, lobbies, size)
+}
+
+// drainAs sends "VERB /drain" to the control plane from a process running
+// as uid (bash's /dev/tcp, a raw request as any local program writes it)
+// and returns the answer's status line.
+func drainAs(t *testing.T, control string, uid uint32, verb string) string {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(control)
+	script := fmt.Sprintf(`exec 3<>/dev/tcp/%s/%s && printf '%s /drain HTTP/1.0\r\n\r\n' >&3 && head -n 1 <&3`, host, port, verb)
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s /drain as uid %d: %v\n%s", verb, uid, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestHostileDrainNeedsTheRelaysUser: any local user reaches the control
+// plane on loopback, but only root and the user relayd runs as may turn
+// the drain gate on (refusing every new lobby) or off (lifting a
+// rollout's); another user's request is refused and changes nothing.
+func TestHostileDrainNeedsTheRelaysUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("calls the control plane as another user: needs root")
+	}
+	p := startRelayd(t, nil, nil, loopbackArgs(t)...)
+	const nobody = 65534
+	for _, verb := range []string{"POST", "DELETE"} {
+		if got := drainAs(t, p.control, nobody, verb); !strings.Contains(got, " 403 ") {
+			t.Errorf("%s /drain as uid %d: %q, want 403", verb, nobody, got)
+		}
+		if p.status().Draining {
+			t.Fatalf("after %s /drain as uid %d the relay drains", verb, nobody)
+		}
+	}
+	if got := drainAs(t, p.control, 0, "POST"); !strings.Contains(got, " 200 ") || !p.status().Draining {
+		t.Errorf("POST /drain as root: %q, draining %v; want 200 and draining", got, p.status().Draining)
+	}
+	if got := drainAs(t, p.control, nobody, "DELETE"); !strings.Contains(got, " 403 ") || !p.status().Draining {
+		t.Errorf("DELETE /drain as uid %d while draining: %q, draining %v; want 403 and still draining", nobody, got, p.status().Draining)
+	}
 }
 
 // TestHostileControlHost: a web page that rebinds its own name to
