@@ -66,13 +66,19 @@ type member struct {
 	addr   [4]byte
 	port   uint16
 	// played is 0 until the relay forwards one of the member's datagrams,
-	// then the second (since the table's base) it did, plus 1; once the
-	// member has played EstablishedAfter, it is isEstablished.
+	// then the second it did (since the table's base, rounded up, plus
+	// playedBias); once the member has played EstablishedAfter, it is
+	// isEstablished.
 	played uint32
 }
 
-// isEstablished is member.played once the member is established.
-const isEstablished = math.MaxUint32
+// isEstablished is member.played once the member is established;
+// playedBias keeps the seconds of member.played above 0 on either side of
+// the table's base (tests pass times before it).
+const (
+	isEstablished = math.MaxUint32
+	playedBias    = 1 << 31
+)
 
 func (m *member) addrPort() netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom4(m.addr), m.port)
@@ -166,11 +172,16 @@ func (l *lobby) find(player uint32) int {
 // has played EstablishedAfter.
 func (t *Table) touch(m *member, now int64, forwarded bool) {
 	m.seen = now
-	switch sec := uint32(min(now/int64(time.Second), math.MaxUint32-2)); {
+	switch {
 	case m.played == isEstablished:
 	case m.played == 0 && forwarded:
-		m.played = sec + 1
-	case m.played != 0 && int64(sec)-int64(m.played-1) >= int64(EstablishedAfter/time.Second):
+		// The second rounded up: "EstablishedAfter since it" is never less.
+		sec := now / int64(time.Second)
+		if now%int64(time.Second) > 0 {
+			sec++
+		}
+		m.played = uint32(min(max(sec+playedBias, 1), isEstablished-1))
+	case m.played != 0 && now-(int64(m.played)-playedBias)*int64(time.Second) >= int64(EstablishedAfter):
 		m.played = isEstablished
 		t.established++
 	}
