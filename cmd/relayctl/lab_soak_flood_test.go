@@ -164,7 +164,7 @@ func floodLab(t *testing.T, edit func(string) string) *labEnv {
 		hosts[i].Relay = &lab.RelayInstall{Binary: old, Version: "1.7.0", Config: floodRelay, Start: true}
 	}
 	e := startLab(t, hosts, func(s string) string { return edit(s) + floodSoak })
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	return e
