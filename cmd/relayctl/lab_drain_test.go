@@ -37,7 +37,7 @@ type playersEnv struct {
 func startPlayersLab(t *testing.T, handoff bool, specExtra string) *playersEnv {
 	t.Helper()
 	port := lab.FreePort(t)
-	conf := fmt.Sprintf("RELAYD_LISTEN=0.0.0.0:%d\nRELAYD_CONTROL=127.0.0.1:%d\nRELAYD_IDLE_TIMEOUT=1s\n", port, port)
+	conf := fmt.Sprintf("RELAYD_LISTEN=0.0.0.0:%d\nRELAYD_CONTROL=127.0.0.1:%d\nRELAYD_IDLE_TIMEOUT=1s\n", port, port) + lab.BenchExempt
 	if handoff {
 		conf += "RELAYD_HANDOFF_SOCKET=" + handoffSocket + "\n"
 	}

@@ -29,7 +29,7 @@ func startStorePlayersLab(t *testing.T, from string) *playersEnv {
 	t.Helper()
 	lab.RequireSystemd(t)
 	port := lab.FreePort(t)
-	conf := fmt.Sprintf("RELAYD_LISTEN=0.0.0.0:%d\nRELAYD_CONTROL=127.0.0.1:%d\nRELAYD_IDLE_TIMEOUT=1s\n", port, port)
+	conf := fmt.Sprintf("RELAYD_LISTEN=0.0.0.0:%d\nRELAYD_CONTROL=127.0.0.1:%d\nRELAYD_IDLE_TIMEOUT=1s\n", port, port) + lab.BenchExempt
 	hosts := []lab.HostOptions{{Systemd: true, NoRelayNetns: true, Relay: &lab.RelayInstall{Binary: lab.BuildRelayd(t, from), Version: from, Config: conf, Start: true}}}
 	e := startLab(t, hosts, func(s string) string {
 		s = strings.Replace(s, "  port: 7788\n", fmt.Sprintf("  port: %d\n  control: 127.0.0.1:%d\n", port, port), 1)

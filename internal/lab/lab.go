@@ -80,6 +80,13 @@ const (
 // DefaultRelayConfig is written to RelayConfig when RelayInstall.Config is "".
 const DefaultRelayConfig = "RELAYD_LISTEN=0.0.0.0:7788\nRELAYD_CONTROL=127.0.0.1:7789\n"
 
+// BenchExempt is the relay config line of a lab relay that a bench on its
+// host loads past 16 players per address: it exempts the bench's two
+// loopback addresses (relay/bench.LoopbackSources) from the per-address
+// counts, as an operator opts a bench host in. relayd exempts no source by
+// default, and never lets one address hold every seat of a lobby.
+const BenchExempt = "RELAYD_EXEMPT_SOURCES=127.0.0.1/32,127.0.0.2/32\n"
+
 // DefaultBasePort is the sshd port when Options.BasePort is 0.
 const DefaultBasePort = 2222
 
