@@ -40,7 +40,7 @@ func (r *review) header(planFile string) {
 	r.w("# relayctl plan: %s\n\n", MDText(p.Name))
 	r.w("- Plan file: %s (format %d, checksum %s)\n", MDCode(planFile), p.FormatVersion, MDCode(p.Checksum))
 	r.w("- Spec: %s (sha256 %s)\n", MDCode(p.SpecFile), MDCode(short(p.SpecSHA256)))
-	r.w("- Release: %s\n", releaseHeader(p.Relay))
+	r.w("- Release: %s%s\n", releaseHeader(p.Relay), versionNote(p.Relay))
 	force := ""
 	if p.Relay.SORcvbufForce {
 		force = " with SO_RCVBUFFORCE (ignores net.core.rmem_max)"
@@ -71,7 +71,9 @@ func (r *review) header(planFile string) {
 	} else if c := p.CapacityBy; c != nil {
 		r.w("- Promise: %s\n", capacityByText(c))
 	}
-	if p.Inventory != nil {
+	if p.Inventory != nil && p.Inventory.Program != nil {
+		r.w("- Inventory: the output of %s, run on the machine that planned (sha256 %s); apply runs it again and refuses the plan if what it prints changed\n", MDCode(ArgvText(p.Inventory.Program)), MDCode(short(p.Inventory.SHA256)))
+	} else if p.Inventory != nil {
 		r.w("- Inventory: %s (sha256 %s, %d vars file(s))\n", MDCode(p.Inventory.File), MDCode(short(p.Inventory.SHA256)), len(p.Inventory.VarsFiles))
 	}
 	if p.AllowDowngrade {
@@ -99,6 +101,9 @@ func (r *review) readFirst() {
 		if c.RunsProgram != "" {
 			notes = append(notes, fmt.Sprintf("- **RUNS A PROGRAM AS ROOT** %s = %s: %s (allowed by the spec's unsafe.sysctls_that_run_programs)", MDCode(c.Key), mdValue(c.Value), MDText(c.RunsProgram)))
 		}
+	}
+	if w := versionWarning(r.p.Relay); w != "" {
+		notes = append(notes, "- **warning** "+w)
 	}
 	if len(r.p.Hosts) > maxReviewSections {
 		notes = append(notes, r.groupedNotes()...)

@@ -104,7 +104,7 @@ func makeArtifacts(t *testing.T, k artifactKind) artifacts {
 	}
 	sum := sha256.Sum256(art)
 	caps, _ := capability.Capabilities(art)
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: []*plans.Facts{s.Facts()}, Artifact: plans.Artifact{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(art)), Capabilities: caps}, Steps: rollout.Steps})
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: []*plans.Facts{s.Facts()}, Artifact: plans.Artifact{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(art)), Capabilities: caps, VersionFrom: capability.FromNone}, Steps: rollout.Steps})
 	if err != nil {
 		t.Fatal(err)
 	}

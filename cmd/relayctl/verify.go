@@ -63,10 +63,13 @@ func runVerify(c *cli.Context, e *env) error {
 	var err error
 	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
 		p, facts, err = planFromSpec(c, e, arg)
-	} else if checked, _, lerr := loadPlan(arg); lerr != nil {
-		err = lerr
-	} else if readings, err = loadReadings(arg, checked.Plan()); err == nil {
-		p = checked.Plan()
+	} else if p, _, err = inspectPlan(arg); err == nil {
+		if p.Inventory != nil && p.Inventory.Program != nil {
+			fmt.Fprintf(e.stderr, "relayctl: %s: its hosts are read as the plan records them, from %s, which verify does not run again (apply and stage do)\n", arg, plans.Visible(p.Inventory.Source()))
+		}
+		if readings, err = loadReadings(arg, p); err != nil {
+			return err
+		}
 		hosts := make([]string, len(p.Hosts))
 		for i, h := range p.Hosts {
 			hosts[i] = h.Host
