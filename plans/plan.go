@@ -22,8 +22,12 @@ import (
 // secret, and finds a command-managed relay through its pid file; version
 // 3 lists every file relayctl writes on a host in one list (files); version
 // 4 says what kind of release it ships and how the service is told its
-// values (relay.kind, program, keep, config with its templates).
-const FormatVersion = 4
+// values (relay.kind, program, keep, config with its templates); version 5
+// leaves out what moves without anything drifting (the drop counters, the
+// host's clock, the players: PLAN.readings.json, readings.go), says what
+// each window step's rollback does (steps[].undo), and fingerprints the
+// current link by the folder it names, not by how the link spells it.
+const FormatVersion = 5
 
 // Plan is the reviewed, one-window change for every host of a spec. Its JSON
 // is byte-for-byte identical for identical inputs.
@@ -153,21 +157,20 @@ type HostPlan struct {
 	// that is not its name (an inventory's ansible_host, _port, _user).
 	Target string `json:"target,omitempty"`
 	// Labels are the host's labels from the inventory (hosts.labels).
-	Labels        map[string]string `json:"labels,omitempty"`
-	Address       string            `json:"address"`
-	Kernel        string            `json:"kernel"`
-	Action        string            `json:"action"`
-	Fingerprint   string            `json:"fingerprint"`
-	Facts         []FactEntry       `json:"facts"` // what the fingerprint covers
-	Blockers      []string          `json:"blockers"`
-	Warnings      []string          `json:"warnings"`
-	Sysctls       []SysctlChange    `json:"sysctls"`
-	Release       ReleaseChange     `json:"release"`
-	Files         []FileChange      `json:"files"` // every file relayctl writes on the host (files.go)
-	Restart       bool              `json:"restart"`
-	PlayersAtPlan *Players          `json:"players_at_plan,omitempty"` // what the relay's /status said, with a drain gate
-	Switch        string            `json:"switch,omitempty"`          // how the window switches the relay: restart, handoff, reload, fdstore
-	SwitchWhy     string            `json:"switch_why,omitempty"`      // why that way
+	Labels      map[string]string `json:"labels,omitempty"`
+	Address     string            `json:"address"`
+	Kernel      string            `json:"kernel"`
+	Action      string            `json:"action"`
+	Fingerprint string            `json:"fingerprint"`
+	Facts       []FactEntry       `json:"facts"` // what the fingerprint covers
+	Blockers    []string          `json:"blockers"`
+	Warnings    []string          `json:"warnings"`
+	Sysctls     []SysctlChange    `json:"sysctls"`
+	Release     ReleaseChange     `json:"release"`
+	Files       []FileChange      `json:"files"` // every file relayctl writes on the host (files.go)
+	Restart     bool              `json:"restart"`
+	Switch      string            `json:"switch,omitempty"`     // how the window switches the relay: restart, handoff, reload, fdstore
+	SwitchWhy   string            `json:"switch_why,omitempty"` // why that way
 	// ClearStore says when a restart empties the unit's file-descriptor
 	// store, so that a release that binds its own socket can start:
 	// "window" (the new release cannot take the stored socket) or
@@ -180,10 +183,6 @@ type HostPlan struct {
 	Capacity *tune.Capacity `json:"capacity,omitempty"` // the planned rb against the spec's promise
 	Steps    []Step         `json:"steps"`              // the steps apply will take (Input.Steps)
 	Previous PreviousState  `json:"previous"`           // what a rollback restores
-	// DropsAtPlan are the relay's drop counters when the plan observed it:
-	// verify's baseline for the drop rate when no receipt on the host is
-	// newer (never part of the fingerprint: counters move).
-	DropsAtPlan *DropCounters `json:"drops_at_plan,omitempty"`
 }
 
 // FactEntry is one observed fact the plan depends on.
@@ -228,7 +227,6 @@ type Readback struct {
 	Expected     int    `json:"expected_rb"`
 	Current      uint64 `json:"current_rb"`
 	CurrentFound bool   `json:"current_found"`
-	CurrentDrops uint64 `json:"current_drops"`
 	// Sockets are the current rb of each of the service's sockets on the
 	// port, when it has more than one (SO_REUSEPORT, IPv4 and IPv6):
 	// each is read back, and each must end at Expected.
@@ -281,6 +279,9 @@ type Step struct {
 	Key   string `json:"key,omitempty"`
 	Value string `json:"value,omitempty"`
 	Title string `json:"title"`
+	// Undo is what a rollback does about a window step, in words: the
+	// review's account of a failed window.
+	Undo string `json:"undo,omitempty"`
 }
 
 // Artifact is the release file as found on the machine running relayctl.
@@ -347,9 +348,6 @@ func Make(in Input) (*Plan, error) {
 		}
 		h := planHost(p, HostID{Name: name, Target: s.Targets[name], Labels: s.Labels[name]}, f)
 		h.Steps = in.Steps(p, h)
-		if c := DropCountersOf(f); f.Service.Running && c.SocketInode != 0 && c.ClockNanos > 0 {
-			h.DropsAtPlan = &c // a baseline only with its socket and the host's clock
-		}
 		p.Hosts = append(p.Hosts, h)
 	}
 	return p, nil
@@ -468,7 +466,7 @@ func Replan(p *Plan, id HostID, f *Facts, steps StepsFunc) (*HostPlan, error) {
 
 func planHost(p *Plan, id HostID, f *Facts) *HostPlan {
 	h := &HostPlan{Host: f.Host, Target: id.Target, Labels: id.Labels, Address: f.Address, Kernel: f.Kernel, Blockers: []string{}, Warnings: []string{}, Steps: []Step{}}
-	h.Facts = Fingerprinted(f, p.ReadKeys())
+	h.Facts = Fingerprinted(f, p.ReadKeys(), p.Paths.Current)
 	h.Fingerprint = Fingerprint(h.Facts)
 
 	dropIn := planSysctls(h, p, f)
@@ -670,17 +668,15 @@ type Players struct {
 	Lobbies int `json:"lobbies"`
 }
 
-// planDrain notes the players on the host when planned, for the review.
+// planDrain warns when the drain gate cannot see the relay's players.
+// (How many it has now is a reading, not the plan: readings.go.)
 func planDrain(h *HostPlan, p *Plan, f *Facts) {
 	if p.Drain == nil {
 		return
 	}
-	st := f.RelayStatus
-	if st == nil || !st.Read {
+	if st := f.RelayStatus; st == nil || !st.Read {
 		h.Warnings = append(h.Warnings, "drain: the relay's /status could not be read, so apply cannot tell when its players have gone; it will wait until the deadline")
-		return
 	}
-	h.PlayersAtPlan = &Players{Players: st.Players, Lobbies: st.Lobbies}
 }
 
 func planConfig(h *HostPlan, p *Plan, f *Facts) FileChange {
@@ -762,7 +758,7 @@ func planReadback(h *HostPlan, p *Plan, f *Facts) {
 	h.Readback = Readback{
 		Port: p.Relay.Port, Requested: p.Relay.SORcvbuf, Force: p.Relay.SORcvbufForce,
 		RmemMax: rmemMax, RmemDefault: rmemDefault, Expected: e.Effective,
-		Current: f.Socket.Rcvbuf, CurrentFound: f.Socket.Found, CurrentDrops: f.Socket.Drops,
+		Current: f.Socket.Rcvbuf, CurrentFound: f.Socket.Found,
 	}
 	for _, s := range f.Socket.All {
 		h.Readback.Sockets = append(h.Readback.Sockets, SocketRB{Local: s.Local, Rcvbuf: s.Rcvbuf})

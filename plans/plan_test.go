@@ -81,7 +81,8 @@ func testSteps(p *Plan, h *HostPlan) []Step {
 	if h.Action != ActionChange {
 		return []Step{}
 	}
-	return []Step{{Phase: PhaseWindow, Kind: "restart", Title: "restart relay once (the test's step list; rollout.Steps gives the real ones)"}}
+	return []Step{{Phase: PhaseWindow, Kind: "restart", Title: "restart relay once (the test's step list; rollout.Steps gives the real ones)",
+		Undo: "restart relay once more on the old release (the test's)"}}
 }
 
 func golden(t *testing.T, name string, got []byte) {
@@ -161,7 +162,7 @@ func TestLoadRefusesEditedPlan(t *testing.T) {
 	if _, err := Load("x.plan", edited); err == nil || !strings.Contains(err.Error(), "edited after review") {
 		t.Errorf("got %v, want a checksum error", err)
 	}
-	future := bytes.Replace(body, []byte(`"format_version": 4`), []byte(`"format_version": 9`), 1)
+	future := bytes.Replace(body, []byte(fmt.Sprintf(`"format_version": %d`, FormatVersion)), []byte(`"format_version": 9`), 1)
 	if _, err := Load("x.plan", future); err == nil || !strings.Contains(err.Error(), "format_version: 9") {
 		t.Errorf("got %v, want a format error", err)
 	}

@@ -254,18 +254,14 @@ func diffOp(op string) string {
 	return " "
 }
 
-// drainText says what the drain gate will do on a host, with the players
-// the relay had when planned.
-func drainText(d *Drain, h *HostPlan) string {
-	now := "players at plan time unknown"
-	if h.PlayersAtPlan != nil {
-		now = fmt.Sprintf("%d players in %d lobbies at plan time", h.PlayersAtPlan.Players, h.PlayersAtPlan.Lobbies)
-	}
+// drainText says what the drain gate will do on a host. (The players the
+// relay had when planned are a reading, not the plan: PLAN.readings.json.)
+func drainText(d *Drain) string {
 	closeNew := ""
 	if d.NoNewLobbies {
 		closeNew = ", refusing new lobbies meanwhile"
 	}
-	return fmt.Sprintf("wait until at most %d players (polling every %v%s), up to %v, then %s; %s", d.MaxPlayers, d.Poll, closeNew, d.Deadline, d.OnDeadline, now)
+	return fmt.Sprintf("wait until at most %d players (polling every %v%s), up to %v, then %s", d.MaxPlayers, d.Poll, closeNew, d.Deadline, d.OnDeadline)
 }
 
 func serviceText(s PlanService) string {

@@ -54,7 +54,7 @@ func (r *review) header(planFile string) {
 	if p.Window != nil {
 		r.w("- Window: %s to %s (apply refuses outside it)\n", MDText(p.Window.NotBefore), MDText(p.Window.NotAfter))
 	} else {
-		r.w("- Window: none given (apply may restart at any time)\n")
+		r.w("- Window: none given (apply may run the window at any time)\n")
 	}
 	if p.Relay.Control == "" {
 		r.w("- Control plane: none (relay.control): no /status to read, so no drain gate and no handoff\n")
@@ -128,19 +128,17 @@ func (r *review) readFirst() {
 func (r *review) host(h *HostPlan) {
 	r.w("## %s (%s): %s\n\n", MDText(h.Host), MDText(h.Address), actionText(h.Action))
 	r.w("Kernel %s · fingerprint %s%s\n\n", MDCode(h.Kernel), MDCode(short(h.Fingerprint)), identityText(h))
-	r.b.WriteString(r.body(h, true))
+	r.b.WriteString(r.body(h))
 }
 
-// body is a host's section after its heading: what changes on it. With
-// drops false, the drop counts it reads now are left out (they differ
-// from host to host; review_groups.go).
-func (r *review) body(h *HostPlan, drops bool) string {
+// body is a host's section after its heading: what changes on it.
+func (r *review) body(h *HostPlan) string {
 	o := &review{p: r.p}
-	o.hostBody(h, drops)
+	o.hostBody(h)
 	return o.b.String()
 }
 
-func (r *review) hostBody(h *HostPlan, drops bool) {
+func (r *review) hostBody(h *HostPlan) {
 	r.sysctlTable(h)
 	r.w("- Release: %s\n", releaseText(h.Release))
 	if len(h.Release.Prune)+len(h.Release.PruneStore) > 0 {
@@ -151,18 +149,21 @@ func (r *review) hostBody(h *HostPlan, drops bool) {
 			r.w("%s\n", line)
 		}
 	}
-	r.w("- Expected read-back: %s\n", readbackText(h.Readback, drops))
+	r.w("- Expected read-back: %s\n", readbackText(h.Readback))
 	if c := h.Capacity; c != nil {
 		r.w("- Capacity: %s\n", MDText(c.Summary()))
 	}
 	if h.Switch != "" {
 		r.w("- Switch: **%s**: %s\n", SwitchLabel(h.Switch), MDText(h.SwitchWhy))
 	}
+	if h.Action == ActionChange {
+		r.w("- Cost to players: %s\n", MDText(SwitchCost(r.p, h)))
+	}
 	if c := h.StoreGap; c != nil {
 		r.w("- Restart gap at the old rb: %s\n", MDText(c.Summary()))
 	}
 	if d := r.p.Drain; d != nil && h.Action == ActionChange {
-		r.w("- Drain gate: %s\n", MDText(drainText(d, h)))
+		r.w("- Drain gate: %s\n", MDText(drainText(d)))
 	}
 	r.w("\n")
 	for _, fc := range h.Files {
@@ -177,6 +178,7 @@ func (r *review) hostBody(h *HostPlan, drops bool) {
 		}
 	}
 	r.steps(h)
+	r.rollback(h)
 }
 
 // sysctlTable is a host's sysctls: current, planned, and which file decides
@@ -211,8 +213,8 @@ func (r *review) sysctlTable(h *HostPlan) {
 }
 
 // readbackText says what ss will show, by which kernel rule, and what it
-// shows now.
-func readbackText(rb Readback, drops bool) string {
+// showed when planned.
+func readbackText(rb Readback) string {
 	rule := fmt.Sprintf("max(2 × min(%d, rmem_max %d), 2304)", rb.Requested, rb.RmemMax)
 	switch {
 	case rb.Requested == 0:
@@ -221,10 +223,7 @@ func readbackText(rb Readback, drops bool) string {
 		rule = fmt.Sprintf("max(2 × %d, 2304) with SO_RCVBUFFORCE", rb.Requested)
 	}
 	now := "no socket found now"
-	switch {
-	case rb.CurrentFound && drops:
-		now = fmt.Sprintf("now rb %d, drops %d", rb.Current, rb.CurrentDrops)
-	case rb.CurrentFound:
+	if rb.CurrentFound {
 		now = fmt.Sprintf("now rb %d", rb.Current)
 	}
 	if len(rb.Sockets) > 1 {
@@ -244,10 +243,11 @@ func (r *review) steps(h *HostPlan) {
 	}
 	r.w("### Steps\n\n")
 	n := 0
+	window, after := windowTitles(h)
 	for _, phase := range []struct{ name, title string }{
 		{PhaseStage, "Before the window (no effect on the running relay)"},
-		{PhaseWindow, "In the window (one restart)"},
-		{PhaseVerify, "After the restart: read back"},
+		{PhaseWindow, window},
+		{PhaseVerify, after},
 	} {
 		first := true
 		for _, s := range h.Steps {
@@ -275,4 +275,60 @@ func (p *Plan) template(path string) *PlanTemplate {
 		}
 	}
 	return nil
+}
+
+// windowTitles are the headings of a host's window and read-back steps:
+// what the window does to the relay, from the switch it plans.
+func windowTitles(h *HostPlan) (window, after string) {
+	if !h.Restart {
+		return "In the window (no restart: the running relay is not touched)", "After the window: read back"
+	}
+	switch h.Switch {
+	case SwitchHandoff:
+		return "In the window (one handoff, not a restart)", "After the handoff: read back"
+	case SwitchReload:
+		return "In the window (one reload, not a restart)", "After the reload: read back"
+	case SwitchFDStore:
+		return "In the window (one restart, the socket and lobbies kept in systemd's store)", "After the restart: read back"
+	}
+	return "In the window (one restart)", "After the restart: read back"
+}
+
+// rollback says what a rollback of this window does, step by step in the
+// order rollout's rollback runs them: the window's steps last first, the
+// relay switched back after everything else.
+func (r *review) rollback(h *HostPlan) {
+	undo := RollbackSteps(h.Steps)
+	if len(undo) == 0 {
+		return
+	}
+	r.w("### If the window fails\n\n")
+	r.w("A step of the window that fails, or a read-back that does not hold, rolls the host back: every window step that started is undone, in this order:\n\n")
+	for i, s := range undo {
+		r.w("%d. %s\n", i+1, MDText(s.Undo))
+	}
+	r.w("\nthen the host is read back against how it was. Nothing before the window needs undoing: the stage changes nothing in force. A connection lost inside the window leaves the host to the next `apply --resume`, which completes or undoes the window from the host's journal (docs/recovery.md).\n\n")
+}
+
+// RollbackSteps are the window steps in the order a rollback undoes them:
+// last first, the relay's switch (restart, handoff or reload) after every
+// other.
+func RollbackSteps(steps []Step) []Step {
+	var out []Step
+	var sw *Step
+	for i := len(steps) - 1; i >= 0; i-- {
+		s := steps[i]
+		if s.Phase != PhaseWindow {
+			continue
+		}
+		if s.Kind == SwitchRestart || s.Kind == SwitchHandoff || s.Kind == SwitchReload {
+			sw = &s
+			continue
+		}
+		out = append(out, s)
+	}
+	if sw != nil {
+		out = append(out, *sw)
+	}
+	return out
 }

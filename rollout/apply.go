@@ -48,6 +48,9 @@ type ApplyOptions struct {
 	confirmOnly bool      // check a host the ledger shows done is as planned, and change nothing
 	soakRole    string    // this host soaks (Rollout.Soak), as its wave's canary or as every host
 	Approval    *Approval // how the caller decided the plan may run, for the receipt
+	// RunInfo is the run's id, kind, operator and relayctl, for every
+	// receipt; Apply gives it an id and a kind when the caller did not.
+	RunInfo RunInfo
 }
 
 // Checked is a plan that passed CheckPlan: the only kind Apply and Stage
@@ -180,6 +183,18 @@ func Apply(ctx context.Context, d HostDialer, c Checked, o ApplyOptions) (*Repor
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.RunInfo.ID == "" {
+		o.RunInfo.ID = NewRunID(o.Now())
+	}
+	if o.RunInfo.Kind == "" {
+		o.RunInfo.Kind = RunApply
+		switch {
+		case o.StageOnly:
+			o.RunInfo.Kind = RunStage
+		case o.Resume != nil:
+			o.RunInfo.Kind = RunResume
+		}
 	}
 	if o.Parallel < 1 {
 		o.Parallel = 1

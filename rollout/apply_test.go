@@ -370,10 +370,14 @@ func TestApplyRefusesEditedPlan(t *testing.T) {
 			if h.Outcome != rollout.Refused || !strings.Contains(h.Reason, tt.want) {
 				t.Errorf("got %s (%s), want refused naming %q", h.Outcome, h.Reason, tt.want)
 			}
+			// Nothing but its receipt filed: the run is on record there.
 			for _, o := range sims[0].Ops {
-				if o.Kind != "clear" && o.Kind != "lock" && o.Kind != "unlock" {
+				if o.Kind != "clear" && o.Kind != "lock" && o.Kind != "unlock" && o.Kind != "record" {
 					t.Errorf("a refused host got primitive %s", o.Kind)
 				}
+			}
+			if n := len(sims[0].Receipts); n != 1 {
+				t.Errorf("a refused host has %d receipts, want its run's", n)
 			}
 		})
 	}

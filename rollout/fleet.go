@@ -67,7 +67,7 @@ func runFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 // them, untouched.
 func newFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*fleet, error) {
 	f := &fleet{ctx: ctx, d: d, p: p, o: o, start: o.Now(), clock: time.Now(), keys: p.ReadKeys()}
-	f.rep = &Report{Plan: p.Name, Checksum: p.Checksum, Started: f.start.UTC().Format(time.RFC3339), Run: 1, Approval: o.Approval}
+	f.rep = &Report{Plan: p.Name, Checksum: p.Checksum, Started: f.start.UTC().Format(time.RFC3339), Run: 1, Approval: o.Approval, RunInfo: o.RunInfo}
 	if o.Only != nil {
 		f.rep.Only = o.Only.String()
 	}
@@ -275,7 +275,9 @@ func (f *fleet) finish() (*Report, error) {
 		}
 	}
 	f.book.notStarted(f.results, f.sel)
-	f.rep.Millis = f.o.Now().Sub(f.start).Milliseconds()
+	end := f.o.Now()
+	f.rep.Millis = end.Sub(f.start).Milliseconds()
+	f.rep.Ended = end.UTC().Format(time.RFC3339)
 	if err := f.book.failed(); err != nil {
 		return f.rep, err
 	}

@@ -29,9 +29,12 @@ type Host interface {
 	// "unlock" ends the session and must end its ops. A lost connection is
 	// an error for which IsConnLost is true.
 	Run(ctx context.Context, ops []Op, each func(i int, r Result) error) error
-	// Address is the host:port dialled; User the remote user.
+	// Address is the host:port dialled; User the remote user; Identity
+	// the key the host accepted and its host key, as the receipt records
+	// them.
 	Address() string
 	User() string
+	Identity() SSHIdentity
 	// RoundTrips is how many times relayctl waited on the host's answer.
 	RoundTrips() int
 	// Close ends the session (a lock not released stays behind for the

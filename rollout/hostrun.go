@@ -90,6 +90,7 @@ type hostRun struct {
 	yield  func() func() // gives up the parallel slot while draining; returns how to take one back
 
 	locked     bool                 // the session holds the host lock (until unlock)
+	filing     bool                 // the receipt was sent to the host (commit, record)
 	observeErr error                // the lock's reading of the host failed
 	st         []step               // the steps derived for this host, in order
 	gate       *plans.Facts         // the host when the window begins (the drain gate's last reading)
@@ -111,6 +112,7 @@ type hostRun struct {
 func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPlan, o ApplyOptions, pr *progress, yield func() func()) *HostResult {
 	res := &HostResult{HostAccount: HostAccount{Host: h.Host, Address: h.Address, Labels: h.Labels, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}},
 		started: o.Now(), clock: time.Now()}
+	res.Started = stamp(res.started)
 	host, err := d.DialHost(ctx, h.Host)
 	res.Timeline = append(res.Timeline, Phase{Name: "connect", Ms: time.Since(res.clock).Milliseconds()})
 	if err != nil {
@@ -118,10 +120,14 @@ func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPl
 		if IsRefusal(err) {
 			res.Outcome, res.Next = Refused, NextFix // a host key, authentication
 		}
+		res.Ended = stamp(o.Now())
 		return res
 	}
 	defer host.Close()
 	res.Address = host.Address()
+	if id := host.Identity(); id != (SSHIdentity{}) {
+		res.SSH = &id
+	}
 	hr := &hostRun{p: p, stored: h, h: h, o: o, host: host, res: res, pr: pr, q: QueryForPlan(p), yield: yield}
 	if o.soakRole != "" && o.Rollout != nil && o.Rollout.Soak != nil && !o.StageOnly && !o.confirmOnly {
 		hr.soak, hr.soakRole = o.Rollout.Soak, o.soakRole
@@ -152,6 +158,15 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 			hr.res.Outcome, hr.res.State, hr.res.Reason, hr.res.Next = e.outcome, e.state, e.reason, e.next
 			break
 		}
+	}
+	if hr.locked && !hr.filing && !hr.o.confirmOnly {
+		// Every run that held the lock leaves its receipt on the host,
+		// whatever its outcome (a resume's check of a host done before
+		// is not a run of its own there).
+		hr.file(context.WithoutCancel(ctx), "record")
+	}
+	if hr.res.Ended == "" {
+		hr.res.Ended = stamp(hr.o.Now())
 	}
 	hr.res.RoundTrips = hr.host.RoundTrips()
 	return hr.res

@@ -82,8 +82,15 @@ type StepRecord struct {
 // HostAccount is how one host's apply went, as its receipt tells it (the
 // receipt adds summaries of what was read: receipt.go).
 type HostAccount struct {
-	Host    string            `json:"host"`
-	Address string            `json:"address"`
+	Host    string `json:"host"`
+	Address string `json:"address"`
+	// SSH is how the host was reached: the remote user, the key it
+	// accepted and its host key (absent for a host never reached).
+	SSH *SSHIdentity `json:"ssh,omitempty"`
+	// Started and Ended are when relayctl began and finished with the
+	// host (UTC, RFC 3339 to the millisecond, relayctl's clock).
+	Started string            `json:"started,omitempty"`
+	Ended   string            `json:"ended,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"` // from the inventory (the plan's)
 	Outcome Outcome           `json:"outcome"`
 	State   string            `json:"state"` // as it was, as planned, or what exactly
@@ -167,6 +174,8 @@ type Report struct {
 	Waves    []*WaveResult `json:"waves,omitempty"`
 	Stopped  string        `json:"stopped,omitempty"`  // why hosts were left not started
 	Approval *Approval     `json:"approval,omitempty"` // ApplyOptions.Approval
+	RunInfo  RunInfo       `json:"run_info"`           // ApplyOptions.RunInfo
+	Ended    string        `json:"ended,omitempty"`    // UTC, RFC 3339
 }
 
 // Succeeded is true when every host is applied or unchanged (or staged,

@@ -69,15 +69,26 @@ func (hr *hostRun) prune(ctx context.Context) {
 func (hr *hostRun) commit(ctx context.Context, out Outcome) {
 	hr.res.Outcome = out
 	hr.res.Soak.settle(out)
-	hr.res.RoundTrips = hr.host.RoundTrips() + 1 // with the commit's own
-	body, err := receiptJSON(hr.p, hr.res)
+	hr.file(ctx, "commit")
+}
+
+// file files the host's receipt under the run's name, keeping the newest
+// HostReceiptsKept, and unlocks, in one round trip: "commit" files the
+// run's journal beside it (the run is over), "record" the receipt alone,
+// for a run that ends before its window without a commit (unchanged,
+// refused under the lock), whose journal, if any, is not this run's.
+func (hr *hostRun) file(ctx context.Context, kind string) {
+	hr.filing = true
+	hr.res.Ended = stamp(hr.o.Now())
+	hr.res.RoundTrips = hr.host.RoundTrips() + 1 // with the filing's own
+	body, err := hostReceiptJSON(hr.p, hr.res, hr.o)
 	if err != nil {
 		hr.pr.say(hr.h.Host, "receipt: %v", err)
 		return
 	}
-	o := op("commit", receiptName(hr.p, hr.o.Now()), strings.ReplaceAll(string(out), " ", "-"))
+	o := op(kind, HostReceiptName(hr.p, hr.o.RunInfo.ID), strings.ReplaceAll(string(hr.res.Outcome), " ", "-"), strconv.Itoa(HostReceiptsKept))
 	o.Data = body
-	// The unlock goes in the same batch; if the commit fails the host
+	// The unlock goes in the same batch; if the filing fails the host
 	// skips it, and the run's end unlocks.
 	if err := hr.host.Run(ctx, []Op{o, unlockOp()}, nil); err != nil {
 		hr.pr.say(hr.h.Host, "could not file the receipt on the host: %v", err)
@@ -86,10 +97,5 @@ func (hr *hostRun) commit(ctx context.Context, out Outcome) {
 	hr.locked = false
 }
 
-func receiptName(p *plans.Plan, now time.Time) string {
-	sum := strings.TrimPrefix(p.Checksum, "sha256:")
-	if len(sum) > 12 {
-		sum = sum[:12]
-	}
-	return now.UTC().Format("20060102T150405Z") + "-" + p.Name + "-" + sum
-}
+// stamp is a time as receipts give it: UTC, RFC 3339 to the millisecond.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }

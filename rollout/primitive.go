@@ -73,7 +73,10 @@ var Primitives = []Primitive{
 	{Kind: "unit-log", Args: "UNIT SINCE_NS [INVOCATION]", Doc: "the unit's journal lines since then; with the invocation id of a run that failed, once the journal has that run's first entry (at most 2 s)"},
 	{Kind: "clock", Doc: "the host clock (ns)"},
 	{Kind: "clear", Doc: "archive an unfinished run's journal and stage folder"},
-	{Kind: "commit", Args: "NAME OUTCOME", Payload: DataPayload, Doc: "file the receipt (the data) and the journal beside it; the run is over"},
+	{Kind: "commit", Args: "NAME OUTCOME KEEP", Payload: DataPayload, Doc: "file the receipt (the data) as NAME.json and the journal beside it as NAME.journal, then keep the newest KEEP receipts; the run is over"},
+	{Kind: "record", Args: "NAME OUTCOME KEEP", Payload: DataPayload,
+		Doc: "file the receipt (the data) of a run that ends without a commit (unchanged, refused under the lock) as NAME.json, the journal untouched (it is not this run's), then keep the newest KEEP receipts"},
+	{Kind: "receipts", Args: "N", Doc: "the newest N receipts filed, newest first (DATA: for each, NAME SIZE on a line, then its bytes); read-only, and the one request a session may begin with instead of lock, without taking it"},
 	{Kind: "unlock", Doc: "release the host lock and end the session; the last of a session"},
 }
 

@@ -16,8 +16,12 @@ type setSysctl struct {
 }
 
 func (s setSysctl) describe() plans.Step {
+	undo := titlef("set %s back to %s in /proc/sys, read back", s.key, s.previous)
+	if s.previous == "" {
+		undo = titlef("leave %s as set: no value was read before to put back", s.key)
+	}
 	return plans.Step{Phase: plans.PhaseWindow, Kind: KindSetSysctl, Key: s.key, Value: s.value,
-		Title: titlef("set sysctl: %s = %s in /proc/sys, read back", s.key, s.value)}
+		Title: titlef("set sysctl: %s = %s in /proc/sys, read back", s.key, s.value), Undo: undo}
 }
 
 func (s setSysctl) do() []Op { return []Op{s.write(s.value)} }

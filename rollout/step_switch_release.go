@@ -12,8 +12,12 @@ type switchRelease struct {
 }
 
 func (s switchRelease) describe() plans.Step {
+	undo := titlef("point %s back at %s", s.link, s.previous)
+	if s.previous == "" {
+		undo = titlef("remove %s again (there was none)", s.link)
+	}
 	return plans.Step{Phase: plans.PhaseWindow, Kind: KindSwitchRelease, Key: s.link, Value: s.version,
-		Title: titlef("switch release: %s → %s (atomic rename of a new link)", s.link, s.dir)}
+		Title: titlef("switch release: %s → %s (atomic rename of a new link)", s.link, s.dir), Undo: undo}
 }
 
 func (s switchRelease) prepare() []Op { return []Op{op("backup-link", s.link, "backup-current")} }

@@ -48,13 +48,17 @@ only when the one before has ended within its budgets: --max-failures
 failed, rolled back or refused hosts and --max-unreachable unreachable ones
 (both default 0), exactly at a budget goes on, over it stops; a wave where
 no host applied stops whatever the budgets. An interrupt stops new hosts
-too (a host inside its window finishes or rolls back). A receipt is kept on
-each host under the state dir and written beside the plan as
-PLAN.receipt.json and PLAN.receipt.md, and PLAN.ledger.json holds every
-host's outcome so far, written as each host starts and ends: --resume goes
-on with the hosts it does not show applied or unchanged, and refuses a
-ledger of another plan. On a terminal, progress is a live view of the wave
-and the fleet; otherwise one line per step.
+too (a host inside its window finishes or rolls back). Every run is a
+record: its receipt (the run's id, who ran it on which machine, relayctl's
+version and commit, the approval, and per host the SSH key it accepted and
+how it ended) is kept on each host it reached under the state dir (the
+newest 100) and beside the plan in PLAN.receipts/, under a name of its own;
+PLAN.receipt.json and PLAN.receipt.md point at the newest (relayctl history
+lists them all). PLAN.ledger.json holds every host's outcome so far,
+written as each host starts and ends: --resume goes on with the hosts it
+does not show applied or unchanged, and refuses a ledger of another plan.
+On a terminal, progress is a live view of the wave and the fleet;
+otherwise one line per step.
 
 relayctl stage PLAN (or apply --stage-only) does everything before the
 window ahead of it; apply then finds the release and files staged, checks
@@ -73,7 +77,7 @@ Then apply derives each host's steps again from the recorded spec and what
 it observes, and refuses a host where they differ from the plan's.
 
 With --json, stdout is the receipt as JSON (the shape of PLAN.receipt.json,
-format_version 1, docs/json.md) instead of the recap; progress and
+format_version 2, docs/json.md) instead of the recap; progress and
 errors stay on stderr.
 
 Exit status: 0 every host applied or already as planned, 1 otherwise.
@@ -81,6 +85,7 @@ Exit status: 0 every host applied or already as planned, 1 otherwise.
 Examples:
    relayctl apply ashburn.plan
    relayctl apply ashburn.plan --json > receipt.json
+   relayctl apply ashburn.plan --json | jq '.hosts[] | {host, outcome, ssh}'
    relayctl apply ashburn.plan --parallel 5
    relayctl apply fleet.plan --waves 1,5,25%,100% --max-failures 2 --max-unreachable 5%
    relayctl apply fleet.plan --soak 60s            # watch each wave's canary's drops for a minute
@@ -144,6 +149,10 @@ func runApply(c *cli.Context, e *env) error {
 	live, width := terminal(e.stderr)
 	led := &ledgerWriter{path: ledgerFile(file)}
 	defer led.close()
+	kind := rollout.RunApply
+	if fleet.resume != nil {
+		kind = rollout.RunResume
+	}
 	rep, err := rollout.Apply(ctx, sshHosts(c, targets(p)), checked, rollout.ApplyOptions{
 		Parallel:      c.Int("parallel"),
 		Artifact:      artifact,
@@ -163,6 +172,7 @@ func runApply(c *cli.Context, e *env) error {
 		LiveWidth:     width,
 		FetchTimeout:  c.Duration("fetch-timeout"),
 		Approval:      approved,
+		RunInfo:       runInfo(kind),
 	})
 	if rep == nil {
 		return err
@@ -171,21 +181,18 @@ func runApply(c *cli.Context, e *env) error {
 		testApplied(rep)
 	}
 	ledgerErr := err
-	receipt := file + ".receipt.json"
-	if err := writeFileAtomicWith(receipt, 0o600, func(w io.Writer) error { return rollout.WriteReceiptJSON(w, p, rep) }); err != nil {
-		return err
-	}
-	if err := writeFileAtomicWith(file+".receipt.md", 0o600, func(w io.Writer) error { return rollout.WriteReceiptMarkdown(w, p, rep) }); err != nil {
+	record, err := writeRun(file, p, rep)
+	if err != nil {
 		return err
 	}
 	if c.Bool("json") {
-		if err := copyFile(e.stdout, receipt); err != nil {
+		if err := copyFile(e.stdout, record); err != nil {
 			return err
 		}
 	} else {
 		printRecap(e.stdout, rep)
 	}
-	fmt.Fprintf(e.stderr, "relayctl: receipt in %s.receipt.json and %s.receipt.md, every host's outcome in %s\n", file, file, ledgerFile(file))
+	fmt.Fprintf(e.stderr, "relayctl: receipt of run %s in %s and .md (%s.receipt.json points at it), every host's outcome in %s\n", rep.RunInfo.ID, record, file, ledgerFile(file))
 	if ledgerErr != nil {
 		return ledgerErr
 	}

@@ -101,7 +101,8 @@ func decideApproval(c *cli.Context, e *env, file string, p *plans.Plan, raw []by
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	fmt.Fprintf(e.stderr, "relayctl: %s approved by %s\n", file, plans.Visible(who.String()))
-	return &rollout.Approval{Decision: rollout.ApprovalSigned, AllowedSigners: signers, From: from, Signer: who.String(), Signature: sigFile}, nil
+	return &rollout.Approval{Decision: rollout.ApprovalSigned, AllowedSigners: signers, From: from, Signer: who.String(), Signature: sigFile,
+		SignerKey: who.KeyType + " " + who.Fingerprint, SignersLine: fmt.Sprintf("%s:%d", who.File, who.Line)}, nil
 }
 
 // skipApproval is --skip-approval REASON: allowed only where there is an

@@ -16,6 +16,7 @@ func commands(e *env) []*cli.Command {
 		stageCommand(e),
 		approveCommand(e),
 		verifyCommand(e),
+		historyCommand(e),
 		benchCommand(e),
 		sizeCommand(e),
 		completionCommand(e),

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"strings"
 
@@ -22,12 +23,15 @@ func planCommand(e *env) *cli.Command {
 		Usage:     "read each host's live state and write a one-window plan with its review",
 		ArgsUsage: "SPEC",
 		Description: `Reads the spec, observes every host over SSH (one connection each, in
-parallel), and computes what one restart window will change: sysctls in
-force and persisted, the relay release, its config, and the SO_RCVBUF the
+parallel), and computes what one window will change: sysctls in force and
+persisted, the relay release, its config, how the relay is switched
+(restarted, handed over, reloaded, or not at all), and the SO_RCVBUF the
 kernel will report on the relay socket afterwards. With --out it writes
-the plan (JSON) and PLAN.md, the review; without it, prints the review.
-With --json it prints the plan's JSON on stdout instead (what show --json
-prints of a saved plan).
+the plan (JSON) and PLAN.md, the review, and PLAN.readings.json, what was
+read that is not the plan (drop counters, clocks, players); without it,
+prints the review. With --json it prints the plan's JSON on stdout
+instead (what show --json prints of a saved plan). The same spec against
+unchanged hosts gives the same plan, byte for byte.
 
 Exit status: 0 a plan was made (with or without changes), 1 an error
 (including a plan with blocked hosts, which is still written so it can be
@@ -40,7 +44,7 @@ Examples:
    relayctl facts --spec plans/examples/ashburn-rcvbuf.yaml --json > facts.json
    relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts facts.json --out ashburn.plan`,
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the plan to `PLAN` and the review to PLAN.md"},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the plan to `PLAN`, the review to PLAN.md and the readings that are not the plan to PLAN.readings.json"},
 			&cli.StringSliceFlag{Name: "facts", Usage: "plan offline from the `FILE` that relayctl facts --json wrote (repeatable) instead of SSH"},
 			&cli.BoolFlag{Name: "allow-downgrade", Usage: "allow a release older than the one running"},
 			&cli.BoolFlag{Name: "json", Usage: "print the plan's JSON on stdout instead of its summary or review"},
@@ -68,16 +72,17 @@ func runPlan(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := writePlan(e, p, c.String("out"), c.Bool("json")); err != nil {
+	if err := writePlan(e, p, facts, c.String("out"), c.Bool("json")); err != nil {
 		return err
 	}
 	return planExit(p, c.Bool("detailed-exitcode"))
 }
 
-// writePlan writes the plan to out and its review beside it (both 0600:
-// a plan holds each host's facts), and prints a summary, the review when
-// there is no out, or with asJSON the plan's JSON, on stdout.
-func writePlan(e *env, p *plans.Plan, out string, asJSON bool) error {
+// writePlan writes the plan to out, its review and the readings that are
+// not the plan beside it (all 0600: a plan holds each host's facts), and
+// prints a summary, the review when there is no out, or with asJSON the
+// plan's JSON, on stdout.
+func writePlan(e *env, p *plans.Plan, facts []*plans.Facts, out string, asJSON bool) error {
 	if out != "" {
 		if err := writeFileAtomicWith(out, 0o600, p.WriteJSON); err != nil {
 			return err
@@ -85,7 +90,14 @@ func writePlan(e *env, p *plans.Plan, out string, asJSON bool) error {
 		if err := writeFileAtomic(out+".md", p.Markdown(filepath.Base(out)), 0o600); err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stderr, "relayctl: wrote %s and %s\n", out, out+".md")
+		rd, err := plans.ReadingsOf(p, facts).JSON()
+		if err != nil {
+			return err
+		}
+		if err := writeFileAtomic(readingsFile(out), rd, 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "relayctl: wrote %s, %s and %s\n", out, out+".md", readingsFile(out))
 	}
 	switch {
 	case asJSON:
@@ -321,4 +333,27 @@ func readFacts(files []string, hosts []string) ([]*plans.Facts, error) {
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// readingsFile is where plan --out PLAN keeps what it read that is not
+// the plan (plans.Readings): PLAN.readings.json.
+func readingsFile(plan string) string { return plan + ".readings.json" }
+
+// loadReadings reads the readings beside a plan file, nil when there are
+// none (a plan copied without them): verify then has no baseline from the
+// plan, and says so.
+func loadReadings(plan string, p *plans.Plan) (*plans.Readings, error) {
+	file := readingsFile(plan)
+	data, err := readRegular(file, plans.MaxReadingsSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read readings: %w", err)
+	}
+	r, err := plans.LoadReadings(file, data, p)
+	if err != nil {
+		return nil, withHint(err, fmt.Sprintf("they are written by relayctl plan beside the plan it writes; plan again, or remove %s to verify without them", file))
+	}
+	return r, nil
 }

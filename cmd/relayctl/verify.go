@@ -29,7 +29,8 @@ namespace's UdpRcvbufErrors and UdpInErrors, the relay's rx_drops) and
 their rate since the last apply: from the counters the host's newest
 receipt (under /var/lib/relayctl/receipts) read after that apply's window,
 or, when that socket is gone or no receipt has them, the plan's own
-observation of the same socket. A host dropping more than the promise
+observation of the same socket (PLAN.readings.json, which plan --out
+writes beside the plan). A host dropping more than the promise
 (rollout.soak.max_drop_rate, default 1 drop/s; docs/soak.md) differs;
 counters that disagree are shown.
 
@@ -58,12 +59,16 @@ func runVerify(c *cli.Context, e *env) error {
 	arg := c.Args().First()
 	var p *plans.Plan
 	var facts []*plans.Facts
+	var readings *plans.Readings
 	var err error
 	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
 		p, facts, err = planFromSpec(c, e, arg)
 	} else if p, _, err = inspectPlan(arg); err == nil {
 		if p.Inventory != nil && p.Inventory.Program != nil {
 			fmt.Fprintf(e.stderr, "relayctl: %s: its hosts are read as the plan records them, from %s, which verify does not run again (apply and stage do)\n", arg, plans.Visible(p.Inventory.Source()))
+		}
+		if readings, err = loadReadings(arg, p); err != nil {
+			return err
 		}
 		hosts := make([]string, len(p.Hosts))
 		for i, h := range p.Hosts {
@@ -79,13 +84,12 @@ func runVerify(c *cli.Context, e *env) error {
 		return err
 	}
 	rep := verifyReport{FormatVersion: VerifyFormatVersion, Source: arg, Plan: p.Name, Checksum: p.Checksum, Hosts: []verifyHost{}}
-	fromPlan := p.Checksum != "" // a plan made now from a spec observed nothing earlier
 	for i, h := range p.Hosts {
 		vh := verifyHost{Host: h.Host, Address: h.Address, OK: true, Checks: append([]rollout.Check{}, rollout.PlannedChecks(p, h, nil, facts[i])...)}
 		for _, ch := range vh.Checks {
 			vh.OK = vh.OK && ch.OK
 		}
-		vh.Drops = dropsOf(p, h, facts[i], fromPlan)
+		vh.Drops = dropsOf(p, facts[i], readings.Host(h.Host))
 		if !vh.Drops.OK {
 			vh.OK = false
 			rep.Summary.OverPromise++
@@ -208,8 +212,9 @@ type verifyDrops struct {
 }
 
 // dropsOf measures a host's drops since its last apply, or since the plan
-// observed it (fromPlan: the plan is a file made earlier).
-func dropsOf(p *plans.Plan, h *plans.HostPlan, f *plans.Facts, fromPlan bool) verifyDrops {
+// observed it (at: its readings beside the plan file, nil for a plan
+// made now from a spec, which observed nothing earlier).
+func dropsOf(p *plans.Plan, f *plans.Facts, at *plans.HostReading) verifyDrops {
 	d := verifyDrops{Now: rollout.CountersOf(f), Allowed: plans.DefaultSoak.MaxDropRate, OK: true}
 	if r, err := p.Rollout.Resolve(); err == nil && r.Soak != nil {
 		d.Allowed = r.Soak.MaxDropRate
@@ -225,9 +230,9 @@ func dropsOf(p *plans.Plan, h *plans.HostPlan, f *plans.Facts, fromPlan bool) ve
 	} else {
 		why = append(why, "no receipt on the host read the relay back after a window")
 	}
-	if d.Span == nil && fromPlan && h.DropsAtPlan != nil {
-		if s, err := rollout.Span(*h.DropsAtPlan, d.Now); err == nil {
-			b := *h.DropsAtPlan
+	if d.Span == nil && at != nil && at.Drops != nil {
+		if s, err := rollout.Span(*at.Drops, d.Now); err == nil {
+			b := *at.Drops
 			d.Since, d.Baseline, d.Span = "plan", &b, s
 		} else {
 			why = append(why, "since the plan: "+err.Error())

@@ -36,6 +36,25 @@ type Sim struct {
 	Journal  string            // the journal of the run in progress, or of a run that died
 	Owner    string            // the lock's owner file: a dead run's, while no session holds it
 	Paths    plans.PlanPaths
+	// Key and HostKey stand for the SSH key the host accepts and its host
+	// key, for tests of what receipts record of them.
+	Key, HostKey string
+	// Receipts are the receipts filed on the host, oldest first.
+	Receipts []SimReceipt
+
+	// The relay's /status beyond its players: Status makes it answer
+	// (it does with Players or a Load too); Handoff ("unix/1") on
+	// HandoffSocket and FDStore ("systemd/1") are what the running relay
+	// offers, FDStoreMax the unit's store (a restart then keeps the socket
+	// and its counters, as relayd through systemd's store does); FromPID
+	// and SocketFrom are what the relay says of its start.
+	Status        bool
+	Handoff       string
+	HandoffSocket string
+	FDStore       string
+	FDStoreMax    int
+	FromPID       int
+	SocketFrom    string
 
 	// Faults.
 	LockBusy   bool
@@ -213,6 +232,12 @@ func (s *Sim) Address() string { return s.Name + ":22" }
 // User is root.
 func (s *Sim) User() string { return "root" }
 
+// Identity is the Sim's keys: its Key and HostKey, as a test set them
+// ("" for none: a Sim has no SSH).
+func (s *Sim) Identity() rollout.SSHIdentity {
+	return rollout.SSHIdentity{User: "root", Key: s.Key, HostKey: s.HostKey}
+}
+
 // RoundTrips counts the Run calls (each one batch, one round trip).
 func (s *Sim) RoundTrips() int {
 	s.mu.Lock()
@@ -257,13 +282,10 @@ func (s *Sim) Facts() *plans.Facts {
 	}
 	sort.Strings(f.Release.Installed)
 	if s.PID > 0 {
-		f.Service = plans.ServiceFact{Running: true, PID: s.PID}
+		f.Service = plans.ServiceFact{Running: true, PID: s.PID, FDStoreMax: s.FDStoreMax}
 		c := s.counters()
-		if c.Players != nil {
-			n := *c.Players
-			f.RelayStatus = &plans.RelayStatusFact{Read: true, Version: plans.ReleaseOf(s.Paths, s.Link), PID: s.PID, Players: n, Lobbies: (n + 7) / 8,
-				SORcvbufEffective: int(s.RB), SocketInode: s.Inode, RxDrops: *c.RelayRxDrops, RxPackets: *c.RelayRxPackets,
-				Forwarded: *c.RelayForwarded, PlayersEstablished: c.PlayersEstablished}
+		if c.Players != nil || s.Status {
+			f.RelayStatus = s.status(c)
 		}
 		f.Release.RunningExe = s.Exe
 		f.Socket = plans.SocketFact{Found: true, Port: 7788, Rcvbuf: s.RB, Inode: s.Inode, Drops: c.SSDrops, ProcUDPDrops: c.ProcUDPDrops,
@@ -273,6 +295,21 @@ func (s *Sim) Facts() *plans.Facts {
 		f.Socket = plans.SocketFact{Port: 7788}
 	}
 	return f
+}
+
+// status is what the relay's /status says, with the counters c.
+func (s *Sim) status(c plans.DropCounters) *plans.RelayStatusFact {
+	st := &plans.RelayStatusFact{Read: true, Version: plans.ReleaseOf(s.Paths, s.Link), PID: s.PID, SORcvbufEffective: int(s.RB), SocketInode: s.Inode,
+		Handoff: s.Handoff, HandoffSocket: s.HandoffSocket, FDStore: s.FDStore, HandoffFromPID: s.FromPID, SocketFrom: s.SocketFrom}
+	if s.SocketFrom == "fdstore" {
+		st.FDStoreState = "final"
+	}
+	if c.Players != nil {
+		st.Players, st.Lobbies = *c.Players, (*c.Players+7)/8
+		st.RxDrops, st.RxPackets = *c.RelayRxDrops, *c.RelayRxPackets
+		st.Forwarded, st.PlayersEstablished = *c.RelayForwarded, c.PlayersEstablished
+	}
+	return st
 }
 
 // Clone copies the facts, for a plan made from them.
@@ -340,7 +377,7 @@ func (s *Sim) one(o rollout.Op) (rollout.Result, error) {
 	case o.Kind == s.FailOp:
 		s.jlog("fail " + s.FailMsg)
 		return rollout.Result{}, &rollout.OpError{Op: o, Msg: s.FailMsg}
-	case o.Kind != "lock" && o.Kind != "observe" && !s.locked:
+	case o.Kind != "lock" && o.Kind != "observe" && o.Kind != "receipts" && !s.locked:
 		return rollout.Result{}, fmt.Errorf("run on host: the host is not locked")
 	}
 	r, err := s.apply(o)
@@ -424,6 +461,11 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 		s.jlog(o.Args[0])
 	case "commit":
 		s.Journal, s.Backups = "", map[string]*string{} // filed with the receipt
+		s.fileReceipt(o)
+	case "record":
+		s.fileReceipt(o)
+	case "receipts":
+		return s.receipts(o), nil
 	case "dir", "file-ok", "link-ok", "exec-ok", "check-release", "daemon-reload", "clear-fdstore":
 	case "clear":
 		s.Journal, s.Backups = "", map[string]*string{}
@@ -530,13 +572,18 @@ func (s *Sim) relay(o rollout.Op) rollout.Result {
 		s.Sysctls[o.Args[0]] = o.Args[1]
 		return rollout.Result{Value: o.Args[1]}
 	case "restart":
+		pid, inode, kept := s.PID, s.Inode, s.drops
 		s.restart()
+		s.SocketFrom = "bound"
+		if s.FDStore != "" && s.FDStoreMax > 0 && pid != 0 {
+			s.Inode, s.drops, s.FromPID, s.SocketFrom = inode, kept, pid, "fdstore" // the socket from systemd's store
+		}
 	case "handoff":
 		s.Handoffs++
-		inode, kept := s.Inode, s.drops
+		pid, inode, kept := s.PID, s.Inode, s.drops
 		s.restart()
 		s.Restarts--
-		s.Inode, s.drops = inode, kept // the same socket, and relayd carries its counters on
+		s.Inode, s.drops, s.FromPID = inode, kept, pid // the same socket, and relayd carries its counters on
 	case "relay-drain":
 		s.Draining = o.Args[2] == "POST"
 	case "stop":
@@ -553,6 +600,37 @@ func (s *Sim) relay(o rollout.Op) rollout.Result {
 		return rollout.Result{Value: "relayd: error: bad config"}
 	}
 	return now
+}
+
+// SimReceipt is a receipt filed on a Sim.
+type SimReceipt struct {
+	Name string // NAME.json
+	Body string
+}
+
+// fileReceipt files a commit's or record's receipt and keeps the newest KEEP,
+// as agent.sh does.
+func (s *Sim) fileReceipt(o rollout.Op) {
+	body := string(o.Data)
+	if s.Lean {
+		body = "" // the fleet simulator's hosts keep the name alone
+	}
+	s.Receipts = append(s.Receipts, SimReceipt{Name: o.Args[0] + ".json", Body: body})
+	sort.SliceStable(s.Receipts, func(i, j int) bool { return s.Receipts[i].Name < s.Receipts[j].Name })
+	if keep, _ := strconv.Atoi(o.Args[2]); len(s.Receipts) > keep {
+		s.Receipts = s.Receipts[len(s.Receipts)-keep:]
+	}
+}
+
+// receipts answers the newest N receipts, newest first, framed as
+// agent.sh frames them.
+func (s *Sim) receipts(o rollout.Op) rollout.Result {
+	n, _ := strconv.Atoi(o.Args[0])
+	var b strings.Builder
+	for i := len(s.Receipts) - 1; i >= 0 && n > 0; i, n = i-1, n-1 {
+		fmt.Fprintf(&b, "%s %d\n%s", s.Receipts[i].Name, len(s.Receipts[i].Body), s.Receipts[i].Body)
+	}
+	return rollout.Result{Value: b.String()}
 }
 
 // prune removes the releases the argv lines name (v:VERSION), never the

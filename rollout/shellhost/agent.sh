@@ -920,31 +920,95 @@ p_clear() { # archive an unfinished run's journal and stage
 	}; fi
 	val "$old"
 }
-p_commit() { # NAME OUTCOME, then the receipt as data: filed with the journal beside it
-	case $a in *[!A-Za-z0-9._-]* | '')
+# file_receipt NAME KEEP: the receipt (the request's data) as
+# STATE/receipts/NAME.json, through a temporary file and a rename.
+file_receipt() {
+	case $1 in *[!A-Za-z0-9._-]* | '')
 		err "bad receipt name"
-		return
+		return 1
 		;;
 	esac
-	r=$state/receipts/$a
+	case $2 in *[!0-9]* | '')
+		err "bad receipt count"
+		return 1
+		;;
+	esac
+	mkdir -p -- "$state/receipts" || {
+		err "mkdir receipts"
+		return 1
+	}
+	r=$state/receipts/$1
 	out=$(take "$data_left" "$r.json.relayctl-new")
 	rc=$?
 	data_left=0
 	if [ "$rc" != 0 ]; then
 		err "write receipt: $out"
-		return
+		return 1
 	fi
 	mv -f -- "$r.json.relayctl-new" "$r.json" || {
 		err "write receipt"
-		return
+		return 1
 	}
+}
+# prune_receipts KEEP: only the newest KEEP receipts stay, each with its
+# journal (names begin with their run's UTC time: the glob's order is
+# theirs). The oldest go first; a name relayctl did not write is left.
+prune_receipts() {
+	keep=$1
+	set -- "$state"/receipts/*.json
+	[ -e "$1" ] || [ -L "$1" ] || return 0
+	n=$#
+	for f in "$@"; do
+		[ "$n" -gt "$keep" ] || break
+		rm -f -- "$f" "${f%.json}.journal"
+		n=$((n - 1))
+	done
+}
+p_commit() { # NAME OUTCOME KEEP, then the receipt as data: filed with the journal beside it
+	file_receipt "$a" "$c" || return
 	jlog "end $b"
 	mv -f -- "$journal" "$r.journal" || {
 		err "file the journal"
 		return
 	}
 	rm -rf -- "$stage"
+	prune_receipts "$c"
 	ok
+}
+p_record() { # NAME OUTCOME KEEP, then the receipt as data: filed alone
+	file_receipt "$a" "$c" || return
+	prune_receipts "$c"
+	ok
+}
+p_receipts() { # N: the newest N receipts, newest first, as one DATA answer
+	case $a in '' | *[!0-9]*)
+		err "bad receipt count"
+		return
+		;;
+	esac
+	set --
+	[ -d "$state/receipts" ] && set -- "$state"/receipts/*.json
+	list='' total=0 n=0 i=$#
+	while [ "$i" -gt 0 ] && [ "$n" -lt "$a" ]; do
+		eval "f=\${$i}"
+		i=$((i - 1))
+		[ -f "$f" ] && [ ! -L "$f" ] || continue
+		name=${f##*/}
+		case $name in *[!A-Za-z0-9._-]*) continue ;; esac
+		size=$(($(wc -c <"$f"))) || continue
+		[ "$size" -le 1048576 ] || continue
+		list="$list$name $size
+"
+		total=$((total + ${#name} + ${#size} + 2 + size))
+		n=$((n + 1))
+	done
+	printf 'DATA %d\n' "$total"
+	# Exactly SIZE bytes each, whatever happens to the file meanwhile
+	# (zeros for bytes gone): the answer's length was given.
+	printf '%s' "$list" | while IFS=' ' read -r name size; do
+		printf '%s %s\n' "$name" "$size"
+		cat -- "$state/receipts/$name" /dev/zero 2>/dev/null | head -c "$size"
+	done
 }
 p_unlock() { # remove the owner file and exit
 	rm -f -- "$state/lock.owner"
@@ -956,6 +1020,12 @@ IFS= read -r first || exit 0
 IFS=$tab read -r cmd owner <<EOF
 $first
 EOF
+if [ "$cmd" = receipts ]; then
+	# Read-only, without the lock (history --hosts): one answer, then exit.
+	a=$owner
+	p_receipts
+	exit 0
+fi
 [ "$cmd" = lock ] || {
 	printf 'ERR the first request must be lock\n'
 	exit 2
