@@ -173,6 +173,15 @@ type SocketEntry struct {
 type FactsFile struct {
 	FormatVersion int      `json:"format_version"`
 	Hosts         []*Facts `json:"hosts"`
+	// Unreachable are the hosts that could not be read, with why: a plan
+	// made from the file holds them as unreachable.
+	Unreachable []UnreachableFact `json:"unreachable,omitempty"`
+}
+
+// UnreachableFact is a host relayctl could not read, and why.
+type UnreachableFact struct {
+	Host  string `json:"host"`
+	Error string `json:"error"`
 }
 
 // FactsFormatVersion is the version of the FactsFile layout.

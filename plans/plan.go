@@ -148,21 +148,24 @@ type HostPlan struct {
 	// that is not its name (an inventory's ansible_host, _port, _user).
 	Target string `json:"target,omitempty"`
 	// Labels are the host's labels from the inventory (hosts.labels).
-	Labels        map[string]string `json:"labels,omitempty"`
-	Address       string            `json:"address"`
-	Kernel        string            `json:"kernel"`
-	Action        string            `json:"action"`
-	Fingerprint   string            `json:"fingerprint"`
-	Facts         []FactEntry       `json:"facts"` // what the fingerprint covers
-	Blockers      []string          `json:"blockers"`
-	Warnings      []string          `json:"warnings"`
-	Sysctls       []SysctlChange    `json:"sysctls"`
-	Release       ReleaseChange     `json:"release"`
-	Files         []FileChange      `json:"files"` // every file relayctl writes on the host (files.go)
-	Restart       bool              `json:"restart"`
-	PlayersAtPlan *Players          `json:"players_at_plan,omitempty"` // what the relay's /status said, with a drain gate
-	Switch        string            `json:"switch,omitempty"`          // how the window switches the relay: restart, handoff, reload, fdstore
-	SwitchWhy     string            `json:"switch_why,omitempty"`      // why that way
+	Labels  map[string]string `json:"labels,omitempty"`
+	Address string            `json:"address"`
+	Kernel  string            `json:"kernel"`
+	Action  string            `json:"action"`
+	// Unreachable is why the host could not be read when the plan was
+	// made (ActionUnreachable); the host plan has nothing else.
+	Unreachable   string         `json:"unreachable,omitempty"`
+	Fingerprint   string         `json:"fingerprint"`
+	Facts         []FactEntry    `json:"facts"` // what the fingerprint covers
+	Blockers      []string       `json:"blockers"`
+	Warnings      []string       `json:"warnings"`
+	Sysctls       []SysctlChange `json:"sysctls"`
+	Release       ReleaseChange  `json:"release"`
+	Files         []FileChange   `json:"files"` // every file relayctl writes on the host (files.go)
+	Restart       bool           `json:"restart"`
+	PlayersAtPlan *Players       `json:"players_at_plan,omitempty"` // what the relay's /status said, with a drain gate
+	Switch        string         `json:"switch,omitempty"`          // how the window switches the relay: restart, handoff, reload, fdstore
+	SwitchWhy     string         `json:"switch_why,omitempty"`      // why that way
 	// ClearStore says when a restart empties the unit's file-descriptor
 	// store, so that a release that binds its own socket can start:
 	// "window" (the new release cannot take the stored socket) or
@@ -288,9 +291,12 @@ type Artifact struct {
 
 // Input is everything a plan is made from.
 type Input struct {
-	Spec     *Spec
-	Facts    []*Facts // one per spec host, any order
-	Artifact Artifact
+	Spec  *Spec
+	Facts []*Facts // one per spec host read, any order
+	// Unreachable are the spec hosts that could not be read, with why:
+	// the plan holds them as unreachable (ActionUnreachable).
+	Unreachable map[string]string
+	Artifact    Artifact
 	// Templates are the texts of the spec's templates, by source.
 	Templates      map[string]string
 	AllowDowngrade bool
@@ -304,7 +310,8 @@ type StepsFunc func(p *Plan, h *HostPlan) []Step
 
 // Make computes the plan, steps included. It fails only when the input is
 // inconsistent (facts missing or malformed for a host, no Steps); problems
-// on a host become its blockers.
+// on a host become its blockers, and a host that could not be read is
+// unreachable.
 func Make(in Input) (*Plan, error) {
 	s := in.Spec
 	if in.Steps == nil {
@@ -334,11 +341,16 @@ func Make(in Input) (*Plan, error) {
 	p.Inventory = s.InventoryRecord
 	p.Hosts = make([]*HostPlan, 0, len(s.Hosts))
 	for _, name := range s.Hosts {
+		id := HostID{Name: name, Target: s.Targets[name], Labels: s.Labels[name]}
 		f, ok := byHost[name]
+		if why, down := in.Unreachable[name]; down && !ok {
+			p.Hosts = append(p.Hosts, unreachableHost(id, why))
+			continue
+		}
 		if !ok {
 			return nil, fmt.Errorf("plan %s: no facts for host %s", s.Name, name)
 		}
-		h := planHost(p, HostID{Name: name, Target: s.Targets[name], Labels: s.Labels[name]}, f)
+		h := planHost(p, id, f)
 		h.Steps = in.Steps(p, h)
 		if c := DropCountersOf(f); f.Service.Running && c.SocketInode != 0 && c.ClockNanos > 0 {
 			h.DropsAtPlan = &c // a baseline only with its socket and the host's clock

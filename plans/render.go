@@ -279,6 +279,8 @@ func actionText(a string) string {
 		return "changes"
 	case ActionNone:
 		return "no change"
+	case ActionUnreachable:
+		return "unreachable, not planned"
 	default:
 		return "blocked"
 	}

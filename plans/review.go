@@ -81,9 +81,13 @@ func (r *review) header(planFile string) {
 	for _, h := range p.Hosts {
 		counts[h.Action]++
 	}
-	r.w("- Hosts: %d to change, %d already as planned, %d blocked\n", counts[ActionChange], counts[ActionNone], counts[ActionBlocked])
-	if len(p.Hosts) > 0 {
-		r.w("%s", rolloutMarkdown(p))
+	r.w("- Hosts: %d to change, %d already as planned, %d blocked", counts[ActionChange], counts[ActionNone], counts[ActionBlocked])
+	if n := counts[ActionUnreachable]; n > 0 {
+		r.w(", %d unreachable (not planned: apply leaves them alone, a new plan reads them again)", n)
+	}
+	r.w("\n")
+	if q := p.reached(); len(q.Hosts) > 0 {
+		r.w("%s", rolloutMarkdown(q))
 	}
 	r.w("\n")
 	if p.CapacityBy != nil {
@@ -91,10 +95,18 @@ func (r *review) header(planFile string) {
 	}
 }
 
-// readFirst lists what a reviewer must see before anything else: sysctls
-// that run programs as root, then every host's blockers, then warnings.
+// readFirst lists what a reviewer must see before anything else: the
+// hosts that could not be read, sysctls that run programs as root, then
+// every host's blockers, then warnings.
 func (r *review) readFirst() {
 	var notes []string
+	for i, h := range r.p.Unreached() {
+		if i == maxReviewSections {
+			notes = append(notes, fmt.Sprintf("- **UNREACHABLE** and %d more hosts (`relayctl show PLAN --json` lists each)", len(r.p.Unreached())-i))
+			break
+		}
+		notes = append(notes, fmt.Sprintf("- **UNREACHABLE** %s: %s (not planned: apply leaves it alone)", MDText(h.Host), MDText(h.Unreachable)))
+	}
 	for _, c := range r.p.Sysctl {
 		if c.RunsProgram != "" {
 			notes = append(notes, fmt.Sprintf("- **RUNS A PROGRAM AS ROOT** %s = %s: %s (allowed by the spec's unsafe.sysctls_that_run_programs)", MDCode(c.Key), mdValue(c.Value), MDText(c.RunsProgram)))
@@ -121,6 +133,11 @@ func (r *review) readFirst() {
 
 // host is one host's section.
 func (r *review) host(h *HostPlan) {
+	if h.Action == ActionUnreachable {
+		r.w("## %s: %s\n\n", MDText(h.Host), actionText(h.Action))
+		r.b.WriteString(r.body(h, true))
+		return
+	}
 	r.w("## %s (%s): %s\n\n", MDText(h.Host), MDText(h.Address), actionText(h.Action))
 	r.w("Kernel %s · fingerprint %s%s\n\n", MDCode(h.Kernel), MDCode(short(h.Fingerprint)), identityText(h))
 	r.b.WriteString(r.body(h, true))
@@ -136,6 +153,10 @@ func (r *review) body(h *HostPlan, drops bool) string {
 }
 
 func (r *review) hostBody(h *HostPlan, drops bool) {
+	if h.Action == ActionUnreachable {
+		r.w("Not read when the plan was made: %s. Nothing is planned for it: apply leaves it alone, and the next plan reads it again.\n\n", MDText(h.Unreachable))
+		return
+	}
 	r.sysctlTable(h)
 	r.w("- Release: %s\n", releaseText(h.Release))
 	if len(h.Release.Prune)+len(h.Release.PruneStore) > 0 {

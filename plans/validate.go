@@ -160,6 +160,8 @@ func flatten(v any) map[string]string {
 func validateHost(p *Plan, h *HostPlan) error {
 	switch h.Action {
 	case ActionChange, ActionNone, ActionBlocked:
+	case ActionUnreachable:
+		return validateUnreachable(h)
 	default:
 		return fmt.Errorf("action %q", h.Action)
 	}

@@ -94,6 +94,8 @@ func newFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 	led.Only = o.Only.Items()
 	for _, i := range f.sel {
 		switch {
+		case p.Hosts[i].Action == plans.ActionUnreachable:
+			f.notPlanned(i, led)
 		case o.Resume != nil && o.Resume.Done(i):
 			f.done = append(f.done, i)
 		case o.Resume == nil && base != nil:
@@ -105,6 +107,16 @@ func newFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 	}
 	f.book = &ledgerBook{l: led, save: o.SaveLedger, patch: o.PatchLedger, now: o.Now}
 	return f, nil
+}
+
+// notPlanned is a host the plan holds as unreachable: left alone, in the
+// ledger too, whatever an earlier run's says.
+func (f *fleet) notPlanned(i int, led *Ledger) {
+	h := f.p.Hosts[i]
+	r := f.results[i]
+	r.Outcome, r.Next = NotPlanned, NextNewPlan
+	r.Reason = "unreachable when the plan was made (" + h.Unreachable + "): nothing was planned for it; the next plan reads it again"
+	led.Hosts[i] = LedgerHost{Host: h.Host, Outcome: string(NotPlanned), State: StateAsWas, Reason: r.Reason, Next: NextNewPlan}
 }
 
 // confirm checks, in one observe each, that every host the ledger shows

@@ -23,10 +23,15 @@ const (
 	Unreachable Outcome = "unreachable" // no connection
 	NotStarted  Outcome = "not started" // an earlier failure or an interrupt stopped the fleet first
 	Staged      Outcome = "staged"      // relayctl stage: staged for the window; nothing in force changed
+	// NotPlanned: unreachable when the plan was made, so the plan has
+	// nothing for it and apply leaves it alone; the next plan reads it.
+	// Not "unreachable" (this run could not connect) nor "not started"
+	// (this run stopped before it).
+	NotPlanned Outcome = "not planned"
 )
 
 // Outcomes lists every outcome in recap order.
-var Outcomes = []Outcome{Applied, Unchanged, Staged, RolledBack, Failed, Refused, Skipped, Unreachable, NotStarted}
+var Outcomes = []Outcome{Applied, Unchanged, Staged, RolledBack, Failed, Refused, Skipped, Unreachable, NotStarted, NotPlanned}
 
 // What to do next for a host that did not end as planned.
 const (
@@ -170,10 +175,11 @@ type Report struct {
 }
 
 // Succeeded is true when every host is applied or unchanged (or staged,
-// for relayctl stage).
+// for relayctl stage), those the plan has nothing for aside: whether they
+// may be left out was the plan's budget's call.
 func (r *Report) Succeeded() bool {
 	for _, h := range r.Hosts {
-		if h.Outcome != Applied && h.Outcome != Unchanged && h.Outcome != Staged {
+		if h.Outcome != Applied && h.Outcome != Unchanged && h.Outcome != Staged && h.Outcome != NotPlanned {
 			return false
 		}
 	}
