@@ -538,8 +538,13 @@ func (s *Spec) ReadKeys() []string {
 	return readKeys(keys)
 }
 
+// readKeys are ObservedKeys, the planned keys, and the keys the kernel
+// checks a planned one against (tune.Related).
 func readKeys(planned []string) []string {
 	keys := append(append([]string{}, ObservedKeys...), planned...)
+	for _, k := range planned {
+		keys = append(keys, tune.Related(k)...)
+	}
 	sort.Strings(keys)
 	out := keys[:0]
 	for i, v := range keys {

@@ -83,6 +83,9 @@ func (hr *hostRun) runSteps(ctx context.Context, phase string, b *stepBatch, tai
 			fmt.Sscan(r.Value, &hr.stopped)
 		}
 		if err := ops[j].Check(r); err != nil {
+			if ops[j].specValue {
+				return &refusedValue{err}
+			}
 			return err
 		}
 		if cur < len(b.spans) && j == b.spans[cur].end-1 {

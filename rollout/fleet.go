@@ -34,9 +34,10 @@ type fleet struct {
 	keys []string // the sysctls every receipt shows (the plan's ReadKeys)
 	strs interner // texts every host repeats, kept once
 
-	mu      sync.Mutex
-	stopped string
-	sem     chan struct{} // the wave's parallel slots
+	mu       sync.Mutex
+	stopped  string
+	rejected bool          // a soak judged the release a regression: the hosts left are not to be resumed
+	sem      chan struct{} // the wave's parallel slots
 }
 
 func runFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*Report, error) {
@@ -262,6 +263,11 @@ func (f *fleet) host(i int, w *WaveResult) {
 	if why := r.Soak.stops(r.Host); why != "" {
 		f.stop(why) // a soak that did not pass stops the rollout, whatever the budgets
 	}
+	if r.Next == NextRejected {
+		f.mu.Lock()
+		f.rejected = true
+		f.mu.Unlock()
+	}
 	if over != "" {
 		f.stop(over)
 	}
@@ -275,7 +281,10 @@ func (f *fleet) finish() (*Report, error) {
 		f.rep.Hosts[k] = f.results[i]
 	}
 	for _, r := range f.rep.Hosts {
-		if r.Outcome == NotStarted {
+		switch {
+		case r.Outcome == NotStarted && f.rejected:
+			r.Next = NextRejected // the release this plan ships was judged a regression
+		case r.Outcome == NotStarted:
 			r.Next = NextResume
 		}
 		if r.Outcome == NotStarted && r.Reason == "" {

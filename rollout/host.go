@@ -74,6 +74,10 @@ type Op struct {
 	// undoing: part of a rollback, which a host carries out even when its
 	// journal cannot note it (a full disk): an undo is better done than not.
 	undoing bool
+	// specValue: a failure means the host refuses a value of the spec (the
+	// kernel would not take a sysctl, or reads back another): applying the
+	// same plan again fails the same way.
+	specValue bool
 }
 
 // Undoing says the Op is part of a rollback (see Op.undoing).

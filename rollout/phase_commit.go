@@ -28,14 +28,34 @@ func (commitPhase) run(ctx context.Context, hr *hostRun) *ending {
 			hr.res.Recovery = RecoveryRolledBack
 		}
 		hr.commit(ctx, RolledBack)
-		return end(RolledBack, StateAsWas, hr.failure.Error())
+		return end(RolledBack, StateAsWas, hr.failure.Error()).because(hr.rolledBackNext())
 	}
 	if hr.rec != nil {
 		hr.res.Recovery = RecoveryCompleted
 	}
 	hr.prune(ctx)
 	hr.commit(ctx, Applied)
-	return end(Applied, StateAsPlanned, "")
+	e := end(Applied, StateAsPlanned, "")
+	if s := hr.res.Soak; s != nil && s.Verdict == SoakRegression {
+		e.next = NextRejected // kept (on_regression: keep), running a release its soak rejected
+	}
+	return e
+}
+
+// rolledBackNext is what to do after the window was rolled back: after a
+// crash, --resume (the policy undid a dead run's window, nothing of the
+// plan is wrong); else by the failure's cause (failureNext). A failure of
+// the switch, or of the read-back after it, is the planned release and
+// config not working there.
+func (hr *hostRun) rolledBackNext() string {
+	if hr.rec != nil {
+		return NextResume
+	}
+	switched := !hr.inWindow
+	if hr.inWindow && hr.started > 0 {
+		switched = hr.st[hr.started-1].traits().switches
+	}
+	return failureNext(hr.failure, switched)
 }
 
 // prune removes the old releases and store entries the plan lists, once
