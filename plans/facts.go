@@ -39,6 +39,10 @@ type Facts struct {
 	// LastApply is the host's newest receipt with a read-back, when the
 	// query asked for it (verify: the baseline of the drop rate since).
 	LastApply *LastApply `json:"last_apply,omitempty"`
+	// Undo is the host's newest receipt of a plan with a record of what
+	// its window changed, when the query asked for it (a rollback of that
+	// plan), and the backups kept beside it.
+	Undo *UndoFact `json:"undo,omitempty"`
 	// Journal and LockOwner are left by an apply that did not finish.
 	Journal   string `json:"journal,omitempty"`
 	LockOwner string `json:"lock_owner,omitempty"`

@@ -52,7 +52,11 @@ type Plan struct {
 	// an inventory (spec_hosts.go): apply selects them again and refuses
 	// a plan whose inventory changed.
 	Inventory *InventoryRecord `json:"inventory,omitempty"`
-	Hosts     []*HostPlan      `json:"hosts"`
+	// Rollback is set on a plan relayctl rollback made: it undoes the
+	// applied windows of that plan, each host's decisions from its own
+	// receipt of that run (rollback.go).
+	Rollback *RollbackRecord `json:"rollback,omitempty"`
+	Hosts    []*HostPlan     `json:"hosts"`
 }
 
 // PlanWindow is the spec's restart window, RFC 3339 in UTC.
@@ -182,6 +186,9 @@ type HostPlan struct {
 	// verify's baseline for the drop rate when no receipt on the host is
 	// newer (never part of the fingerprint: counters move).
 	DropsAtPlan *DropCounters `json:"drops_at_plan,omitempty"`
+	// Undo is, in a rollback plan, the window this host goes back from, as
+	// its receipt on the host records it.
+	Undo *Undo `json:"undo,omitempty"`
 }
 
 // FactEntry is one observed fact the plan depends on.
@@ -467,6 +474,9 @@ func Replan(p *Plan, id HostID, f *Facts, steps StepsFunc) (*HostPlan, error) {
 		return nil, err
 	}
 	h := planHost(p, id, f)
+	if p.Rollback != nil {
+		h = planRollbackHost(p, id, f)
+	}
 	h.Steps = steps(p, h)
 	return h, nil
 }

@@ -382,6 +382,8 @@ func changeText(f FileChange) string {
 		return "no change"
 	case f.Remove:
 		return "removed"
+	case f.Restore != "":
+		return "put back from the host's backup " + MDCode(f.Restore) + " (sha256 " + MDCode(short(f.SHA256)) + ", checked there)"
 	case !f.Exists:
 		return "created"
 	default:

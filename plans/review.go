@@ -40,7 +40,14 @@ func (r *review) header(planFile string) {
 	r.w("# relayctl plan: %s\n\n", MDText(p.Name))
 	r.w("- Plan file: %s (format %d, checksum %s)\n", MDCode(planFile), p.FormatVersion, MDCode(p.Checksum))
 	r.w("- Spec: %s (sha256 %s)\n", MDCode(p.SpecFile), MDCode(short(p.SpecSHA256)))
-	r.w("- Release: %s\n", releaseHeader(p.Relay))
+	if rb := p.Rollback; rb != nil {
+		r.w("- **Rollback** of plan %s (checksum %s), made from %s (sha256 %s): each host goes back to what that plan's window found there, as the host's own receipt of it records (apply reads it again and refuses a host where it differs); hosts that changed since are blocked\n",
+			MDText(rb.Plan), MDCode(short(rb.Checksum)), MDCode(rb.Receipt), MDCode(short(rb.ReceiptSHA256)))
+		r.w("- Release: none shipped: each host's link goes back to the release that window replaced, as the host keeps it, its sha256 checked on the host against the receipt's before the window (the spec's %s is what is undone; a downgrade is named, not blocked)\n", MDText(p.Relay.Version))
+		r.w("- Files: put back from the backups each host kept beside that receipt (%s), each checked by its sha256 there: their content never leaves the host\n", MDCode(p.Paths.StateDir+"/receipts/RECEIPT.backups"))
+	} else {
+		r.w("- Release: %s\n", releaseHeader(p.Relay))
+	}
 	force := ""
 	if p.Relay.SORcvbufForce {
 		force = " with SO_RCVBUFFORCE (ignores net.core.rmem_max)"
@@ -157,6 +164,16 @@ func (r *review) hostBody(h *HostPlan, drops bool) {
 		r.w("Not read when the plan was made: %s. Nothing is planned for it: apply leaves it alone, and the next plan reads it again.\n\n", MDText(h.Unreachable))
 		return
 	}
+	if p := r.p; p.Rollback != nil && h.Undo == nil && h.Action == ActionNone {
+		r.w("Nothing to undo: none of this host's receipts records a window of plan %s.\n\n", MDText(p.Rollback.Plan))
+		return
+	}
+	if u := h.Undo; u != nil {
+		r.w("- Going back from: the host's receipt %s\n", MDCode(u.Receipt))
+		if rel := u.Release; rel != nil && h.Release.Action != ReleaseKeep {
+			r.w("- Release kept on the host: %s, program sha256 %s%s, checked there before the window\n", MDCode(r.p.Paths.Releases+"/"+rel.Was), MDCode(short(rel.SHA256)), treeText(rel))
+		}
+	}
 	r.sysctlTable(h)
 	r.w("- Release: %s\n", releaseText(h.Release))
 	if len(h.Release.Prune)+len(h.Release.PruneStore) > 0 {
@@ -193,6 +210,13 @@ func (r *review) hostBody(h *HostPlan, drops bool) {
 		}
 	}
 	r.steps(h)
+}
+
+func treeText(r *UndoRelease) string {
+	if r.TreeSHA256 == "" {
+		return ""
+	}
+	return ", files' tree hash " + MDCode(short(r.TreeSHA256))
 }
 
 // sysctlTable is a host's sysctls: current, planned, and which file decides

@@ -78,6 +78,9 @@ type Op struct {
 	// kernel would not take a sysctl, or reads back another): applying the
 	// same plan again fails the same way.
 	specValue bool
+	// heard hears the answer's value (release-sum's, for the receipt): a
+	// listener, not a check, so it does not end the batch.
+	heard func(string)
 }
 
 // Undoing says the Op is part of a rollback (see Op.undoing).

@@ -182,6 +182,10 @@ type HostAccount struct {
 	// host stays applied; the next plan lists them again).
 	Pruned     []string `json:"pruned,omitempty"`
 	PruneError string   `json:"prune_error,omitempty"`
+	// Undo is, for an applied host, what its window changed: what
+	// relayctl rollback goes back to (the host keeps the window's
+	// backups beside its copy of this receipt).
+	Undo *plans.Undo `json:"undo,omitempty"`
 }
 
 // HostResult is one host's apply as the engine ends it: its account, and

@@ -90,12 +90,16 @@ func (hr *hostRun) commit(ctx context.Context, out Outcome) {
 	hr.res.Outcome = out
 	hr.res.Soak.settle(out)
 	hr.res.RoundTrips = hr.host.RoundTrips() + 1 // with the commit's own
+	name := receiptName(hr.p, hr.o.Now())
+	if out == Applied {
+		hr.res.Undo = hr.undoRecord(name) // the host keeps the window's backups beside this receipt
+	}
 	body, err := receiptJSON(hr.p, hr.res)
 	if err != nil {
 		hr.pr.say(hr.h.Host, "receipt: %v", err)
 		return
 	}
-	o := op("commit", receiptName(hr.p, hr.o.Now()), strings.ReplaceAll(string(out), " ", "-"))
+	o := op("commit", name, strings.ReplaceAll(string(out), " ", "-"))
 	o.Data = body
 	// The unlock goes in the same batch; if the commit fails the host
 	// skips it, and the run's end unlocks.

@@ -49,6 +49,12 @@ type Sim struct {
 	ReleaseIn  chan struct{} `json:"-"` // the restart waits for it
 	// Fetch is what the host gets for a release url (nil: no network).
 	Fetch func(url string) ([]byte, error) `json:"-"`
+	// RefuseDial: the client refuses the connection (a host key that
+	// changed), with these words.
+	RefuseDial string
+	// RefuseValue is "KEY VALUE", a sysctl write the kernel refuses
+	// (EINVAL), as one it has rules for that relayctl does not know.
+	RefuseValue string
 
 	// Load is the traffic the relay's socket receives, by the version of
 	// the release the relay runs ("" for any other): it moves the drop
@@ -65,8 +71,14 @@ type Sim struct {
 	Uploaded int                // bytes received
 	Fetched  int                // bytes the host fetched from a url
 	Backups  map[string]*string // what backup kept, by name (nil: the file was absent)
-	locked   bool
-	trips    int
+	// The state folder's receipts, by name, and the backups an applied
+	// window left beside its receipt (RECEIPT.backups), by receipt.
+	Receipts map[string]string
+	Kept     map[string]map[string]*string
+	// ReleaseSHA is each installed release's program's sha256.
+	ReleaseSHA map[string]string
+	locked     bool
+	trips      int
 
 	// For the fleet simulator (net.go): Net makes each round trip take
 	// time; Lean keeps no list of the primitives and large files by their
@@ -175,6 +187,8 @@ func NewSim(name string) *Sim {
 		Exe:      "/opt/relay/releases/1.7.0/relayd",
 		Paths:    plans.PlanPaths(plans.DefaultPaths),
 		Backups:  map[string]*string{},
+		Receipts: map[string]string{}, Kept: map[string]map[string]*string{},
+		ReleaseSHA: map[string]string{"1.7.0": plans.SHA256("sim relayd 1.7.0")},
 	}
 }
 
@@ -225,8 +239,10 @@ func (s *Sim) Facts() *plans.Facts {
 	}
 	f.Release.CurrentRaw = s.Link
 	f.Release.Current = plans.ReleaseOf(s.Paths, s.Link)
-	for v := range s.Releases {
-		f.Release.Installed = append(f.Release.Installed, v)
+	for v, there := range s.Releases {
+		if there {
+			f.Release.Installed = append(f.Release.Installed, v)
+		}
 	}
 	sort.Strings(f.Release.Installed)
 	if s.PID > 0 {
@@ -295,7 +311,11 @@ func (s *Sim) Run(ctx context.Context, ops []rollout.Op, each func(int, rollout.
 // one carries out one primitive, or fails it as the Sim's faults say.
 func (s *Sim) one(o rollout.Op) (rollout.Result, error) {
 	if o.Kind == "observe" {
-		return rollout.Result{Facts: s.Facts()}, nil
+		f := s.Facts()
+		if o.Query != nil && o.Query.UndoOf != "" && !o.Query.LastApply {
+			f.Undo = s.undo(o.Query.UndoOf)
+		}
+		return rollout.Result{Facts: f}, nil
 	}
 	if o.Kind == "sample" {
 		return s.sample(o)
@@ -395,8 +415,18 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 	case "step":
 		s.jlog(o.Args[0])
 	case "commit":
-		s.Journal, s.Backups = "", map[string]*string{} // filed with the receipt
-	case "dir", "file-ok", "link-ok", "exec-ok", "check-release", "daemon-reload", "clear-fdstore":
+		s.commit(o)
+	case "check-release":
+		if sum, ok := s.ReleaseSHA[path.Base(o.Args[0])]; !ok || sum != o.Args[1] {
+			return rollout.Result{}, fmt.Errorf("the release already in %s is not the one reviewed: %s/relayd has sha256 %s, want %s", o.Args[0], o.Args[0], orNone(sum), o.Args[1])
+		}
+	case "release-sum":
+		if sum, ok := s.ReleaseSHA[path.Base(o.Args[0])]; ok && s.Releases[path.Base(o.Args[0])] {
+			return rollout.Result{Value: sum + " - "}, nil
+		}
+	case "restore-kept":
+		return rollout.Result{}, s.restoreKept(o)
+	case "dir", "file-ok", "link-ok", "exec-ok", "daemon-reload", "clear-fdstore":
 	case "clear":
 		s.Journal, s.Backups = "", map[string]*string{}
 	case "keep", "fetch":
@@ -404,6 +434,9 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 	case "rename", "remove", "link", "place-release", "backup", "restore", "backup-link", "restore-link":
 		return rollout.Result{}, s.file(o)
 	case "sysctl", "restart", "handoff", "stop", "relay-drain", "unit-log", "clock", "reload", "reload-or-restart":
+		if o.Kind == "sysctl" && s.RefuseValue == o.Args[0]+" "+o.Args[1] {
+			return rollout.Result{}, fmt.Errorf("the kernel refused %s = %s (Invalid argument); it reads %s", o.Args[0], o.Args[1], s.Sysctls[o.Args[0]])
+		}
 		return s.relay(o), nil
 	case "prune":
 		return s.prune(o), nil
@@ -469,6 +502,10 @@ func (s *Sim) file(o rollout.Op) error {
 			return fmt.Errorf("%s is not a regular file", a[1])
 		}
 		s.Releases[path.Base(a[0])] = true
+		if s.ReleaseSHA == nil {
+			s.ReleaseSHA = map[string]string{}
+		}
+		s.ReleaseSHA[path.Base(a[0])] = a[2]
 	case "backup":
 		if c, ok := s.Files[a[0]]; ok {
 			s.Backups[a[1]] = &c
@@ -525,6 +562,69 @@ func (s *Sim) relay(o rollout.Op) rollout.Result {
 		return rollout.Result{Value: "relayd: error: bad config"}
 	}
 	return now
+}
+
+// commit files the receipt, and an applied window's backups beside it.
+func (s *Sim) commit(o rollout.Op) {
+	if s.Receipts == nil {
+		s.Receipts, s.Kept = map[string]string{}, map[string]map[string]*string{}
+	}
+	s.Receipts[o.Args[0]] = string(o.Data)
+	if o.Args[1] == "applied" {
+		s.Kept[o.Args[0]] = s.Backups
+	}
+	s.Journal, s.Backups = "", map[string]*string{}
+}
+
+// undo is the newest receipt of the plan with checksum sum that records
+// what its window changed, as observe reads it.
+func (s *Sim) undo(sum string) *plans.UndoFact {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var names []string
+	for n := range s.Receipts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for i := len(names) - 1; i >= 0; i-- {
+		var r struct {
+			Checksum string      `json:"plan_checksum"`
+			Outcome  string      `json:"outcome"`
+			Undo     *plans.Undo `json:"undo"`
+		}
+		if json.Unmarshal([]byte(s.Receipts[names[i]]), &r) != nil || r.Checksum != sum || r.Undo == nil {
+			continue
+		}
+		f := &plans.UndoFact{Receipt: names[i], Checksum: r.Checksum, Outcome: r.Outcome, Undo: r.Undo, Backups: []string{}}
+		for b := range s.Kept[names[i]] {
+			f.Backups = append(f.Backups, b)
+		}
+		sort.Strings(f.Backups)
+		return f
+	}
+	return nil
+}
+
+// restoreKept copies a kept backup beside its file, sha256 checked.
+func (s *Sim) restoreKept(o rollout.Op) error {
+	dir, name := path.Split(o.Args[0])
+	receipt := strings.TrimSuffix(path.Base(dir), ".backups")
+	c, ok := s.Kept[receipt][name]
+	if !ok || c == nil {
+		return fmt.Errorf("%s is not there (or not a regular file): the host no longer keeps that backup (nothing was written)", o.Args[0])
+	}
+	if sum := plans.SHA256(*c); sum != o.Args[2] {
+		return fmt.Errorf("the backup %s has sha256 %s, its receipt says %s (nothing was written)", o.Args[0], sum, o.Args[2])
+	}
+	s.Files[o.Args[1]] = *c
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // prune removes the releases the argv lines name (v:VERSION), never the
