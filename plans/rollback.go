@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/go-version"
@@ -89,6 +90,7 @@ func MakeRollback(in RollbackInput) (*Plan, error) {
 func agree(h *HostPlan, local *Undo, host *UndoFact, receipt string) {
 	switch {
 	case local == nil:
+		return // the host's own record, if any, is the one (a host a resumed run applied)
 	case host == nil || host.Undo == nil:
 		h.Blockers = append(h.Blockers, fmt.Sprintf("%s records a window on this host (its receipt %s), but the host keeps no receipt of it with a record of what it changed: nothing to go back from", receipt, local.Receipt))
 	case !SameUndo(local, host.Undo):
@@ -161,10 +163,10 @@ func planRollbackHost(p *Plan, id HostID, f *Facts) *HostPlan {
 	rollbackRelease(h, p, f, u)
 	rollbackFiles(h, f, u)
 	rollbackDrift(h, p, f, u)
-	h.Readback.Expected = int(u.RB)
 	if !u.Running || u.RB == 0 {
 		h.Blockers = append(h.Blockers, "the relay was not running (or its socket was not found) before that run's window, so there is no state of it to go back to: stop it, or plan from the spec")
 	}
+	rollbackReadback(h, f, u)
 	h.Restart = h.Release.Action != ReleaseKeep || h.filesRestart() || !h.Readback.AllAtExpected()
 	changes := h.Restart
 	for _, fc := range h.Files {
@@ -185,6 +187,28 @@ func planRollbackHost(p *Plan, id HostID, f *Facts) *HostPlan {
 		h.Action = ActionNone
 	}
 	return h
+}
+
+// rollbackReadback is the rb the relay reads back once it is back: the
+// kernel's rule for the buffer its config asked for before the window,
+// with the sysctls as they will be. A socket kept across the switch (the
+// store, a handoff) gets it too: relayd puts on a socket it inherits the
+// buffer it asks for, and rmem_default's when it asks for none, as a new
+// socket would have.
+func rollbackReadback(h *HostPlan, f *Facts, u *Undo) {
+	inForce := func(key string) int {
+		v := f.Sysctls[key].Value
+		for _, s := range u.Sysctls {
+			if s.Key == key {
+				v = s.Was
+			}
+		}
+		n, _ := strconv.Atoi(tune.Normalize(v))
+		return n
+	}
+	r := &h.Readback
+	r.Requested, r.Force, r.RmemMax, r.RmemDefault = u.SORcvbuf, u.Force, inForce(keyRmemMax), inForce(keyRmemDefault)
+	r.Expected = tune.ExpectRcvbuf(r.Requested, r.Force, r.RmemMax, r.RmemDefault).Effective
 }
 
 // rollbackSysctls puts each sysctl the window set back to what it was.
@@ -329,8 +353,8 @@ func validateRollbackHost(p *Plan, h *HostPlan) error {
 	if r := u.Release; r != nil && h.Release.Planned != r.Was || u.Release == nil && h.Release.Action != ReleaseKeep {
 		return fmt.Errorf("release %q is not the one that window replaced", h.Release.Planned)
 	}
-	if h.Readback.Expected != int(u.RB) {
-		return fmt.Errorf("expected rb %d, that window found %d", h.Readback.Expected, u.RB)
+	if h.Readback.Requested != u.SORcvbuf || h.Readback.Force != u.Force {
+		return fmt.Errorf("so_rcvbuf %d, that window found %d", h.Readback.Requested, u.SORcvbuf)
 	}
 	for _, fc := range h.Files {
 		i := slices.IndexFunc(u.Files, func(uf UndoFile) bool { return uf.Path == fc.Path })

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/relayctl/relayctl/tune"
@@ -24,9 +25,13 @@ type Undo struct {
 	Release *UndoRelease `json:"release,omitempty"` // nil: the window kept the release
 	Sysctls []UndoSysctl `json:"sysctls,omitempty"`
 	Files   []UndoFile   `json:"files,omitempty"`
-	Running bool         `json:"relay_running"`            // the relay ran before the window
-	RB      uint64       `json:"rb"`                       // its socket's rb before the window, as ss read it
-	Listen  bool         `json:"listen_changed,omitempty"` // the window changed the relay's listen address
+	Running bool         `json:"relay_running"` // the relay ran before the window
+	RB      uint64       `json:"rb"`            // its socket's rb before the window, as ss read it
+	// SORcvbuf and Force are the buffer the relay's config asked for
+	// before the window: what the release it goes back to asks again.
+	SORcvbuf int  `json:"so_rcvbuf"`
+	Force    bool `json:"so_rcvbuf_force,omitempty"`
+	Listen   bool `json:"listen_changed,omitempty"` // the window changed the relay's listen address
 }
 
 // UndoRelease is the release a window switched away from: where it is on
@@ -150,6 +155,28 @@ func flattenEqual(a, b any) bool {
 		}
 	}
 	return true
+}
+
+// AskedBefore is the buffer a host's relay config asked for before a
+// window of h: the plan's when the window leaves the config as it is,
+// else what the config's keys said (absent: 0, and no force).
+func AskedBefore(p *Plan, h *HostPlan) (int, bool) {
+	so, force := p.Relay.SORcvbuf, p.Relay.SORcvbufForce
+	fc := h.File(RoleRelayConfig)
+	if fc == nil || !fc.Change {
+		return so, force
+	}
+	keys := p.Relay.Config.Keys
+	so, force = 0, false
+	for _, k := range fc.Changes {
+		switch {
+		case k.Key == keys.SORcvbuf && k.Current != "":
+			so, _ = strconv.Atoi(k.Current)
+		case k.Key == keys.SORcvbufForce && k.Current != "":
+			force, _ = strconv.ParseBool(k.Current)
+		}
+	}
+	return so, force
 }
 
 // IsSHA256 reports whether s is a sha256 in hex, as plans record them.

@@ -17,6 +17,7 @@ import (
 func (hr *hostRun) undoRecord(receipt string) *plans.Undo {
 	h, before := hr.h, hr.res.Before
 	u := &plans.Undo{Receipt: receipt, Running: h.Previous.RelayRunning, Listen: plans.ListenChanges(h)}
+	u.SORcvbuf, u.Force = plans.AskedBefore(hr.p, h)
 	if before != nil && before.Socket.Found {
 		u.RB = before.Socket.Rcvbuf
 	}

@@ -37,11 +37,15 @@ func nextHints(rep *rollout.Report, file string, p *plans.Plan) []string {
 // hintFor is the hint of one kind of next step, for hosts (n of them).
 func hintFor(next, hosts string, n int, file string, p *plans.Plan, applied []string) string {
 	spec := p.SpecFile
+	again := fmt.Sprintf("relayctl plan %s --out PLAN", spec)
+	if rb := p.Rollback; rb != nil {
+		again = fmt.Sprintf("relayctl rollback %s --out PLAN, the rollback plan made again", rb.Receipt)
+	}
 	switch next {
 	case rollout.NextNewPlan:
-		return fmt.Sprintf("%s: the plan has nothing valid for them now (they drifted, or were not read when it was made): make a new plan (relayctl plan %s --out PLAN), review it, and apply that", hosts, spec)
+		return fmt.Sprintf("%s: the plan has nothing valid for them now (they drifted, or were not read when it was made): make a new plan (%s), review it, and apply that", hosts, again)
 	case rollout.NextUnblock:
-		return fmt.Sprintf("%s: blocked in the plan (the reasons name the blockers): fix them, then make a new plan (relayctl plan %s --out PLAN)", hosts, spec)
+		return fmt.Sprintf("%s: blocked in the plan (the reasons name the blockers): fix them, then make a new plan (%s)", hosts, again)
 	case rollout.NextSpec:
 		return fmt.Sprintf("%s: the spec's values or release failed there and were rolled back (the reasons say which: a value the kernel refused, a release that did not start or read back); --resume would do the same again: fix the spec (or build a fixed release), relayctl validate %s, then relayctl plan %s --out PLAN", hosts, spec, spec)
 	case rollout.NextRejected:
