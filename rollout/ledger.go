@@ -210,10 +210,12 @@ func slotLine(h *LedgerHost, last bool) ([]byte, error) {
 			}
 			return pad(out, ledgerSlot), nil
 		}
+		// Each is cut once to what fits, or to "…" and then the other:
+		// a reason cut to nothing must not be cut again forever.
 		switch over := len(line) - room; {
-		case c.Reason != "":
+		case c.Reason != "" && c.Reason != "…":
 			c.Reason = cutText(c.Reason, len(c.Reason)-over-8)
-		case c.State != "":
+		case c.State != "" && c.State != "…":
 			c.State = cutText(c.State, len(c.State)-over-8)
 		default:
 			return nil, fmt.Errorf("encode ledger: host %s does not fit a line of %d bytes", plans.Visible(clip(h.Host)), ledgerSlot)

@@ -189,12 +189,16 @@ func runApply(c *cli.Context, e *env) error {
 	if ledgerErr != nil {
 		return ledgerErr
 	}
+	hints := nextHints(rep, file, p)
 	if !rep.Succeeded() {
 		err := errors.New("not every host applied; see the recap and the receipt")
-		if hints := nextHints(rep, file, p); len(hints) > 0 {
+		if len(hints) > 0 {
 			return &exitCode{code: 1, err: withHint(err, strings.Join(hints, "\nrelayctl: hint: "))}
 		}
 		return &exitCode{code: 1, err: err}
+	}
+	for _, h := range hints { // hosts the plan left out: the next plan picks them up
+		fmt.Fprintf(e.stderr, "relayctl: hint: %s\n", h)
 	}
 	return nil
 }

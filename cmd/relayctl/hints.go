@@ -37,17 +37,17 @@ func nextHints(rep *rollout.Report, file string, p *plans.Plan) []string {
 // hintFor is the hint of one kind of next step, for hosts (n of them).
 func hintFor(next, hosts string, n int, file string, p *plans.Plan, applied []string) string {
 	spec := p.SpecFile
-	again := fmt.Sprintf("relayctl plan %s --out PLAN", spec)
+	again := fmt.Sprintf("relayctl plan %s --out PLAN, review it, then relayctl apply PLAN", spec)
 	if rb := p.Rollback; rb != nil {
-		again = fmt.Sprintf("relayctl rollback %s --out PLAN, the rollback plan made again", rb.Receipt)
+		again = fmt.Sprintf("relayctl rollback %s --out PLAN, the rollback plan made again, review it, then relayctl apply PLAN", rb.Receipt)
 	}
 	switch next {
 	case rollout.NextNewPlan:
-		return fmt.Sprintf("%s: the plan has nothing valid for them now (they drifted, or were not read when it was made): make a new plan (%s), review it, and apply that", hosts, again)
+		return fmt.Sprintf("%s: the plan has nothing valid for them now (they drifted, or were not read when it was made): make a new plan: %s", hosts, again)
 	case rollout.NextUnblock:
-		return fmt.Sprintf("%s: blocked in the plan (the reasons name the blockers): fix them, then make a new plan (%s)", hosts, again)
+		return fmt.Sprintf("%s: blocked in the plan (the reasons name the blockers): fix them, then make a new plan: %s", hosts, again)
 	case rollout.NextSpec:
-		return fmt.Sprintf("%s: the spec's values or release failed there and were rolled back (the reasons say which: a value the kernel refused, a release that did not start or read back); --resume would do the same again: fix the spec (or build a fixed release), relayctl validate %s, then relayctl plan %s --out PLAN", hosts, spec, spec)
+		return fmt.Sprintf("%s: the spec's values or release failed there and were rolled back (the reasons say which: a value the kernel refused, a release that did not start or read back); --resume would do the same again: fix the spec (or build a fixed release), relayctl validate %s, then relayctl plan %s --out PLAN, review it, and relayctl apply PLAN", hosts, spec, spec)
 	case rollout.NextRejected:
 		return rejectedHint(hosts, file, p, applied)
 	case rollout.NextOtherPlan:
@@ -55,7 +55,7 @@ func hintFor(next, hosts string, n int, file string, p *plans.Plan, applied []st
 	case rollout.NextFix:
 		return fmt.Sprintf("%s: fix on the host what each reason names (a folder's owner, a host key, a full disk), then relayctl apply %s --resume", hosts, file)
 	case rollout.NextWait:
-		return fmt.Sprintf("%s: held by another apply, outside the plan's window, or without traffic for its soak; relayctl apply %s --resume later (--ignore-window for an emergency outside it)", hosts, file)
+		return fmt.Sprintf("%s: held by another apply, outside the plan's window, or without traffic for its soak; relayctl apply %s --resume later, or relayctl apply %s --resume --ignore-window for an emergency outside the window", hosts, file, file)
 	case rollout.NextPlayers:
 		return fmt.Sprintf("%s still had players at the drain deadline: relayctl apply %s --resume when they have gone, or give drain.deadline more time", hosts, file)
 	case rollout.NextJournal:
@@ -78,6 +78,6 @@ func rejectedHint(hosts, file string, p *plans.Plan, applied []string) string {
 	if len(applied) > 0 {
 		undo = fmt.Sprintf("%d host(s) keep it (%s): relayctl rollback %s --out back.plan undoes them", len(applied), plans.Visible(strings.Join(abbreviate(applied, 5), " ")), file)
 	}
-	return fmt.Sprintf("%s: a soak judged %s a regression, so the rollout of it is over and --resume is refused (it would deploy it onto the same hosts again); %s; then ship a fixed release: a new relay.release in %s, relayctl plan %s --out PLAN",
+	return fmt.Sprintf("%s: a soak judged %s a regression, so the rollout of it is over and --resume is refused (it would deploy it onto the same hosts again); %s; then ship a fixed release: a new relay.release in %s, relayctl plan %s --out PLAN, review it, and relayctl apply PLAN",
 		hosts, release, undo, p.SpecFile, p.SpecFile)
 }
