@@ -50,7 +50,7 @@ func TestLabJSONOutputs(t *testing.T) {
 	spec, _ := os.ReadFile(e.spec)
 	typo := filepath.Join(e.dir, "typo.yaml")
 	os.WriteFile(typo, bytes.Replace(spec, []byte("  net.core.rmem_max: 8388608\n"), []byte("  net.core.rmem_max: 8388608\n  net.core.rmem_maxx: 8388608\n"), 1), 0o644)
-	code, out, errs := e.relayctl("plan", typo, "-out", filepath.Join(e.dir, "typo.plan", "--detailed-exitcode"))
+	code, out, errs := e.relayctl("plan", typo, "-out", filepath.Join(e.dir, "typo.plan"), "--detailed-exitcode")
 	if code != 1 || !strings.Contains(errs, "relayctl: warning: "+typo+":6: sysctl.net.core.rmem_maxx: not a sysctl of Linux") ||
 		!strings.Contains(out, "blocked: net.core.rmem_maxx does not exist on this host (kernel ") ||
 		!strings.Contains(out, "nothing can set it; did you mean net.core.rmem_max? Otherwise remove it from the spec") {
@@ -73,7 +73,7 @@ func TestLabJSONOutputs(t *testing.T) {
 	if code != 3 || !strings.Contains(errs, "1 of 1 hosts differ from the plan") {
 		t.Errorf("verify --json before apply: exit %d, want 3\n%s", code, errs)
 	}
-	if vr.FormatVersion != 2 || vr.Source != e.plan || vr.Plan != "lab-rcvbuf" || vr.Checksum != p.Checksum {
+	if vr.FormatVersion != 3 || vr.Source != e.plan || vr.Plan != "lab-rcvbuf" || vr.Checksum != p.Checksum {
 		t.Errorf("verify --json header: %+v", vr)
 	}
 	if vr.Summary.Hosts != 1 || vr.Summary.Match != 0 || vr.Summary.Differ != 1 || len(vr.Hosts) != 1 || vr.Hosts[0].OK || vr.Hosts[0].Host != h.Name {
