@@ -53,8 +53,9 @@ test: lab-deps
 lab-deps:
 	./scripts/lab-deps.sh
 
-# Everything but the lab tests and the tests that drive the real relayd
-# for seconds (both skip under -short: lab.Require). CI runs make test.
+# Everything but the lab tests, the tests that change the machine's global
+# sysctls and the tests that drive the real relayd for seconds (all skip
+# under -short: lab.Require, kerneltest.Lock). CI runs make test.
 test-unit:
 	$(GO) test -race -short ./...
 
@@ -80,9 +81,12 @@ fuzz:
 demo: lab-deps build
 	./scripts/demo.sh
 
-# One lab host that stays up, with ssh_config, known_hosts and ready specs
-# in lab/, to try relayctl by hand (README.md, "A ten-minute walkthrough"); lab-down stops
-# it and puts back the rmem values it found. Needs root.
+# One lab host that stays up, with ssh_config, known_hosts, ready specs and
+# lab/bin/relayctl (relayctl holding the machine-wide sysctl lock) in lab/,
+# to try relayctl by hand (README.md, "A ten-minute walkthrough"); lab-down
+# stops it and puts back the rmem values it found. Either may run again,
+# fail or be interrupted and leaves the machine as it was (docs/lab.md).
+# Needs root.
 lab: lab-deps build
 	./scripts/lab.sh up
 

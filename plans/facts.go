@@ -61,7 +61,13 @@ type RelayStatusFact struct {
 	SocketInode       uint64 `json:"socket_inode,omitempty"`
 	Lobbies           int    `json:"lobbies,omitempty"`
 	Players           int    `json:"players,omitempty"`
-	Draining          bool   `json:"draining,omitempty"`
+	// PlayersEstablished is the players that have played 5 s (relayd's
+	// players_established), nil from a relay that does not report it;
+	// Forwarded the data datagrams it forwarded for its players
+	// (counters.forwarded).
+	PlayersEstablished *int   `json:"players_established,omitempty"`
+	Forwarded          uint64 `json:"forwarded,omitempty"`
+	Draining           bool   `json:"draining,omitempty"`
 	// Handoff is the protocol the relay hands its socket over with
 	// ("unix/1"), on HandoffSocket; "" for a relay that does not.
 	Handoff       string `json:"handoff,omitempty"`

@@ -76,18 +76,23 @@ type PlannedSysctl struct {
 
 // PlannedRelay is the relay part of the spec, as apply needs it.
 type PlannedRelay struct {
-	Port          int         `json:"port"`
-	Control       string      `json:"control"`
-	SORcvbuf      int         `json:"so_rcvbuf"`
-	SORcvbufForce bool        `json:"so_rcvbuf_force"`
-	HandoffSocket string      `json:"handoff_socket,omitempty"`
-	Version       string      `json:"version"`
-	Artifact      string      `json:"artifact"`      // as written in the spec, relative to it
-	URL           string      `json:"url,omitempty"` // each host fetches the release from here
-	SHA256        string      `json:"sha256"`
-	Size          int64       `json:"size"`
-	Capabilities  []string    `json:"capabilities,omitempty"` // what the release says it can do (relay/capability)
-	Service       PlanService `json:"service"`
+	Port          int      `json:"port"`
+	Control       string   `json:"control"`
+	SORcvbuf      int      `json:"so_rcvbuf"`
+	SORcvbufForce bool     `json:"so_rcvbuf_force"`
+	HandoffSocket string   `json:"handoff_socket,omitempty"`
+	Version       string   `json:"version"`
+	Artifact      string   `json:"artifact"`      // as written in the spec, relative to it
+	URL           string   `json:"url,omitempty"` // each host fetches the release from here
+	SHA256        string   `json:"sha256"`
+	Size          int64    `json:"size"`
+	Capabilities  []string `json:"capabilities,omitempty"` // what the release says it can do (relay/capability)
+	// VersionFrom is where the version of the release's program was read
+	// from its bytes (relay/capability.BuildVersion): its version marker,
+	// its Go build information, or none when it cannot be checked; "" for
+	// a release of kind none.
+	VersionFrom string      `json:"version_from,omitempty"`
+	Service     PlanService `json:"service"`
 	// Kind is the release's kind (ReleaseKinds), Program what the
 	// service runs, Keep the releases a host keeps (Release).
 	Kind    string `json:"kind"`
@@ -294,6 +299,8 @@ type Artifact struct {
 	Size         int64
 	Capabilities []string // read from its bytes (relay/capability), never by running it
 	TreeSHA256   string   // a tarball's or folder's files (artifact.TreeHash)
+	// VersionFrom is where its program's version was read (capability.From…).
+	VersionFrom string
 }
 
 // Input is everything a plan is made from.
@@ -401,7 +408,7 @@ func header(s *Spec, art Artifact, templates map[string]string, allowDowngrade b
 			Port: s.Relay.Port, Control: s.Relay.Control,
 			SORcvbuf: s.Relay.SORcvbuf, SORcvbufForce: s.Relay.SORcvbufForce,
 			Version: s.Relay.Release.Version, Artifact: s.Relay.Release.Artifact,
-			SHA256: art.SHA256, Size: art.Size, Capabilities: art.Capabilities,
+			SHA256: art.SHA256, Size: art.Size, Capabilities: art.Capabilities, VersionFrom: art.VersionFrom,
 			HandoffSocket: s.Relay.HandoffSocket,
 			Service:       s.Relay.Service.Plan(),
 			Kind:          s.Relay.Release.Kind, Program: s.Relay.Release.Program, Keep: s.Relay.Release.Keep,

@@ -11,6 +11,8 @@ import (
 	"io"
 	"regexp"
 	"strings"
+
+	"github.com/relayctl/relayctl/relay/capability"
 )
 
 // Sentinel errors of plan files.
@@ -303,6 +305,31 @@ func releaseHeader(r PlannedRelay) string {
 	}
 	return fmt.Sprintf("%s, a %s %s unpacked into its folder, program %s (sha256 %s, %d bytes; its files' tree hash %s, checked on the host after unpacking)",
 		MDText(r.Version), MDText(r.Kind), from, MDCode(r.Program), MDCode(r.SHA256), r.Size, MDCode(short(r.TreeSHA256)))
+}
+
+// versionNote is what the Release line says of where the version was
+// read, when that was not relayd's version marker (the usual case).
+func versionNote(r PlannedRelay) string {
+	switch r.VersionFrom {
+	case capability.FromBuildInfo:
+		return fmt.Sprintf("; its version, %s, as Go's build information records it (-X main.Version in its -ldflags; it has no version marker)", MDText(r.Version))
+	case capability.FromNone:
+		return "; **its version cannot be checked** (Read first)"
+	}
+	return ""
+}
+
+// versionWarning is the review's warning for a release whose version
+// cannot be checked before the window, "" for any other.
+func versionWarning(r PlannedRelay) string {
+	if r.VersionFrom != capability.FromNone {
+		return ""
+	}
+	if r.URL != "" && r.Artifact == "" {
+		return fmt.Sprintf("the release's version cannot be checked before the window: the hosts fetch it from %s, and relayctl read no copy of it (relay.release.artifact); a release that is not %s shows only at the read-back, after the restart", MDCode(r.URL), MDText(r.Version))
+	}
+	return fmt.Sprintf("the release's version cannot be checked before the window: its program %s records it neither in relayd's version marker nor in Go's build information (-X main.Version in its -ldflags), so a release that is not %s shows only at the read-back, after the restart; build it with make build RELAY_VERSION=%s",
+		MDCode(r.Program), MDText(r.Version), MDText(r.Version))
 }
 
 // writesText lists every path relayctl writes on a host of the plan.

@@ -46,7 +46,7 @@ func (r *review) header(planFile string) {
 		r.w("- Release: none shipped: each host's link goes back to the release that window replaced, as the host keeps it, its sha256 checked on the host against the receipt's before the window (the spec's %s is what is undone; a downgrade is named, not blocked)\n", MDText(p.Relay.Version))
 		r.w("- Files: put back from the backups each host kept beside that receipt (%s), each checked by its sha256 there: their content never leaves the host\n", MDCode(p.Paths.StateDir+"/receipts/RECEIPT.backups"))
 	} else {
-		r.w("- Release: %s\n", releaseHeader(p.Relay))
+		r.w("- Release: %s%s\n", releaseHeader(p.Relay), versionNote(p.Relay))
 	}
 	force := ""
 	if p.Relay.SORcvbufForce {
@@ -78,7 +78,9 @@ func (r *review) header(planFile string) {
 	} else if c := p.CapacityBy; c != nil {
 		r.w("- Promise: %s\n", capacityByText(c))
 	}
-	if p.Inventory != nil {
+	if p.Inventory != nil && p.Inventory.Program != nil {
+		r.w("- Inventory: the output of %s, run on the machine that planned (sha256 %s); apply runs it again and refuses the plan if what it prints changed\n", MDCode(ArgvText(p.Inventory.Program)), MDCode(short(p.Inventory.SHA256)))
+	} else if p.Inventory != nil {
 		r.w("- Inventory: %s (sha256 %s, %d vars file(s))\n", MDCode(p.Inventory.File), MDCode(short(p.Inventory.SHA256)), len(p.Inventory.VarsFiles))
 	}
 	if p.AllowDowngrade {
@@ -118,6 +120,9 @@ func (r *review) readFirst() {
 		if c.RunsProgram != "" {
 			notes = append(notes, fmt.Sprintf("- **RUNS A PROGRAM AS ROOT** %s = %s: %s (allowed by the spec's unsafe.sysctls_that_run_programs)", MDCode(c.Key), mdValue(c.Value), MDText(c.RunsProgram)))
 		}
+	}
+	if w := versionWarning(r.p.Relay); w != "" {
+		notes = append(notes, "- **warning** "+w)
 	}
 	if len(r.p.Hosts) > maxReviewSections {
 		notes = append(notes, r.groupedNotes()...)

@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/tune"
 )
 
@@ -66,14 +67,11 @@ func Validate(p *Plan) error {
 	if want := s.Relay.Release.SHA256; want != "" && want != p.Relay.SHA256 {
 		return fmt.Errorf("%w: relay.sha256 is %s, the spec says %s", ErrPlanEdited, p.Relay.SHA256, want)
 	}
-	// The artifact's sha256, size and capabilities come from its bytes, not
-	// the spec: apply checks them against the artifact it ships.
-	for _, c := range p.Relay.Capabilities {
-		if err := hostText(c); err != nil || len(c) > 64 || !strings.Contains(c, "=") {
-			return fmt.Errorf("%w: relay.capabilities holds %q", ErrPlanEdited, c)
-		}
+	if err := validFromArtifact(p.Relay); err != nil {
+		return fmt.Errorf("%w: %v", ErrPlanEdited, err)
 	}
-	want := header(s, Artifact{SHA256: p.Relay.SHA256, Size: p.Relay.Size, Capabilities: p.Relay.Capabilities, TreeSHA256: p.Relay.TreeSHA256}, texts, p.AllowDowngrade)
+	want := header(s, Artifact{SHA256: p.Relay.SHA256, Size: p.Relay.Size, Capabilities: p.Relay.Capabilities, TreeSHA256: p.Relay.TreeSHA256,
+		VersionFrom: p.Relay.VersionFrom}, texts, p.AllowDowngrade)
 	want.SpecSHA256 = p.SpecSHA256
 	if s.Inventory != nil {
 		// The inventory's sha256s come from its files, not the spec:
@@ -244,6 +242,29 @@ func hostText(s string) error {
 		if unicode.IsControl(r) {
 			return fmt.Errorf("%q holds a control character", s)
 		}
+	}
+	return nil
+}
+
+// validFromArtifact checks the form of what a plan took from the
+// artifact's bytes, not the spec (its capabilities, where its version was
+// read), which apply checks against the artifact it ships. A release the
+// hosts fetch from a url with no local copy had no bytes to read.
+func validFromArtifact(r PlannedRelay) error {
+	for _, c := range r.Capabilities {
+		if err := hostText(c); err != nil || len(c) > 64 || !strings.Contains(c, "=") {
+			return fmt.Errorf("relay.capabilities holds %q", c)
+		}
+	}
+	from := []string{capability.FromMarker, capability.FromBuildInfo, capability.FromNone}
+	switch {
+	case r.Kind == ReleaseKindNone:
+		from = []string{""}
+	case r.URL != "" && r.Artifact == "":
+		from = []string{capability.FromNone}
+	}
+	if !slices.Contains(from, r.VersionFrom) {
+		return fmt.Errorf("relay.version_from is %q, want one of %q: make the plan again with this relayctl", clip(r.VersionFrom), from)
 	}
 	return nil
 }

@@ -88,6 +88,38 @@ func CheckPlanFrom(p *plans.Plan, in plans.InventoryInput) (Checked, error) {
 	return c, nil
 }
 
+// fromArtifact checks what the plan took from the artifact's bytes, its
+// capabilities and where its version was read, against the program it
+// ships: a plan edited to claim a handoff gets none, and one edited to
+// claim a checked version (which takes the review's warning away) is
+// refused.
+func fromArtifact(p *plans.Plan, program []byte) error {
+	caps, err := capability.Capabilities(program)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(caps, p.Relay.Capabilities) {
+		return fmt.Errorf("%w: the plan says release %s can %q, its artifact says %q", plans.ErrPlanEdited, p.Relay.Version, p.Relay.Capabilities, caps)
+	}
+	st, err := capability.BuildVersion(program)
+	if err != nil {
+		return err
+	}
+	if st.From != p.Relay.VersionFrom || st.From != capability.FromNone && st.Version != p.Relay.Version {
+		return fmt.Errorf("%w: the plan says release %s's version was read from %s, its artifact's is %q from %s", plans.ErrPlanEdited, p.Relay.Version, plans.Visible(p.Relay.VersionFrom), plans.Visible(st.Version), st.From)
+	}
+	return nil
+}
+
+// CheckUnselected is CheckPlan for reading a plan rather than applying
+// it: an inventory plan's hosts are not selected again, so a plan whose
+// hosts are a program's output is shown and approved without running the
+// program. It gives no Checked: nothing applies such a plan.
+func CheckUnselected(p *plans.Plan) error {
+	_, err := checkPlan(p)
+	return err
+}
+
 func checkPlan(p *plans.Plan) (Checked, error) {
 	if err := plans.Validate(p); err != nil {
 		return Checked{}, err
@@ -142,12 +174,8 @@ func Apply(ctx context.Context, d HostDialer, c Checked, o ApplyOptions) (*Repor
 			}
 			program = r.Program
 		}
-		caps, err := capability.Capabilities(program)
-		if err != nil {
+		if err := fromArtifact(p, program); err != nil {
 			return nil, err
-		}
-		if !slices.Equal(caps, p.Relay.Capabilities) {
-			return nil, fmt.Errorf("%w: the plan says release %s can %q, its artifact says %q", plans.ErrPlanEdited, p.Relay.Version, p.Relay.Capabilities, caps)
 		}
 	}
 	if o.Now == nil {

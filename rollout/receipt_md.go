@@ -223,6 +223,13 @@ func (m *receiptMD) soak(s *SoakResult) {
 			thousands(sp.d.RcvbufErrors), thousands(sp.d.InErrors), rx, sp.d.DropRate, sp.d.Traffic, sp.d.DatagramsBy)
 	}
 	m.w("\n")
+	if s.PlayersPeak != nil && s.PlayersEnd != nil {
+		m.w("Players (%s): %d at the soak's peak, %d at its end", s.PlayersCounted, *s.PlayersPeak, *s.PlayersEnd)
+		if s.ForwardedPeak != nil && s.ForwardedEnd != nil {
+			m.w("; forwarded datagrams/s: %.0f at its busiest interval, %.0f over its last", *s.ForwardedPeak, *s.ForwardedEnd)
+		}
+		m.w(".\n\n")
+	}
 	for _, sp := range []struct {
 		name string
 		d    *DropSpan

@@ -122,12 +122,15 @@ func runApply(c *cli.Context, e *env) error {
 		return runStage(c, e)
 	}
 	file := c.Args().First()
-	checked, raw, err := loadPlan(file)
+	p, raw, err := readPlan(file)
 	if err != nil {
 		return err
 	}
-	p := checked.Plan()
 	approved, err := decideApproval(c, e, file, p, raw)
+	if err != nil {
+		return err
+	}
+	checked, err := checkLoaded(file, p)
 	if err != nil {
 		return err
 	}
@@ -273,37 +276,79 @@ func interruptible(parent context.Context, e *env) (context.Context, func()) {
 // before anything connects (rollout.CheckPlan), once for the run. It
 // returns the plan's bytes too, which an approval signs.
 func loadPlan(file string) (rollout.Checked, []byte, error) {
-	data, err := readPlanFile(file)
+	p, data, err := readPlan(file)
 	if err != nil {
 		return rollout.Checked{}, nil, err
 	}
+	c, err := checkLoaded(file, p)
+	return c, data, err
+}
+
+// readPlan reads a plan file, checking nothing it names yet.
+func readPlan(file string) (*plans.Plan, []byte, error) {
+	data, err := readPlanFile(file)
+	if err != nil {
+		return nil, nil, err
+	}
 	p, err := plans.Load(file, data)
 	if errors.Is(err, plans.ErrNotAPlan) {
-		return rollout.Checked{}, nil, withHint(err, notAPlanHint(file))
+		return nil, nil, withHint(err, notAPlanHint(file))
 	}
 	if errors.Is(err, plans.ErrPlanFormat) {
-		return rollout.Checked{}, nil, withHint(err, fmt.Sprintf("plan again with this relayctl (relayctl plan SPEC --out %s), and review the new plan", file))
+		return nil, nil, withHint(err, fmt.Sprintf("plan again with this relayctl (relayctl plan SPEC --out %s), and review the new plan", file))
 	}
 	if err != nil {
-		return rollout.Checked{}, nil, withHint(err, "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
+		return nil, nil, withHint(err, "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
 	}
+	return p, data, nil
+}
+
+// checkLoaded is loadPlan's check of a plan read by readPlan. A plan
+// whose hosts came from an inventory has them selected again from it as
+// it is now, which for a program means running it: apply and stage call
+// this only once the plan's approval is decided.
+func checkLoaded(file string, p *plans.Plan) (rollout.Checked, error) {
 	var c rollout.Checked
+	var err error
 	if p.Inventory != nil {
 		in, ierr := planInventory(p)
 		if ierr != nil {
-			return rollout.Checked{}, nil, fmt.Errorf("%s: %w", file, ierr)
+			return rollout.Checked{}, fmt.Errorf("%s: %w", file, ierr)
 		}
 		c, err = rollout.CheckPlanFrom(p, in)
 	} else {
 		c, err = rollout.CheckPlan(p)
 	}
-	if errors.Is(err, plans.ErrFleetChanged) {
-		return rollout.Checked{}, nil, withHint(fmt.Errorf("%s: %w", file, err), "the plan was reviewed for the hosts its inventory selected then; plan again from the spec and review the new plan")
+	return c, planError(file, err)
+}
+
+// planError gives a plan's check failure its hint.
+func planError(file string, err error) error {
+	switch {
+	case errors.Is(err, plans.ErrFleetChanged):
+		return withHint(fmt.Errorf("%s: %w", file, err), "the plan was reviewed for the hosts its inventory selected then; plan again from the spec and review the new plan")
+	case err != nil:
+		return withHint(fmt.Errorf("%s: %w", file, err), "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
 	}
+	return nil
+}
+
+// inspectPlan is loadPlan for what reads a plan without applying it (show,
+// approve, verify PLAN): a plan whose hosts come from a program's output
+// is checked without selecting them again, since that would run the
+// program a plan file names, which only apply and stage do, once the
+// plan's approval is decided. The output's sha256 in the plan is what apply
+// compares the program's output with.
+func inspectPlan(file string) (*plans.Plan, []byte, error) {
+	p, data, err := readPlan(file)
 	if err != nil {
-		return rollout.Checked{}, nil, withHint(fmt.Errorf("%s: %w", file, err), "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
+		return nil, nil, err
 	}
-	return c, data, nil
+	if p.Inventory != nil && p.Inventory.Program != nil {
+		return p, data, planError(file, rollout.CheckUnselected(p))
+	}
+	c, err := checkLoaded(file, p)
+	return c.Plan(), data, err
 }
 
 func owner(p *plans.Plan) string {

@@ -54,7 +54,7 @@ func (e *labEnv) specFor(name string, hosts []*lab.Host, extra string) (string, 
 
 func (e *labEnv) mustPlan(spec, plan string) {
 	e.t.Helper()
-	if code, out, errs := e.relayctl("plan", spec, "-out", plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", spec, "--out", plan, "--detailed-exitcode"); code != 2 {
 		e.t.Fatalf("plan %s: exit %d\n%s\n%s", spec, code, out, errs)
 	}
 }
@@ -324,7 +324,7 @@ func TestLabFleetResumeAfterFailure(t *testing.T) {
 	// Another plan (made now, every host as planned: another checksum)
 	// refuses the first plan's ledger before it connects.
 	other := filepath.Join(e.dir, "other.plan")
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", other, "--detailed-exitcode"); code != 0 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", other, "--detailed-exitcode"); code != 0 {
 		t.Fatalf("plan again: exit %d\n%s\n%s", code, out, errs)
 	}
 	ledger, _ := os.ReadFile(e.plan + ".ledger.json")

@@ -50,14 +50,14 @@ func TestLabJSONOutputs(t *testing.T) {
 	spec, _ := os.ReadFile(e.spec)
 	typo := filepath.Join(e.dir, "typo.yaml")
 	os.WriteFile(typo, bytes.Replace(spec, []byte("  net.core.rmem_max: 8388608\n"), []byte("  net.core.rmem_max: 8388608\n  net.core.rmem_maxx: 8388608\n"), 1), 0o644)
-	code, out, errs := e.relayctl("plan", typo, "-out", filepath.Join(e.dir, "typo.plan"), "--detailed-exitcode")
+	code, out, errs := e.relayctl("plan", typo, "--out", filepath.Join(e.dir, "typo.plan"), "--detailed-exitcode")
 	if code != 1 || !strings.Contains(errs, "relayctl: warning: "+typo+":6: sysctl.net.core.rmem_maxx: not a sysctl of Linux") ||
 		!strings.Contains(out, "blocked: net.core.rmem_maxx does not exist on this host (kernel ") ||
 		!strings.Contains(out, "nothing can set it; did you mean net.core.rmem_max? Otherwise remove it from the spec") {
 		t.Errorf("plan with a typo: exit %d, want 1 with the warning and the blocker's did-you-mean\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
 
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d: %s", code, errs)
 	}
 	pc, _, err := loadPlan(e.plan)

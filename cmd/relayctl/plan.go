@@ -286,22 +286,31 @@ func readSpec(file string) (*plans.Spec, error) {
 	return s, nil
 }
 
-// checkArtifactVersion refuses an artifact whose version marker names
-// another version than the spec's relay.release.version. An artifact with
-// no marker (an older relayd, another program) says nothing to check.
-func checkArtifactVersion(s *plans.Spec, path string, data []byte) error {
-	fail := func(msg string) error {
-		return &plans.SpecError{File: s.File, Line: s.Relay.Release.Line, Field: "relay.release.artifact", Msg: msg}
+// checkArtifactVersion reads the version the release's program was built
+// as, from its bytes (capability.BuildVersion: relayd's version marker,
+// else the -X main.Version its Go build information records), and refuses
+// one that is not the spec's relay.release.version: a release that is not
+// the version the spec says fails only at the read-back, after a restart
+// and a rollback. A program that records neither is a warning.
+func checkArtifactVersion(s *plans.Spec, path string, program []byte) (string, *plans.SpecError, error) {
+	rel := s.Relay.Release
+	diag := func(msg string) *plans.SpecError {
+		return &plans.SpecError{File: s.File, Line: rel.Line, Field: "relay.release.artifact", Msg: msg}
 	}
-	got, err := capability.Version(data)
+	st, err := capability.BuildVersion(program)
 	if err != nil {
-		return fail(err.Error())
+		return "", nil, diag(err.Error())
 	}
-	if want := s.Relay.Release.Version; got != "" && got != want {
-		return fail(fmt.Sprintf("%s is relayd %s (its version marker), but relay.release.version says %s: build the release as %s (make build RELAY_VERSION=%s), or write version: %s",
-			path, got, want, want, want, got))
+	switch {
+	case st.From == capability.FromNone:
+		return st.From, diag(fmt.Sprintf("the version of %s cannot be checked: %s; a release that is not %s shows only at the read-back, after the restart: build it with make build RELAY_VERSION=%s, which stamps the marker",
+			path, st.Why, rel.Version, rel.Version)), nil
+	case st.Version != rel.Version:
+		where := map[string]string{capability.FromMarker: "its version marker", capability.FromBuildInfo: "the -X main.Version its Go build information records"}[st.From]
+		return "", nil, diag(fmt.Sprintf("%s is relayd %s (%s), but relay.release.version says %s: build the release as %s (make build RELAY_VERSION=%s), or write version: %s",
+			path, st.Version, where, rel.Version, rel.Version, rel.Version, st.Version))
 	}
-	return nil
+	return st.From, nil, nil
 }
 
 // gather returns the facts of each spec host it could read, from --facts

@@ -43,11 +43,10 @@ func runShow(c *cli.Context, e *env) error {
 		return withHint(errors.New("show needs exactly one PLAN"), "relayctl show ashburn.plan")
 	}
 	file := c.Args().First()
-	checked, raw, err := loadPlan(file)
+	p, raw, err := inspectPlan(file)
 	if err != nil {
 		return err
 	}
-	p := checked.Plan()
 	if c.Bool("json") {
 		_, err := e.stdout.Write(raw)
 		return err

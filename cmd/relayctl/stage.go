@@ -72,12 +72,15 @@ func runStage(c *cli.Context, e *env) error {
 		}
 	}
 	file := c.Args().First()
-	checked, raw, err := loadPlan(file)
+	p, raw, err := readPlan(file)
 	if err != nil {
 		return err
 	}
-	p := checked.Plan()
 	approved, err := decideApproval(c, e, file, p, raw)
+	if err != nil {
+		return err
+	}
+	checked, err := checkLoaded(file, p)
 	if err != nil {
 		return err
 	}

@@ -116,11 +116,13 @@ func verifyInput(c *cli.Context, e *env, arg string) (*plans.Plan, map[string]*p
 			return nil, nil, nil, err
 		}
 	} else {
-		checked, _, err := loadPlan(arg)
-		if err != nil {
+		var err error
+		if p, _, err = inspectPlan(arg); err != nil {
 			return nil, nil, nil, err
 		}
-		p = checked.Plan()
+		if p.Inventory != nil && p.Inventory.Program != nil {
+			fmt.Fprintf(e.stderr, "relayctl: %s: its hosts are read as the plan records them, from %s, which verify does not run again (apply and stage do)\n", arg, plans.Visible(p.Inventory.Source()))
+		}
 		var hosts []string
 		for _, h := range p.Hosts {
 			if h.Action != plans.ActionUnreachable {

@@ -34,6 +34,11 @@ func TestServiceRefusesUnsafePaths(t *testing.T) {
 		return got
 	}
 	env, run, logDir, pidFile := path(lab.ServiceEnv), path("/opt/relay/run"), path("/opt/relay/log"), path(lab.RelayPIDFile)
+	etcRelay, optRelay := filepath.Dir(env), filepath.Dir(run)
+	etcMode, err := os.Stat(etcRelay)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name        string
 		break_, fix func() error
@@ -56,6 +61,12 @@ func TestServiceRefusesUnsafePaths(t *testing.T) {
 			}
 			return os.Rename(logDir+".real", logDir)
 		}, "folder /opt/relay/log is a symlink: use the real path"},
+		// A folder above the one checked, open to another user: they could
+		// swap what is below it for their own once it was checked.
+		{"settings file's folder writable by all", func() error { return os.Chmod(etcRelay, 0o777) }, func() error { return os.Chmod(etcRelay, etcMode.Mode().Perm()) },
+			"settings file /etc/relay/service.env: /etc/relay above it is group- or world-writable (mode 777): chmod go-w it"},
+		{"pid folder's parent of another user", func() error { return os.Chown(optRelay, 1000, -1) }, func() error { return os.Chown(optRelay, 0, -1) },
+			"folder /opt/relay/run: /opt/relay above it is owned by uid 1000, not by uid 0 that runs relay-service (or root): chown it"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

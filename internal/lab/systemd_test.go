@@ -205,7 +205,7 @@ func TestSystemdHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const slowStart = "[Service]\nExecStart=\nExecStart=/bin/sh -c 'sleep 1 && exec /opt/relay/current/relayd --config /run/relayd/relayd.env'\n"
+		const slowStart = "[Service]\nExecStart=\nExecStart=/bin/sh -c 'sleep 1 && cat >/run/relayd/relayd.env && exec /opt/relay/current/relayd --config /run/relayd/relayd.env'\n"
 		if err := os.WriteFile(slow, []byte(slowStart), 0o644); err != nil {
 			t.Fatal(err)
 		}

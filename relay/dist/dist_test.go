@@ -33,7 +33,7 @@ func TestUnitAgreesWithRelayd(t *testing.T) {
 	tests := []struct{ key, want string }{
 		{"Type", "notify"},
 		{"RuntimeDirectory", "relayd"},
-		{"ExecStart", "/opt/relay/current/relayd --config /run/relayd/relayd.env"},
+		{"SyslogIdentifier", "relayd"},
 		{"RestartPreventExitStatus", "2"}, // cmd/relayd: 2 on bad flags or configuration
 		{"DynamicUser", "yes"},
 		{"CapabilityBoundingSet", ""},
@@ -44,13 +44,25 @@ func TestUnitAgreesWithRelayd(t *testing.T) {
 			t.Errorf("%s: got %q, want %q", tt.key, got, tt.want)
 		}
 	}
-	// The config is copied by root (+) from config.DefaultPath into the
-	// runtime folder relayd reads, before each start and on each reload,
-	// so it may be 0600 root's.
-	for _, k := range []string{"ExecStartPre", "ExecReload"} {
-		if got := s[k]; len(got) != 1 || !strings.HasPrefix(got[0], "+/bin/sh -c 'umask 077 && cp "+config.DefaultPath+" /run/relayd/relayd.env.new") {
-			t.Errorf("%s: %q, want root's copy of %s into /run/relayd", k, got, config.DefaultPath)
+	// The config: systemd (root) opens config.DefaultPath as the standard
+	// input, and the relay's own user copies it into the runtime folder
+	// relayd reads, at each start and on each reload, so it may be 0600
+	// root's while root never writes in a folder of the relay's user.
+	if got := s["StandardInput"]; len(got) != 1 || got[0] != "file:"+config.DefaultPath {
+		t.Errorf("StandardInput %q, want file:%s", got, config.DefaultPath)
+	}
+	const copyConfig = "/bin/sh -c 'rm -f /run/relayd/relayd.env.new && cat >/run/relayd/relayd.env.new && mv -f /run/relayd/relayd.env.new /run/relayd/relayd.env && "
+	for _, k := range []string{"ExecStart", "ExecReload"} {
+		if got := s[k]; len(got) != 1 || !strings.HasPrefix(got[0], copyConfig) {
+			t.Errorf("%s: %q, want the relay user's copy of its standard input into /run/relayd", k, got)
 		}
+	}
+	if got := s["ExecStart"]; len(got) != 1 || !strings.HasSuffix(got[0], "&& exec /opt/relay/current/relayd --config /run/relayd/relayd.env </dev/null'") {
+		t.Errorf("ExecStart %q, want the copy, then relayd reading it, its standard input closed", got)
+	}
+	// The copy in its own sandboxed process would lengthen a restart's gap.
+	if got := s["ExecStartPre"]; len(got) != 0 {
+		t.Errorf("ExecStartPre %q: the start's copy belongs in ExecStart's shell", got)
 	}
 	if got := s["ExecReload"]; len(got) != 1 || !strings.HasSuffix(got[0], "&& kill -HUP $MAINPID'") {
 		t.Errorf("ExecReload %q, want the copy then SIGHUP", got)
@@ -77,6 +89,30 @@ func TestUnitAgreesWithRelayd(t *testing.T) {
 	// sd_notify is a unix datagram: without AF_UNIX, READY=1 never arrives.
 	if fams := strings.Fields(strings.Join(s["RestrictAddressFamilies"], " ")); !slices.Contains(fams, "AF_UNIX") || !slices.Contains(fams, "AF_INET") {
 		t.Errorf("RestrictAddressFamilies %q, want AF_INET and AF_UNIX", fams)
+	}
+}
+
+// TestNoCommandRunsAsRoot: every command of the unit and its drop-ins runs
+// as the relay's dynamic user, in its sandbox. A + or ! prefix (or
+// PermissionsStartOnly=, User=root) would run it as root, and root acting
+// in the runtime folder the relay's user owns is what a planted symlink
+// turns against root's own files.
+func TestNoCommandRunsAsRoot(t *testing.T) {
+	files := map[string][]byte{dist.UnitName: dist.Unit, dist.NetnsDropInPath: dist.NetnsDropIn,
+		dist.ForceDropInPath: dist.ForceDropIn, dist.PreserveDropInPath: dist.PreserveDropIn}
+	for name, body := range files {
+		for k, vs := range settings(body) {
+			for _, v := range vs {
+				// systemd's prefixes come in any order before the path.
+				prefix := v[:len(v)-len(strings.TrimLeft(v, "@-:+!"))]
+				if strings.HasPrefix(k, "Exec") && strings.ContainsAny(prefix, "+!") {
+					t.Errorf("%s: %s=%s runs with full privileges", name, k, v)
+				}
+				if k == "PermissionsStartOnly" || k == "User" && v == "root" {
+					t.Errorf("%s: %s=%s runs commands as root", name, k, v)
+				}
+			}
+		}
 	}
 }
 

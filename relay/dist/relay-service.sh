@@ -48,7 +48,9 @@
 #   RELAY_PIDFILE  default $RELAY_ROOT/run/relayd.pid
 #   RELAY_LOG      default $RELAY_ROOT/log/relayd.log
 # The folders of the pid file and the log must be the caller's and writable
-# by no one else: the caller (root, usually) writes there.
+# by no one else, and so must every folder above them and above the
+# settings file (a sticky one such as /tmp excepted): the caller (root,
+# usually) writes there.
 #
 # Needs, in PATH: sh, setsid, nohup, sed, awk, grep, readlink, stat, id,
 # cat, rm, mkdir, mv, sleep, wc, tail, and mkfifo and timeout for a relayd
@@ -90,8 +92,53 @@ private() {
 	return 0
 }
 
+# prefixes PATH: "/" and every folder from it down to PATH (absolute), one
+# a line.
+prefixes() {
+	printf '/\n'
+	p_=
+	rest_=${1#/}
+	while [ -n "$rest_" ]; do
+		p_=$p_/${rest_%%/*}
+		case $rest_ in */*) rest_=${rest_#*/} ;; *) rest_= ;; esac
+		printf '%s\n' "$p_"
+	done
+}
+
+# private_above PATH WHAT: every folder above PATH, as written and as
+# resolved, is the caller's (or root's) and writable by no one else, unless
+# it is sticky (/tmp: nobody renames what is not theirs there). Whoever
+# could write one could put a file, folder or symlink of their own in
+# PATH's place once private has looked: a settings file root then sources,
+# a folder root then writes the pid file or the log in.
+private_above() {
+	real_=$(readlink -f -- "$1") || { err "$2 $1: cannot resolve it"; return 1; }
+	{
+		case $1 in /*) prefixes "${1%/*}" ;; esac
+		prefixes "${real_%/*}"
+	} | {
+		me_=$(id -u)
+		while IFS= read -r p_; do
+			st_=$(stat -c '%u %a %F' -- "$p_" 2>/dev/null) || { err "$2 $1: cannot stat $p_ above it"; exit 1; }
+			owner_=${st_%% *}
+			mode_=${st_#* }
+			mode_=${mode_%% *}
+			if [ "$owner_" != "$me_" ] && [ "$owner_" != 0 ]; then
+				err "$2 $1: $p_ above it is owned by uid $owner_, not by uid $me_ that runs relay-service (or root): chown it"
+				exit 1
+			fi
+			case $st_ in *" symbolic link") continue ;; esac
+			case $mode_ in
+			[1357]???) ;;
+			*[2367]? | *[2367]) err "$2 $1: $p_ above it is group- or world-writable (mode $mode_): chmod go-w it"; exit 1 ;;
+			esac
+		done
+	}
+}
+
 if [ -e "$conf" ]; then
 	private "$conf" "settings file" || exit 1
+	private_above "$conf" "settings file" || exit 1
 	# shellcheck disable=SC1090 # the settings file is named at run time
 	. "$conf" || { err "read $conf failed"; exit 1; }
 fi
@@ -277,11 +324,13 @@ start_ready() {
 }
 
 # dirs_ok makes the folders of the pid file and the log (mode 0755) if
-# missing, and checks that they are private to the caller.
+# missing, and checks that they, and every folder above them, are private
+# to the caller.
 dirs_ok() {
 	for d in "${RELAY_PIDFILE%/*}" "${RELAY_LOG%/*}"; do
 		[ -d "$d" ] || (umask 022 && mkdir -p "$d") || return 1
 		private "$d" "folder" || return 1
+		private_above "$d" "folder" || return 1
 	done
 	return 0
 }

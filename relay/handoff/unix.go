@@ -32,9 +32,12 @@ var (
 // user relayd runs as can write: it creates it (mode 0700) if missing, and
 // refuses a symlink, another owner, or group or world write permission.
 // Whoever can write there could hand a relayd a socket and a lobby table of
-// its own making.
+// its own making. Every folder above it must be as safe (checkAbove).
 func CheckFolder(path string) error {
 	dir := filepath.Dir(path)
+	if err := checkAbove(dir); err != nil {
+		return err
+	}
 	fi, err := os.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -59,6 +62,54 @@ func CheckFolder(path string) error {
 		return fmt.Errorf("handoff socket folder %s is group- or world-writable (mode %04o): chmod go-w it", dir, fi.Mode().Perm())
 	}
 	return nil
+}
+
+// checkAbove: every folder above dir, as written and as resolved, belongs
+// to root or to the user relayd runs as, and nobody else can write it
+// unless it is sticky (as /tmp: nobody can rename what is not theirs
+// there). Whoever could write one could put a folder or a symlink of their
+// own in dir's place between the checks and the bind, remove and chmod
+// that follow, and have a relayd that runs as root make, remove or chmod
+// a file where they chose.
+func checkAbove(dir string) error {
+	parent, err := filepath.Abs(filepath.Dir(dir))
+	if err != nil {
+		return fmt.Errorf("check handoff socket folder %s: %w", dir, err)
+	}
+	real, err := filepath.EvalSymlinks(parent)
+	if err != nil {
+		return fmt.Errorf("check handoff socket folder %s: %w", dir, err)
+	}
+	for _, p := range append(prefixes(parent), prefixes(real)...) {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return fmt.Errorf("check handoff socket folder %s: %w", dir, err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		switch {
+		case !ok:
+			return fmt.Errorf("handoff socket folder %s: %s has no owner information", dir, p)
+		case st.Uid != 0 && int(st.Uid) != os.Geteuid():
+			return fmt.Errorf("handoff socket folder %s: %s above it is owned by uid %d, not by root or uid %d that relayd runs as: chown it, or choose a folder under one of theirs", dir, p, st.Uid, os.Geteuid())
+		case fi.Mode()&fs.ModeSymlink == 0 && fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0:
+			return fmt.Errorf("handoff socket folder %s: %s above it is group- or world-writable (mode %04o) and not sticky: chmod go-w it, or choose another folder", dir, p, fi.Mode().Perm())
+		}
+	}
+	return nil
+}
+
+// prefixes are "/" and every folder from it down to the absolute path p.
+func prefixes(p string) []string {
+	out := []string{"/"}
+	for i := 1; i < len(p); i++ {
+		if p[i] == '/' {
+			out = append(out, p[:i])
+		}
+	}
+	if p != "/" {
+		out = append(out, p)
+	}
+	return out
 }
 
 // Listener is a running relayd's handoff socket.

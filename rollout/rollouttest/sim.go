@@ -94,14 +94,24 @@ type SimLoad struct {
 	OtherDrops float64 // dropped on another socket of the namespace: RcvbufErrors and InErrors only
 	Unseen     float64 // of Drops, not seen by the relay's rx_drops
 	Players    []int   // what /status reports, one reading after another; the last repeats
+	// Established is what /status reports as players_established, in step
+	// with Players; nil: a relay that does not report it (an older relayd).
+	Established []int
+	// Strangers are the datagrams per second read from addresses that are
+	// no members (joins, spoofed data): read, never forwarded.
+	Strangers float64
+	// Forwarded is the players' data the relay forwards per second over
+	// the span ending at each reading, one reading after another (the
+	// last repeats); nil: every datagram read but the strangers'.
+	Forwarded []float64
 }
 
 // simDrops are the counters the load moves: the socket's (d, the relay's
 // rx and rx_drops) start again with a new socket; the namespace's do not.
 type simDrops struct {
-	at                           time.Time
-	socketD, relayRx, relayDrops float64
-	rcvbufErrors, inDatagrams    float64
+	at                                      time.Time
+	socketD, relayRx, relayDrops, forwarded float64
+	rcvbufErrors, inDatagrams               float64
 }
 
 // load is the traffic of the release the relay runs, nil for none.
@@ -133,16 +143,33 @@ func (s *Sim) advance() {
 	s.drops.relayDrops += (l.Drops - l.Unseen) * dt
 	s.drops.rcvbufErrors += (l.Drops + l.OtherDrops) * dt
 	s.drops.inDatagrams += (l.Datagrams - l.Drops) * dt
+	fwd := l.Datagrams - l.Drops - l.Strangers
+	if len(l.Forwarded) > 0 {
+		fwd = l.Forwarded[0]
+		if len(l.Forwarded) > 1 {
+			l.Forwarded = l.Forwarded[1:]
+		}
+	}
+	s.drops.forwarded += fwd * dt
 }
 
-// players is what /status reports now.
-func (s *Sim) players() (int, bool) {
+// players is what /status reports now: its players, and its established
+// players when the load says.
+func (s *Sim) players() (int, *int, bool) {
+	var est *int
+	if l := s.load(); l != nil && len(l.Established) > 0 {
+		n := l.Established[0]
+		est = &n
+		if len(l.Established) > 1 {
+			l.Established = l.Established[1:]
+		}
+	}
 	seq := s.Players
 	if l := s.load(); l != nil && len(l.Players) > 0 {
 		seq = l.Players
 	}
 	if len(seq) == 0 {
-		return 0, s.load() != nil
+		return 0, est, s.load() != nil
 	}
 	n := seq[0]
 	if len(seq) > 1 {
@@ -153,7 +180,7 @@ func (s *Sim) players() (int, bool) {
 	} else {
 		s.Players = seq
 	}
-	return n, true
+	return n, est, true
 }
 
 // counters is a reading of the drop counters, as sample answers.
@@ -163,9 +190,9 @@ func (s *Sim) counters() plans.DropCounters {
 	ns := uint64(d.rcvbufErrors)
 	c := plans.DropCounters{SSDrops: uint64(d.socketD), ProcUDPDrops: uint64(d.socketD), RcvbufErrors: ns, InErrors: ns,
 		InDatagrams: uint64(d.inDatagrams), SocketInode: s.Inode, Sockets: 1, PID: s.PID, ClockNanos: time.Now().UnixNano()}
-	if n, ok := s.players(); ok {
-		rx, drops := uint64(d.relayRx), uint64(d.relayDrops)
-		c.RelayRxPackets, c.RelayRxDrops, c.Players = &rx, &drops, &n
+	if n, est, ok := s.players(); ok {
+		rx, drops, fwd := uint64(d.relayRx), uint64(d.relayDrops), uint64(d.forwarded)
+		c.RelayRxPackets, c.RelayRxDrops, c.RelayForwarded, c.Players, c.PlayersEstablished = &rx, &drops, &fwd, &n, est
 	}
 	return c
 }
@@ -251,7 +278,8 @@ func (s *Sim) Facts() *plans.Facts {
 		if c.Players != nil {
 			n := *c.Players
 			f.RelayStatus = &plans.RelayStatusFact{Read: true, Version: plans.ReleaseOf(s.Paths, s.Link), PID: s.PID, Players: n, Lobbies: (n + 7) / 8,
-				SORcvbufEffective: int(s.RB), SocketInode: s.Inode, RxDrops: *c.RelayRxDrops, RxPackets: *c.RelayRxPackets}
+				SORcvbufEffective: int(s.RB), SocketInode: s.Inode, RxDrops: *c.RelayRxDrops, RxPackets: *c.RelayRxPackets,
+				Forwarded: *c.RelayForwarded, PlayersEstablished: c.PlayersEstablished}
 		}
 		f.Release.RunningExe = s.Exe
 		f.Socket = plans.SocketFact{Found: true, Port: 7788, Rcvbuf: s.RB, Inode: s.Inode, Drops: c.SSDrops, ProcUDPDrops: c.ProcUDPDrops,
@@ -643,7 +671,7 @@ func (s *Sim) prune(o rollout.Op) rollout.Result {
 // restart starts the release the link points at, with its config.
 func (s *Sim) restart() {
 	s.advance()
-	s.drops.socketD, s.drops.relayRx, s.drops.relayDrops = 0, 0, 0 // a new socket, a new process
+	s.drops.socketD, s.drops.relayRx, s.drops.relayDrops, s.drops.forwarded = 0, 0, 0, 0 // a new socket, a new process
 	s.Restarts++
 	s.Inode++
 	s.PID += 100

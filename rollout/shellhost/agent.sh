@@ -603,7 +603,10 @@ p_prune() { # RELEASES_DIR CURRENT_LINK N, then N lines v:VERSION or s:SHA256: r
 		err "short argv"
 		return
 	}
+	# Both sides resolved alike: under a symlinked releases folder the
+	# link's target and $a/$v are different names for one folder.
 	cur=$(readlink -f -- "$b" 2>/dev/null)
+	ra=$(readlink -f -- "$a") || { err "cannot resolve $a"; return; }
 	n=0 failed=
 	IFS=$tab
 	set -f
@@ -617,7 +620,7 @@ p_prune() { # RELEASES_DIR CURRENT_LINK N, then N lines v:VERSION or s:SHA256: r
 		v:[0-9A-Za-z]*)
 			v=${w#v:}
 			case $v in *[!0-9A-Za-z.+-]* | *..*) failed="$failed $v"; continue ;; esac
-			[ "$a/$v" = "$cur" ] && continue
+			[ "$ra/$v" = "$cur" ] && continue
 			[ -d "$a/$v" ] && [ ! -L "$a/$v" ] || continue
 			if mv -T -- "$a/$v" "$a/.relayctl-prune-$v" 2>/dev/null && rm -rf -- "$a/.relayctl-prune-$v"; then n=$((n + 1)); else failed="$failed $v"; fi
 			;;
@@ -1024,6 +1027,17 @@ why=$(safe_dir "$state") || {
 	printf 'UNSAFE %s\n' "$(clean "$why")"
 	exit 77
 }
+# The folders in it that earlier runs made are written in too (receipts,
+# the stage): root's alone as well, or a user that owns one (a service
+# whose StateDirectory= was pointed here) could plant a symlink a receipt
+# is then written through. Nobody else can add one here while the lock is
+# held: STATE_DIR is root's alone.
+for d in "$state/receipts" "$state/stage"; do
+	if { [ -e "$d" ] || [ -L "$d" ]; } && ! root_dirs "$d"; then
+		printf 'UNSAFE %s is not a folder that belongs to root and only root can write\n' "$d"
+		exit 77
+	fi
+done
 exec 9>>"$state/lock" || {
 	printf 'UNSAFE cannot open %s/lock\n' "$state"
 	exit 77

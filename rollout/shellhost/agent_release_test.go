@@ -108,3 +108,44 @@ func TestAgentPrunesOldReleases(t *testing.T) {
 		}
 	}
 }
+
+// Under a releases folder reached through a symlink (/opt/relay/releases
+// -> /srv/relay/releases), prune still never removes the release the
+// current link points at, however the link names it: the link's target
+// and the folder prune was given are resolved alike.
+func TestAgentPruneKeepsTheCurrentReleaseUnderASymlinkedFolder(t *testing.T) {
+	root := rootDir(t)
+	h := lockedAgent(t, filepath.Join(root, "state"))
+	real := filepath.Join(root, "srv", "releases")
+	for _, v := range []string{"1.5.0", "1.6.0"} {
+		os.MkdirAll(filepath.Join(real, v), 0o755)
+		os.WriteFile(filepath.Join(real, v, "relayd"), []byte(v), 0o755)
+	}
+	rel := filepath.Join(root, "releases")
+	if err := os.Symlink(real, rel); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"releases/1.6.0", filepath.Join(rel, "1.6.0"), filepath.Join(real, "1.6.0")} {
+		current := filepath.Join(root, "current")
+		os.Remove(current)
+		if err := os.Symlink(target, current); err != nil {
+			t.Fatal(err)
+		}
+		o := op("prune", rel, current, "1")
+		o.Argv = []string{"v:1.6.0"}
+		if _, err := runOps(h, o); err != nil {
+			t.Errorf("current -> %s: prune: %v", target, err)
+		}
+		if _, err := os.Stat(filepath.Join(real, "1.6.0", "relayd")); err != nil {
+			t.Fatalf("current -> %s: prune removed the current release: %v", target, err)
+		}
+	}
+	o := op("prune", rel, filepath.Join(root, "current"), "1")
+	o.Argv = []string{"v:1.5.0"}
+	if _, err := runOps(h, o); err != nil {
+		t.Errorf("prune 1.5.0: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(real, "1.5.0")); !os.IsNotExist(err) {
+		t.Errorf("1.5.0 after prune: %v, want removed", err)
+	}
+}

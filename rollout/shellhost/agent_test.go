@@ -66,6 +66,63 @@ func TestAgentRefusesUnsafeStateDir(t *testing.T) {
 	}
 }
 
+// The state folder, or a folder in it that runs write in, reachable by
+// another user (a service whose StateDirectory= was pointed at it, whose
+// dynamic user then owns it): refused before the lock, so nothing is ever
+// written through a symlink that user planted there.
+func TestAgentRefusesStateFoldersAnotherUserOwns(t *testing.T) {
+	root := rootDir(t)
+	// As DynamicUser=yes with StateDirectory=relayctl makes it: the
+	// service's own folder, and the state folder a symlink to it.
+	private := filepath.Join(root, "private", "relayctl")
+	os.MkdirAll(private, 0o755)
+	os.Chown(private, 65534, 65534)
+	linked := filepath.Join(root, "linked-state")
+	os.Symlink(private, linked)
+	err := lock(New("local", localConn{}, linked), "x")
+	if !errors.Is(err, ErrUnsafeHost) || !strings.Contains(err.Error(), private+" (through a symlink in "+linked+") is not owned by root") {
+		t.Errorf("state folder a symlink to a service's own: got %v, want ErrUnsafeHost naming %s", err, private)
+	}
+
+	src := filepath.Join(root, "relayd.env")
+	os.WriteFile(src, []byte("RELAYD_BATCH=8\n"), 0o644)
+	tests := []struct {
+		sub, plant string
+		ops        []Op
+	}{
+		// A receipt is written as receipts/NAME.json.relayctl-new.
+		{"receipts", "r1.json.relayctl-new", []Op{op("begin", "p", "c"), {Kind: "commit", Args: []string{"r1", "applied"}, Data: []byte("{}\n")}}},
+		// A backup is copied to stage/NAME.
+		{"stage", "backup-x", []Op{op("backup", src, "backup-x")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.sub, func(t *testing.T) {
+			victim := filepath.Join(root, "victim-"+tt.sub)
+			if err := os.WriteFile(victim, []byte("root's\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			state := filepath.Join(root, "state-"+tt.sub)
+			d := filepath.Join(state, tt.sub)
+			os.MkdirAll(d, 0o755)
+			os.Chown(d, 65534, 65534)
+			// What that user would leave there for root to write through.
+			os.Symlink(victim, filepath.Join(d, tt.plant))
+			h := New("local", localConn{}, state)
+			err := lock(h, "x")
+			if err == nil {
+				runOps(h, tt.ops...)
+				h.Close()
+			}
+			if !errors.Is(err, ErrUnsafeHost) || !strings.Contains(err.Error(), d+" is not a folder that belongs to root") {
+				t.Errorf("got %v, want ErrUnsafeHost naming %s", err, d)
+			}
+			if b, _ := os.ReadFile(victim); string(b) != "root's\n" {
+				t.Errorf("root wrote through the symlink: the victim holds %q", b)
+			}
+		})
+	}
+}
+
 func TestAgentLock(t *testing.T) {
 	state := filepath.Join(rootDir(t), "state")
 	first := lockedAgent(t, state)
