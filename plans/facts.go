@@ -39,6 +39,10 @@ type Facts struct {
 	// LastApply is the host's newest receipt with a read-back, when the
 	// query asked for it (verify: the baseline of the drop rate since).
 	LastApply *LastApply `json:"last_apply,omitempty"`
+	// Undo is the host's newest receipt of a plan with a record of what
+	// its window changed, when the query asked for it (a rollback of that
+	// plan), and the backups kept beside it.
+	Undo *UndoFact `json:"undo,omitempty"`
 	// Journal and LockOwner are left by an apply that did not finish.
 	Journal   string `json:"journal,omitempty"`
 	LockOwner string `json:"lock_owner,omitempty"`
@@ -179,6 +183,15 @@ type SocketEntry struct {
 type FactsFile struct {
 	FormatVersion int      `json:"format_version"`
 	Hosts         []*Facts `json:"hosts"`
+	// Unreachable are the hosts that could not be read, with why: a plan
+	// made from the file holds them as unreachable.
+	Unreachable []UnreachableFact `json:"unreachable,omitempty"`
+}
+
+// UnreachableFact is a host relayctl could not read, and why.
+type UnreachableFact struct {
+	Host  string `json:"host"`
+	Error string `json:"error"`
 }
 
 // FactsFormatVersion is the version of the FactsFile layout.

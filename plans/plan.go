@@ -56,7 +56,11 @@ type Plan struct {
 	// an inventory (spec_hosts.go): apply selects them again and refuses
 	// a plan whose inventory changed.
 	Inventory *InventoryRecord `json:"inventory,omitempty"`
-	Hosts     []*HostPlan      `json:"hosts"`
+	// Rollback is set on a plan relayctl rollback made: it undoes the
+	// applied windows of that plan, each host's decisions from its own
+	// receipt of that run (rollback.go).
+	Rollback *RollbackRecord `json:"rollback,omitempty"`
+	Hosts    []*HostPlan     `json:"hosts"`
 }
 
 // PlanWindow is the spec's restart window, RFC 3339 in UTC.
@@ -157,20 +161,23 @@ type HostPlan struct {
 	// that is not its name (an inventory's ansible_host, _port, _user).
 	Target string `json:"target,omitempty"`
 	// Labels are the host's labels from the inventory (hosts.labels).
-	Labels      map[string]string `json:"labels,omitempty"`
-	Address     string            `json:"address"`
-	Kernel      string            `json:"kernel"`
-	Action      string            `json:"action"`
-	Fingerprint string            `json:"fingerprint"`
-	Facts       []FactEntry       `json:"facts"` // what the fingerprint covers
-	Blockers    []string          `json:"blockers"`
-	Warnings    []string          `json:"warnings"`
-	Sysctls     []SysctlChange    `json:"sysctls"`
-	Release     ReleaseChange     `json:"release"`
-	Files       []FileChange      `json:"files"` // every file relayctl writes on the host (files.go)
-	Restart     bool              `json:"restart"`
-	Switch      string            `json:"switch,omitempty"`     // how the window switches the relay: restart, handoff, reload, fdstore
-	SwitchWhy   string            `json:"switch_why,omitempty"` // why that way
+	Labels  map[string]string `json:"labels,omitempty"`
+	Address string            `json:"address"`
+	Kernel  string            `json:"kernel"`
+	Action  string            `json:"action"`
+	// Unreachable is why the host could not be read when the plan was
+	// made (ActionUnreachable); the host plan has nothing else.
+	Unreachable string         `json:"unreachable,omitempty"`
+	Fingerprint string         `json:"fingerprint"`
+	Facts       []FactEntry    `json:"facts"` // what the fingerprint covers
+	Blockers    []string       `json:"blockers"`
+	Warnings    []string       `json:"warnings"`
+	Sysctls     []SysctlChange `json:"sysctls"`
+	Release     ReleaseChange  `json:"release"`
+	Files       []FileChange   `json:"files"` // every file relayctl writes on the host (files.go)
+	Restart     bool           `json:"restart"`
+	Switch      string         `json:"switch,omitempty"`     // how the window switches the relay: restart, handoff, reload, fdstore
+	SwitchWhy   string         `json:"switch_why,omitempty"` // why that way
 	// ClearStore says when a restart empties the unit's file-descriptor
 	// store, so that a release that binds its own socket can start:
 	// "window" (the new release cannot take the stored socket) or
@@ -183,6 +190,9 @@ type HostPlan struct {
 	Capacity *tune.Capacity `json:"capacity,omitempty"` // the planned rb against the spec's promise
 	Steps    []Step         `json:"steps"`              // the steps apply will take (Input.Steps)
 	Previous PreviousState  `json:"previous"`           // what a rollback restores
+	// Undo is, in a rollback plan, the window this host goes back from, as
+	// its receipt on the host records it.
+	Undo *Undo `json:"undo,omitempty"`
 }
 
 // FactEntry is one observed fact the plan depends on.
@@ -296,9 +306,12 @@ type Artifact struct {
 
 // Input is everything a plan is made from.
 type Input struct {
-	Spec     *Spec
-	Facts    []*Facts // one per spec host, any order
-	Artifact Artifact
+	Spec  *Spec
+	Facts []*Facts // one per spec host read, any order
+	// Unreachable are the spec hosts that could not be read, with why:
+	// the plan holds them as unreachable (ActionUnreachable).
+	Unreachable map[string]string
+	Artifact    Artifact
 	// Templates are the texts of the spec's templates, by source.
 	Templates      map[string]string
 	AllowDowngrade bool
@@ -312,7 +325,8 @@ type StepsFunc func(p *Plan, h *HostPlan) []Step
 
 // Make computes the plan, steps included. It fails only when the input is
 // inconsistent (facts missing or malformed for a host, no Steps); problems
-// on a host become its blockers.
+// on a host become its blockers, and a host that could not be read is
+// unreachable.
 func Make(in Input) (*Plan, error) {
 	s := in.Spec
 	if in.Steps == nil {
@@ -342,11 +356,16 @@ func Make(in Input) (*Plan, error) {
 	p.Inventory = s.InventoryRecord
 	p.Hosts = make([]*HostPlan, 0, len(s.Hosts))
 	for _, name := range s.Hosts {
+		id := HostID{Name: name, Target: s.Targets[name], Labels: s.Labels[name]}
 		f, ok := byHost[name]
+		if why, down := in.Unreachable[name]; down && !ok {
+			p.Hosts = append(p.Hosts, unreachableHost(id, why))
+			continue
+		}
 		if !ok {
 			return nil, fmt.Errorf("plan %s: no facts for host %s", s.Name, name)
 		}
-		h := planHost(p, HostID{Name: name, Target: s.Targets[name], Labels: s.Labels[name]}, f)
+		h := planHost(p, id, f)
 		h.Steps = in.Steps(p, h)
 		p.Hosts = append(p.Hosts, h)
 	}
@@ -460,6 +479,9 @@ func Replan(p *Plan, id HostID, f *Facts, steps StepsFunc) (*HostPlan, error) {
 		return nil, err
 	}
 	h := planHost(p, id, f)
+	if p.Rollback != nil {
+		h = planRollbackHost(p, id, f)
+	}
 	h.Steps = steps(p, h)
 	return h, nil
 }
@@ -531,8 +553,13 @@ func (s *Spec) ReadKeys() []string {
 	return readKeys(keys)
 }
 
+// readKeys are ObservedKeys, the planned keys, and the keys the kernel
+// checks a planned one against (tune.Related).
 func readKeys(planned []string) []string {
 	keys := append(append([]string{}, ObservedKeys...), planned...)
+	for _, k := range planned {
+		keys = append(keys, tune.Related(k)...)
+	}
 	sort.Strings(keys)
 	out := keys[:0]
 	for i, v := range keys {

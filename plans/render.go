@@ -277,6 +277,8 @@ func actionText(a string) string {
 		return "changes"
 	case ActionNone:
 		return "no change"
+	case ActionUnreachable:
+		return "unreachable, not planned"
 	default:
 		return "blocked"
 	}
@@ -403,6 +405,8 @@ func changeText(f FileChange) string {
 		return "no change"
 	case f.Remove:
 		return "removed"
+	case f.Restore != "":
+		return "put back from the host's backup " + MDCode(f.Restore) + " (sha256 " + MDCode(short(f.SHA256)) + ", checked there)"
 	case !f.Exists:
 		return "created"
 	default:

@@ -40,7 +40,14 @@ func (r *review) header(planFile string) {
 	r.w("# relayctl plan: %s\n\n", MDText(p.Name))
 	r.w("- Plan file: %s (format %d, checksum %s)\n", MDCode(planFile), p.FormatVersion, MDCode(p.Checksum))
 	r.w("- Spec: %s (sha256 %s)\n", MDCode(p.SpecFile), MDCode(short(p.SpecSHA256)))
-	r.w("- Release: %s%s\n", releaseHeader(p.Relay), versionNote(p.Relay))
+	if rb := p.Rollback; rb != nil {
+		r.w("- **Rollback** of plan %s (checksum %s), made from %s (sha256 %s): each host goes back to what that plan's window found there, as the host's own receipt of it records (apply reads it again and refuses a host where it differs); hosts that changed since are blocked\n",
+			MDText(rb.Plan), MDCode(short(rb.Checksum)), MDCode(rb.Receipt), MDCode(short(rb.ReceiptSHA256)))
+		r.w("- Release: none shipped: each host's link goes back to the release that window replaced, as the host keeps it, its sha256 checked on the host against the receipt's before the window (the spec's %s is what is undone; a downgrade is named, not blocked)\n", MDText(p.Relay.Version))
+		r.w("- Files: put back from the backups each host kept beside that receipt (%s), each checked by its sha256 there: their content never leaves the host\n", MDCode(p.Paths.StateDir+"/receipts/RECEIPT.backups"))
+	} else {
+		r.w("- Release: %s%s\n", releaseHeader(p.Relay), versionNote(p.Relay))
+	}
 	force := ""
 	if p.Relay.SORcvbufForce {
 		force = " with SO_RCVBUFFORCE (ignores net.core.rmem_max)"
@@ -83,9 +90,13 @@ func (r *review) header(planFile string) {
 	for _, h := range p.Hosts {
 		counts[h.Action]++
 	}
-	r.w("- Hosts: %d to change, %d already as planned, %d blocked\n", counts[ActionChange], counts[ActionNone], counts[ActionBlocked])
-	if len(p.Hosts) > 0 {
-		r.w("%s", rolloutMarkdown(p))
+	r.w("- Hosts: %d to change, %d already as planned, %d blocked", counts[ActionChange], counts[ActionNone], counts[ActionBlocked])
+	if n := counts[ActionUnreachable]; n > 0 {
+		r.w(", %d unreachable (not planned: apply leaves them alone, a new plan reads them again)", n)
+	}
+	r.w("\n")
+	if q := p.reached(); len(q.Hosts) > 0 {
+		r.w("%s", rolloutMarkdown(q))
 	}
 	r.w("\n")
 	if p.CapacityBy != nil {
@@ -93,10 +104,18 @@ func (r *review) header(planFile string) {
 	}
 }
 
-// readFirst lists what a reviewer must see before anything else: sysctls
-// that run programs as root, then every host's blockers, then warnings.
+// readFirst lists what a reviewer must see before anything else: the
+// hosts that could not be read, sysctls that run programs as root, then
+// every host's blockers, then warnings.
 func (r *review) readFirst() {
 	var notes []string
+	for i, h := range r.p.Unreached() {
+		if i == maxReviewSections {
+			notes = append(notes, fmt.Sprintf("- **UNREACHABLE** and %d more hosts (`relayctl show PLAN --json` lists each)", len(r.p.Unreached())-i))
+			break
+		}
+		notes = append(notes, fmt.Sprintf("- **UNREACHABLE** %s: %s (not planned: apply leaves it alone)", MDText(h.Host), MDText(h.Unreachable)))
+	}
 	for _, c := range r.p.Sysctl {
 		if c.RunsProgram != "" {
 			notes = append(notes, fmt.Sprintf("- **RUNS A PROGRAM AS ROOT** %s = %s: %s (allowed by the spec's unsafe.sysctls_that_run_programs)", MDCode(c.Key), mdValue(c.Value), MDText(c.RunsProgram)))
@@ -126,6 +145,11 @@ func (r *review) readFirst() {
 
 // host is one host's section.
 func (r *review) host(h *HostPlan) {
+	if h.Action == ActionUnreachable {
+		r.w("## %s: %s\n\n", MDText(h.Host), actionText(h.Action))
+		r.b.WriteString(r.body(h))
+		return
+	}
 	r.w("## %s (%s): %s\n\n", MDText(h.Host), MDText(h.Address), actionText(h.Action))
 	r.w("Kernel %s · fingerprint %s%s\n\n", MDCode(h.Kernel), MDCode(short(h.Fingerprint)), identityText(h))
 	r.b.WriteString(r.body(h))
@@ -139,6 +163,20 @@ func (r *review) body(h *HostPlan) string {
 }
 
 func (r *review) hostBody(h *HostPlan) {
+	if h.Action == ActionUnreachable {
+		r.w("Not read when the plan was made: %s. Nothing is planned for it: apply leaves it alone, and the next plan reads it again.\n\n", MDText(h.Unreachable))
+		return
+	}
+	if p := r.p; p.Rollback != nil && h.Undo == nil && h.Action == ActionNone {
+		r.w("Nothing to undo: none of this host's receipts records a window of plan %s.\n\n", MDText(p.Rollback.Plan))
+		return
+	}
+	if u := h.Undo; u != nil {
+		r.w("- Going back from: the host's receipt %s\n", MDCode(u.Receipt))
+		if rel := u.Release; rel != nil && h.Release.Action != ReleaseKeep {
+			r.w("- Release kept on the host: %s, program sha256 %s%s, checked there before the window\n", MDCode(r.p.Paths.Releases+"/"+rel.Was), MDCode(short(rel.SHA256)), treeText(rel))
+		}
+	}
 	r.sysctlTable(h)
 	r.w("- Release: %s\n", releaseText(h.Release))
 	if len(h.Release.Prune)+len(h.Release.PruneStore) > 0 {
@@ -179,6 +217,13 @@ func (r *review) hostBody(h *HostPlan) {
 	}
 	r.steps(h)
 	r.rollback(h)
+}
+
+func treeText(r *UndoRelease) string {
+	if r.TreeSHA256 == "" {
+		return ""
+	}
+	return ", files' tree hash " + MDCode(short(r.TreeSHA256))
 }
 
 // sysctlTable is a host's sysctls: current, planned, and which file decides

@@ -81,6 +81,12 @@ func Validate(p *Plan) error {
 		}
 		want.Inventory = p.Inventory
 	}
+	if p.Rollback != nil {
+		if err := validRollbackRecord(p.Rollback); err != nil {
+			return fmt.Errorf("%w: %v", ErrPlanEdited, err)
+		}
+		want.Rollback = p.Rollback
+	}
 	if d := headerDiff(p, want); len(d) > 0 {
 		return fmt.Errorf("%w: %s; make and review the plan again", ErrPlanEdited, strings.Join(d, "; "))
 	}
@@ -158,6 +164,8 @@ func flatten(v any) map[string]string {
 func validateHost(p *Plan, h *HostPlan) error {
 	switch h.Action {
 	case ActionChange, ActionNone, ActionBlocked:
+	case ActionUnreachable:
+		return validateUnreachable(h)
 	default:
 		return fmt.Errorf("action %q", h.Action)
 	}
@@ -170,6 +178,15 @@ func validateHost(p *Plan, h *HostPlan) error {
 		if len(s) > 4*MaxHostText || !utf8.ValidString(s) {
 			return errors.New("a note that is not text")
 		}
+	}
+	if p.Rollback != nil {
+		if err := validateRollbackHost(p, h); err != nil {
+			return err
+		}
+		return validateSteps(h)
+	}
+	if h.Undo != nil {
+		return errors.New("a record of a window to undo, in a plan that is no rollback")
 	}
 	spec := map[string]string{}
 	for _, s := range p.Sysctl {
@@ -193,6 +210,11 @@ func validateHost(p *Plan, h *HostPlan) error {
 	if err := validateFiles(p, h); err != nil {
 		return err
 	}
+	return validateSteps(h)
+}
+
+// validateSteps checks a host plan's steps are text a review can show.
+func validateSteps(h *HostPlan) error {
 	for _, st := range h.Steps {
 		switch st.Phase {
 		case PhaseStage, PhaseWindow, PhaseVerify:
@@ -257,7 +279,7 @@ func ValidateFacts(f *Facts) error {
 	if f.Host == "" || hostText(f.Host) != nil || len(f.Host) > 255 {
 		return fmt.Errorf("facts of %s: host name %q", clip(f.Host), clip(f.Host))
 	}
-	for _, check := range []func(*Facts) error{factTexts, factReleases, factSysctls, factFiles, factRelay} {
+	for _, check := range []func(*Facts) error{factTexts, factReleases, factSysctls, factFiles, factRelay, factUndo} {
 		if err := check(f); err != nil {
 			return fmt.Errorf("facts of %s: %w", clip(f.Host), err)
 		}
@@ -370,6 +392,26 @@ func factRelay(f *Facts) error {
 	return nil
 }
 
+// factUndo: a receipt's plain name, a few plain backup names.
+func factUndo(f *Facts) error {
+	u := f.Undo
+	if u == nil {
+		return nil
+	}
+	if err := ValidReceiptName(u.Receipt); err != nil {
+		return err
+	}
+	if hostText(u.Checksum) != nil || hostText(u.Outcome) != nil || len(u.Backups) > 64 {
+		return errors.New("undo receipt: not text, or too many backups")
+	}
+	for _, b := range u.Backups {
+		if err := ValidBackupName(b); err != nil {
+			return fmt.Errorf("undo receipt: %v", err)
+		}
+	}
+	return nil
+}
+
 func clip(s string) string {
 	if len(s) > 60 {
 		return s[:60] + "…"
@@ -469,7 +511,7 @@ func validateFiles(p *Plan, h *HostPlan) error {
 			return fmt.Errorf("two files at %s", clip(f.Path))
 		}
 		seen[f.Path] = true
-		if (f.SHA256 != "" && !sha256Re.MatchString(f.SHA256)) || len(f.Diff) > maxDiffLines+1 || len(f.Changes) > maxDiffLines {
+		if (f.SHA256 != "" && !sha256Re.MatchString(f.SHA256)) || len(f.Diff) > maxDiffLines+1 || len(f.Changes) > maxDiffLines || f.Restore != "" && ValidBackupName(f.Restore) != nil {
 			return fmt.Errorf("file change %s is malformed", f.Path)
 		}
 		// The review shows these as they are: only the ops and kinds relayctl writes.

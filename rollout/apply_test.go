@@ -165,7 +165,7 @@ func TestApplyWindowAndRollbackOrder(t *testing.T) {
 		t.Fatalf("got %s: %s", rep.Hosts[0].Outcome, rep.Hosts[0].Reason)
 	}
 	got := strings.Join(kinds(sims[0].Ops), " ")
-	want := "lock begin dir dir dir dir dir file-ok file-ok file-ok file-ok link-ok exec-ok keep place-release keep keep backup backup backup-link " +
+	want := "lock begin dir dir dir dir dir file-ok file-ok file-ok file-ok link-ok exec-ok keep place-release keep keep backup backup backup-link release-sum " +
 		"sysctl rename rename link restart " +
 		"restore-link restore restore sysctl restart " +
 		"commit unlock"

@@ -79,10 +79,16 @@ func (hr *hostRun) runSteps(ctx context.Context, phase string, b *stepBatch, tai
 			return nil
 		}
 		hr.res.BytesUploaded += int64(r.Sent)
+		if ops[j].heard != nil {
+			ops[j].heard(r.Value)
+		}
 		if ops[j].clock {
 			fmt.Sscan(r.Value, &hr.stopped)
 		}
 		if err := ops[j].Check(r); err != nil {
+			if ops[j].specValue {
+				return &refusedValue{err}
+			}
 			return err
 		}
 		if cur < len(b.spans) && j == b.spans[cur].end-1 {

@@ -77,6 +77,13 @@ type Op struct {
 	// undoing: part of a rollback, which a host carries out even when its
 	// journal cannot note it (a full disk): an undo is better done than not.
 	undoing bool
+	// specValue: a failure means the host refuses a value of the spec (the
+	// kernel would not take a sysctl, or reads back another): applying the
+	// same plan again fails the same way.
+	specValue bool
+	// heard hears the answer's value (release-sum's, for the receipt): a
+	// listener, not a check, so it does not end the batch.
+	heard func(string)
 }
 
 // Undoing says the Op is part of a rollback (see Op.undoing).

@@ -104,6 +104,7 @@ type hostRun struct {
 	soak       *plans.Soak          // the soak this host runs, nil for none
 	soakRole   string               // why it soaks: SoakRoleCanary or SoakRoleHost
 	baseline   []plans.DropCounters // the drop counters before the window, oldest first
+	releaseSum string               // the host's description of the release the window switches away from (release-sum)
 	// cut is where the running phase's span ends when that is before the
 	// phase returns (an answer in the same batch as the next phase's).
 	cut time.Time

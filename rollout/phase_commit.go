@@ -28,14 +28,34 @@ func (commitPhase) run(ctx context.Context, hr *hostRun) *ending {
 			hr.res.Recovery = RecoveryRolledBack
 		}
 		hr.commit(ctx, RolledBack)
-		return end(RolledBack, StateAsWas, hr.failure.Error())
+		return end(RolledBack, StateAsWas, hr.failure.Error()).because(hr.rolledBackNext())
 	}
 	if hr.rec != nil {
 		hr.res.Recovery = RecoveryCompleted
 	}
 	hr.prune(ctx)
 	hr.commit(ctx, Applied)
-	return end(Applied, StateAsPlanned, "")
+	e := end(Applied, StateAsPlanned, "")
+	if s := hr.res.Soak; s != nil && s.Verdict == SoakRegression {
+		e.next = NextRejected // kept (on_regression: keep), running a release its soak rejected
+	}
+	return e
+}
+
+// rolledBackNext is what to do after the window was rolled back: after a
+// crash, --resume (the policy undid a dead run's window, nothing of the
+// plan is wrong); else by the failure's cause (failureNext). A failure of
+// the switch, or of the read-back after it, is the planned release and
+// config not working there.
+func (hr *hostRun) rolledBackNext() string {
+	if hr.rec != nil {
+		return NextResume
+	}
+	switched := !hr.inWindow
+	if hr.inWindow && hr.started > 0 {
+		switched = hr.st[hr.started-1].traits().switches
+	}
+	return failureNext(hr.failure, switched)
 }
 
 // prune removes the old releases and store entries the plan lists, once
@@ -76,17 +96,23 @@ func (hr *hostRun) commit(ctx context.Context, out Outcome) {
 // HostReceiptsKept, and unlocks, in one round trip: "commit" files the
 // run's journal beside it (the run is over), "record" the receipt alone,
 // for a run that ends before its window without a commit (unchanged,
-// refused under the lock), whose journal, if any, is not this run's.
+// refused under the lock), whose journal, if any, is not this run's. An
+// applied window's commit keeps its backups beside the receipt, for a
+// later rollback.
 func (hr *hostRun) file(ctx context.Context, kind string) {
 	hr.filing = true
 	hr.res.Ended = stamp(hr.o.Now())
 	hr.res.RoundTrips = hr.host.RoundTrips() + 1 // with the filing's own
+	name := HostReceiptName(hr.p, hr.o.RunInfo.ID)
+	if kind == "commit" && hr.res.Outcome == Applied {
+		hr.res.Undo = hr.undoRecord(name) // the host keeps the window's backups beside this receipt
+	}
 	body, err := hostReceiptJSON(hr.p, hr.res, hr.o)
 	if err != nil {
 		hr.pr.say(hr.h.Host, "receipt: %v", err)
 		return
 	}
-	o := op(kind, HostReceiptName(hr.p, hr.o.RunInfo.ID), strings.ReplaceAll(string(hr.res.Outcome), " ", "-"), strconv.Itoa(HostReceiptsKept))
+	o := op(kind, name, strings.ReplaceAll(string(hr.res.Outcome), " ", "-"), strconv.Itoa(HostReceiptsKept))
 	o.Data = body
 	// The unlock goes in the same batch; if the filing fails the host
 	// skips it, and the run's end unlocks.

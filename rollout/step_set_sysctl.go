@@ -37,7 +37,7 @@ func (s setSysctl) write(v string) Op {
 	// The agent compares the read-back with v too, and stops its batch
 	// there: the restart after it never runs on a wrong value.
 	o := op("sysctl", s.key, v, v)
-	o.hostChecked = true
+	o.hostChecked, o.specValue = true, true
 	o.expect = func(r Result) error {
 		if !tune.Equal(r.Value, v) {
 			return fmt.Errorf("%s: read back %s, want %s", s.key, tune.Normalize(r.Value), v)

@@ -14,8 +14,9 @@ package main
 //
 // Exit codes are chosen here only: 0 success / nothing to change, 1 error,
 // 2 changes planned (plan --detailed-exitcode), 3 live state differs from
-// the plan (verify),
-// 4 short of a promise (bench --gate, size --spec; exitShort in size.go).
+// the plan (verify, exitDiffers), 4 short of a promise (bench --gate,
+// size --spec; exitShort in size.go), 5 some host could not be looked at
+// and none differs (verify, facts: exitCouldNotLook).
 
 import (
 	"errors"
@@ -88,6 +89,12 @@ func versionText() string {
 	}
 	return version()
 }
+
+// Exit codes of verify and facts.
+const (
+	exitDiffers      = 3 // a host differs from the plan
+	exitCouldNotLook = 5 // a host could not be read, and none differs
+)
 
 // exitCode lets a command choose a non-error exit status (2, 3) while still
 // returning through urfave/cli normally.

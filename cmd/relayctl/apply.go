@@ -56,9 +56,11 @@ newest 100) and beside the plan in PLAN.receipts/, under a name of its own;
 PLAN.receipt.json and PLAN.receipt.md point at the newest (relayctl history
 lists them all). PLAN.ledger.json holds every host's outcome so far,
 written as each host starts and ends: --resume goes on with the hosts it
-does not show applied or unchanged, and refuses a ledger of another plan.
-On a terminal, progress is a live view of the wave and the fleet;
-otherwise one line per step.
+does not show applied or unchanged, and refuses a ledger of another plan,
+and one whose rollout a soak stopped on a regression (--retry-rejected
+goes on all the same). When hosts did not end as planned, a hint per kind
+of cause names the command that goes on. On a terminal, progress is a
+live view of the wave and the fleet; otherwise one line per step.
 
 relayctl stage PLAN (or apply --stage-only) does everything before the
 window ahead of it; apply then finds the release and files staged, checks
@@ -107,6 +109,7 @@ Examples:
 			&cli.DurationFlag{Name: "soak", DefaultText: "the plan's rollout.soak, else none", Usage: "after each wave's canary's read-back, watch its drop counters for `DURATION` under real traffic and stop the rollout when they rise (docs/soak.md); 0 turns the soak off"},
 			&cli.StringFlag{Name: "soak-hosts", DefaultText: "the plan's rollout.soak, else canary", Usage: "which hosts soak: `canary` (the first of each wave) or all"},
 			&cli.BoolFlag{Name: "resume", Usage: "go on from PLAN.ledger.json with the hosts it does not show applied or unchanged (within the --only of the run it resumes)"},
+			&cli.BoolFlag{Name: "retry-rejected", Usage: "with --resume: go on although a soak judged this plan's release a regression (refused without it: the release would reach the same hosts again)"},
 			onlyFlagDef(),
 			&cli.BoolFlag{Name: "stage-only", Usage: "stage every host and stop before the window, as relayctl stage"},
 			&cli.DurationFlag{Name: "fetch-timeout", Value: rollout.DefaultFetchTimeout, Usage: "how long a host may take to fetch a release from the plan's url"},
@@ -196,12 +199,16 @@ func runApply(c *cli.Context, e *env) error {
 	if ledgerErr != nil {
 		return ledgerErr
 	}
+	hints := nextHints(rep, file, p)
 	if !rep.Succeeded() {
 		err := errors.New("not every host applied; see the recap and the receipt")
-		if hints := nextHints(rep, file, p.SpecFile); len(hints) > 0 {
+		if len(hints) > 0 {
 			return &exitCode{code: 1, err: withHint(err, strings.Join(hints, "\nrelayctl: hint: "))}
 		}
 		return &exitCode{code: 1, err: err}
+	}
+	for _, h := range hints { // hosts the plan left out: the next plan picks them up
+		fmt.Fprintf(e.stderr, "relayctl: hint: %s\n", h)
 	}
 	return nil
 }
@@ -237,40 +244,6 @@ func clipValue(v string) string {
 		return v[:60] + "…"
 	}
 	return v
-}
-
-// nextHints say what to run next, one line per kind of reason the hosts
-// that did not end as planned have, so no hint contradicts another: a
-// stale host needs a new plan, not --resume; a host another plan's run
-// left in its window needs that plan; the rest go on with --resume.
-func nextHints(rep *rollout.Report, file, spec string) []string {
-	by := map[string][]string{}
-	for _, h := range rep.Hosts {
-		if h.Next != "" {
-			by[h.Next] = append(by[h.Next], h.Host)
-		}
-	}
-	hosts := func(next string) string { return plans.Visible(strings.Join(abbreviate(by[next], 5), " ")) }
-	var out []string
-	if len(by[rollout.NextNewPlan]) > 0 {
-		out = append(out, fmt.Sprintf("%s drifted since the plan was made: make a new plan (relayctl plan %s --out PLAN), review it, and apply that", hosts(rollout.NextNewPlan), spec))
-	}
-	if len(by[rollout.NextOtherPlan]) > 0 {
-		out = append(out, fmt.Sprintf("%s: a run of another plan stopped inside its window there; relayctl apply THAT_PLAN --resume finishes or undoes it (the host's journal names the plan)", hosts(rollout.NextOtherPlan)))
-	}
-	if len(by[rollout.NextFix]) > 0 {
-		out = append(out, fmt.Sprintf("%s: fix the cause each reason names, then relayctl apply %s --resume", hosts(rollout.NextFix), file))
-	}
-	if len(by[rollout.NextWait]) > 0 {
-		out = append(out, fmt.Sprintf("%s: held by another apply, or outside the plan's window; relayctl apply %s --resume later", hosts(rollout.NextWait), file))
-	}
-	if len(by[rollout.NextPlayers]) > 0 {
-		out = append(out, fmt.Sprintf("skipped hosts still have players (%s): relayctl apply %s --resume when they have gone, or give drain.deadline more time", hosts(rollout.NextPlayers), file))
-	}
-	if len(by[rollout.NextResume]) > 0 {
-		out = append(out, fmt.Sprintf("relayctl apply %s --resume goes on with %d host(s) as they are (%s): applied hosts are checked, not applied again", file, len(by[rollout.NextResume]), hosts(rollout.NextResume)))
-	}
-	return out
 }
 
 // abbreviate lists at most n names, then how many more.

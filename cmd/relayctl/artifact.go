@@ -115,6 +115,14 @@ func readTemplates(s *plans.Spec) (map[string]string, plans.SpecErrors) {
 // release with a url is fetched by each host itself, and one of kind none
 // ships nothing: nothing to read.
 func planArtifact(override string, p *plans.Plan) ([]byte, error) {
+	if p.Rollback != nil {
+		// A rollback goes back to the release each host keeps: no file
+		// is shipped, and the host checks it by its receipt's sha256.
+		if override != "" {
+			return nil, fmt.Errorf("--artifact: %s is a rollback plan: each host goes back to the release it keeps, and no file is uploaded", p.Name)
+		}
+		return nil, nil
+	}
 	if p.Relay.URL != "" || p.Relay.Kind == plans.ReleaseKindNone {
 		switch {
 		case override == "":

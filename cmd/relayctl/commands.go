@@ -15,6 +15,7 @@ func commands(e *env) []*cli.Command {
 		applyCommand(e),
 		stageCommand(e),
 		approveCommand(e),
+		rollbackCommand(e),
 		verifyCommand(e),
 		historyCommand(e),
 		benchCommand(e),

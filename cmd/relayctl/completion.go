@@ -164,7 +164,8 @@ error.`))
 	}
 	w("# EXIT STATUS\n\n%s\n\n", manText(`0 success or nothing to do; 1 an error; 2 plan --detailed-exitcode planned changes; 3 verify
 found a host that differs from the plan; 4 bench --gate or size --spec
-fell short of the promise.`))
+fell short of the promise; 5 verify or facts could not read some host
+(and verify found none that differs).`))
 	w("# ENVIRONMENT\n\n")
 	w("**NO_COLOR**\n: when set, show prints no colour.\n\n")
 	w("**RELAYCTL_REQUIRE_APPROVAL**\n: the allowed signers file apply and stage require a signature from, when --require-approval is not given.\n\n")

@@ -317,13 +317,6 @@ func shellWords(s string) ([]string, error) {
 	return words, nil
 }
 
-func clipText(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
-}
-
 // The modes the docs promise are the modes relayctl writes: what plan,
 // apply and stage leave beside the plan, each named with its mode in
 // docs/cli.md as the test names it.

@@ -210,7 +210,7 @@ func TestLabDrainDeadlinePolicies(t *testing.T) {
 			if st := e.status(); st["draining"] != false || st["version"] != "1.9.0" {
 				t.Errorf("%s: /status draining %v version %v; want the relay open again and untouched", tt.policy, st["draining"], st["version"])
 			}
-			if tt.policy == "skip" && !strings.Contains(errs, "hint: skipped hosts still have players") {
+			if tt.policy == "skip" && !strings.Contains(errs, "hint: lab-1 still had players at the drain deadline: relayctl apply "+e.plan+" --resume when they have gone") {
 				t.Errorf("skip: no hint for the follow-up run:\n%s", errs)
 			}
 		case "force":

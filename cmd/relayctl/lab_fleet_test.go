@@ -279,7 +279,7 @@ func TestLabFleetResumeAfterFailure(t *testing.T) {
 	e.mustPlan(e.spec, e.plan)
 	plant(t, hs[1])
 	code, out, errs := e.relayctl("apply", e.plan, "--parallel", "1")
-	if code != 1 || !strings.Contains(errs, "lab-2: fix the cause each reason names, then relayctl apply "+e.plan+" --resume") ||
+	if code != 1 || !strings.Contains(errs, "lab-2: fix on the host what each reason names (a folder's owner, a host key, a full disk), then relayctl apply "+e.plan+" --resume") ||
 		!strings.Contains(errs, "relayctl apply "+e.plan+" --resume goes on with 2 host(s) as they are (lab-3 lab-4)") {
 		t.Fatalf("apply: exit %d, want 1 and the resume hint\n%s\n%s", code, out, errs)
 	}

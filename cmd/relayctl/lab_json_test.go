@@ -73,7 +73,7 @@ func TestLabJSONOutputs(t *testing.T) {
 	if code != 3 || !strings.Contains(errs, "1 of 1 hosts differ from the plan") {
 		t.Errorf("verify --json before apply: exit %d, want 3\n%s", code, errs)
 	}
-	if vr.FormatVersion != 2 || vr.Source != e.plan || vr.Plan != "lab-rcvbuf" || vr.Checksum != p.Checksum {
+	if vr.FormatVersion != 3 || vr.Source != e.plan || vr.Plan != "lab-rcvbuf" || vr.Checksum != p.Checksum {
 		t.Errorf("verify --json header: %+v", vr)
 	}
 	if vr.Summary.Hosts != 1 || vr.Summary.Match != 0 || vr.Summary.Differ != 1 || len(vr.Hosts) != 1 || vr.Hosts[0].OK || vr.Hosts[0].Host != h.Name {

@@ -276,7 +276,7 @@ func TestLabVerifyReportsDropsSinceTheLastApply(t *testing.T) {
 			OverPromise int `json:"over_promise"`
 		} `json:"summary"`
 	}
-	if err := json.Unmarshal([]byte(jout), &vr); err != nil || code != 3 || vr.FormatVersion != 2 || len(vr.Hosts) != 1 || vr.Summary.OverPromise != 1 {
+	if err := json.Unmarshal([]byte(jout), &vr); err != nil || code != 3 || vr.FormatVersion != 3 || len(vr.Hosts) != 1 || vr.Summary.OverPromise != 1 {
 		t.Fatalf("verify --json: exit %d, %v\n%s", code, err, jout)
 	}
 	d := vr.Hosts[0].Drops

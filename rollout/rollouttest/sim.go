@@ -68,6 +68,12 @@ type Sim struct {
 	ReleaseIn  chan struct{} `json:"-"` // the restart waits for it
 	// Fetch is what the host gets for a release url (nil: no network).
 	Fetch func(url string) ([]byte, error) `json:"-"`
+	// RefuseDial: the client refuses the connection (a host key that
+	// changed), with these words.
+	RefuseDial string
+	// RefuseValue is "KEY VALUE", a sysctl write the kernel refuses
+	// (EINVAL), as one it has rules for that relayctl does not know.
+	RefuseValue string
 
 	// Load is the traffic the relay's socket receives, by the version of
 	// the release the relay runs ("" for any other): it moves the drop
@@ -84,8 +90,13 @@ type Sim struct {
 	Uploaded int                // bytes received
 	Fetched  int                // bytes the host fetched from a url
 	Backups  map[string]*string // what backup kept, by name (nil: the file was absent)
-	locked   bool
-	trips    int
+	// The backups an applied window left beside its receipt
+	// (RECEIPT.backups), by receipt name (without .json).
+	Kept map[string]map[string]*string
+	// ReleaseSHA is each installed release's program's sha256.
+	ReleaseSHA map[string]string
+	locked     bool
+	trips      int
 
 	// For the fleet simulator (net.go): Net makes each round trip take
 	// time; Lean keeps no list of the primitives and large files by their
@@ -210,17 +221,19 @@ func NewSim(name string) *Sim {
 	cfg := config.Default()
 	cfg.Listen = "0.0.0.0:7788"
 	return &Sim{
-		Name:     name,
-		Sysctls:  map[string]string{"net.core.rmem_max": "212992", "net.core.rmem_default": "212992"},
-		Files:    map[string]string{plans.DefaultPaths.RelayConfig: string(cfg.Render())},
-		Link:     "/opt/relay/releases/1.7.0",
-		Releases: map[string]bool{"1.7.0": true},
-		PID:      100,
-		RB:       212992,
-		Inode:    1,
-		Exe:      "/opt/relay/releases/1.7.0/relayd",
-		Paths:    plans.PlanPaths(plans.DefaultPaths),
-		Backups:  map[string]*string{},
+		Name:       name,
+		Sysctls:    map[string]string{"net.core.rmem_max": "212992", "net.core.rmem_default": "212992"},
+		Files:      map[string]string{plans.DefaultPaths.RelayConfig: string(cfg.Render())},
+		Link:       "/opt/relay/releases/1.7.0",
+		Releases:   map[string]bool{"1.7.0": true},
+		PID:        100,
+		RB:         212992,
+		Inode:      1,
+		Exe:        "/opt/relay/releases/1.7.0/relayd",
+		Paths:      plans.PlanPaths(plans.DefaultPaths),
+		Backups:    map[string]*string{},
+		Kept:       map[string]map[string]*string{},
+		ReleaseSHA: map[string]string{"1.7.0": plans.SHA256("sim relayd 1.7.0")},
 	}
 }
 
@@ -277,8 +290,10 @@ func (s *Sim) Facts() *plans.Facts {
 	}
 	f.Release.CurrentRaw = s.Link
 	f.Release.Current = plans.ReleaseOf(s.Paths, s.Link)
-	for v := range s.Releases {
-		f.Release.Installed = append(f.Release.Installed, v)
+	for v, there := range s.Releases {
+		if there {
+			f.Release.Installed = append(f.Release.Installed, v)
+		}
 	}
 	sort.Strings(f.Release.Installed)
 	if s.PID > 0 {
@@ -360,7 +375,11 @@ func (s *Sim) Run(ctx context.Context, ops []rollout.Op, each func(int, rollout.
 // one carries out one primitive, or fails it as the Sim's faults say.
 func (s *Sim) one(o rollout.Op) (rollout.Result, error) {
 	if o.Kind == "observe" {
-		return rollout.Result{Facts: s.Facts()}, nil
+		f := s.Facts()
+		if o.Query != nil && o.Query.UndoOf != "" && !o.Query.LastApply {
+			f.Undo = s.undo(o.Query.UndoOf)
+		}
+		return rollout.Result{Facts: f}, nil
 	}
 	if o.Kind == "sample" {
 		return s.sample(o)
@@ -460,13 +479,24 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 	case "step":
 		s.jlog(o.Args[0])
 	case "commit":
+		s.keep(o)
 		s.Journal, s.Backups = "", map[string]*string{} // filed with the receipt
 		s.fileReceipt(o)
 	case "record":
 		s.fileReceipt(o)
 	case "receipts":
 		return s.receipts(o), nil
-	case "dir", "file-ok", "link-ok", "exec-ok", "check-release", "daemon-reload", "clear-fdstore":
+	case "check-release":
+		if sum, ok := s.ReleaseSHA[path.Base(o.Args[0])]; !ok || sum != o.Args[1] {
+			return rollout.Result{}, fmt.Errorf("the release already in %s is not the one reviewed: %s/relayd has sha256 %s, want %s", o.Args[0], o.Args[0], orNone(sum), o.Args[1])
+		}
+	case "release-sum":
+		if sum, ok := s.ReleaseSHA[path.Base(o.Args[0])]; ok && s.Releases[path.Base(o.Args[0])] {
+			return rollout.Result{Value: sum + " - "}, nil
+		}
+	case "restore-kept":
+		return rollout.Result{}, s.restoreKept(o)
+	case "dir", "file-ok", "link-ok", "exec-ok", "daemon-reload", "clear-fdstore":
 	case "clear":
 		s.Journal, s.Backups = "", map[string]*string{}
 	case "keep", "fetch":
@@ -474,6 +504,9 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 	case "rename", "remove", "link", "place-release", "backup", "restore", "backup-link", "restore-link":
 		return rollout.Result{}, s.file(o)
 	case "sysctl", "restart", "handoff", "stop", "relay-drain", "unit-log", "clock", "reload", "reload-or-restart":
+		if o.Kind == "sysctl" && s.RefuseValue == o.Args[0]+" "+o.Args[1] {
+			return rollout.Result{}, fmt.Errorf("the kernel refused %s = %s (Invalid argument); it reads %s", o.Args[0], o.Args[1], s.Sysctls[o.Args[0]])
+		}
 		return s.relay(o), nil
 	case "prune":
 		return s.prune(o), nil
@@ -539,6 +572,10 @@ func (s *Sim) file(o rollout.Op) error {
 			return fmt.Errorf("%s is not a regular file", a[1])
 		}
 		s.Releases[path.Base(a[0])] = true
+		if s.ReleaseSHA == nil {
+			s.ReleaseSHA = map[string]string{}
+		}
+		s.ReleaseSHA[path.Base(a[0])] = a[2]
 	case "backup":
 		if c, ok := s.Files[a[0]]; ok {
 			s.Backups[a[1]] = &c
@@ -631,6 +668,65 @@ func (s *Sim) receipts(o rollout.Op) rollout.Result {
 		fmt.Fprintf(&b, "%s %d\n%s", s.Receipts[i].Name, len(s.Receipts[i].Body), s.Receipts[i].Body)
 	}
 	return rollout.Result{Value: b.String()}
+}
+
+// keep keeps an applied window's backups beside its receipt, as the
+// agent's commit does.
+func (s *Sim) keep(o rollout.Op) {
+	if o.Args[1] != "applied" {
+		return
+	}
+	if s.Kept == nil {
+		s.Kept = map[string]map[string]*string{}
+	}
+	s.Kept[o.Args[0]] = s.Backups
+}
+
+// undo is the newest receipt of the plan with checksum sum that records
+// what its window changed, as observe reads it.
+func (s *Sim) undo(sum string) *plans.UndoFact {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.Receipts) - 1; i >= 0; i-- {
+		var r struct {
+			Checksum string      `json:"plan_checksum"`
+			Outcome  string      `json:"outcome"`
+			Undo     *plans.Undo `json:"undo"`
+		}
+		if json.Unmarshal([]byte(s.Receipts[i].Body), &r) != nil || r.Checksum != sum || r.Undo == nil {
+			continue
+		}
+		name := strings.TrimSuffix(s.Receipts[i].Name, ".json")
+		f := &plans.UndoFact{Receipt: name, Checksum: r.Checksum, Outcome: r.Outcome, Undo: r.Undo, Backups: []string{}}
+		for b := range s.Kept[name] {
+			f.Backups = append(f.Backups, b)
+		}
+		sort.Strings(f.Backups)
+		return f
+	}
+	return nil
+}
+
+// restoreKept copies a kept backup beside its file, sha256 checked.
+func (s *Sim) restoreKept(o rollout.Op) error {
+	dir, name := path.Split(o.Args[0])
+	receipt := strings.TrimSuffix(path.Base(dir), ".backups")
+	c, ok := s.Kept[receipt][name]
+	if !ok || c == nil {
+		return fmt.Errorf("%s is not there (or not a regular file): the host no longer keeps that backup (nothing was written)", o.Args[0])
+	}
+	if sum := plans.SHA256(*c); sum != o.Args[2] {
+		return fmt.Errorf("the backup %s has sha256 %s, its receipt says %s (nothing was written)", o.Args[0], sum, o.Args[2])
+	}
+	s.Files[o.Args[1]] = *c
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // prune removes the releases the argv lines name (v:VERSION), never the

@@ -47,7 +47,8 @@ func TestAgentFilesReceiptsAndKeepsTheNewest(t *testing.T) {
 		}
 	}
 	commit("commit", 10)
-	if got := filedNames(t, receipts); !slices.Equal(got, []string{receiptName(10) + ".journal", receiptName(10) + ".json"}) {
+	// An applied window's backups stay beside its receipt (a rollback's).
+	if got := filedNames(t, receipts); !slices.Equal(got, []string{receiptName(10) + ".backups", receiptName(10) + ".journal", receiptName(10) + ".json"}) {
 		t.Fatalf("after a commit: %q", got)
 	}
 	os.WriteFile(filepath.Join(receipts, "abandoned-20261130T000000Z.journal"), []byte("x"), 0o600)
@@ -63,11 +64,11 @@ func TestAgentFilesReceiptsAndKeepsTheNewest(t *testing.T) {
 	if j, err := os.ReadFile(filepath.Join(state, "journal")); err != nil || string(j) != "another run's journal\n" {
 		t.Errorf("record touched the journal: %q, %v", j, err)
 	}
-	want := []string{receiptName(11) + ".journal", receiptName(11) + ".json",
-		receiptName(12) + ".journal", receiptName(12) + ".json",
+	want := []string{receiptName(11) + ".backups", receiptName(11) + ".journal", receiptName(11) + ".json",
+		receiptName(12) + ".backups", receiptName(12) + ".journal", receiptName(12) + ".json",
 		receiptName(13) + ".json", "abandoned-20261130T000000Z.journal"}
 	if got := filedNames(t, receipts); !slices.Equal(got, want) {
-		t.Errorf("kept:\n%q\nwant the newest 3 receipts with their journals and nothing else removed:\n%q", got, want)
+		t.Errorf("kept:\n%q\nwant the newest 3 receipts with their journals and backups, and nothing else removed:\n%q", got, want)
 	}
 	if b, _ := os.ReadFile(filepath.Join(receipts, receiptName(13)+".json")); string(b) != `{"run": 13}` {
 		t.Errorf("the receipt filed: %q", b)

@@ -33,8 +33,11 @@ func args(q rollout.Query) ([]string, error) {
 	a := []string{strconv.Itoa(q.Port), q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir,
 		q.Service.Manager, q.Service.Name, q.Service.PIDFile, strings.Join(q.Keys, ","), q.Control, strconv.Itoa(plans.MaxHostFile), unitDropIn(q.Service),
 		orDash(q.Program), orDash(strings.Join(q.Files, ",")), "-"}
-	if q.LastApply {
+	switch {
+	case q.LastApply:
 		a[len(a)-1] = "last-apply"
+	case q.UndoOf != "":
+		a[len(a)-1] = "undo:" + strings.TrimPrefix(q.UndoOf, "sha256:")
 	}
 	return append(a, tune.SysctlDirs...), nil
 }
