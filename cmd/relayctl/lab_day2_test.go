@@ -141,7 +141,7 @@ func rmemMax(t *testing.T) string {
 func TestLabRollbackAfterStoreKeptUpgrade(t *testing.T) {
 	bin := buildRelayctl(t)
 	e := startStorePlayersLab(t, "1.9.0")
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 0 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan); code != 0 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	if code, out, errs := e.relayctl("apply", e.plan); code != 0 {
@@ -196,7 +196,7 @@ func TestLabRollbackAfterStoreKeptUpgrade(t *testing.T) {
 func TestLabRollbackAfterHandoff(t *testing.T) {
 	bin := buildRelayctl(t)
 	e := startPlayersLab(t, true, "")
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 0 || !strings.Contains(out, "handoff") {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan); code != 0 || !strings.Contains(out, "handoff") {
 		t.Fatalf("plan: exit %d, want a handoff\n%s\n%s", code, out, errs)
 	}
 	if code, out, errs := e.relayctl("apply", e.plan); code != 0 {
@@ -239,7 +239,7 @@ func TestLabRollbackAfterHandoff(t *testing.T) {
 func TestLabRollbackRefusedOnADriftedHost(t *testing.T) {
 	e := startLab(t, []lab.HostOptions{{}}, nil)
 	h := e.lab.Hosts[0]
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 0 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan); code != 0 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	if code, out, errs := e.relayctl("apply", e.plan); code != 0 {
@@ -290,7 +290,7 @@ func TestLabSoakRegressionHintGoesForward(t *testing.T) {
 		return strings.Replace(s, "  so_rcvbuf: 4194304\n", "  so_rcvbuf: 2048\n  so_rcvbuf_force: true\n", 1) + soak
 	})
 	h1, h2, h3 := e.lab.Hosts[0], e.lab.Hosts[1], e.lab.Hosts[2]
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan); code != 0 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan); code != 0 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	pc, _, err := loadPlan(e.plan)
@@ -336,7 +336,7 @@ func TestLabSoakRegressionHintGoesForward(t *testing.T) {
 	fixed := strings.Replace(string(spec), "  so_rcvbuf: 2048\n  so_rcvbuf_force: true\n", "  so_rcvbuf: 4194304\n", 1)
 	fixed = strings.Replace(fixed, "version: 1.8.0\n    artifact: "+lab.BuildRelayd(t, "1.8.0"), "version: 1.8.1\n    artifact: "+lab.BuildRelayd(t, "1.8.1"), 1)
 	os.WriteFile(e.spec, []byte(fixed), 0o644)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan+".fixed"); code != 0 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan+".fixed"); code != 0 {
 		t.Fatalf("plan the fixed release: exit %d\n%s\n%s", code, out, errs)
 	}
 	if code, out, errs := e.relayctl("apply", e.plan+".fixed"); code != 0 {

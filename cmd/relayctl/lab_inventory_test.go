@@ -321,7 +321,7 @@ func TestLabInventoryScript(t *testing.T) {
 	if code := run([]string{"relayctl", "validate", spec}, nil, &vout, &verr); code != 0 || !strings.Contains(vout.String(), "valid: 2 hosts selected from the output of inventory/lab-inventory.sh --list by relays") {
 		t.Fatalf("validate: exit %d\n%s\n%s", code, vout.String(), verr.String())
 	}
-	if code, out, errs := e.direct("plan", spec, "--out", plan); code != 2 {
+	if code, out, errs := e.direct("plan", spec, "--out", plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	md, _ := os.ReadFile(plan + ".md")
