@@ -331,7 +331,10 @@ func versionWarning(r PlannedRelay) string {
 // writesText lists every path relayctl writes on a host of the plan.
 func writesText(p *Plan) string {
 	var w []string
-	if p.Relay.Kind != ReleaseKindNone {
+	switch {
+	case p.Rollback != nil && p.Relay.Kind != ReleaseKindNone:
+		w = append(w, MDCode(p.Paths.Current)+" (the link, back to the release the host keeps)")
+	case p.Relay.Kind != ReleaseKindNone:
 		w = append(w, MDCode(p.Paths.Releases+"/"+p.Relay.Version)+" (the release)", MDCode(p.Paths.Current)+" (the link)")
 	}
 	w = append(w, MDCode(p.Paths.SysctlFile))

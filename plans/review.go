@@ -52,9 +52,12 @@ func (r *review) header(planFile string) {
 	if p.Relay.SORcvbufForce {
 		force = " with SO_RCVBUFFORCE (ignores net.core.rmem_max)"
 	}
-	if p.Relay.SORcvbuf > 0 {
+	switch {
+	case p.Rollback != nil:
+		r.w("- The relay asks for the SO_RCVBUF its config held before that window (each host's rb below) on UDP port %d\n", p.Relay.Port)
+	case p.Relay.SORcvbuf > 0:
 		r.w("- The relay asks for SO_RCVBUF %d%s on UDP port %d\n", p.Relay.SORcvbuf, force, p.Relay.Port)
-	} else {
+	default:
 		r.w("- The relay does not call setsockopt(SO_RCVBUF): its socket gets net.core.rmem_default\n")
 	}
 	r.w("- Service: %s\n", serviceText(p.Relay.Service))
