@@ -466,6 +466,32 @@ const (
 	keyRmemDefault = "net.core.rmem_default"
 )
 
+// decideAction settles whether the host's window switches the relay, how,
+// and the host's action: blocked, a change, or nothing to do.
+func decideAction(h *HostPlan, p *Plan, f *Facts) {
+	// A restart is what makes the socket pick up a new buffer: raising
+	// rmem_max does nothing to a socket that already exists.
+	h.Restart = h.Release.Action != ReleaseKeep || h.filesRestart() || !h.Readback.AllAtExpected()
+	changes := h.Restart
+	for _, fc := range h.Files {
+		changes = changes || fc.Change
+	}
+	for _, c := range h.Sysctls {
+		changes = changes || c.Change
+	}
+	if h.Restart {
+		planSwitch(h, p, f)
+	}
+	switch {
+	case len(h.Blockers) > 0:
+		h.Action = ActionBlocked
+	case changes:
+		h.Action = ActionChange
+	default:
+		h.Action = ActionNone
+	}
+}
+
 // ObservedKeys are the sysctls read on every host besides the planned ones:
 // the read-back rule depends on them.
 var ObservedKeys = []string{keyRmemMax, keyRmemDefault}
@@ -506,28 +532,7 @@ func planHost(p *Plan, id HostID, f *Facts) *HostPlan {
 	planDrain(h, p, f)
 	h.Previous = PreviousState{CurrentLink: f.Release.CurrentRaw, RelayRunning: f.Service.Running}
 
-	// A restart is what makes the socket pick up a new buffer: raising
-	// rmem_max does nothing to a socket that already exists.
-	h.Restart = h.Release.Action != ReleaseKeep || h.filesRestart() || !h.Readback.AllAtExpected()
-	changes := h.Restart
-	for _, fc := range h.Files {
-		changes = changes || fc.Change
-	}
-	for _, c := range h.Sysctls {
-		changes = changes || c.Change
-	}
-	if h.Restart {
-		planSwitch(h, p, f)
-	}
-
-	switch {
-	case len(h.Blockers) > 0:
-		h.Action = ActionBlocked
-	case changes:
-		h.Action = ActionChange
-	default:
-		h.Action = ActionNone
-	}
+	decideAction(h, p, f)
 	if h.Action == ActionChange {
 		h.Release.Prune, h.Release.PruneStore = planPrune(p, f)
 	}

@@ -167,25 +167,7 @@ func planRollbackHost(p *Plan, id HostID, f *Facts) *HostPlan {
 		h.Blockers = append(h.Blockers, "the relay was not running (or its socket was not found) before that run's window, so there is no state of it to go back to: stop it, or plan from the spec")
 	}
 	rollbackReadback(h, f, u)
-	h.Restart = h.Release.Action != ReleaseKeep || h.filesRestart() || !h.Readback.AllAtExpected()
-	changes := h.Restart
-	for _, fc := range h.Files {
-		changes = changes || fc.Change
-	}
-	for _, c := range h.Sysctls {
-		changes = changes || c.Change
-	}
-	if h.Restart {
-		planSwitch(h, p, f)
-	}
-	switch {
-	case len(h.Blockers) > 0:
-		h.Action = ActionBlocked
-	case changes:
-		h.Action = ActionChange
-	default:
-		h.Action = ActionNone
-	}
+	decideAction(h, p, f)
 	return h
 }
 

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/relayctl/relayctl/internal/trust"
 )
 
 // maxStderr is how much of its stderr is kept for messages: the end,
@@ -159,30 +161,9 @@ func safeToRun(path string) error {
 		return fmt.Errorf("%s is not an executable file (mode %s); chmod +x it", path, st.Mode())
 	}
 	for _, p := range []string{real, filepath.Dir(real), filepath.Dir(path)} {
-		if err := owned(p); err != nil {
+		if err := trust.Owned(p); err != nil {
 			return fmt.Errorf("%w: whoever can change it would run as you (often root); chown it to root or yourself and chmod go-w it and its folder", err)
 		}
-	}
-	return nil
-}
-
-// owned: p belongs to root or to the caller and no one else may write it
-// (a folder with the sticky bit, such as /tmp, keeps others from replacing
-// what is in it).
-func owned(p string) error {
-	st, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fmt.Errorf("cannot tell who owns %s", p)
-	}
-	if sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
-		return fmt.Errorf("%s belongs to uid %d, neither root nor you", p, sys.Uid)
-	}
-	if st.Mode().Perm()&0o022 != 0 && !(st.IsDir() && st.Mode()&os.ModeSticky != 0) {
-		return fmt.Errorf("%s is writable by others (mode %04o)", p, st.Mode().Perm())
 	}
 	return nil
 }
