@@ -185,6 +185,7 @@ type Host struct {
 	services      []Service     // HostOptions.Services
 	sshdv         *exec.Cmd     // nil for a loaded lab
 	done          chan struct{} // closed when sshdv has been reaped
+	mountPin      *os.File      // the sshd's mount namespace, held open until stop (procTracker)
 }
 
 // Host returns the host with the given alias, or nil.
@@ -464,7 +465,14 @@ func (h *Host) stop() error {
 			nets[id] = true
 		}
 	}
-	tr := &procTracker{mnt: h.MountNS, nets: nets, seen: map[int]bool{}}
+	tr := trackHost(h.MountNS, nets, h.mountPin, h.SSHDPID)
+	defer tr.release()
+	defer func() {
+		if h.mountPin != nil {
+			h.mountPin.Close()
+			h.mountPin = nil
+		}
+	}()
 	procs := func() []int {
 		ps := tr.scan()
 		// An sshd that never became ready has no MountNS yet. Until we reap
