@@ -55,10 +55,15 @@ func nextFor(out Outcome, state string) string {
 	return NextFix
 }
 
-// What became of a window a dead run left unfinished.
+// What became of a window a dead run left unfinished; or one the host
+// ended by itself (window.go) when its run's connection was lost: for
+// either, the one command that converges is the plan's apply --resume,
+// which reads the host's journal and files the receipt.
 const (
-	RecoveryCompleted  = "completed after a crash"
-	RecoveryRolledBack = "rolled back after a crash"
+	RecoveryCompleted        = "completed after a crash"
+	RecoveryRolledBack       = "rolled back after a crash"
+	RecoveryCompletedByHost  = "completed by the host after the connection was lost"
+	RecoveryRolledBackByHost = "rolled back by the host after the connection was lost"
 )
 
 // Host states after an apply: a failed apply leaves each host as it was or

@@ -90,15 +90,8 @@ func (h *Host) Run(ctx context.Context, ops []rollout.Op, each func(i int, r rol
 	if len(ops) == 0 {
 		return nil
 	}
-	for _, o := range ops {
-		if err := o.Validate(); err != nil {
-			return err
-		}
-	}
-	for i, o := range ops {
-		if o.Kind == "unlock" && i != len(ops)-1 {
-			return errors.New("run on host: unlock must end the ops")
-		}
+	if err := rollout.ValidateRun(ops); err != nil {
+		return err
 	}
 	h.mu.Lock()
 	a := h.agent
