@@ -332,3 +332,58 @@ func TestLabSystemdCutTheSessionScope(t *testing.T) {
 	}
 	converged(t, h)
 }
+
+// killWindow kills every relayctl process on h (its session's agent and
+// the window's own process), as a host whose window died with its run.
+func killWindow(t *testing.T, h *lab.Host) {
+	t.Helper()
+	for range 10 {
+		ents, _ := os.ReadDir("/proc")
+		for _, ent := range ents {
+			cmd, _ := os.ReadFile("/proc/" + ent.Name() + "/cmdline")
+			ns, _ := os.Readlink("/proc/" + ent.Name() + "/ns/mnt")
+			if ns == h.MountNS && (strings.Contains(string(cmd), "relayctl-agent\x00") || strings.Contains(string(cmd), "relayctl-window\x00")) {
+				pid, _ := strconv.Atoi(ent.Name())
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Completing means making the window's end hold: a window whose restart is
+// marked done in its journal but whose relay no longer runs (the window's
+// process, its session and the new relay all died) is completed by
+// starting the planned release and reading it back. On the code before,
+// the read-back failed and the host was rolled back, to be applied with a
+// second command.
+func TestLabCompletingStartsARelayThatIsDown(t *testing.T) {
+	e := startLab(t, []lab.HostOptions{{}}, nil)
+	h := e.lab.Hosts[0]
+	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+		t.Fatalf("plan: exit %d: %s", code, errs)
+	}
+	done := e.applyAsync("--stable-for", "3s", "--reconnects", "0")
+	waitJournal(t, h, "done restart")
+	killWindow(t, h)
+	if pid, _, ok := relayOn(h); ok {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	if r := <-done; r.code != 1 {
+		t.Fatalf("the apply whose window died: exit %d\n%s\n%s", r.code, r.out, r.err)
+	}
+	if _, _, ok := relayOn(h); ok {
+		t.Fatal("a relay still runs: the test did not kill it")
+	}
+	code, out, errs := e.relayctl("apply", e.plan, "--resume")
+	if code != 0 || !strings.Contains(out, "lab-1: applied, "+rollout.RecoveryCompleted) {
+		t.Errorf("apply --resume: exit %d, want 0, applied, %s\nstdout:\n%s\nstderr:\n%s", code, rollout.RecoveryCompleted, out, errs)
+	}
+	if _, rb := awaitRelay(t, h, time.Second); rb != 8388608 {
+		t.Errorf("rb %d, want 8388608", rb)
+	}
+	if rc := receiptOf(t, e.plan); rc.Restarts != 1 {
+		t.Errorf("the recovery's receipt: %d restarts, want the start of the planned release", rc.Restarts)
+	}
+	converged(t, h)
+}

@@ -991,7 +991,8 @@ p_unlock() { # remove the owner file and exit
 # and the host lock it held with the session is free.
 
 # started_at PID: the process's start time (clock ticks since boot): with
-# the pid, it names one process, whatever pid is reused later.
+# the pid, it names one process, whatever pid is reused later. Nothing for
+# a process that has exited (a zombie waits for a parent that reaps late).
 started_at() {
 	sa_=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
 	sa_=${sa_##*) }
@@ -1000,6 +1001,7 @@ started_at() {
 	set -- $sa_
 	set +f
 	[ $# -ge 20 ] || return 1
+	case $1 in Z | X | x) return 1 ;; esac
 	shift 19
 	printf '%s' "$1"
 }
