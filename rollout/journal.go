@@ -200,3 +200,26 @@ func windowEnd(text string) (*WindowEnd, error) {
 	}
 	return e, nil
 }
+
+// JournalNote says, for people, what a journal left on a host tells of an
+// unfinished run, and the one command that finishes it ("" for none):
+// verify reports it beside its checks.
+func JournalNote(text string) string {
+	if text == "" {
+		return ""
+	}
+	j, err := ReadJournal(text)
+	if err != nil {
+		return "a run left a journal that cannot be read (" + err.Error() + "): check the host, then apply with --clear-journal"
+	}
+	plan := "plan " + j.Plan
+	switch e := j.End; {
+	case e != nil && e.By == ByHost && e.Verdict == EndKept:
+		return "the window of " + plan + " was " + RecoveryCompletedByHost + "; apply --resume of that plan reads it back and files its receipt"
+	case e != nil && e.By == ByHost && e.Verdict == EndRolledBack:
+		return "the window of " + plan + " was " + RecoveryRolledBackByHost + " (" + e.Why + "); apply --resume of that plan reads it back and files its receipt"
+	case j.Window || j.Rollback:
+		return "a run of " + plan + " stopped inside its window; apply --resume of that plan finishes it"
+	}
+	return "a run of " + plan + " stopped before its window (nothing in force changed)"
+}

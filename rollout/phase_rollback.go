@@ -182,7 +182,7 @@ func (hr *hostRun) readBackRestored(ctx context.Context, undone []step, c *check
 	for {
 		after, err := hr.observe(ctx)
 		if err != nil {
-			return "unknown: the host could not be read back after rollback", &connLost{err}
+			return "unknown: the host could not be read back after rollback", err
 		}
 		c.after = after
 		checks := restoredChecks(undone, c)

@@ -2,6 +2,8 @@ package rollout
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"time"
 
 	"github.com/relayctl/relayctl/plans"
@@ -51,12 +53,16 @@ func (hr *hostRun) stateLost(where string) string {
 
 // resync reads the host again after e, a lost ending. It returns nil with
 // the host read (hr.now) and the run set to go on from its journal; e when
-// the host could not be reached again; or what commit filed, when the
-// journal went with the receipt before the connection did.
+// the host could not be reached again (or another run holds it now); or
+// what commit filed, when the journal went with the receipt before the
+// connection did.
 func (hr *hostRun) resync(ctx context.Context, e *ending) *ending {
 	ctx = context.WithoutCancel(ctx)
 	f, err := hr.observe(ctx)
 	for try := 0; err != nil && try < hr.o.Reconnects; try++ {
+		if errors.Is(err, ErrLocked) && !strings.Contains(err.Error(), hr.o.Owner) {
+			return e // another run has the host now
+		}
 		hr.pr.say(hr.h.Host, "the connection was lost (%v); the host finishes its window by itself; dialling it again (%d of %d)", err, try+1, hr.o.Reconnects)
 		time.Sleep(reconnectWait(try))
 		f, err = hr.redial(ctx)
@@ -65,8 +71,11 @@ func (hr *hostRun) resync(ctx context.Context, e *ending) *ending {
 		return e
 	}
 	hr.now = f
-	if f.Journal == "" && hr.committed != nil {
+	switch {
+	case f.Journal == "" && hr.committed != nil:
 		return hr.committed
+	case f.Journal == "":
+		return e // the window's journal is gone, and not with a receipt of this run
 	}
 	if !hr.undoing {
 		hr.failure = nil

@@ -81,7 +81,8 @@ func runVerify(c *cli.Context, e *env) error {
 	rep := verifyReport{FormatVersion: VerifyFormatVersion, Source: arg, Plan: p.Name, Checksum: p.Checksum, Hosts: []verifyHost{}}
 	fromPlan := p.Checksum != "" // a plan made now from a spec observed nothing earlier
 	for i, h := range p.Hosts {
-		vh := verifyHost{Host: h.Host, Address: h.Address, OK: true, Checks: append([]rollout.Check{}, rollout.PlannedChecks(p, h, nil, facts[i])...)}
+		vh := verifyHost{Host: h.Host, Address: h.Address, OK: true, Checks: append([]rollout.Check{}, rollout.PlannedChecks(p, h, nil, facts[i])...),
+			Unfinished: plans.Visible(rollout.JournalNote(facts[i].Journal))}
 		for _, ch := range vh.Checks {
 			vh.OK = vh.OK && ch.OK
 		}
@@ -141,6 +142,9 @@ type verifyHost struct {
 	OK      bool            `json:"ok"` // every check as planned, and drops within the promise
 	Checks  []rollout.Check `json:"checks"`
 	Drops   verifyDrops     `json:"drops"`
+	// Unfinished is what a run's journal left on the host says (a window
+	// the host ended by itself after its run's connection was lost, say).
+	Unfinished string `json:"unfinished,omitempty"`
 }
 
 // printVerifyTable prints the checks that differ, one row each, and one
@@ -188,6 +192,11 @@ func printVerifyTable(e *env, rep verifyReport) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s %g/s\t\n", plans.Visible(h.Host), d.Now.SSDrops, d.Now.RcvbufErrors, rx, plans.Visible(since), rate, verdict, d.Allowed)
 	}
 	tw.Flush()
+	for _, h := range rep.Hosts {
+		if h.Unfinished != "" {
+			notes = append(notes, plans.Visible(h.Host)+": "+h.Unfinished)
+		}
+	}
 	for _, n := range notes {
 		fmt.Fprintln(e.stdout, n)
 	}

@@ -48,7 +48,12 @@ state=$2
 observe_script=${3:-}
 journal=$state/journal
 stage=$state/stage
-win=$state/window
+# Runtime files (a window's program and answers, observe's output) go to
+# /run, in RAM, which a full state disk does not fill: root's alone, one
+# folder per window (hosts that share /run, as the lab's do, never meet).
+windows=/run/relayctl
+[ -d /run ] || windows=$state/run
+win=
 tab=$(printf '\t')
 msg=
 
@@ -855,7 +860,7 @@ p_sample() { # BOUNDARY PID PORT CONTROL|-: DATA the relay socket's drop counter
 		err "the relay (pid $b) is not running"
 		return
 	}
-	f=$state/sample.$$.out
+	f=$windows/sample.$$.out
 	{
 		frame clock date +%s%N
 		frame ss nsenter -t "$b" -n ss -H -O -u -a -n -m -e "sport = :$c"
@@ -898,7 +903,7 @@ p_observe() { # BOUNDARY, then the argv lines (observe.sh's arguments): DATA its
 	# (a command substitution would eat the final newline). Not read_argv:
 	# observe's words may be empty (a unit name under the command manager),
 	# and splitting at tabs drops them.
-	f=$state/observe.$$.out
+	f=$windows/observe.$$.out
 	(
 		n=$argv_left
 		set --
@@ -928,7 +933,7 @@ p_clear() { # archive an unfinished run's journal and stage
 		err "archive $stage"
 		return
 	}; fi
-	rm -rf -- "$win"
+	[ -z "$win" ] || rm -rf -- "$win"
 	val "$old"
 }
 p_commit() { # NAME OUTCOME, then the receipt as data: filed with the journal beside it
@@ -954,7 +959,8 @@ p_commit() { # NAME OUTCOME, then the receipt as data: filed with the journal be
 		err "file the journal"
 		return
 	}
-	rm -rf -- "$stage" "$win"
+	rm -rf -- "$stage"
+	[ -z "$win" ] || rm -rf -- "$win"
 	ok
 }
 p_unlock() { # remove the owner file and exit
@@ -976,10 +982,11 @@ p_unlock() { # remove the owner file and exit
 #                request of the window, and last, at checks that failed
 #   undo N       then N bytes of requests: one rollback (as many as needed)
 #   window N     then N bytes of requests: the window itself
-# The session writes it to STATE_DIR/window (root's alone, made afresh),
-# checks its sha256 against the request's, and starts the window's process
-# with that sha256, which checks it again before it reads a line of it. The
-# process answers the window's requests into window/answers/1, 2, ...
+# The session writes it to /run/relayctl/window-ID (root's alone, made
+# afresh, in RAM: a full state disk leaves it be), checks its sha256
+# against the request's, and starts the window's process with that sha256,
+# which checks it again before it reads a line of it. The process answers
+# the window's requests into window-ID/answers/1, 2, ...
 # (relayed by the session as they come), then waits for relayctl's word
 # (a verdict request: keep, or undo with relayctl's rollback as its
 # requests). When the session is gone (relayctl or its connection lost)
@@ -987,7 +994,7 @@ p_unlock() { # remove the owner file and exit
 # rolled back; one that did not is read back (observe and the checks)
 # until it holds, stably, and kept, or rolled back when the judge time
 # runs out. Its end is the journal's last line ("window kept by=host",
-# "window rolled-back by=host why=...", ...) and window/end; then it exits,
+# "window rolled-back by=host why=...", ...) and window-ID/end; then it exits,
 # and the host lock it held with the session is free.
 
 # started_at PID: the process's start time (clock ticks since boot): with
@@ -1033,6 +1040,9 @@ relay() {
 	rl_i=$1 rl_end=$(($1 + $2)) rl_wait=0.005
 	while [ "$rl_i" -lt "$rl_end" ]; do
 		if [ -f "$win/answers/$rl_i" ]; then
+			# An answer the window could not write whole: this session ends
+			# here, and the window, its session gone, ends by itself.
+			whole "$win/answers/$rl_i" || exit 1
 			cat -- "$win/answers/$rl_i" || exit 1
 			rl_i=$((rl_i + 1)) rl_wait=0.005
 			continue
@@ -1046,6 +1056,18 @@ relay() {
 		sleep "$rl_wait"
 		rl_wait=0.02
 	done
+}
+
+# whole FILE: FILE holds one answer, all of it.
+whole() {
+	IFS= read -r wh_l <"$1" || return 1
+	case $wh_l in
+	"DATA "*)
+		wh_n=${wh_l#DATA }
+		case $wh_n in '' | *[!0-9]*) return 1 ;; esac
+		[ "$(wc -c <"$1")" -eq $((${#wh_l} + 1 + wh_n)) ]
+		;;
+	esac
 }
 
 # take_program FILE SHA256: the request's data as FILE, which must hash
@@ -1073,11 +1095,13 @@ p_detach() { # ID SHA256 N, with the program as data: its window, run by a
 		skip_n "$n"
 		return
 	fi
-	if alive "$win/pid"; then
+	if [ -n "$win" ] && alive "$win/pid"; then
 		err "a window is in flight on the host already"
 		skip_n "$n"
 		return
 	fi
+	win=$windows/window-$a
+	forget_windows
 	if ! out=$(rm -rf -- "$win" 2>&1 && mkdir -m 0700 -- "$win" "$win/answers" 2>&1); then
 		err "cannot make $win: $out"
 		skip_n "$n"
@@ -1096,6 +1120,15 @@ p_detach() { # ID SHA256 N, with the program as data: its window, run by a
 	win_n=$n
 	printf 'OK\n'
 	relay 1 "$n"
+}
+
+# forget_windows: the folders of windows whose process is gone, a minute
+# after (a window in another host's hands, where hosts share /run, is
+# alive, or younger).
+forget_windows() {
+	find "$windows" -mindepth 1 -maxdepth 1 -name 'window-*' -type d -mmin +1 2>/dev/null | while IFS= read -r fw_d; do
+		alive "$fw_d/pid" || rm -rf -- "$fw_d"
+	done
 }
 
 # start_window ID SHA256: the window's process, reparented away from this
@@ -1167,6 +1200,7 @@ wait_end() {
 # window_main ID SHA256 SESSION_PID SESSION_START: the window's process.
 window_main() {
 	trap '' HUP
+	win=$windows/window-$1
 	answers=$win/answers locked=1
 	printf '%s %s\n' "$$" "$(started_at $$)" >"$win/pid.new" && mv -f -- "$win/pid.new" "$win/pid"
 	printf '%s %s\n' "$3" "$4" >"$win/session"
@@ -1465,12 +1499,17 @@ why=$(safe_dir "$state") || {
 # whose StateDirectory= was pointed here) could plant a symlink a receipt
 # is then written through. Nobody else can add one here while the lock is
 # held: STATE_DIR is root's alone.
-for d in "$state/receipts" "$state/stage" "$win"; do
+for d in "$state/receipts" "$state/stage"; do
 	if { [ -e "$d" ] || [ -L "$d" ]; } && ! root_dirs "$d"; then
 		printf 'UNSAFE %s is not a folder that belongs to root and only root can write\n' "$d"
 		exit 77
 	fi
 done
+# The runtime folder too (made, root's alone all the way up, else refused).
+why=$(safe_dir "$windows") || {
+	printf 'UNSAFE %s\n' "$(clean "$why")"
+	exit 77
+}
 exec 9>>"$state/lock" || {
 	printf 'UNSAFE cannot open %s/lock\n' "$state"
 	exit 77

@@ -94,8 +94,6 @@ func TestAgentRefusesStateFoldersAnotherUserOwns(t *testing.T) {
 		{"receipts", "r1.json.relayctl-new", []Op{op("begin", "p", "c"), {Kind: "commit", Args: []string{"r1", "applied"}, Data: []byte("{}\n")}}},
 		// A backup is copied to stage/NAME.
 		{"stage", "backup-x", []Op{op("backup", src, "backup-x")}},
-		// The window's process writes its answers and its end in window/.
-		{"window", "end.new", []Op{op("begin", "p", "c")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.sub, func(t *testing.T) {

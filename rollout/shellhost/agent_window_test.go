@@ -228,7 +228,8 @@ func TestAgentWindowRunsOnlyWhatWasSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	win := filepath.Join(w.state, "window")
+	win := "/run/relayctl/window-0123456789abcdef"
+	t.Cleanup(func() { os.RemoveAll(win) })
 	os.MkdirAll(filepath.Join(win, "answers"), 0o700)
 	os.WriteFile(filepath.Join(win, "program"), encl[0].data, 0o600)
 	lock, _ := os.OpenFile(filepath.Join(w.state, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
