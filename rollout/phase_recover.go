@@ -138,18 +138,8 @@ func (hr *hostRun) recover(j *Journal) *ending {
 		}
 	}
 	rec.down = rec.switched && !hr.current().Service.Running
-	if rec.sameRun && rec.switched && !hr.switchCounted {
-		hr.countSwitch(rec.ran) // the host switched the relay after the connection was lost
-	}
-	if rec.sameRun && rec.rolledBack {
-		for _, c := range j.Undone { // and switched it back
-			switch c.Primitive {
-			case "restart":
-				hr.res.Restarts++
-			case "handoff":
-				hr.res.Handoffs++
-			}
-		}
+	if rec.sameRun {
+		hr.countHostSwitches(rec)
 	}
 	hr.rec, hr.gate = rec, hr.res.Before
 	what := "completing it"
@@ -176,6 +166,26 @@ func (hr *hostRun) recover(j *Journal) *ending {
 	}
 	hr.pr.say(hr.h.Host, "%s after %d step(s) (%s): %s", who, len(rec.ran), plans.Visible(lastLine(j.Last)), what)
 	return nil
+}
+
+// countHostSwitches counts in this run's receipt the relay switches its
+// window's process made after the connection was lost: the window's, and
+// its rollback's.
+func (hr *hostRun) countHostSwitches(rec *recovery) {
+	if rec.switched && !hr.switchCounted {
+		hr.countSwitch(rec.ran)
+	}
+	if !rec.rolledBack {
+		return
+	}
+	for _, c := range rec.journal.Undone {
+		switch c.Primitive {
+		case "restart":
+			hr.res.Restarts++
+		case "handoff":
+			hr.res.Handoffs++
+		}
+	}
 }
 
 // newRecovery decides what a run does with a journal's window: what the

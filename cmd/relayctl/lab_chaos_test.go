@@ -471,7 +471,7 @@ func (c *chaos) check(n, target int, fault string, before []chaosHost, plan stri
 			}
 		case rh.State == rollout.StateAsWas:
 			if !was {
-				problem("%s: the receipt says %s (as it was), the host is not: %+v", h.Name, rh.Outcome, now)
+				problem("%s: the receipt says %s (as it was: %s), the host is not: %+v", h.Name, rh.Outcome, rh.Reason, now)
 			}
 		default:
 			// Neither applied nor as it was: a recovery that did not converge.

@@ -812,7 +812,7 @@ p_relay_drain() { # PID HOST:PORT POST|DELETE: the relay's no-new-lobbies mode, 
 	esac
 	out=$(nsenter -t "$a" -n timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
 printf "%s /drain HTTP/1.0\r\n\r\n" "$2" >&3
-head -c 200 <&3' "${b%:*}" "${b##*:}" "$c" 2>&1)
+head -c 200 <&3' "${b%:*}" "${b##*:}" "$c" 2>&1 9>&-)
 	case $out in "HTTP/"*" 200 "*) ok ;; *) err "$c /drain: $(printf '%s' "$out" | head -n 1)" ;; esac
 }
 # frame NAME CMD [ARGS...]: CMD's output as one section of observe.sh's
@@ -829,7 +829,7 @@ frame() {
 relay_status() {
 	nsenter -t "$1" -n timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
 printf "GET /status HTTP/1.0\r\n\r\n" >&3
-head -c 65536 <&3' "$2" "$3" 2>&1
+head -c 65536 <&3' "$2" "$3" 2>&1 9>&-
 }
 p_sample() { # BOUNDARY PID PORT CONTROL|-: DATA the relay socket's drop counters, framed
 	# Only what the soak needs, read in the relay's network namespace: ss
@@ -885,7 +885,7 @@ p_unit_log() { # UNIT SINCE_NS [INVOCATION]: DATA, the unit's journal lines sinc
 	*)
 		i=0
 		while [ $i -lt 20 ] && [ -z "$(journalctl -q --no-pager -n 1 -o cat "INVOCATION_ID=$c" MESSAGE_ID=98e322203f7a4ed290d09fe03c09fe15 2>/dev/null)" ]; do
-			sleep 0.1
+			nap 0.1
 			i=$((i + 1))
 		done
 		journalctl --sync >/dev/null 2>&1 || :
@@ -1020,6 +1020,10 @@ alive() {
 	[ "$(started_at "$al_pid")" = "$al_start" ]
 }
 
+# nap SECONDS: sleep, without the host lock's descriptor: a sleep that
+# outlives a killed agent or window must not keep the host locked.
+nap() { sleep "$1" 9>&-; }
+
 # now_ms: the host clock in milliseconds.
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
@@ -1053,7 +1057,7 @@ relay() {
 			skip_n $((rl_end - rl_i - 1))
 			return
 		fi
-		sleep "$rl_wait"
+		nap "$rl_wait"
 		rl_wait=0.02
 	done
 }
@@ -1153,7 +1157,7 @@ start_window() {
 			echo " (no process after 5 s)"
 			return 1
 		fi
-		sleep 0.02
+		nap 0.02
 	done
 }
 
@@ -1194,7 +1198,7 @@ p_verdict() { # keep|undo SHA256 N (undo: N requests as data, relayctl's
 
 # wait_end: until the window's process has ended (its end file), or is gone.
 wait_end() {
-	while ! [ -s "$win/end" ] && alive "$win/pid"; do sleep 0.02; done
+	while ! [ -s "$win/end" ] && alive "$win/pid"; do nap 0.02; done
 }
 
 # window_main ID SHA256 SESSION_PID SESSION_START: the window's process.
@@ -1267,7 +1271,7 @@ window_split() {
 }
 
 # await_word: until relayctl's word arrives (word: keep or undo), or the
-# session is gone or the await runs out (word: judge). window/decided is
+# session is gone or the await runs out (word: judge). window-ID/decided is
 # made once, by whichever side comes first: that side's word stands.
 await_word() {
 	aw_end=$(($(now_ms) + w_await))
@@ -1279,7 +1283,7 @@ await_word() {
 			fi
 			continue
 		fi
-		sleep 0.05
+		nap 0.05
 	done
 	read -r word sum _ <"$win/verdict" 2>/dev/null || word=judge
 	# relayctl's rollback as relayctl sent it, or none: then alone.
@@ -1303,12 +1307,12 @@ judge_alone() {
 				return
 			fi
 			ja_pid=$hc_pid
-			sleep "$((w_stable / 1000)).$(printf '%03d' $((w_stable % 1000)))"
+			nap "$((w_stable / 1000)).$(printf '%03d' $((w_stable % 1000)))"
 			continue
 		fi
 		ja_pid=
 		[ "$(now_ms)" -lt "$ja_end" ] || break
-		sleep 0.2
+		nap 0.2
 	done
 	set -f
 	# shellcheck disable=SC2086 # numbers, one a field
