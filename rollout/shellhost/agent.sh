@@ -1001,7 +1001,7 @@ p_unlock() { # remove the owner file and exit
 # the pid, it names one process, whatever pid is reused later. Nothing for
 # a process that has exited (a zombie waits for a parent that reaps late).
 started_at() {
-	sa_=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	IFS= read -r sa_ 2>/dev/null <"/proc/$1/stat" || return 1
 	sa_=${sa_##*) }
 	set -f
 	# shellcheck disable=SC2086 # the stat line's fields
@@ -1041,14 +1041,14 @@ skip_n() {
 # window's process writes them. If it ends first, the next is ERR and the
 # rest SKIP. A relayctl gone ends this session here (the window goes on).
 relay() {
-	rl_i=$1 rl_end=$(($1 + $2)) rl_wait=0.005
+	rl_i=$1 rl_end=$(($1 + $2)) rl_tries=0
 	while [ "$rl_i" -lt "$rl_end" ]; do
 		if [ -f "$win/answers/$rl_i" ]; then
 			# An answer the window could not write whole: this session ends
 			# here, and the window, its session gone, ends by itself.
 			whole "$win/answers/$rl_i" || exit 1
 			cat -- "$win/answers/$rl_i" || exit 1
-			rl_i=$((rl_i + 1)) rl_wait=0.005
+			rl_i=$((rl_i + 1)) rl_tries=0
 			continue
 		fi
 		if ! alive "$win/pid"; then
@@ -1057,8 +1057,9 @@ relay() {
 			skip_n $((rl_end - rl_i - 1))
 			return
 		fi
-		nap "$rl_wait"
-		rl_wait=0.02
+		# 5 ms at first (most answers come quickly), then 20 ms
+		rl_tries=$((rl_tries + 1))
+		if [ "$rl_tries" -le 20 ]; then nap 0.005; else nap 0.02; fi
 	done
 }
 
@@ -1152,12 +1153,12 @@ start_window() {
 	sw_i=0
 	while ! [ -s "$win/pid" ]; do
 		sw_i=$((sw_i + 1))
-		if [ "$sw_i" -gt 250 ]; then
+		if [ "$sw_i" -gt 1000 ]; then
 			head -c 300 "$win/log" 2>/dev/null
 			echo " (no process after 5 s)"
 			return 1
 		fi
-		nap 0.02
+		nap 0.005
 	done
 }
 
@@ -1198,7 +1199,7 @@ p_verdict() { # keep|undo SHA256 N (undo: N requests as data, relayctl's
 
 # wait_end: until the window's process has ended (its end file), or is gone.
 wait_end() {
-	while ! [ -s "$win/end" ] && alive "$win/pid"; do nap 0.02; done
+	while ! [ -s "$win/end" ] && alive "$win/pid"; do nap 0.005; done
 }
 
 # window_main ID SHA256 SESSION_PID SESSION_START: the window's process.
@@ -1274,16 +1275,20 @@ window_split() {
 # session is gone or the await runs out (word: judge). window-ID/decided is
 # made once, by whichever side comes first: that side's word stands.
 await_word() {
-	aw_end=$(($(now_ms) + w_await))
+	aw_start=$(now_ms)
+	aw_now=$aw_start
 	while ! [ -d "$win/decided" ]; do
-		if ! alive "$win/session" || [ "$(now_ms)" -ge "$aw_end" ]; then
+		if ! alive "$win/session" || [ "$aw_now" -ge $((aw_start + w_await)) ]; then
 			if mkdir -- "$win/decided" 2>/dev/null; then
 				word=judge
 				return
 			fi
 			continue
 		fi
-		nap 0.05
+		# Every 10 ms while relayctl reads the host back (its keep comes
+		# with the commit), then every 100 ms.
+		if [ $((aw_now - aw_start)) -lt 3000 ]; then nap 0.01; else nap 0.1; fi
+		aw_now=$(now_ms)
 	done
 	read -r word sum _ <"$win/verdict" 2>/dev/null || word=judge
 	# relayctl's rollback as relayctl sent it, or none: then alone.
