@@ -72,6 +72,7 @@ type chaosFigures struct {
 	Phases     map[string]int `json:"faults_by_phase"`  // where each host was when it hit
 	Recoveries map[string]int `json:"recoveries"`       // what the recovering run did, by host
 	Managers   map[string]int `json:"trials_by_manager"`
+	CutsAimed  map[string]int `json:"cuts_aimed_at"` // the phase each cut aimed at
 	// Cuts: the hosts' relays checked 2 s after each cut (hosts x cuts),
 	// those not running then, and the cut trials whose own run converged.
 	RelaysAfterCut   int      `json:"relays_checked_2s_after_a_cut"`
@@ -87,7 +88,7 @@ func TestLabChaos(t *testing.T) {
 	seed := int64(envInt(t, "RELAYCTL_CHAOS_SEED", int(time.Now().UnixNano()%1e9)))
 	rng := rand.New(rand.NewPCG(uint64(seed), 20))
 	fig := &chaosFigures{Seed: seed, Trials: trials, Faults: map[string]int{}, Aimed: map[string]int{}, Policies: map[string]int{},
-		Phases: map[string]int{}, Recoveries: map[string]int{}, Managers: map[string]int{}}
+		Phases: map[string]int{}, Recoveries: map[string]int{}, Managers: map[string]int{}, CutsAimed: map[string]int{}}
 	t.Logf("chaos: seed %d, %d trials", seed, trials)
 	systemd := trials / 3
 	for _, m := range []struct {
@@ -229,6 +230,7 @@ func (c *chaos) trial(n int, rng *rand.Rand, fig *chaosFigures) {
 	ended := c.await(victim, phase, done, rng)
 	undo := c.inject(fault, victim, first, rng)
 	if fault == "cut a connection" {
+		fig.CutsAimed[phase.name]++
 		c.relaysAfterCut(n, fig)
 	}
 	select {
