@@ -1,5 +1,9 @@
 # relayctl: see README.md. Every target runs from a fresh clone.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+# The commit relayctl records in every receipt (relayctl --version prints it
+# too): stamped, since -buildvcs=false leaves Go's own VCS stamp out.
+# A tarball without git has none: relayctl then says so.
+COMMIT ?= $(shell c=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || c=$$c-dirty; } && echo $$c)
 RELAY_VERSION ?= 1.8.0
 GO ?= go
 # Release builds, as Go tools ship: static (CGO_ENABLED=0, so relayd runs on
@@ -20,7 +24,7 @@ DESTDIR ?=
 .PHONY: build install test test-unit lab-deps lint lab lab-down demo demo-systemd demo-bench fuzz bench-apply bench-plan bench-sim restart-impact clean
 
 build:
-	$(GOBUILD) -ldflags "-s -w -X main.Version=$(VERSION)" -o bin/relayctl ./cmd/relayctl
+	$(GOBUILD) -ldflags "-s -w -X main.Version=$(VERSION) -X main.Commit=$(COMMIT)" -o bin/relayctl ./cmd/relayctl
 	$(GOBUILD) -ldflags "-s -w -X main.Version=$(RELAY_VERSION) -X main.versionMarker=relayd-version:$(RELAY_VERSION)" -o bin/relayd ./cmd/relayd
 	$(GOBUILD) -ldflags "-s -w" -o bin/relaylab ./internal/cmd/relaylab
 	@cd bin && sha256sum relayctl relayd
@@ -53,8 +57,9 @@ test: lab-deps
 lab-deps:
 	./scripts/lab-deps.sh
 
-# Everything but the lab tests and the tests that drive the real relayd
-# for seconds (both skip under -short: lab.Require). CI runs make test.
+# Everything but the lab tests, the tests that change the machine's global
+# sysctls and the tests that drive the real relayd for seconds (all skip
+# under -short: lab.Require, kerneltest.Lock). CI runs make test.
 test-unit:
 	$(GO) test -race -short ./...
 
@@ -80,9 +85,12 @@ fuzz:
 demo: lab-deps build
 	./scripts/demo.sh
 
-# One lab host that stays up, with ssh_config, known_hosts and ready specs
-# in lab/, to try relayctl by hand (README.md, "A ten-minute walkthrough"); lab-down stops
-# it and puts back the rmem values it found. Needs root.
+# One lab host that stays up, with ssh_config, known_hosts, ready specs and
+# lab/bin/relayctl (relayctl holding the machine-wide sysctl lock) in lab/,
+# to try relayctl by hand (README.md, "A ten-minute walkthrough"); lab-down
+# stops it and puts back the rmem values it found. Either may run again,
+# fail or be interrupted and leaves the machine as it was (docs/lab.md).
+# Needs root.
 lab: lab-deps build
 	./scripts/lab.sh up
 

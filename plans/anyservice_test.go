@@ -3,6 +3,8 @@ package plans
 import (
 	"strings"
 	"testing"
+
+	"github.com/relayctl/relayctl/relay/capability"
 )
 
 // unboundSpec is a packaged DNS resolver tuned through its own config
@@ -144,7 +146,7 @@ func TestPruneKeepsCurrentAndRollbackTarget(t *testing.T) {
 	f := incidentFacts()
 	f.Release.Installed = []string{"1.10.0", "1.5.0", "1.6.0", "1.7.0", "1.9.0"}
 	f.Release.Stored = []string{"c", "b", "a", strings.Repeat("ab", 32)}
-	p, err := Make(Input{Spec: s, Facts: []*Facts{f}, Artifact: Artifact{SHA256: strings.Repeat("ab", 32), Size: 9}, Steps: testSteps})
+	p, err := Make(Input{Spec: s, Facts: []*Facts{f}, Artifact: Artifact{SHA256: strings.Repeat("ab", 32), Size: 9, VersionFrom: capability.FromMarker}, Steps: testSteps})
 	if err != nil {
 		t.Fatal(err)
 	}

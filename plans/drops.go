@@ -15,10 +15,15 @@ type DropCounters struct {
 	InErrors     uint64 `json:"snmp_in_errors"`
 	InDatagrams  uint64 `json:"snmp_in_datagrams"` // the namespace's Udp InDatagrams: traffic when the relay's own count is unknown
 	// RelayRxDrops and RelayRxPackets are the relay's own /status counters
-	// (nil when it was not read); Players is what it reported.
-	RelayRxDrops   *uint64 `json:"relay_rx_drops"`
-	RelayRxPackets *uint64 `json:"relay_rx_packets,omitempty"`
-	Players        *int    `json:"players,omitempty"`
+	// (nil when it was not read), RelayForwarded the data datagrams it
+	// forwarded for its players; Players is what it reported, and
+	// PlayersEstablished those that have played 5 s (nil from a relay
+	// that does not say).
+	RelayRxDrops       *uint64 `json:"relay_rx_drops"`
+	RelayRxPackets     *uint64 `json:"relay_rx_packets,omitempty"`
+	RelayForwarded     *uint64 `json:"relay_forwarded,omitempty"`
+	Players            *int    `json:"players,omitempty"`
+	PlayersEstablished *int    `json:"players_established,omitempty"`
 	// The socket read: its inode (the same inode is the same socket), how
 	// many bound sockets share the port (ss d sums them), and the relay
 	// process read.
@@ -35,8 +40,12 @@ func DropCountersOf(f *Facts) DropCounters {
 	c := DropCounters{SSDrops: s.Drops, ProcUDPDrops: s.ProcUDPDrops, RcvbufErrors: s.RcvbufErrors, InErrors: s.InErrors, InDatagrams: s.InDatagrams,
 		SocketInode: s.Inode, Sockets: s.Sockets, PID: f.Service.PID, ClockNanos: f.ClockNanos}
 	if st := f.RelayStatus; st != nil && st.Read {
-		drops, rx, players := st.RxDrops, st.RxPackets, st.Players
-		c.RelayRxDrops, c.RelayRxPackets, c.Players = &drops, &rx, &players
+		drops, rx, fwd, players := st.RxDrops, st.RxPackets, st.Forwarded, st.Players
+		c.RelayRxDrops, c.RelayRxPackets, c.RelayForwarded, c.Players = &drops, &rx, &fwd, &players
+		if e := st.PlayersEstablished; e != nil {
+			n := *e
+			c.PlayersEstablished = &n
+		}
 	}
 	if len(s.All) > 1 {
 		for _, e := range s.All {

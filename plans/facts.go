@@ -39,6 +39,10 @@ type Facts struct {
 	// LastApply is the host's newest receipt with a read-back, when the
 	// query asked for it (verify: the baseline of the drop rate since).
 	LastApply *LastApply `json:"last_apply,omitempty"`
+	// Undo is the host's newest receipt of a plan with a record of what
+	// its window changed, when the query asked for it (a rollback of that
+	// plan), and the backups kept beside it.
+	Undo *UndoFact `json:"undo,omitempty"`
 	// Journal and LockOwner are left by an apply that did not finish.
 	Journal   string `json:"journal,omitempty"`
 	LockOwner string `json:"lock_owner,omitempty"`
@@ -57,7 +61,13 @@ type RelayStatusFact struct {
 	SocketInode       uint64 `json:"socket_inode,omitempty"`
 	Lobbies           int    `json:"lobbies,omitempty"`
 	Players           int    `json:"players,omitempty"`
-	Draining          bool   `json:"draining,omitempty"`
+	// PlayersEstablished is the players that have played 5 s (relayd's
+	// players_established), nil from a relay that does not report it;
+	// Forwarded the data datagrams it forwarded for its players
+	// (counters.forwarded).
+	PlayersEstablished *int   `json:"players_established,omitempty"`
+	Forwarded          uint64 `json:"forwarded,omitempty"`
+	Draining           bool   `json:"draining,omitempty"`
 	// Handoff is the protocol the relay hands its socket over with
 	// ("unix/1"), on HandoffSocket; "" for a relay that does not.
 	Handoff       string `json:"handoff,omitempty"`
@@ -173,6 +183,15 @@ type SocketEntry struct {
 type FactsFile struct {
 	FormatVersion int      `json:"format_version"`
 	Hosts         []*Facts `json:"hosts"`
+	// Unreachable are the hosts that could not be read, with why: a plan
+	// made from the file holds them as unreachable.
+	Unreachable []UnreachableFact `json:"unreachable,omitempty"`
+}
+
+// UnreachableFact is a host relayctl could not read, and why.
+type UnreachableFact struct {
+	Host  string `json:"host"`
+	Error string `json:"error"`
 }
 
 // FactsFormatVersion is the version of the FactsFile layout.

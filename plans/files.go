@@ -67,7 +67,11 @@ type FileChange struct {
 	Masked  bool        `json:"masked,omitempty"`
 	Diff    []DiffLine  `json:"diff,omitempty"`    // current → planned, secrets masked
 	Changes []KeyChange `json:"changes,omitempty"` // the same per key, secrets masked
-	Content string      `json:"-"`                 // the planned content, derived, never stored
+	// Restore names the host's backup the planned content is copied from
+	// (a rollback: Undo's receipt's backups), checked against SHA256 on
+	// the host: the content never leaves it.
+	Restore string `json:"restore,omitempty"`
+	Content string `json:"-"` // the planned content, derived, never stored
 }
 
 // fileChange compares a file found on the host with its planned content;

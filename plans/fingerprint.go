@@ -14,7 +14,10 @@ import (
 // Fingerprinted lists, sorted by name, every observed fact a plan's actions
 // depend on, so that equal fingerprints mean apply derives the same steps.
 // Counters and PIDs are left out: they move without anything drifting.
-func Fingerprinted(f *Facts, keys []string) []FactEntry {
+// The current link (at link) counts by the folder it names: "releases/1.7.0"
+// and "/opt/relay/releases/1.7.0" beside /opt/relay/current are one place,
+// not drift.
+func Fingerprinted(f *Facts, keys []string, link string) []FactEntry {
 	var e []FactEntry
 	add := func(name, value string) { e = append(e, FactEntry{Name: name, Value: value}) }
 	add("kernel", f.Kernel)
@@ -33,7 +36,11 @@ func Fingerprinted(f *Facts, keys []string) []FactEntry {
 	for _, cf := range f.SysctlFiles {
 		add("file "+cf.Path, "sha256:"+sha256Text(cf.Content))
 	}
-	add("release current", orNone(f.Release.CurrentRaw))
+	current := "(none)"
+	if f.Release.CurrentRaw != "" {
+		current = ResolveLink(link, f.Release.CurrentRaw)
+	}
+	add("release current", current)
 	add("releases installed", orNone(strings.Join(f.Release.Installed, " ")))
 	add("relay running", strconv.FormatBool(f.Service.Running))
 	add("relay executable", orNone(f.Release.RunningExe))

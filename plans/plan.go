@@ -22,8 +22,12 @@ import (
 // secret, and finds a command-managed relay through its pid file; version
 // 3 lists every file relayctl writes on a host in one list (files); version
 // 4 says what kind of release it ships and how the service is told its
-// values (relay.kind, program, keep, config with its templates).
-const FormatVersion = 4
+// values (relay.kind, program, keep, config with its templates); version 5
+// leaves out what moves without anything drifting (the drop counters, the
+// host's clock, the players: PLAN.readings.json, readings.go), says what
+// each window step's rollback does (steps[].undo), and fingerprints the
+// current link by the folder it names, not by how the link spells it.
+const FormatVersion = 5
 
 // Plan is the reviewed, one-window change for every host of a spec. Its JSON
 // is byte-for-byte identical for identical inputs.
@@ -52,7 +56,11 @@ type Plan struct {
 	// an inventory (spec_hosts.go): apply selects them again and refuses
 	// a plan whose inventory changed.
 	Inventory *InventoryRecord `json:"inventory,omitempty"`
-	Hosts     []*HostPlan      `json:"hosts"`
+	// Rollback is set on a plan relayctl rollback made: it undoes the
+	// applied windows of that plan, each host's decisions from its own
+	// receipt of that run (rollback.go).
+	Rollback *RollbackRecord `json:"rollback,omitempty"`
+	Hosts    []*HostPlan     `json:"hosts"`
 }
 
 // PlanWindow is the spec's restart window, RFC 3339 in UTC.
@@ -72,18 +80,23 @@ type PlannedSysctl struct {
 
 // PlannedRelay is the relay part of the spec, as apply needs it.
 type PlannedRelay struct {
-	Port          int         `json:"port"`
-	Control       string      `json:"control"`
-	SORcvbuf      int         `json:"so_rcvbuf"`
-	SORcvbufForce bool        `json:"so_rcvbuf_force"`
-	HandoffSocket string      `json:"handoff_socket,omitempty"`
-	Version       string      `json:"version"`
-	Artifact      string      `json:"artifact"`      // as written in the spec, relative to it
-	URL           string      `json:"url,omitempty"` // each host fetches the release from here
-	SHA256        string      `json:"sha256"`
-	Size          int64       `json:"size"`
-	Capabilities  []string    `json:"capabilities,omitempty"` // what the release says it can do (relay/capability)
-	Service       PlanService `json:"service"`
+	Port          int      `json:"port"`
+	Control       string   `json:"control"`
+	SORcvbuf      int      `json:"so_rcvbuf"`
+	SORcvbufForce bool     `json:"so_rcvbuf_force"`
+	HandoffSocket string   `json:"handoff_socket,omitempty"`
+	Version       string   `json:"version"`
+	Artifact      string   `json:"artifact"`      // as written in the spec, relative to it
+	URL           string   `json:"url,omitempty"` // each host fetches the release from here
+	SHA256        string   `json:"sha256"`
+	Size          int64    `json:"size"`
+	Capabilities  []string `json:"capabilities,omitempty"` // what the release says it can do (relay/capability)
+	// VersionFrom is where the version of the release's program was read
+	// from its bytes (relay/capability.BuildVersion): its version marker,
+	// its Go build information, or none when it cannot be checked; "" for
+	// a release of kind none.
+	VersionFrom string      `json:"version_from,omitempty"`
+	Service     PlanService `json:"service"`
 	// Kind is the release's kind (ReleaseKinds), Program what the
 	// service runs, Keep the releases a host keeps (Release).
 	Kind    string `json:"kind"`
@@ -148,21 +161,23 @@ type HostPlan struct {
 	// that is not its name (an inventory's ansible_host, _port, _user).
 	Target string `json:"target,omitempty"`
 	// Labels are the host's labels from the inventory (hosts.labels).
-	Labels        map[string]string `json:"labels,omitempty"`
-	Address       string            `json:"address"`
-	Kernel        string            `json:"kernel"`
-	Action        string            `json:"action"`
-	Fingerprint   string            `json:"fingerprint"`
-	Facts         []FactEntry       `json:"facts"` // what the fingerprint covers
-	Blockers      []string          `json:"blockers"`
-	Warnings      []string          `json:"warnings"`
-	Sysctls       []SysctlChange    `json:"sysctls"`
-	Release       ReleaseChange     `json:"release"`
-	Files         []FileChange      `json:"files"` // every file relayctl writes on the host (files.go)
-	Restart       bool              `json:"restart"`
-	PlayersAtPlan *Players          `json:"players_at_plan,omitempty"` // what the relay's /status said, with a drain gate
-	Switch        string            `json:"switch,omitempty"`          // how the window switches the relay: restart, handoff, reload, fdstore
-	SwitchWhy     string            `json:"switch_why,omitempty"`      // why that way
+	Labels  map[string]string `json:"labels,omitempty"`
+	Address string            `json:"address"`
+	Kernel  string            `json:"kernel"`
+	Action  string            `json:"action"`
+	// Unreachable is why the host could not be read when the plan was
+	// made (ActionUnreachable); the host plan has nothing else.
+	Unreachable string         `json:"unreachable,omitempty"`
+	Fingerprint string         `json:"fingerprint"`
+	Facts       []FactEntry    `json:"facts"` // what the fingerprint covers
+	Blockers    []string       `json:"blockers"`
+	Warnings    []string       `json:"warnings"`
+	Sysctls     []SysctlChange `json:"sysctls"`
+	Release     ReleaseChange  `json:"release"`
+	Files       []FileChange   `json:"files"` // every file relayctl writes on the host (files.go)
+	Restart     bool           `json:"restart"`
+	Switch      string         `json:"switch,omitempty"`     // how the window switches the relay: restart, handoff, reload, fdstore
+	SwitchWhy   string         `json:"switch_why,omitempty"` // why that way
 	// ClearStore says when a restart empties the unit's file-descriptor
 	// store, so that a release that binds its own socket can start:
 	// "window" (the new release cannot take the stored socket) or
@@ -175,10 +190,9 @@ type HostPlan struct {
 	Capacity *tune.Capacity `json:"capacity,omitempty"` // the planned rb against the spec's promise
 	Steps    []Step         `json:"steps"`              // the steps apply will take (Input.Steps)
 	Previous PreviousState  `json:"previous"`           // what a rollback restores
-	// DropsAtPlan are the relay's drop counters when the plan observed it:
-	// verify's baseline for the drop rate when no receipt on the host is
-	// newer (never part of the fingerprint: counters move).
-	DropsAtPlan *DropCounters `json:"drops_at_plan,omitempty"`
+	// Undo is, in a rollback plan, the window this host goes back from, as
+	// its receipt on the host records it.
+	Undo *Undo `json:"undo,omitempty"`
 }
 
 // FactEntry is one observed fact the plan depends on.
@@ -223,7 +237,6 @@ type Readback struct {
 	Expected     int    `json:"expected_rb"`
 	Current      uint64 `json:"current_rb"`
 	CurrentFound bool   `json:"current_found"`
-	CurrentDrops uint64 `json:"current_drops"`
 	// Sockets are the current rb of each of the service's sockets on the
 	// port, when it has more than one (SO_REUSEPORT, IPv4 and IPv6):
 	// each is read back, and each must end at Expected.
@@ -276,6 +289,9 @@ type Step struct {
 	Key   string `json:"key,omitempty"`
 	Value string `json:"value,omitempty"`
 	Title string `json:"title"`
+	// Undo is what a rollback does about a window step, in words: the
+	// review's account of a failed window.
+	Undo string `json:"undo,omitempty"`
 }
 
 // Artifact is the release file as found on the machine running relayctl.
@@ -284,13 +300,18 @@ type Artifact struct {
 	Size         int64
 	Capabilities []string // read from its bytes (relay/capability), never by running it
 	TreeSHA256   string   // a tarball's or folder's files (artifact.TreeHash)
+	// VersionFrom is where its program's version was read (capability.From…).
+	VersionFrom string
 }
 
 // Input is everything a plan is made from.
 type Input struct {
-	Spec     *Spec
-	Facts    []*Facts // one per spec host, any order
-	Artifact Artifact
+	Spec  *Spec
+	Facts []*Facts // one per spec host read, any order
+	// Unreachable are the spec hosts that could not be read, with why:
+	// the plan holds them as unreachable (ActionUnreachable).
+	Unreachable map[string]string
+	Artifact    Artifact
 	// Templates are the texts of the spec's templates, by source.
 	Templates      map[string]string
 	AllowDowngrade bool
@@ -304,7 +325,8 @@ type StepsFunc func(p *Plan, h *HostPlan) []Step
 
 // Make computes the plan, steps included. It fails only when the input is
 // inconsistent (facts missing or malformed for a host, no Steps); problems
-// on a host become its blockers.
+// on a host become its blockers, and a host that could not be read is
+// unreachable.
 func Make(in Input) (*Plan, error) {
 	s := in.Spec
 	if in.Steps == nil {
@@ -334,15 +356,17 @@ func Make(in Input) (*Plan, error) {
 	p.Inventory = s.InventoryRecord
 	p.Hosts = make([]*HostPlan, 0, len(s.Hosts))
 	for _, name := range s.Hosts {
+		id := HostID{Name: name, Target: s.Targets[name], Labels: s.Labels[name]}
 		f, ok := byHost[name]
+		if why, down := in.Unreachable[name]; down && !ok {
+			p.Hosts = append(p.Hosts, unreachableHost(id, why))
+			continue
+		}
 		if !ok {
 			return nil, fmt.Errorf("plan %s: no facts for host %s", s.Name, name)
 		}
-		h := planHost(p, HostID{Name: name, Target: s.Targets[name], Labels: s.Labels[name]}, f)
+		h := planHost(p, id, f)
 		h.Steps = in.Steps(p, h)
-		if c := DropCountersOf(f); f.Service.Running && c.SocketInode != 0 && c.ClockNanos > 0 {
-			h.DropsAtPlan = &c // a baseline only with its socket and the host's clock
-		}
 		p.Hosts = append(p.Hosts, h)
 	}
 	return p, nil
@@ -382,7 +406,7 @@ func header(s *Spec, art Artifact, templates map[string]string, allowDowngrade b
 			Port: s.Relay.Port, Control: s.Relay.Control,
 			SORcvbuf: s.Relay.SORcvbuf, SORcvbufForce: s.Relay.SORcvbufForce,
 			Version: s.Relay.Release.Version, Artifact: s.Relay.Release.Artifact,
-			SHA256: art.SHA256, Size: art.Size, Capabilities: art.Capabilities,
+			SHA256: art.SHA256, Size: art.Size, Capabilities: art.Capabilities, VersionFrom: art.VersionFrom,
 			HandoffSocket: s.Relay.HandoffSocket,
 			Service:       s.Relay.Service.Plan(),
 			Kind:          s.Relay.Release.Kind, Program: s.Relay.Release.Program, Keep: s.Relay.Release.Keep,
@@ -442,6 +466,32 @@ const (
 	keyRmemDefault = "net.core.rmem_default"
 )
 
+// decideAction settles whether the host's window switches the relay, how,
+// and the host's action: blocked, a change, or nothing to do.
+func decideAction(h *HostPlan, p *Plan, f *Facts) {
+	// A restart is what makes the socket pick up a new buffer: raising
+	// rmem_max does nothing to a socket that already exists.
+	h.Restart = h.Release.Action != ReleaseKeep || h.filesRestart() || !h.Readback.AllAtExpected()
+	changes := h.Restart
+	for _, fc := range h.Files {
+		changes = changes || fc.Change
+	}
+	for _, c := range h.Sysctls {
+		changes = changes || c.Change
+	}
+	if h.Restart {
+		planSwitch(h, p, f)
+	}
+	switch {
+	case len(h.Blockers) > 0:
+		h.Action = ActionBlocked
+	case changes:
+		h.Action = ActionChange
+	default:
+		h.Action = ActionNone
+	}
+}
+
 // ObservedKeys are the sysctls read on every host besides the planned ones:
 // the read-back rule depends on them.
 var ObservedKeys = []string{keyRmemMax, keyRmemDefault}
@@ -455,13 +505,16 @@ func Replan(p *Plan, id HostID, f *Facts, steps StepsFunc) (*HostPlan, error) {
 		return nil, err
 	}
 	h := planHost(p, id, f)
+	if p.Rollback != nil {
+		h = planRollbackHost(p, id, f)
+	}
 	h.Steps = steps(p, h)
 	return h, nil
 }
 
 func planHost(p *Plan, id HostID, f *Facts) *HostPlan {
 	h := &HostPlan{Host: f.Host, Target: id.Target, Labels: id.Labels, Address: f.Address, Kernel: f.Kernel, Blockers: []string{}, Warnings: []string{}, Steps: []Step{}}
-	h.Facts = Fingerprinted(f, p.ReadKeys())
+	h.Facts = Fingerprinted(f, p.ReadKeys(), p.Paths.Current)
 	h.Fingerprint = Fingerprint(h.Facts)
 
 	dropIn := planSysctls(h, p, f)
@@ -479,28 +532,7 @@ func planHost(p *Plan, id HostID, f *Facts) *HostPlan {
 	planDrain(h, p, f)
 	h.Previous = PreviousState{CurrentLink: f.Release.CurrentRaw, RelayRunning: f.Service.Running}
 
-	// A restart is what makes the socket pick up a new buffer: raising
-	// rmem_max does nothing to a socket that already exists.
-	h.Restart = h.Release.Action != ReleaseKeep || h.filesRestart() || !h.Readback.AllAtExpected()
-	changes := h.Restart
-	for _, fc := range h.Files {
-		changes = changes || fc.Change
-	}
-	for _, c := range h.Sysctls {
-		changes = changes || c.Change
-	}
-	if h.Restart {
-		planSwitch(h, p, f)
-	}
-
-	switch {
-	case len(h.Blockers) > 0:
-		h.Action = ActionBlocked
-	case changes:
-		h.Action = ActionChange
-	default:
-		h.Action = ActionNone
-	}
+	decideAction(h, p, f)
 	if h.Action == ActionChange {
 		h.Release.Prune, h.Release.PruneStore = planPrune(p, f)
 	}
@@ -526,8 +558,13 @@ func (s *Spec) ReadKeys() []string {
 	return readKeys(keys)
 }
 
+// readKeys are ObservedKeys, the planned keys, and the keys the kernel
+// checks a planned one against (tune.Related).
 func readKeys(planned []string) []string {
 	keys := append(append([]string{}, ObservedKeys...), planned...)
+	for _, k := range planned {
+		keys = append(keys, tune.Related(k)...)
+	}
 	sort.Strings(keys)
 	out := keys[:0]
 	for i, v := range keys {
@@ -663,17 +700,15 @@ type Players struct {
 	Lobbies int `json:"lobbies"`
 }
 
-// planDrain notes the players on the host when planned, for the review.
+// planDrain warns when the drain gate cannot see the relay's players.
+// (How many it has now is a reading, not the plan: readings.go.)
 func planDrain(h *HostPlan, p *Plan, f *Facts) {
 	if p.Drain == nil {
 		return
 	}
-	st := f.RelayStatus
-	if st == nil || !st.Read {
+	if st := f.RelayStatus; st == nil || !st.Read {
 		h.Warnings = append(h.Warnings, "drain: the relay's /status could not be read, so apply cannot tell when its players have gone; it will wait until the deadline")
-		return
 	}
-	h.PlayersAtPlan = &Players{Players: st.Players, Lobbies: st.Lobbies}
 }
 
 func planConfig(h *HostPlan, p *Plan, f *Facts) FileChange {
@@ -755,7 +790,7 @@ func planReadback(h *HostPlan, p *Plan, f *Facts) {
 	h.Readback = Readback{
 		Port: p.Relay.Port, Requested: p.Relay.SORcvbuf, Force: p.Relay.SORcvbufForce,
 		RmemMax: rmemMax, RmemDefault: rmemDefault, Expected: e.Effective,
-		Current: f.Socket.Rcvbuf, CurrentFound: f.Socket.Found, CurrentDrops: f.Socket.Drops,
+		Current: f.Socket.Rcvbuf, CurrentFound: f.Socket.Found,
 	}
 	for _, s := range f.Socket.All {
 		h.Readback.Sockets = append(h.Readback.Sockets, SocketRB{Local: s.Local, Rcvbuf: s.Rcvbuf})

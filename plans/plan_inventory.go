@@ -19,7 +19,13 @@ func validInventoryRecord(rec *InventoryRecord, ref *InventoryRef) error {
 		return fmt.Errorf("the spec names inventory %s, the plan records none", ref.File)
 	}
 	if rec.File != ref.File {
-		return fmt.Errorf("inventory.file is %s, the spec names %s", Visible(clipText(rec.File)), ref.File)
+		return fmt.Errorf("inventory.file is %s, the spec names %s", orAbsent(Visible(clipText(rec.File))), ref.Source())
+	}
+	if !slices.Equal(rec.Program, ref.Program) {
+		return fmt.Errorf("inventory.program is %s, the spec's is %s", orAbsent(Visible(clipText(ArgvText(rec.Program)))), orAbsent(ArgvText(ref.Program)))
+	}
+	if ref.Program != nil && len(rec.VarsFiles) > 0 {
+		return fmt.Errorf("inventory.vars_files: a program's output has none")
 	}
 	if !validSHA(rec.SHA256) {
 		return fmt.Errorf("inventory.sha256 %q is not a sha256", Visible(clipText(rec.SHA256)))
@@ -102,7 +108,7 @@ func CheckInventory(p *Plan, in InventoryInput) error {
 		return nil
 	}
 	if p.Inventory == nil {
-		return fmt.Errorf("%w: the spec names inventory %s, the plan records none", ErrPlanEdited, s.Inventory.File)
+		return fmt.Errorf("%w: the spec names inventory %s, the plan records none", ErrPlanEdited, s.Inventory.Source())
 	}
 	_, errs := s.SelectHosts(in)
 	if len(errs) > 0 {
@@ -129,7 +135,7 @@ func CheckInventory(p *Plan, in InventoryInput) error {
 // recorded, "" when all are.
 func recordDiff(was, now *InventoryRecord) string {
 	if was.SHA256 != now.SHA256 {
-		return fmt.Sprintf("%s has sha256 %s, the plan was made from %s", now.File, short(now.SHA256), short(was.SHA256))
+		return fmt.Sprintf("%s has sha256 %s, the plan was made from %s", now.Source(), short(now.SHA256), short(was.SHA256))
 	}
 	old := map[string]string{}
 	for _, v := range was.VarsFiles {

@@ -23,6 +23,20 @@ func planSysctls(h *HostPlan, p *Plan, f *Facts) FileChange {
 	for _, s := range p.Sysctl {
 		h.Sysctls = append(h.Sysctls, planSysctl(h, p, f, s, files, decided))
 	}
+	// What the kernel checks one key against another, with the host's
+	// value of a key the spec does not set.
+	inForce := map[string]string{}
+	for _, k := range p.ReadKeys() {
+		if sf := f.Sysctls[k]; sf.Exists {
+			inForce[k] = sf.Value
+		}
+	}
+	for k, v := range planned {
+		inForce[k] = v
+	}
+	if err := tune.CheckPairs(inForce); err != nil {
+		h.Blockers = append(h.Blockers, err.Error()+" (this host's values with the plan's)")
+	}
 	return dropIn
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/relay/config"
 )
 
@@ -63,7 +64,7 @@ func incidentFacts() *Facts {
 	}
 }
 
-var testArtifact = Artifact{SHA256: strings.Repeat("ab", 32), Size: 9000000}
+var testArtifact = Artifact{SHA256: strings.Repeat("ab", 32), Size: 9000000, VersionFrom: capability.FromMarker}
 
 func makePlan(t *testing.T, s *Spec, f ...*Facts) *Plan {
 	t.Helper()
@@ -80,7 +81,8 @@ func testSteps(p *Plan, h *HostPlan) []Step {
 	if h.Action != ActionChange {
 		return []Step{}
 	}
-	return []Step{{Phase: PhaseWindow, Kind: "restart", Title: "restart relay once (the test's step list; rollout.Steps gives the real ones)"}}
+	return []Step{{Phase: PhaseWindow, Kind: "restart", Title: "restart relay once (the test's step list; rollout.Steps gives the real ones)",
+		Undo: "restart relay once more on the old release (the test's)"}}
 }
 
 func golden(t *testing.T, name string, got []byte) {
@@ -160,7 +162,7 @@ func TestLoadRefusesEditedPlan(t *testing.T) {
 	if _, err := Load("x.plan", edited); err == nil || !strings.Contains(err.Error(), "edited after review") {
 		t.Errorf("got %v, want a checksum error", err)
 	}
-	future := bytes.Replace(body, []byte(`"format_version": 4`), []byte(`"format_version": 9`), 1)
+	future := bytes.Replace(body, []byte(fmt.Sprintf(`"format_version": %d`, FormatVersion)), []byte(`"format_version": 9`), 1)
 	if _, err := Load("x.plan", future); err == nil || !strings.Contains(err.Error(), "format_version: 9") {
 		t.Errorf("got %v, want a format error", err)
 	}
@@ -339,6 +341,38 @@ func TestMakeRefusesArtifactMismatch(t *testing.T) {
 	_, err := Make(Input{Spec: s, Facts: []*Facts{incidentFacts()}, Artifact: testArtifact, Steps: testSteps})
 	if err == nil || !strings.Contains(err.Error(), "relay.release.sha256") {
 		t.Errorf("got %v, want a sha256 mismatch naming relay.release.sha256", err)
+	}
+}
+
+// The capacity check is the planned rb against the spec's promise:
+// nothing the relay reports (players, counters, drops), which strangers'
+// datagrams move, enters it or its warning.
+func TestCapacityIgnoresWhatTheRelayReports(t *testing.T) {
+	s := incidentSpec(t, func(src string) string {
+		return src + "capacity: {players: 20000, hz: 60, packet_size: 200, stall: 50ms}\n"
+	})
+	quiet := incidentFacts()
+	est := 0
+	quiet.RelayStatus = &RelayStatusFact{Read: true, Version: "1.7.0", PID: 4242, Players: 0, PlayersEstablished: &est}
+	busy := incidentFacts()
+	many := 150
+	busy.RelayStatus = &RelayStatusFact{Read: true, Version: "1.7.0", PID: 4242, Players: 4096, PlayersEstablished: &many, Lobbies: 4096,
+		RxPackets: 1 << 40, RxDrops: 1 << 30, Forwarded: 1 << 39}
+	busy.Socket.Drops, busy.Socket.RcvbufErrors, busy.Socket.InDatagrams = 1<<30, 1<<30, 1<<40
+	a, b := makePlan(t, s, quiet).Hosts[0], makePlan(t, s, busy).Hosts[0]
+	if a.Capacity == nil || b.Capacity == nil || *a.Capacity != *b.Capacity {
+		t.Fatalf("capacity with an idle relay %+v, with a flooded one %+v: want the same", a.Capacity, b.Capacity)
+	}
+	warn := func(h *HostPlan) (w []string) {
+		for _, x := range h.Warnings {
+			if strings.Contains(x, "promised capacity") {
+				w = append(w, x)
+			}
+		}
+		return w
+	}
+	if wa, wb := warn(a), warn(b); len(wa) != 1 || strings.Join(wa, "") != strings.Join(wb, "") {
+		t.Errorf("capacity warnings: %q and %q; want the same one", wa, wb)
 	}
 }
 

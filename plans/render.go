@@ -11,6 +11,8 @@ import (
 	"io"
 	"regexp"
 	"strings"
+
+	"github.com/relayctl/relayctl/relay/capability"
 )
 
 // Sentinel errors of plan files.
@@ -252,18 +254,14 @@ func diffOp(op string) string {
 	return " "
 }
 
-// drainText says what the drain gate will do on a host, with the players
-// the relay had when planned.
-func drainText(d *Drain, h *HostPlan) string {
-	now := "players at plan time unknown"
-	if h.PlayersAtPlan != nil {
-		now = fmt.Sprintf("%d players in %d lobbies at plan time", h.PlayersAtPlan.Players, h.PlayersAtPlan.Lobbies)
-	}
+// drainText says what the drain gate will do on a host. (The players the
+// relay had when planned are a reading, not the plan: PLAN.readings.json.)
+func drainText(d *Drain) string {
 	closeNew := ""
 	if d.NoNewLobbies {
 		closeNew = ", refusing new lobbies meanwhile"
 	}
-	return fmt.Sprintf("wait until at most %d players (polling every %v%s), up to %v, then %s; %s", d.MaxPlayers, d.Poll, closeNew, d.Deadline, d.OnDeadline, now)
+	return fmt.Sprintf("wait until at most %d players (polling every %v%s), up to %v, then %s", d.MaxPlayers, d.Poll, closeNew, d.Deadline, d.OnDeadline)
 }
 
 func serviceText(s PlanService) string {
@@ -279,6 +277,8 @@ func actionText(a string) string {
 		return "changes"
 	case ActionNone:
 		return "no change"
+	case ActionUnreachable:
+		return "unreachable, not planned"
 	default:
 		return "blocked"
 	}
@@ -303,10 +303,38 @@ func releaseHeader(r PlannedRelay) string {
 		MDText(r.Version), MDText(r.Kind), from, MDCode(r.Program), MDCode(r.SHA256), r.Size, MDCode(short(r.TreeSHA256)))
 }
 
+// versionNote is what the Release line says of where the version was
+// read, when that was not relayd's version marker (the usual case).
+func versionNote(r PlannedRelay) string {
+	switch r.VersionFrom {
+	case capability.FromBuildInfo:
+		return fmt.Sprintf("; its version, %s, as Go's build information records it (-X main.Version in its -ldflags; it has no version marker)", MDText(r.Version))
+	case capability.FromNone:
+		return "; **its version cannot be checked** (Read first)"
+	}
+	return ""
+}
+
+// versionWarning is the review's warning for a release whose version
+// cannot be checked before the window, "" for any other.
+func versionWarning(r PlannedRelay) string {
+	if r.VersionFrom != capability.FromNone {
+		return ""
+	}
+	if r.URL != "" && r.Artifact == "" {
+		return fmt.Sprintf("the release's version cannot be checked before the window: the hosts fetch it from %s, and relayctl read no copy of it (relay.release.artifact); a release that is not %s shows only at the read-back, after the restart", MDCode(r.URL), MDText(r.Version))
+	}
+	return fmt.Sprintf("the release's version cannot be checked before the window: its program %s records it neither in relayd's version marker nor in Go's build information (-X main.Version in its -ldflags), so a release that is not %s shows only at the read-back, after the restart; build it with make build RELAY_VERSION=%s",
+		MDCode(r.Program), MDText(r.Version), MDText(r.Version))
+}
+
 // writesText lists every path relayctl writes on a host of the plan.
 func writesText(p *Plan) string {
 	var w []string
-	if p.Relay.Kind != ReleaseKindNone {
+	switch {
+	case p.Rollback != nil && p.Relay.Kind != ReleaseKindNone:
+		w = append(w, MDCode(p.Paths.Current)+" (the link, back to the release the host keeps)")
+	case p.Relay.Kind != ReleaseKindNone:
 		w = append(w, MDCode(p.Paths.Releases+"/"+p.Relay.Version)+" (the release)", MDCode(p.Paths.Current)+" (the link)")
 	}
 	w = append(w, MDCode(p.Paths.SysctlFile))
@@ -380,6 +408,8 @@ func changeText(f FileChange) string {
 		return "no change"
 	case f.Remove:
 		return "removed"
+	case f.Restore != "":
+		return "put back from the host's backup " + MDCode(f.Restore) + " (sha256 " + MDCode(short(f.SHA256)) + ", checked there)"
 	case !f.Exists:
 		return "created"
 	default:

@@ -40,21 +40,31 @@ func (r *review) header(planFile string) {
 	r.w("# relayctl plan: %s\n\n", MDText(p.Name))
 	r.w("- Plan file: %s (format %d, checksum %s)\n", MDCode(planFile), p.FormatVersion, MDCode(p.Checksum))
 	r.w("- Spec: %s (sha256 %s)\n", MDCode(p.SpecFile), MDCode(short(p.SpecSHA256)))
-	r.w("- Release: %s\n", releaseHeader(p.Relay))
+	if rb := p.Rollback; rb != nil {
+		r.w("- **Rollback** of plan %s (checksum %s), made from %s (sha256 %s): each host goes back to what that plan's window found there, as the host's own receipt of it records (apply reads it again and refuses a host where it differs); hosts that changed since are blocked\n",
+			MDText(rb.Plan), MDCode(short(rb.Checksum)), MDCode(rb.Receipt), MDCode(short(rb.ReceiptSHA256)))
+		r.w("- Release: none shipped: each host's link goes back to the release that window replaced, as the host keeps it, its sha256 checked on the host against the receipt's before the window (the spec's %s is what is undone; a downgrade is named, not blocked)\n", MDText(p.Relay.Version))
+		r.w("- Files: put back from the backups each host kept beside that receipt (%s), each checked by its sha256 there: their content never leaves the host\n", MDCode(p.Paths.StateDir+"/receipts/RECEIPT.backups"))
+	} else {
+		r.w("- Release: %s%s\n", releaseHeader(p.Relay), versionNote(p.Relay))
+	}
 	force := ""
 	if p.Relay.SORcvbufForce {
 		force = " with SO_RCVBUFFORCE (ignores net.core.rmem_max)"
 	}
-	if p.Relay.SORcvbuf > 0 {
+	switch {
+	case p.Rollback != nil:
+		r.w("- The relay asks for the SO_RCVBUF its config held before that window (each host's rb below) on UDP port %d\n", p.Relay.Port)
+	case p.Relay.SORcvbuf > 0:
 		r.w("- The relay asks for SO_RCVBUF %d%s on UDP port %d\n", p.Relay.SORcvbuf, force, p.Relay.Port)
-	} else {
+	default:
 		r.w("- The relay does not call setsockopt(SO_RCVBUF): its socket gets net.core.rmem_default\n")
 	}
 	r.w("- Service: %s\n", serviceText(p.Relay.Service))
 	if p.Window != nil {
 		r.w("- Window: %s to %s (apply refuses outside it)\n", MDText(p.Window.NotBefore), MDText(p.Window.NotAfter))
 	} else {
-		r.w("- Window: none given (apply may restart at any time)\n")
+		r.w("- Window: none given (apply may run the window at any time)\n")
 	}
 	if p.Relay.Control == "" {
 		r.w("- Control plane: none (relay.control): no /status to read, so no drain gate and no handoff\n")
@@ -71,7 +81,9 @@ func (r *review) header(planFile string) {
 	} else if c := p.CapacityBy; c != nil {
 		r.w("- Promise: %s\n", capacityByText(c))
 	}
-	if p.Inventory != nil {
+	if p.Inventory != nil && p.Inventory.Program != nil {
+		r.w("- Inventory: the output of %s, run on the machine that planned (sha256 %s); apply runs it again and refuses the plan if what it prints changed\n", MDCode(ArgvText(p.Inventory.Program)), MDCode(short(p.Inventory.SHA256)))
+	} else if p.Inventory != nil {
 		r.w("- Inventory: %s (sha256 %s, %d vars file(s))\n", MDCode(p.Inventory.File), MDCode(short(p.Inventory.SHA256)), len(p.Inventory.VarsFiles))
 	}
 	if p.AllowDowngrade {
@@ -81,9 +93,13 @@ func (r *review) header(planFile string) {
 	for _, h := range p.Hosts {
 		counts[h.Action]++
 	}
-	r.w("- Hosts: %d to change, %d already as planned, %d blocked\n", counts[ActionChange], counts[ActionNone], counts[ActionBlocked])
-	if len(p.Hosts) > 0 {
-		r.w("%s", rolloutMarkdown(p))
+	r.w("- Hosts: %d to change, %d already as planned, %d blocked", counts[ActionChange], counts[ActionNone], counts[ActionBlocked])
+	if n := counts[ActionUnreachable]; n > 0 {
+		r.w(", %d unreachable (not planned: apply leaves them alone, a new plan reads them again)", n)
+	}
+	r.w("\n")
+	if q := p.reached(); len(q.Hosts) > 0 {
+		r.w("%s", rolloutMarkdown(q))
 	}
 	r.w("\n")
 	if p.CapacityBy != nil {
@@ -91,14 +107,25 @@ func (r *review) header(planFile string) {
 	}
 }
 
-// readFirst lists what a reviewer must see before anything else: sysctls
-// that run programs as root, then every host's blockers, then warnings.
+// readFirst lists what a reviewer must see before anything else: the
+// hosts that could not be read, sysctls that run programs as root, then
+// every host's blockers, then warnings.
 func (r *review) readFirst() {
 	var notes []string
+	for i, h := range r.p.Unreached() {
+		if i == maxReviewSections {
+			notes = append(notes, fmt.Sprintf("- **UNREACHABLE** and %d more hosts (`relayctl show PLAN --json` lists each)", len(r.p.Unreached())-i))
+			break
+		}
+		notes = append(notes, fmt.Sprintf("- **UNREACHABLE** %s: %s (not planned: apply leaves it alone)", MDText(h.Host), MDText(h.Unreachable)))
+	}
 	for _, c := range r.p.Sysctl {
 		if c.RunsProgram != "" {
 			notes = append(notes, fmt.Sprintf("- **RUNS A PROGRAM AS ROOT** %s = %s: %s (allowed by the spec's unsafe.sysctls_that_run_programs)", MDCode(c.Key), mdValue(c.Value), MDText(c.RunsProgram)))
 		}
+	}
+	if w := versionWarning(r.p.Relay); w != "" {
+		notes = append(notes, "- **warning** "+w)
 	}
 	if len(r.p.Hosts) > maxReviewSections {
 		notes = append(notes, r.groupedNotes()...)
@@ -121,21 +148,38 @@ func (r *review) readFirst() {
 
 // host is one host's section.
 func (r *review) host(h *HostPlan) {
+	if h.Action == ActionUnreachable {
+		r.w("## %s: %s\n\n", MDText(h.Host), actionText(h.Action))
+		r.b.WriteString(r.body(h))
+		return
+	}
 	r.w("## %s (%s): %s\n\n", MDText(h.Host), MDText(h.Address), actionText(h.Action))
 	r.w("Kernel %s · fingerprint %s%s\n\n", MDCode(h.Kernel), MDCode(short(h.Fingerprint)), identityText(h))
-	r.b.WriteString(r.body(h, true))
+	r.b.WriteString(r.body(h))
 }
 
-// body is a host's section after its heading: what changes on it. With
-// drops false, the drop counts it reads now are left out (they differ
-// from host to host; review_groups.go).
-func (r *review) body(h *HostPlan, drops bool) string {
+// body is a host's section after its heading: what changes on it.
+func (r *review) body(h *HostPlan) string {
 	o := &review{p: r.p}
-	o.hostBody(h, drops)
+	o.hostBody(h)
 	return o.b.String()
 }
 
-func (r *review) hostBody(h *HostPlan, drops bool) {
+func (r *review) hostBody(h *HostPlan) {
+	if h.Action == ActionUnreachable {
+		r.w("Not read when the plan was made: %s. Nothing is planned for it: apply leaves it alone, and the next plan reads it again.\n\n", MDText(h.Unreachable))
+		return
+	}
+	if p := r.p; p.Rollback != nil && h.Undo == nil && h.Action == ActionNone {
+		r.w("Nothing to undo: none of this host's receipts records a window of plan %s.\n\n", MDText(p.Rollback.Plan))
+		return
+	}
+	if u := h.Undo; u != nil {
+		r.w("- Going back from: the host's receipt %s\n", MDCode(u.Receipt))
+		if rel := u.Release; rel != nil && h.Release.Action != ReleaseKeep {
+			r.w("- Release kept on the host: %s, program sha256 %s%s, checked there before the window\n", MDCode(r.p.Paths.Releases+"/"+rel.Was), MDCode(short(rel.SHA256)), treeText(rel))
+		}
+	}
 	r.sysctlTable(h)
 	r.w("- Release: %s\n", releaseText(h.Release))
 	if len(h.Release.Prune)+len(h.Release.PruneStore) > 0 {
@@ -146,18 +190,21 @@ func (r *review) hostBody(h *HostPlan, drops bool) {
 			r.w("%s\n", line)
 		}
 	}
-	r.w("- Expected read-back: %s\n", readbackText(h.Readback, drops))
+	r.w("- Expected read-back: %s\n", readbackText(h.Readback))
 	if c := h.Capacity; c != nil {
 		r.w("- Capacity: %s\n", MDText(c.Summary()))
 	}
 	if h.Switch != "" {
 		r.w("- Switch: **%s**: %s\n", SwitchLabel(h.Switch), MDText(h.SwitchWhy))
 	}
+	if h.Action == ActionChange {
+		r.w("- Cost to players: %s\n", MDText(SwitchCost(r.p, h)))
+	}
 	if c := h.StoreGap; c != nil {
 		r.w("- Restart gap at the old rb: %s\n", MDText(c.Summary()))
 	}
 	if d := r.p.Drain; d != nil && h.Action == ActionChange {
-		r.w("- Drain gate: %s\n", MDText(drainText(d, h)))
+		r.w("- Drain gate: %s\n", MDText(drainText(d)))
 	}
 	r.w("\n")
 	for _, fc := range h.Files {
@@ -172,6 +219,14 @@ func (r *review) hostBody(h *HostPlan, drops bool) {
 		}
 	}
 	r.steps(h)
+	r.rollback(h)
+}
+
+func treeText(r *UndoRelease) string {
+	if r.TreeSHA256 == "" {
+		return ""
+	}
+	return ", files' tree hash " + MDCode(short(r.TreeSHA256))
 }
 
 // sysctlTable is a host's sysctls: current, planned, and which file decides
@@ -206,8 +261,8 @@ func (r *review) sysctlTable(h *HostPlan) {
 }
 
 // readbackText says what ss will show, by which kernel rule, and what it
-// shows now.
-func readbackText(rb Readback, drops bool) string {
+// showed when planned.
+func readbackText(rb Readback) string {
 	rule := fmt.Sprintf("max(2 × min(%d, rmem_max %d), 2304)", rb.Requested, rb.RmemMax)
 	switch {
 	case rb.Requested == 0:
@@ -216,10 +271,7 @@ func readbackText(rb Readback, drops bool) string {
 		rule = fmt.Sprintf("max(2 × %d, 2304) with SO_RCVBUFFORCE", rb.Requested)
 	}
 	now := "no socket found now"
-	switch {
-	case rb.CurrentFound && drops:
-		now = fmt.Sprintf("now rb %d, drops %d", rb.Current, rb.CurrentDrops)
-	case rb.CurrentFound:
+	if rb.CurrentFound {
 		now = fmt.Sprintf("now rb %d", rb.Current)
 	}
 	if len(rb.Sockets) > 1 {
@@ -239,10 +291,11 @@ func (r *review) steps(h *HostPlan) {
 	}
 	r.w("### Steps\n\n")
 	n := 0
+	window, after := windowTitles(h)
 	for _, phase := range []struct{ name, title string }{
 		{PhaseStage, "Before the window (no effect on the running relay)"},
-		{PhaseWindow, "In the window (one restart)"},
-		{PhaseVerify, "After the restart: read back"},
+		{PhaseWindow, window},
+		{PhaseVerify, after},
 	} {
 		first := true
 		for _, s := range h.Steps {
@@ -270,4 +323,60 @@ func (p *Plan) template(path string) *PlanTemplate {
 		}
 	}
 	return nil
+}
+
+// windowTitles are the headings of a host's window and read-back steps:
+// what the window does to the relay, from the switch it plans.
+func windowTitles(h *HostPlan) (window, after string) {
+	if !h.Restart {
+		return "In the window (no restart: the running relay is not touched)", "After the window: read back"
+	}
+	switch h.Switch {
+	case SwitchHandoff:
+		return "In the window (one handoff, not a restart)", "After the handoff: read back"
+	case SwitchReload:
+		return "In the window (one reload, not a restart)", "After the reload: read back"
+	case SwitchFDStore:
+		return "In the window (one restart, the socket and lobbies kept in systemd's store)", "After the restart: read back"
+	}
+	return "In the window (one restart)", "After the restart: read back"
+}
+
+// rollback says what a rollback of this window does, step by step in the
+// order rollout's rollback runs them: the window's steps last first, the
+// relay switched back after everything else.
+func (r *review) rollback(h *HostPlan) {
+	undo := RollbackSteps(h.Steps)
+	if len(undo) == 0 {
+		return
+	}
+	r.w("### If the window fails\n\n")
+	r.w("A step of the window that fails, or a read-back that does not hold, rolls the host back: every window step that started is undone, in this order:\n\n")
+	for i, s := range undo {
+		r.w("%d. %s\n", i+1, MDText(s.Undo))
+	}
+	r.w("\nthen the host is read back against how it was. Nothing before the window needs undoing: the stage changes nothing in force. A connection lost inside the window leaves the host to the next `apply --resume`, which completes or undoes the window from the host's journal (docs/recovery.md).\n\n")
+}
+
+// RollbackSteps are the window steps in the order a rollback undoes them:
+// last first, the relay's switch (restart, handoff or reload) after every
+// other.
+func RollbackSteps(steps []Step) []Step {
+	var out []Step
+	var sw *Step
+	for i := len(steps) - 1; i >= 0; i-- {
+		s := steps[i]
+		if s.Phase != PhaseWindow {
+			continue
+		}
+		if s.Kind == SwitchRestart || s.Kind == SwitchHandoff || s.Kind == SwitchReload {
+			sw = &s
+			continue
+		}
+		out = append(out, s)
+	}
+	if sw != nil {
+		out = append(out, *sw)
+	}
+	return out
 }

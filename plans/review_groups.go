@@ -11,15 +11,15 @@ import (
 // Reviews of big fleets (10,000 hosts once made a review of 27 MB and
 // 610,000 lines). Beyond maxReviewSections hosts, hosts whose sections
 // would read the same (the same kernel, sysctls from and to, release,
-// files and diffs, read-back, capacity, switch and steps; their drop
-// counts aside) share one section, headed by how many they are and who;
-// a host unlike any other keeps its own. The plan file has every host.
+// files and diffs, read-back, capacity, switch and steps) share one
+// section, headed by how many they are and who; a host unlike any other
+// keeps its own. The plan file has every host.
 const maxReviewSections = 50
 
 // hostGroup is hosts with the same section.
 type hostGroup struct {
 	idx  []int  // the hosts, by their place in the plan
-	body string // the first host's, without its drop counts
+	body string // the first host's
 }
 
 // hostGroups writes a section per group of hosts with the same plan, in
@@ -28,7 +28,7 @@ func (r *review) hostGroups() {
 	var groups []*hostGroup
 	by := map[[32]byte]*hostGroup{}
 	for i, h := range r.p.Hosts {
-		body := r.body(h, false)
+		body := r.body(h)
 		k := sha256.Sum256([]byte(h.Kernel + "\x00" + h.Action + "\x00" + body))
 		g := by[k]
 		if g == nil {
@@ -38,7 +38,7 @@ func (r *review) hostGroups() {
 		}
 		g.idx = append(g.idx, i)
 	}
-	r.w("%d hosts in %d section(s): hosts whose sections would read the same (their drop counts aside) share one; the plan file has every host (`relayctl show PLAN --json`).\n\n", len(r.p.Hosts), len(groups))
+	r.w("%d hosts in %d section(s): hosts whose sections would read the same share one; the plan file has every host (`relayctl show PLAN --json`).\n\n", len(r.p.Hosts), len(groups))
 	for _, g := range groups {
 		h := r.p.Hosts[g.idx[0]]
 		if len(g.idx) == 1 {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/relayctl/relayctl/relay/capability"
 )
 
 func TestSplitWaves(t *testing.T) {
@@ -137,7 +139,7 @@ func TestPlanRecordsRollout(t *testing.T) {
 		f.Host = h
 		facts = append(facts, f)
 	}
-	p, err := Make(Input{Spec: spec, Facts: facts, Artifact: Artifact{SHA256: strings.Repeat("a", 64), Size: 3}, Steps: testSteps})
+	p, err := Make(Input{Spec: spec, Facts: facts, Artifact: Artifact{SHA256: strings.Repeat("a", 64), Size: 3, VersionFrom: capability.FromMarker}, Steps: testSteps})
 	if err != nil {
 		t.Fatal(err)
 	}

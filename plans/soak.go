@@ -238,6 +238,6 @@ func (s *Soak) Text() string {
 		base = "without a baseline"
 	}
 	return fmt.Sprintf("%s is sampled for %v (every %v) after its read-back, %s: more than %g drops/s and more than %g × the baseline's rate, "+
-		"or %d%% of its players lost, is a regression (on_regression: %s; the rollout stops); under %g datagrams/s is insufficient traffic (no_traffic: %s)",
+		"or %d%% of its established players lost with their traffic, is a regression (on_regression: %s; the rollout stops); under %g datagrams/s forwarded for its players is insufficient traffic (no_traffic: %s)",
 		who, s.Duration, s.Interval, base, s.MaxDropRate, s.MaxDropFactor, s.MaxPlayersLost, s.OnRegression, s.MinTraffic, s.NoTraffic)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/relayctl/relayctl/internal/nearest"
+	"github.com/relayctl/relayctl/relay/capability"
 )
 
 func TestSoakDefaults(t *testing.T) {
@@ -87,7 +88,7 @@ func TestSoakErrors(t *testing.T) {
 // than its spec says is an edited plan; the review says what the soak does.
 func TestPlanRecordsSoak(t *testing.T) {
 	spec := incidentSpec(t, func(s string) string { return s + "rollout:\n  soak: {duration: 30s, max_drop_rate: 2}\n" })
-	p, err := Make(Input{Spec: spec, Facts: []*Facts{incidentFacts()}, Artifact: Artifact{SHA256: strings.Repeat("a", 64), Size: 3}, Steps: testSteps})
+	p, err := Make(Input{Spec: spec, Facts: []*Facts{incidentFacts()}, Artifact: Artifact{SHA256: strings.Repeat("a", 64), Size: 3, VersionFrom: capability.FromMarker}, Steps: testSteps})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -528,5 +528,12 @@ func (p *specParser) sysctl(n *yaml.Node) []SysctlSetting {
 		}
 		out = append(out, SysctlSetting{Key: k.Value, Value: tune.Normalize(val), Line: k.Line})
 	}
+	values := map[string]string{}
+	for _, s := range out {
+		values[s.Key] = s.Value
+	}
+	if err := tune.CheckPairs(values); err != nil {
+		p.fail(n, "sysctl", "%v", err)
+	}
 	return out
 }

@@ -254,3 +254,111 @@ func FuzzSelectHosts(f *testing.F) {
 		}
 	})
 }
+
+const progSpec = `name: fleet
+hosts:
+  inventory:
+    program: [inventory/ec2.py, --list]
+    timeout: 30s
+  pattern: "relays:!maintenance"
+  labels: [region]
+relay:
+  release: {version: 1.8.0, artifact: relayd}
+  service: {manager: systemd, name: relayd}
+`
+
+// What ansible-inventory --list prints for invINI.
+const progOutput = `{"_meta": {"hostvars": {
+  "relay-1.ash": {"ansible_host": "10.0.0.1", "region": "ash"},
+  "relay-2.ash": {"ansible_host": "10.0.0.2", "ansible_port": 2222, "ansible_user": "ops", "region": "ash"},
+  "relay-1.fra": {"region": "fra"}}},
+ "all": {"children": ["ungrouped", "relays", "maintenance"]},
+ "ash": {"hosts": ["relay-1.ash", "relay-2.ash"]},
+ "fra": {"hosts": ["relay-1.fra"]},
+ "maintenance": {"hosts": ["relay-2.ash"]},
+ "relays": {"children": ["ash", "fra"]}}
+`
+
+// A spec whose inventory is a program's output selects the same hosts as
+// the inventory it printed, and its record is the program and the
+// output's sha256, with no vars files; a changed output is a changed
+// fleet.
+func TestSelectHostsFromProgram(t *testing.T) {
+	s, err := ParseSpec("fleet.yaml", []byte(progSpec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.Inventory; strings.Join(r.Program, " ") != "inventory/ec2.py --list" || r.Timeout.String() != "30s" || r.File != "" {
+		t.Fatalf("ref %+v", r)
+	}
+	// The vars folder beside no file: a program's output is all there is.
+	warns, errs := s.SelectHosts(InventoryInput{Data: []byte(progOutput), Stderr: "[WARNING]: cache expired\n", Dir: fstest.MapFS{"group_vars/fra.yml": {Data: []byte("region: x\n")}}})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if len(warns) != 1 || warns[0].Error() != "fleet.yaml:4: hosts.inventory.program: inventory/ec2.py --list printed on stderr: [WARNING]: cache expired" {
+		t.Errorf("warnings %v", warns)
+	}
+	want := selected(t, "", invINI)
+	if strings.Join(s.Hosts, " ") != strings.Join(want.Hosts, " ") || fmt.Sprint(s.Targets) != fmt.Sprint(want.Targets) || fmt.Sprint(s.Labels) != fmt.Sprint(want.Labels) {
+		t.Errorf("got %v %v %v, the INI gives %v %v %v", s.Hosts, s.Targets, s.Labels, want.Hosts, want.Targets, want.Labels)
+	}
+	rec := s.InventoryRecord
+	if rec.File != "" || strings.Join(rec.Program, " ") != "inventory/ec2.py --list" || rec.SHA256 != "sha256:"+sha256Text(progOutput) || len(rec.VarsFiles) != 0 {
+		t.Errorf("record %+v", rec)
+	}
+	p, err := Make(Input{Spec: s, Facts: []*Facts{hostFacts("relay-1.ash"), hostFacts("relay-1.fra")}, Artifact: testArtifact, Steps: testSteps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckInventory(p, InventoryInput{Data: []byte(progOutput)}); err != nil {
+		t.Fatalf("the same output: %v", err)
+	}
+	grown := strings.Replace(progOutput, `"fra": {"hosts": ["relay-1.fra"]}`, `"fra": {"hosts": ["relay-1.fra", "relay-2.fra"]}`, 1)
+	grown = strings.Replace(grown, `"relay-1.fra": {"region": "fra"}`, `"relay-1.fra": {"region": "fra"}, "relay-2.fra": {"region": "fra"}`, 1)
+	err = CheckInventory(p, InventoryInput{Data: []byte(grown)})
+	if !errors.Is(err, ErrFleetChanged) || !strings.Contains(err.Error(), "the output of inventory/ec2.py --list has sha256") || !strings.Contains(err.Error(), "1 host(s) added (relay-2.fra)") {
+		t.Errorf("a host added: %v", err)
+	}
+	for name, edit := range map[string]func(p *Plan){
+		"other program": func(p *Plan) { p.Inventory.Program = []string{"/bin/sh", "-c", "x"} },
+		"a file":        func(p *Plan) { p.Inventory.Program, p.Inventory.File = nil, "hosts.ini" },
+		"vars files": func(p *Plan) {
+			p.Inventory.VarsFiles = []VarsFileRecord{{Path: "group_vars/a.yml", SHA256: rec.SHA256}}
+		},
+	} {
+		q := *p
+		r := *p.Inventory
+		q.Inventory = &r
+		edit(&q)
+		if err := Validate(&q); !errors.Is(err, ErrPlanEdited) {
+			t.Errorf("%s: Validate: %v, want ErrPlanEdited", name, err)
+		}
+	}
+}
+
+func hostFacts(name string) *Facts {
+	f := incidentFacts()
+	f.Host = name
+	return f
+}
+
+func TestInventoryProgramSpecErrors(t *testing.T) {
+	for _, tt := range []struct{ inventory, want string }{
+		{"{program: ansible-inventory --list}", "fleet.yaml:3: hosts.inventory.program: want the program and its arguments as a list of 1 to 32 words"},
+		{"{program: []}", "hosts.inventory.program: want the program and its arguments as a list"},
+		{"{program: [--list]}", `hosts.inventory.program: want a program name (looked up in PATH) or path (relative to the spec's folder) of letters, digits and ._/+-, not starting with -, got "--list"`},
+		{"{program: ['ansible inventory']}", `got "ansible inventory"`},
+		{"{program: [ansible-inventory, \"a\\nb\"]}", "a command word may not contain a newline"},
+		{"{program: [x], timeout: 0s}", `hosts.inventory.timeout: want a duration from 1s to 30m0s, got "0s"`},
+		{"{program: [x], timeout: soon}", `hosts.inventory.timeout: want a duration from 1s to 30m0s, got "soon"`},
+		{"{progam: [x]}", "hosts.inventory.progam: unknown key; valid keys here: program, timeout; did you mean program?"},
+		{"{timeout: 1m}", "hosts.inventory.program: missing; the program that prints the inventory"},
+	} {
+		spec := strings.Replace(strings.Replace(invSpec, "inventory: hosts.ini", "inventory: "+tt.inventory, 1), "%s", "", 1)
+		_, errs := ParseSpecAll("fleet.yaml", []byte(spec))
+		if got := errs.Error(); !strings.Contains(got, tt.want) {
+			t.Errorf("%s: got\n%s\nwant %q", tt.inventory, got, tt.want)
+		}
+	}
+}

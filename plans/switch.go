@@ -37,7 +37,7 @@ func planSwitch(h *HostPlan, p *Plan, f *Facts) {
 	if p.Relay.Service.Manager == "systemd" && p.Relay.Control != "" {
 		storeSwitch(h, p, f)
 	} else {
-		h.Switch, h.SwitchWhy = restartOrHandoff(p, f)
+		h.Switch, h.SwitchWhy = restartOrHandoff(p, h, f)
 	}
 	if noReload != "" {
 		h.SwitchWhy += "; not a reload: " + noReload
@@ -78,16 +78,17 @@ func reloadWhy(p *Plan) string {
 }
 
 // restartOrHandoff decides between a restart and a handoff (planSwitch).
-func restartOrHandoff(p *Plan, f *Facts) (string, string) {
+func restartOrHandoff(p *Plan, h *HostPlan, f *Facts) (string, string) {
 	svc := p.Relay.Service
 	st := f.RelayStatus
+	version, caps := p.releaseTarget(h)
 	switch {
 	case svc.Manager == "systemd":
 		return SwitchRestart, "systemctl restart " + svc.Name + ": its new sockets take the planned buffer (a service without a control plane cannot say it would keep them through systemd's store)"
 	case len(svc.Handoff) == 0:
 		return SwitchRestart, "the spec gives no relay.service.handoff command"
-	case !slices.Contains(p.Relay.Capabilities, capability.Handoff):
-		return SwitchRestart, fmt.Sprintf("release %s does not hand over (its capabilities: %s)", p.Relay.Version, orNone(strings.Join(p.Relay.Capabilities, " ")))
+	case !slices.Contains(caps, capability.Handoff):
+		return SwitchRestart, fmt.Sprintf("release %s does not hand over (its capabilities: %s)", version, orNone(strings.Join(caps, " ")))
 	case !f.Service.Running:
 		return SwitchRestart, "the relay is not running: it is started"
 	case st == nil || !st.Read:
@@ -97,7 +98,7 @@ func restartOrHandoff(p *Plan, f *Facts) (string, string) {
 	case st.HandoffSocket != p.Relay.HandoffSocket:
 		return SwitchRestart, fmt.Sprintf("the running relay listens for a handoff on %s, the spec says %s; after this restart they agree", orNone(st.HandoffSocket), p.Relay.HandoffSocket)
 	}
-	return SwitchHandoff, fmt.Sprintf("the running relay (%s) and release %s both hand over (%s) on %s: same socket, lobbies kept", st.Version, p.Relay.Version, capability.Handoff, p.Relay.HandoffSocket)
+	return SwitchHandoff, fmt.Sprintf("the running relay (%s) and release %s both hand over (%s) on %s: same socket, lobbies kept", st.Version, version, capability.Handoff, p.Relay.HandoffSocket)
 }
 
 // handoffProtocol is the protocol of a capability ("handoff=unix/1" →
@@ -123,10 +124,11 @@ const StoreRestartGap = 100 * time.Millisecond
 func storeSwitch(h *HostPlan, p *Plan, f *Facts) {
 	svc, st := p.Relay.Service, f.RelayStatus
 	how := "systemctl restart " + svc.Name
-	releaseTakes := slices.Contains(p.Relay.Capabilities, capability.FDStore)
+	version, capList := p.releaseTarget(h)
+	releaseTakes := slices.Contains(capList, capability.FDStore)
 	unitHas := f.Service.FDStoreMax > 0
 	runningKeeps := st != nil && st.Read && st.FDStore == fdstoreProtocol()
-	caps := orNone(strings.Join(p.Relay.Capabilities, " "))
+	caps := orNone(strings.Join(capList, " "))
 	h.Switch = SwitchRestart
 	switch {
 	case !f.Service.Running:
@@ -139,12 +141,12 @@ func storeSwitch(h *HostPlan, p *Plan, f *Facts) {
 		h.ClearStore = "rollback"
 	case runningKeeps && !releaseTakes:
 		h.ClearStore = "window"
-		h.SwitchWhy = fmt.Sprintf("%s: the running relay keeps its socket in systemd's store, but release %s cannot take it from there (its capabilities: %s): the window stops the relay, empties the store and starts %s on a socket of its own; every player is cut", how, p.Relay.Version, caps, p.Relay.Version)
+		h.SwitchWhy = fmt.Sprintf("%s: the running relay keeps its socket in systemd's store, but release %s cannot take it from there (its capabilities: %s): the window stops the relay, empties the store and starts %s on a socket of its own; every player is cut", how, version, caps, version)
 	case runningKeeps && listenChanges(h):
 		h.SwitchWhy = how + ": the listen address changes, so relayd binds a new socket and drops the stored one"
 	case runningKeeps:
 		h.Switch = SwitchFDStore
-		h.SwitchWhy = fmt.Sprintf("%s: the running relay (%s) keeps its socket and lobbies in systemd's file-descriptor store and release %s takes them from it (%s): same socket, lobbies kept, this release's SO_RCVBUF set on it", how, st.Version, p.Relay.Version, capability.FDStore)
+		h.SwitchWhy = fmt.Sprintf("%s: the running relay (%s) keeps its socket and lobbies in systemd's file-descriptor store and release %s takes them from it (%s): same socket, lobbies kept, this release's SO_RCVBUF set on it", how, st.Version, version, capability.FDStore)
 		planStoreGap(h, p)
 	case releaseTakes && unitHas:
 		h.ClearStore = "rollback"
@@ -152,7 +154,7 @@ func storeSwitch(h *HostPlan, p *Plan, f *Facts) {
 	case releaseTakes:
 		h.SwitchWhy = fmt.Sprintf("%s: the unit %s has no file-descriptor store (FileDescriptorStoreMax=0): install relay/dist/relayd.service (docs/systemd.md), and the window after keeps the socket", how, svc.Name)
 	default:
-		h.SwitchWhy = fmt.Sprintf("%s: release %s does not keep its socket in systemd's store (its capabilities: %s)", how, p.Relay.Version, caps)
+		h.SwitchWhy = fmt.Sprintf("%s: release %s does not keep its socket in systemd's store (its capabilities: %s)", how, version, caps)
 	}
 }
 
@@ -161,6 +163,15 @@ func fdstoreProtocol() string { return handoffProtocol(capability.FDStore) }
 // listenChanges reports whether the plan changes the relay config's listen
 // key.
 func listenChanges(h *HostPlan) bool {
+	if h.Undo != nil {
+		return h.Undo.Listen // a rollback's: its record of the window
+	}
+	return ListenChanges(h)
+}
+
+// ListenChanges reports whether a host plan's relay config changes the
+// listen key (for the receipt's record of the window: Undo.Listen).
+func ListenChanges(h *HostPlan) bool {
 	fc := h.File(RoleRelayConfig)
 	if fc == nil {
 		return false

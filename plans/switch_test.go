@@ -41,7 +41,7 @@ func TestStoreSwitch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := Make(Input{Spec: spec(), Facts: []*Facts{tt.f}, Artifact: Artifact{SHA256: strings.Repeat("ab", 32), Size: 9, Capabilities: tt.caps}, Steps: testSteps})
+			p, err := Make(Input{Spec: spec(), Facts: []*Facts{tt.f}, Artifact: Artifact{SHA256: strings.Repeat("ab", 32), Size: 9, Capabilities: tt.caps, VersionFrom: capability.FromMarker}, Steps: testSteps})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,7 +62,7 @@ func TestStoreGapAgainstThePromise(t *testing.T) {
 	f := incidentFacts()
 	f.Service.FDStoreMax = 4
 	f.RelayStatus = &RelayStatusFact{Read: true, Version: "1.7.0", FDStore: "systemd/1"}
-	p, err := Make(Input{Spec: s, Facts: []*Facts{f}, Artifact: Artifact{SHA256: strings.Repeat("ab", 32), Size: 9, Capabilities: []string{capability.FDStore}}, Steps: testSteps})
+	p, err := Make(Input{Spec: s, Facts: []*Facts{f}, Artifact: Artifact{SHA256: strings.Repeat("ab", 32), Size: 9, Capabilities: []string{capability.FDStore}, VersionFrom: capability.FromMarker}, Steps: testSteps})
 	if err != nil {
 		t.Fatal(err)
 	}

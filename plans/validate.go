@@ -11,6 +11,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/tune"
 )
 
@@ -66,14 +67,11 @@ func Validate(p *Plan) error {
 	if want := s.Relay.Release.SHA256; want != "" && want != p.Relay.SHA256 {
 		return fmt.Errorf("%w: relay.sha256 is %s, the spec says %s", ErrPlanEdited, p.Relay.SHA256, want)
 	}
-	// The artifact's sha256, size and capabilities come from its bytes, not
-	// the spec: apply checks them against the artifact it ships.
-	for _, c := range p.Relay.Capabilities {
-		if err := hostText(c); err != nil || len(c) > 64 || !strings.Contains(c, "=") {
-			return fmt.Errorf("%w: relay.capabilities holds %q", ErrPlanEdited, c)
-		}
+	if err := validFromArtifact(p.Relay); err != nil {
+		return fmt.Errorf("%w: %v", ErrPlanEdited, err)
 	}
-	want := header(s, Artifact{SHA256: p.Relay.SHA256, Size: p.Relay.Size, Capabilities: p.Relay.Capabilities, TreeSHA256: p.Relay.TreeSHA256}, texts, p.AllowDowngrade)
+	want := header(s, Artifact{SHA256: p.Relay.SHA256, Size: p.Relay.Size, Capabilities: p.Relay.Capabilities, TreeSHA256: p.Relay.TreeSHA256,
+		VersionFrom: p.Relay.VersionFrom}, texts, p.AllowDowngrade)
 	want.SpecSHA256 = p.SpecSHA256
 	if s.Inventory != nil {
 		// The inventory's sha256s come from its files, not the spec:
@@ -82,6 +80,12 @@ func Validate(p *Plan) error {
 			return fmt.Errorf("%w: %v", ErrPlanEdited, err)
 		}
 		want.Inventory = p.Inventory
+	}
+	if p.Rollback != nil {
+		if err := validRollbackRecord(p.Rollback); err != nil {
+			return fmt.Errorf("%w: %v", ErrPlanEdited, err)
+		}
+		want.Rollback = p.Rollback
 	}
 	if d := headerDiff(p, want); len(d) > 0 {
 		return fmt.Errorf("%w: %s; make and review the plan again", ErrPlanEdited, strings.Join(d, "; "))
@@ -160,6 +164,8 @@ func flatten(v any) map[string]string {
 func validateHost(p *Plan, h *HostPlan) error {
 	switch h.Action {
 	case ActionChange, ActionNone, ActionBlocked:
+	case ActionUnreachable:
+		return validateUnreachable(h)
 	default:
 		return fmt.Errorf("action %q", h.Action)
 	}
@@ -172,6 +178,15 @@ func validateHost(p *Plan, h *HostPlan) error {
 		if len(s) > 4*MaxHostText || !utf8.ValidString(s) {
 			return errors.New("a note that is not text")
 		}
+	}
+	if p.Rollback != nil {
+		if err := validateRollbackHost(p, h); err != nil {
+			return err
+		}
+		return validateSteps(h)
+	}
+	if h.Undo != nil {
+		return errors.New("a record of a window to undo, in a plan that is no rollback")
 	}
 	spec := map[string]string{}
 	for _, s := range p.Sysctl {
@@ -195,6 +210,11 @@ func validateHost(p *Plan, h *HostPlan) error {
 	if err := validateFiles(p, h); err != nil {
 		return err
 	}
+	return validateSteps(h)
+}
+
+// validateSteps checks a host plan's steps are text a review can show.
+func validateSteps(h *HostPlan) error {
 	for _, st := range h.Steps {
 		switch st.Phase {
 		case PhaseStage, PhaseWindow, PhaseVerify:
@@ -226,6 +246,29 @@ func hostText(s string) error {
 	return nil
 }
 
+// validFromArtifact checks the form of what a plan took from the
+// artifact's bytes, not the spec (its capabilities, where its version was
+// read), which apply checks against the artifact it ships. A release the
+// hosts fetch from a url with no local copy had no bytes to read.
+func validFromArtifact(r PlannedRelay) error {
+	for _, c := range r.Capabilities {
+		if err := hostText(c); err != nil || len(c) > 64 || !strings.Contains(c, "=") {
+			return fmt.Errorf("relay.capabilities holds %q", c)
+		}
+	}
+	from := []string{capability.FromMarker, capability.FromBuildInfo, capability.FromNone}
+	switch {
+	case r.Kind == ReleaseKindNone:
+		from = []string{""}
+	case r.URL != "" && r.Artifact == "":
+		from = []string{capability.FromNone}
+	}
+	if !slices.Contains(from, r.VersionFrom) {
+		return fmt.Errorf("relay.version_from is %q, want one of %q: make the plan again with this relayctl", clip(r.VersionFrom), from)
+	}
+	return nil
+}
+
 // ValidateFacts checks observed facts before a plan uses them: host output
 // (and a facts file) is input like a spec. Sizes are bounded, the numbers
 // the kernel rule uses are whole numbers, and one-line texts are one line.
@@ -236,7 +279,7 @@ func ValidateFacts(f *Facts) error {
 	if f.Host == "" || hostText(f.Host) != nil || len(f.Host) > 255 {
 		return fmt.Errorf("facts of %s: host name %q", clip(f.Host), clip(f.Host))
 	}
-	for _, check := range []func(*Facts) error{factTexts, factReleases, factSysctls, factFiles, factRelay} {
+	for _, check := range []func(*Facts) error{factTexts, factReleases, factSysctls, factFiles, factRelay, factUndo} {
 		if err := check(f); err != nil {
 			return fmt.Errorf("facts of %s: %w", clip(f.Host), err)
 		}
@@ -349,6 +392,26 @@ func factRelay(f *Facts) error {
 	return nil
 }
 
+// factUndo: a receipt's plain name, a few plain backup names.
+func factUndo(f *Facts) error {
+	u := f.Undo
+	if u == nil {
+		return nil
+	}
+	if err := ValidReceiptName(u.Receipt); err != nil {
+		return err
+	}
+	if hostText(u.Checksum) != nil || hostText(u.Outcome) != nil || len(u.Backups) > 64 {
+		return errors.New("undo receipt: not text, or too many backups")
+	}
+	for _, b := range u.Backups {
+		if err := ValidBackupName(b); err != nil {
+			return fmt.Errorf("undo receipt: %v", err)
+		}
+	}
+	return nil
+}
+
 func clip(s string) string {
 	if len(s) > 60 {
 		return s[:60] + "…"
@@ -448,7 +511,7 @@ func validateFiles(p *Plan, h *HostPlan) error {
 			return fmt.Errorf("two files at %s", clip(f.Path))
 		}
 		seen[f.Path] = true
-		if (f.SHA256 != "" && !sha256Re.MatchString(f.SHA256)) || len(f.Diff) > maxDiffLines+1 || len(f.Changes) > maxDiffLines {
+		if (f.SHA256 != "" && !sha256Re.MatchString(f.SHA256)) || len(f.Diff) > maxDiffLines+1 || len(f.Changes) > maxDiffLines || f.Restore != "" && ValidBackupName(f.Restore) != nil {
 			return fmt.Errorf("file change %s is malformed", f.Path)
 		}
 		// The review shows these as they are: only the ops and kinds relayctl writes.

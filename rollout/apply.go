@@ -52,6 +52,9 @@ type ApplyOptions struct {
 	confirmOnly bool      // check a host the ledger shows done is as planned, and change nothing
 	soakRole    string    // this host soaks (Rollout.Soak), as its wave's canary or as every host
 	Approval    *Approval // how the caller decided the plan may run, for the receipt
+	// RunInfo is the run's id, kind, operator and relayctl, for every
+	// receipt; Apply gives it an id and a kind when the caller did not.
+	RunInfo RunInfo
 }
 
 // Checked is a plan that passed CheckPlan: the only kind Apply and Stage
@@ -90,6 +93,38 @@ func CheckPlanFrom(p *plans.Plan, in plans.InventoryInput) (Checked, error) {
 		return Checked{}, err
 	}
 	return c, nil
+}
+
+// fromArtifact checks what the plan took from the artifact's bytes, its
+// capabilities and where its version was read, against the program it
+// ships: a plan edited to claim a handoff gets none, and one edited to
+// claim a checked version (which takes the review's warning away) is
+// refused.
+func fromArtifact(p *plans.Plan, program []byte) error {
+	caps, err := capability.Capabilities(program)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(caps, p.Relay.Capabilities) {
+		return fmt.Errorf("%w: the plan says release %s can %q, its artifact says %q", plans.ErrPlanEdited, p.Relay.Version, p.Relay.Capabilities, caps)
+	}
+	st, err := capability.BuildVersion(program)
+	if err != nil {
+		return err
+	}
+	if st.From != p.Relay.VersionFrom || st.From != capability.FromNone && st.Version != p.Relay.Version {
+		return fmt.Errorf("%w: the plan says release %s's version was read from %s, its artifact's is %q from %s", plans.ErrPlanEdited, p.Relay.Version, plans.Visible(p.Relay.VersionFrom), plans.Visible(st.Version), st.From)
+	}
+	return nil
+}
+
+// CheckUnselected is CheckPlan for reading a plan rather than applying
+// it: an inventory plan's hosts are not selected again, so a plan whose
+// hosts are a program's output is shown and approved without running the
+// program. It gives no Checked: nothing applies such a plan.
+func CheckUnselected(p *plans.Plan) error {
+	_, err := checkPlan(p)
+	return err
 }
 
 func checkPlan(p *plans.Plan) (Checked, error) {
@@ -146,16 +181,24 @@ func Apply(ctx context.Context, d HostDialer, c Checked, o ApplyOptions) (*Repor
 			}
 			program = r.Program
 		}
-		caps, err := capability.Capabilities(program)
-		if err != nil {
+		if err := fromArtifact(p, program); err != nil {
 			return nil, err
-		}
-		if !slices.Equal(caps, p.Relay.Capabilities) {
-			return nil, fmt.Errorf("%w: the plan says release %s can %q, its artifact says %q", plans.ErrPlanEdited, p.Relay.Version, p.Relay.Capabilities, caps)
 		}
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.RunInfo.ID == "" {
+		o.RunInfo.ID = NewRunID(o.Now())
+	}
+	if o.RunInfo.Kind == "" {
+		o.RunInfo.Kind = RunApply
+		switch {
+		case o.StageOnly:
+			o.RunInfo.Kind = RunStage
+		case o.Resume != nil:
+			o.RunInfo.Kind = RunResume
+		}
 	}
 	if o.Parallel < 1 {
 		o.Parallel = 1

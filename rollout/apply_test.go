@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/rollout"
 	"github.com/relayctl/relayctl/rollout/rollouttest"
 )
@@ -55,7 +56,7 @@ func fleet(t *testing.T, n int, extra string) (rollouttest.Dialer, *plans.Plan, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: plans.Artifact{SHA256: artifactSHA, Size: 3}, Steps: rollout.Steps})
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: plans.Artifact{SHA256: artifactSHA, Size: 3, VersionFrom: capability.FromNone}, Steps: rollout.Steps})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestApplyWindowAndRollbackOrder(t *testing.T) {
 		t.Fatalf("got %s: %s", rep.Hosts[0].Outcome, rep.Hosts[0].Reason)
 	}
 	got := strings.Join(kinds(sims[0].Ops), " ")
-	want := "lock begin dir dir dir dir dir file-ok file-ok file-ok file-ok link-ok exec-ok keep place-release keep keep backup backup backup-link " +
+	want := "lock begin dir dir dir dir dir file-ok file-ok file-ok file-ok link-ok exec-ok keep place-release keep keep backup backup backup-link release-sum " +
 		"detach sysctl rename rename link restart " +
 		"verdict restore-link restore restore sysctl restart " +
 		"commit unlock"
@@ -360,6 +361,11 @@ func TestApplyRefusesEditedPlan(t *testing.T) {
 				Title: "set sysctl: kernel.core_pattern = |/tmp/x in /proc/sys, read back"}}, h.Steps[5:]...)...)
 		}, false, `step 6 is "set sysctl: kernel.core_pattern`},
 		{"release ..", func(p *plans.Plan) { p.Relay.Version = ".." }, false, `relay.version is ".."`},
+		// The artifact records no version: a plan claiming its marker was
+		// read would take the review's warning away.
+		{"version checked, it says", func(p *plans.Plan) { p.Relay.VersionFrom = capability.FromMarker }, false,
+			`the plan says release 1.8.0's version was read from marker, its artifact's is "" from none`},
+		{"version_from missing", func(p *plans.Plan) { p.Relay.VersionFrom = "" }, false, `relay.version_from is "", want one of`},
 		{"reviewed config swapped", func(p *plans.Plan) { p.Hosts[0].File(plans.RoleRelayConfig).SHA256 = strings.Repeat("0", 64) }, true, "relay config /etc/relay/relayd.env: the plan says written with sha256 0000"},
 		{"no restart reviewed", func(p *plans.Plan) {
 			h := p.Hosts[0]
@@ -399,10 +405,14 @@ func TestApplyRefusesEditedPlan(t *testing.T) {
 			if h.Outcome != rollout.Refused || !strings.Contains(h.Reason, tt.want) {
 				t.Errorf("got %s (%s), want refused naming %q", h.Outcome, h.Reason, tt.want)
 			}
+			// Nothing but its receipt filed: the run is on record there.
 			for _, o := range sims[0].Ops {
-				if o.Kind != "clear" && o.Kind != "lock" && o.Kind != "unlock" {
+				if o.Kind != "clear" && o.Kind != "lock" && o.Kind != "unlock" && o.Kind != "record" {
 					t.Errorf("a refused host got primitive %s", o.Kind)
 				}
+			}
+			if n := len(sims[0].Receipts); n != 1 {
+				t.Errorf("a refused host has %d receipts, want its run's", n)
 			}
 		})
 	}

@@ -82,10 +82,16 @@ func (hr *hostRun) runSteps(ctx context.Context, phase string, b *stepBatch, tai
 		if ops[j].Kind == "detach" {
 			hr.awaiting = true // the host runs the window, and then waits for this run's word
 		}
+		if ops[j].heard != nil {
+			ops[j].heard(r.Value)
+		}
 		if ops[j].clock {
 			fmt.Sscan(r.Value, &hr.stopped)
 		}
 		if err := ops[j].Check(r); err != nil {
+			if ops[j].specValue {
+				return &refusedValue{err}
+			}
 			return err
 		}
 		if cur < len(b.spans) && j == b.spans[cur].end-1 {

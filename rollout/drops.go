@@ -26,6 +26,13 @@ type DropSpan struct {
 	DatagramsBy string  `json:"datagrams_counted_by"` // "relay" or "namespace"
 	DropRate    float64 `json:"drops_per_s"`          // ss d per second: the socket's own count
 	Traffic     float64 `json:"datagrams_per_s"`
+	// Forwarded is the data datagrams the relay forwarded for its players
+	// (its counters.forwarded), ForwardedRate per second; nil when its
+	// /status was not read at both ends. A relay forwards only a member's
+	// datagrams from its own address, so a stranger's datagrams are not in
+	// it: spoofed or from an address that never joined.
+	Forwarded     *uint64  `json:"relay_forwarded,omitempty"`
+	ForwardedRate *float64 `json:"forwarded_per_s,omitempty"`
 	// Disagreement says where the counters do not agree; each is a
 	// finding of its own (drops on another socket of the namespace, a
 	// relay blind to its socket's drops).
@@ -64,8 +71,23 @@ func Span(a, b plans.DropCounters) (*DropSpan, error) {
 	}
 	s.DropRate = float64(s.SSDrops) / s.Seconds
 	s.Traffic = float64(s.Datagrams) / s.Seconds
+	if s.RelayRxDrops != nil && a.RelayForwarded != nil && b.RelayForwarded != nil && *b.RelayForwarded >= *a.RelayForwarded {
+		f := *b.RelayForwarded - *a.RelayForwarded
+		rate := float64(f) / s.Seconds
+		s.Forwarded, s.ForwardedRate = &f, &rate
+	}
 	s.Disagreement = disagreement(s, max(a.Sockets, b.Sockets))
 	return s, nil
+}
+
+// PlayTraffic is what the soak's min_traffic judges: the datagrams per
+// second the relay forwarded for its players, where it reports them, else
+// every datagram that reached its socket (a stranger's too), and which.
+func (s *DropSpan) PlayTraffic() (float64, string) {
+	if s.ForwardedRate != nil {
+		return *s.ForwardedRate, "forwarded for the relay's players"
+	}
+	return s.Traffic, "reached the relay (" + s.DatagramsBy + "'s count, a stranger's datagrams too: the relay's /status gave no forwarded count)"
 }
 
 // rise is how much a counter rose; a counter that went down (it cannot, on

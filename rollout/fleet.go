@@ -34,9 +34,10 @@ type fleet struct {
 	keys []string // the sysctls every receipt shows (the plan's ReadKeys)
 	strs interner // texts every host repeats, kept once
 
-	mu      sync.Mutex
-	stopped string
-	sem     chan struct{} // the wave's parallel slots
+	mu       sync.Mutex
+	stopped  string
+	rejected bool          // a soak judged the release a regression: the hosts left are not to be resumed
+	sem      chan struct{} // the wave's parallel slots
 }
 
 func runFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*Report, error) {
@@ -67,7 +68,7 @@ func runFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 // them, untouched.
 func newFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*fleet, error) {
 	f := &fleet{ctx: ctx, d: d, p: p, o: o, start: o.Now(), clock: time.Now(), keys: p.ReadKeys()}
-	f.rep = &Report{Plan: p.Name, Checksum: p.Checksum, Started: f.start.UTC().Format(time.RFC3339), Run: 1, Approval: o.Approval}
+	f.rep = &Report{Plan: p.Name, Checksum: p.Checksum, Started: f.start.UTC().Format(time.RFC3339), Run: 1, Approval: o.Approval, RunInfo: o.RunInfo}
 	if o.Only != nil {
 		f.rep.Only = o.Only.String()
 	}
@@ -94,6 +95,8 @@ func newFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 	led.Only = o.Only.Items()
 	for _, i := range f.sel {
 		switch {
+		case p.Hosts[i].Action == plans.ActionUnreachable:
+			f.notPlanned(i, led)
 		case o.Resume != nil && o.Resume.Done(i):
 			f.done = append(f.done, i)
 		case o.Resume == nil && base != nil:
@@ -105,6 +108,16 @@ func newFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 	}
 	f.book = &ledgerBook{l: led, save: o.SaveLedger, patch: o.PatchLedger, now: o.Now}
 	return f, nil
+}
+
+// notPlanned is a host the plan holds as unreachable: left alone, in the
+// ledger too, whatever an earlier run's says.
+func (f *fleet) notPlanned(i int, led *Ledger) {
+	h := f.p.Hosts[i]
+	r := f.results[i]
+	r.Outcome, r.Next = NotPlanned, NextNewPlan
+	r.Reason = "unreachable when the plan was made (" + h.Unreachable + "): nothing was planned for it; the next plan reads it again"
+	led.Hosts[i] = LedgerHost{Host: h.Host, Outcome: string(NotPlanned), State: StateAsWas, Reason: r.Reason, Next: NextNewPlan}
 }
 
 // confirm checks, in one observe each, that every host the ledger shows
@@ -250,6 +263,11 @@ func (f *fleet) host(i int, w *WaveResult) {
 	if why := r.Soak.stops(r.Host); why != "" {
 		f.stop(why) // a soak that did not pass stops the rollout, whatever the budgets
 	}
+	if r.Next == NextRejected {
+		f.mu.Lock()
+		f.rejected = true
+		f.mu.Unlock()
+	}
 	if over != "" {
 		f.stop(over)
 	}
@@ -263,7 +281,10 @@ func (f *fleet) finish() (*Report, error) {
 		f.rep.Hosts[k] = f.results[i]
 	}
 	for _, r := range f.rep.Hosts {
-		if r.Outcome == NotStarted {
+		switch {
+		case r.Outcome == NotStarted && f.rejected:
+			r.Next = NextRejected // the release this plan ships was judged a regression
+		case r.Outcome == NotStarted:
 			r.Next = NextResume
 		}
 		if r.Outcome == NotStarted && r.Reason == "" {
@@ -275,7 +296,9 @@ func (f *fleet) finish() (*Report, error) {
 		}
 	}
 	f.book.notStarted(f.results, f.sel)
-	f.rep.Millis = f.o.Now().Sub(f.start).Milliseconds()
+	end := f.o.Now()
+	f.rep.Millis = end.Sub(f.start).Milliseconds()
+	f.rep.Ended = end.UTC().Format(time.RFC3339)
 	if err := f.book.failed(); err != nil {
 		return f.rep, err
 	}

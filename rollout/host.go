@@ -32,9 +32,12 @@ type Host interface {
 	// a verdict undo's later ops are the window's rollback. A lost
 	// connection is an error for which IsConnLost is true.
 	Run(ctx context.Context, ops []Op, each func(i int, r Result) error) error
-	// Address is the host:port dialled; User the remote user.
+	// Address is the host:port dialled; User the remote user; Identity
+	// the key the host accepted and its host key, as the receipt records
+	// them.
 	Address() string
 	User() string
+	Identity() SSHIdentity
 	// RoundTrips is how many times relayctl waited on the host's answer.
 	RoundTrips() int
 	// Close ends the session (a lock not released stays behind for the
@@ -78,6 +81,13 @@ type Op struct {
 	// undoing: part of a rollback, which a host carries out even when its
 	// journal cannot note it (a full disk): an undo is better done than not.
 	undoing bool
+	// specValue: a failure means the host refuses a value of the spec (the
+	// kernel would not take a sysctl, or reads back another): applying the
+	// same plan again fails the same way.
+	specValue bool
+	// heard hears the answer's value (release-sum's, for the receipt): a
+	// listener, not a check, so it does not end the batch.
+	heard func(string)
 }
 
 // Undoing says the Op is part of a rollback (see Op.undoing).

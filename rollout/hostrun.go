@@ -98,6 +98,7 @@ type hostRun struct {
 	yield  func() func() // gives up the parallel slot while draining; returns how to take one back
 
 	locked        bool                 // the session holds the host lock (until unlock)
+	filing        bool                 // the receipt was sent to the host (commit, record)
 	observeErr    error                // the lock's reading of the host failed
 	st            []step               // the steps derived for this host, in order
 	gate          *plans.Facts         // the host when the window begins (the drain gate's last reading)
@@ -117,6 +118,7 @@ type hostRun struct {
 	soak          *plans.Soak          // the soak this host runs, nil for none
 	soakRole      string               // why it soaks: SoakRoleCanary or SoakRoleHost
 	baseline      []plans.DropCounters // the drop counters before the window, oldest first
+	releaseSum    string               // the host's description of the release the window switches away from (release-sum)
 	// cut is where the running phase's span ends when that is before the
 	// phase returns (an answer in the same batch as the next phase's).
 	cut time.Time
@@ -125,6 +127,7 @@ type hostRun struct {
 func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPlan, o ApplyOptions, pr *progress, yield func() func()) *HostResult {
 	res := &HostResult{HostAccount: HostAccount{Host: h.Host, Address: h.Address, Labels: h.Labels, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}},
 		started: o.Now(), clock: time.Now()}
+	res.Started = stamp(res.started)
 	host, err := d.DialHost(ctx, h.Host)
 	res.Timeline = append(res.Timeline, Phase{Name: "connect", Ms: time.Since(res.clock).Milliseconds()})
 	if err != nil {
@@ -132,9 +135,13 @@ func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPl
 		if IsRefusal(err) {
 			res.Outcome, res.Next = Refused, NextFix // a host key, authentication
 		}
+		res.Ended = stamp(o.Now())
 		return res
 	}
 	res.Address = host.Address()
+	if id := host.Identity(); id != (SSHIdentity{}) {
+		res.SSH = &id
+	}
 	hr := &hostRun{p: p, stored: h, h: h, o: o, dial: d, host: host, res: res, pr: pr, q: QueryForPlan(p), yield: yield}
 	defer func() { hr.host.Close() }()
 	if o.soakRole != "" && o.Rollout != nil && o.Rollout.Soak != nil && !o.StageOnly && !o.confirmOnly {
@@ -177,6 +184,15 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 			hr.res.Outcome, hr.res.State, hr.res.Reason, hr.res.Next = e.outcome, e.state, e.reason, e.next
 			break
 		}
+	}
+	if hr.locked && !hr.filing && !hr.o.confirmOnly {
+		// Every run that held the lock leaves its receipt on the host,
+		// whatever its outcome (a resume's check of a host done before
+		// is not a run of its own there).
+		hr.file(context.WithoutCancel(ctx), "record", nil)
+	}
+	if hr.res.Ended == "" {
+		hr.res.Ended = stamp(hr.o.Now())
 	}
 	hr.res.RoundTrips = hr.trips + hr.host.RoundTrips()
 	return hr.res

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/rollout"
 	"github.com/relayctl/relayctl/rollout/rollouttest"
 )
@@ -75,7 +76,7 @@ func regionFleet(t *testing.T, regions string, extra string) (rollouttest.Dialer
 		d[name], sims[name] = s, s
 		facts = append(facts, s.Facts())
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: plans.Artifact{SHA256: artifactSHA, Size: 3}, Steps: rollout.Steps})
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: plans.Artifact{SHA256: artifactSHA, Size: 3, VersionFrom: capability.FromNone}, Steps: rollout.Steps})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,10 @@ type LedgerHost struct {
 	Wave          int    `json:"wave,omitempty"`
 	Ended         string `json:"ended,omitempty"`
 	BytesUploaded int64  `json:"bytes_uploaded,omitempty"`
+	// Next is what to do next for the host (NextResume, ...), as the
+	// receipt says: --resume refuses a ledger that says a release was
+	// rejected (NextRejected) unless told the operator knows.
+	Next string `json:"next,omitempty"`
 }
 
 // LedgerFormatVersion is the layout version of ledger files.
@@ -206,10 +210,12 @@ func slotLine(h *LedgerHost, last bool) ([]byte, error) {
 			}
 			return pad(out, ledgerSlot), nil
 		}
+		// Each is cut once to what fits, or to "…" and then the other:
+		// a reason cut to nothing must not be cut again forever.
 		switch over := len(line) - room; {
-		case c.Reason != "":
+		case c.Reason != "" && c.Reason != "…":
 			c.Reason = cutText(c.Reason, len(c.Reason)-over-8)
-		case c.State != "":
+		case c.State != "" && c.State != "…":
 			c.State = cutText(c.State, len(c.State)-over-8)
 		default:
 			return nil, fmt.Errorf("encode ledger: host %s does not fit a line of %d bytes", plans.Visible(clip(h.Host)), ledgerSlot)
@@ -312,7 +318,7 @@ func (b *ledgerBook) started(i, wave int) {
 func (b *ledgerBook) ended(i int, r *HostResult) {
 	b.update(i, func(h *LedgerHost) {
 		*h = LedgerHost{Host: h.Host, Outcome: string(r.Outcome), State: r.State, Reason: r.Reason, Run: b.l.Run, Wave: r.Wave,
-			Ended: b.now().UTC().Format(time.RFC3339), BytesUploaded: r.BytesUploaded}
+			Ended: b.now().UTC().Format(time.RFC3339), BytesUploaded: r.BytesUploaded, Next: r.Next}
 	})
 }
 
@@ -323,7 +329,7 @@ func (b *ledgerBook) notStarted(results []*HostResult, sel []int) {
 	for _, i := range sel {
 		if r := results[i]; r.Outcome == NotStarted && r.FromLedger == "" {
 			h := &b.l.Hosts[i]
-			*h = LedgerHost{Host: h.Host, Outcome: string(NotStarted), State: r.State, Reason: r.Reason, Run: b.l.Run, Wave: r.Wave}
+			*h = LedgerHost{Host: h.Host, Outcome: string(NotStarted), State: r.State, Reason: r.Reason, Run: b.l.Run, Wave: r.Wave, Next: r.Next}
 		}
 	}
 	b.flush()

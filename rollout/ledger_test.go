@@ -79,3 +79,20 @@ func TestLedgerPatchedInPlace(t *testing.T) {
 		}
 	}
 }
+
+// A host whose reason and state are both long fits its line: the reason
+// is cut first, then the state (a reason cut to nothing was once cut
+// again, and again, and the run never ended).
+func TestLedgerLineWithLongReasonAndState(t *testing.T) {
+	l := &rollout.Ledger{FormatVersion: rollout.LedgerFormatVersion, Plan: "p", Checksum: "sha256:x", Run: 1,
+		Hosts: []rollout.LedgerHost{{Host: "h1", Outcome: string(rollout.Failed), State: "in between: " + strings.Repeat("release link: got x, want y; ", 30),
+			Reason: strings.Repeat("window: read-back: ss rb on udp/7788: got 212992, want 8388608; ", 30), Next: rollout.NextUndo}}}
+	b, err := l.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back rollout.Ledger
+	if err := json.Unmarshal(b, &back); err != nil || !strings.HasSuffix(back.Hosts[0].State, "…") || back.Hosts[0].Next != rollout.NextUndo {
+		t.Fatalf("got %v, %+v", err, back.Hosts)
+	}
+}

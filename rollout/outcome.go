@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"errors"
 	"strings"
 	"time"
 
@@ -23,22 +24,38 @@ const (
 	Unreachable Outcome = "unreachable" // no connection
 	NotStarted  Outcome = "not started" // an earlier failure or an interrupt stopped the fleet first
 	Staged      Outcome = "staged"      // relayctl stage: staged for the window; nothing in force changed
+	// NotPlanned: unreachable when the plan was made, so the plan has
+	// nothing for it and apply leaves it alone; the next plan reads it.
+	// Not "unreachable" (this run could not connect) nor "not started"
+	// (this run stopped before it).
+	NotPlanned Outcome = "not planned"
 )
 
 // Outcomes lists every outcome in recap order.
-var Outcomes = []Outcome{Applied, Unchanged, Staged, RolledBack, Failed, Refused, Skipped, Unreachable, NotStarted}
+var Outcomes = []Outcome{Applied, Unchanged, Staged, RolledBack, Failed, Refused, Skipped, Unreachable, NotStarted, NotPlanned}
 
-// What to do next for a host that did not end as planned.
+// What to do next for a host that did not end as planned: each names a
+// command that can make progress, or says what must change first so that
+// it can (the CLI's hints, one per kind: cmd/relayctl/hints.go).
 const (
 	NextResume    = "resume"     // apply PLAN --resume goes on with it as it is
-	NextFix       = "fix"        // fix the cause its reason names, then --resume
-	NextNewPlan   = "new plan"   // it drifted from the plan: plan again, review, apply that
+	NextFix       = "fix"        // fix on the host what its reason names, then --resume
+	NextNewPlan   = "new plan"   // the plan has nothing valid for it now (drifted, edited, not read): plan again, review, apply that
+	NextUnblock   = "unblock"    // blocked in the plan: fix what the blockers name, then plan again
+	NextSpec      = "fix spec"   // the spec's values or release failed there (a value the kernel refused, a release that did not read back): --resume would fail the same way; fix the spec, plan again
+	NextRejected  = "rejected"   // a soak judged the release a regression: the rollout of it is over; a fixed release, or relayctl rollback of the hosts it changed
 	NextOtherPlan = "other plan" // a run of another plan stopped in its window: that plan's --resume
-	NextWait      = "wait"       // another apply holds it, or it is outside the window: later, --resume
+	NextWait      = "wait"       // another apply holds it, it is outside the window, or its soak had no traffic: later, --resume
 	NextPlayers   = "players"    // its players had not gone at the drain deadline: --resume when they have
+	NextJournal   = "journal"    // a journal that cannot be read: check the host, then --resume --clear-journal
+	NextUndo      = "undo"       // its rollback failed, in between: --resume --recover rollback undoes what is left
 )
 
-// nextFor is what to do next after an outcome, as a rule.
+// Nexts lists every next, as the hint table test walks them.
+var Nexts = []string{NextResume, NextFix, NextNewPlan, NextUnblock, NextSpec, NextRejected, NextOtherPlan, NextWait, NextPlayers, NextJournal, NextUndo}
+
+// nextFor is what to do next after an outcome, as a rule; an ending whose
+// cause says otherwise sets its own (ending.because).
 func nextFor(out Outcome, state string) string {
 	switch out {
 	case Applied, Unchanged, Staged:
@@ -47,13 +64,47 @@ func nextFor(out Outcome, state string) string {
 		return NextPlayers
 	case NotStarted, Unreachable:
 		return NextResume
+	case NotPlanned:
+		return NextNewPlan
 	case Failed:
-		if strings.HasPrefix(state, "unknown") {
+		switch {
+		case strings.HasPrefix(state, "unknown"):
 			return NextResume // the journal on the host says where it stopped: --resume recovers it
+		case strings.HasPrefix(state, "in between"):
+			return NextUndo
 		}
 	}
 	return NextFix
 }
+
+// failureNext is what to do next after a window that failed and was
+// rolled back, by its cause: a soak's verdict, a value the kernel refused,
+// the relay switched to the planned release and config that did not read
+// back (--resume would do exactly the same again), or the host's own
+// trouble (a rename, a full disk), which --resume gets past once fixed.
+func failureNext(err error, switchedOrReadBack bool) string {
+	var sf *soakFailed
+	var rv *refusedValue
+	var oe *OpError
+	switch {
+	case errors.As(err, &sf) && sf.r.Verdict == SoakRegression:
+		return NextRejected
+	case errors.As(err, &sf):
+		return NextWait // too little traffic to judge: later, with players
+	case errors.As(err, &rv), errors.As(err, &oe) && oe.Op.specValue:
+		return NextSpec
+	case switchedOrReadBack:
+		return NextSpec
+	}
+	return NextFix
+}
+
+// refusedValue is a spec's value the host refused: the kernel would not
+// take it, or reads back another.
+type refusedValue struct{ err error }
+
+func (e *refusedValue) Error() string { return e.err.Error() }
+func (e *refusedValue) Unwrap() error { return e.err }
 
 // What became of a window a dead run left unfinished; or one the host
 // ended by itself (window.go) when its run's connection was lost: for
@@ -87,8 +138,15 @@ type StepRecord struct {
 // HostAccount is how one host's apply went, as its receipt tells it (the
 // receipt adds summaries of what was read: receipt.go).
 type HostAccount struct {
-	Host    string            `json:"host"`
-	Address string            `json:"address"`
+	Host    string `json:"host"`
+	Address string `json:"address"`
+	// SSH is how the host was reached: the remote user, the key it
+	// accepted and its host key (absent for a host never reached).
+	SSH *SSHIdentity `json:"ssh,omitempty"`
+	// Started and Ended are when relayctl began and finished with the
+	// host (UTC, RFC 3339 to the millisecond, relayctl's clock).
+	Started string            `json:"started,omitempty"`
+	Ended   string            `json:"ended,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"` // from the inventory (the plan's)
 	Outcome Outcome           `json:"outcome"`
 	State   string            `json:"state"` // as it was, as planned, or what exactly
@@ -98,10 +156,9 @@ type HostAccount struct {
 	// DeadRun is the owner of a dead run whose lock this run found free
 	// and took; Recovery what became of its unfinished window.
 	DeadRun  string `json:"dead_run,omitempty"`
-	Recovery string `json:"recovery,omitempty"` // RecoveryCompleted, RecoveryRolledBack
+	Recovery string `json:"recovery,omitempty"` // RecoveryCompleted, RecoveryRolledBack, …ByHost
 	// Next is what the operator does next for a host that did not end as
-	// planned: NextResume, NextFix, NextNewPlan, NextOtherPlan, NextWait,
-	// NextPlayers.
+	// planned (Nexts), or runs a release its soak rejected.
 	Next    string `json:"next,omitempty"`
 	UnitLog string `json:"unit_log,omitempty"` // systemd's journal of the relay when the window failed
 	// ExpectedRB is the read-back the plan promises.
@@ -137,6 +194,10 @@ type HostAccount struct {
 	// host stays applied; the next plan lists them again).
 	Pruned     []string `json:"pruned,omitempty"`
 	PruneError string   `json:"prune_error,omitempty"`
+	// Undo is, for an applied host, what its window changed: what
+	// relayctl rollback goes back to (the host keeps the window's
+	// backups beside its copy of this receipt).
+	Undo *plans.Undo `json:"undo,omitempty"`
 }
 
 // HostResult is one host's apply as the engine ends it: its account, and
@@ -172,13 +233,16 @@ type Report struct {
 	Waves    []*WaveResult `json:"waves,omitempty"`
 	Stopped  string        `json:"stopped,omitempty"`  // why hosts were left not started
 	Approval *Approval     `json:"approval,omitempty"` // ApplyOptions.Approval
+	RunInfo  RunInfo       `json:"run_info"`           // ApplyOptions.RunInfo
+	Ended    string        `json:"ended,omitempty"`    // UTC, RFC 3339
 }
 
 // Succeeded is true when every host is applied or unchanged (or staged,
-// for relayctl stage).
+// for relayctl stage), those the plan has nothing for aside: whether they
+// may be left out was the plan's budget's call.
 func (r *Report) Succeeded() bool {
 	for _, h := range r.Hosts {
-		if h.Outcome != Applied && h.Outcome != Unchanged && h.Outcome != Staged {
+		if h.Outcome != Applied && h.Outcome != Unchanged && h.Outcome != Staged && h.Outcome != NotPlanned {
 			return false
 		}
 	}

@@ -25,13 +25,14 @@ func (commitPhase) run(ctx context.Context, hr *hostRun) *ending {
 	ctx = context.WithoutCancel(ctx)
 	switch {
 	case hr.o.StageOnly:
-		hr.commit(ctx, Staged, nil, end(Staged, StateAsWas, "staged for the window: nothing in force changed"))
-		return end(Staged, StateAsWas, "staged for the window: nothing in force changed")
+		done := end(Staged, StateAsWas, "staged for the window: nothing in force changed")
+		hr.commit(ctx, Staged, nil, done)
+		return done
 	case hr.outcome == RolledBack:
 		if hr.rec != nil {
 			hr.res.Recovery = hr.rec.words(RolledBack)
 		}
-		done := end(RolledBack, StateAsWas, hr.failure.Error())
+		done := end(RolledBack, StateAsWas, hr.failure.Error()).because(hr.rolledBackNext())
 		if e := hr.commit(ctx, RolledBack, nil, done); e != nil {
 			return e
 		}
@@ -49,10 +50,29 @@ func (commitPhase) run(ctx context.Context, hr *hostRun) *ending {
 		return e
 	}
 	done := end(Applied, StateAsPlanned, "")
+	if s := hr.res.Soak; s != nil && s.Verdict == SoakRegression {
+		done.next = NextRejected // kept (on_regression: keep), running a release its soak rejected
+	}
 	if e := hr.commit(ctx, Applied, lead, done); e != nil {
 		return e
 	}
 	return done
+}
+
+// rolledBackNext is what to do after the window was rolled back: after a
+// crash, --resume (the policy undid a dead run's window, nothing of the
+// plan is wrong); else by the failure's cause (failureNext). A failure of
+// the switch, or of the read-back after it, is the planned release and
+// config not working there.
+func (hr *hostRun) rolledBackNext() string {
+	if hr.rec != nil {
+		return NextResume
+	}
+	switched := !hr.inWindow
+	if hr.inWindow && hr.started > 0 {
+		switched = hr.st[hr.started-1].traits().switches
+	}
+	return failureNext(hr.failure, switched)
 }
 
 // prune removes the old releases and store entries the plan lists, once
@@ -118,19 +138,41 @@ func (hr *hostRun) keepLost(err error, where string) *ending {
 func (hr *hostRun) commit(ctx context.Context, out Outcome, lead []Op, done *ending) *ending {
 	hr.res.Outcome = out
 	hr.res.Soak.settle(out)
-	hr.res.RoundTrips = hr.trips + hr.host.RoundTrips() + 1 // with the commit's own
-	body, err := receiptJSON(hr.p, hr.res)
+	hr.committed = done
+	e := hr.file(ctx, "commit", lead)
+	if out == Staged {
+		return nil
+	}
+	return e
+}
+
+// file files the host's receipt under the run's name, keeping the newest
+// HostReceiptsKept, and unlocks, in one round trip behind lead: "commit"
+// files the run's journal beside it (the run is over), "record" the
+// receipt alone, for a run that ends before its window without a commit
+// (unchanged, refused under the lock), whose journal, if any, is not this
+// run's. An applied window's commit keeps its backups beside the receipt,
+// for a later rollback. A connection lost meanwhile, or a keep the window
+// refused, is the ending it returns (keepLost).
+func (hr *hostRun) file(ctx context.Context, kind string, lead []Op) *ending {
+	hr.filing = true
+	hr.res.Ended = stamp(hr.o.Now())
+	hr.res.RoundTrips = hr.trips + hr.host.RoundTrips() + 1 // with the filing's own
+	name := HostReceiptName(hr.p, hr.o.RunInfo.ID)
+	if kind == "commit" && hr.res.Outcome == Applied {
+		hr.res.Undo = hr.undoRecord(name) // the host keeps the window's backups beside this receipt
+	}
+	body, err := hostReceiptJSON(hr.p, hr.res, hr.o)
 	if err != nil {
 		hr.pr.say(hr.h.Host, "receipt: %v", err)
 		return nil
 	}
-	o := op("commit", receiptName(hr.p, hr.o.Now()), strings.ReplaceAll(string(out), " ", "-"))
+	o := op(kind, name, strings.ReplaceAll(string(hr.res.Outcome), " ", "-"), strconv.Itoa(HostReceiptsKept))
 	o.Data = body
-	hr.committed = done
-	// The unlock goes in the same batch; if the commit fails the host
+	// The unlock goes in the same batch; if the filing fails the host
 	// skips it, and the run's end unlocks.
 	err = hr.host.Run(ctx, append(lead, o, unlockOp()), hr.keepHeard)
-	if e := hr.keepLost(err, "during commit"); e != nil && out != Staged {
+	if e := hr.keepLost(err, "during commit"); e != nil {
 		return e
 	}
 	if err != nil {
@@ -141,10 +183,5 @@ func (hr *hostRun) commit(ctx context.Context, out Outcome, lead []Op, done *end
 	return nil
 }
 
-func receiptName(p *plans.Plan, now time.Time) string {
-	sum := strings.TrimPrefix(p.Checksum, "sha256:")
-	if len(sum) > 12 {
-		sum = sum[:12]
-	}
-	return now.UTC().Format("20060102T150405Z") + "-" + p.Name + "-" + sum
-}
+// stamp is a time as receipts give it: UTC, RFC 3339 to the millisecond.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }

@@ -29,6 +29,10 @@ func (derivePhase) run(ctx context.Context, hr *hostRun) *ending {
 	if err != nil {
 		return end(Refused, StateAsWas, err.Error())
 	}
+	if p.Rollback != nil && !plans.SameUndo(stored.Undo, derived.Undo) {
+		// The host's own receipt is the record a rollback goes back by.
+		return end(Refused, StateAsWas, fmt.Sprintf("the host's receipt of plan %s does not record the window this rollback plan was made from (%s): make the rollback plan again", plans.Visible(p.Rollback.Plan), undoName(derived.Undo))).because(NextNewPlan)
+	}
 	if derived.Fingerprint == stored.Fingerprint {
 		if d := plans.ActionDiff(stored, derived); len(d) > 0 {
 			return end(Refused, StateAsWas, "the plan's actions for this host are not what its spec and the host give (it was edited, or made by another relayctl): "+strings.Join(d, "; ")+"; make and review the plan again").because(NextNewPlan)
@@ -46,7 +50,7 @@ func (derivePhase) run(ctx context.Context, hr *hostRun) *ending {
 			return end(Refused, StateAsWas, "the "+fc.Role+" derived now does not hash to the reviewed one; make a new plan").because(NextNewPlan)
 		}
 	}
-	hr.st = steps(p, derived, stepInput{artifact: hr.o.Artifact, fetchTimeout: hr.o.FetchTimeout}, false)
+	hr.st = steps(p, derived, stepInput{artifact: hr.o.Artifact, fetchTimeout: hr.o.FetchTimeout, releaseSum: func(v string) { hr.releaseSum = v }}, false)
 	if hr.o.StageOnly {
 		hr.st = stageSteps(hr.st)
 	}
@@ -69,6 +73,13 @@ func (hr *hostRun) drifted(derived *plans.HostPlan) *ending {
 	hr.res.TowardPlan = drift
 	hr.pr.say(hr.h.Host, "%s", towardText(hr.p, drift))
 	return nil
+}
+
+func undoName(u *plans.Undo) string {
+	if u == nil {
+		return "the host keeps none now"
+	}
+	return "the host's is " + plans.Visible(u.Receipt)
 }
 
 // subsequence reports whether every step of a is in b, in order.

@@ -18,7 +18,11 @@ func (drainPhase) runs(hr *hostRun) bool { return hr.rec == nil }
 func (drainPhase) run(ctx context.Context, hr *hostRun) *ending {
 	gate, out, why := hr.drainGate(ctx, hr.res.Before)
 	if gate == nil {
-		return end(out, StateAsWas, why)
+		e := end(out, StateAsWas, why)
+		if out == Refused {
+			e.next = NextPlayers // the deadline came with players on it (on_deadline: abort)
+		}
+		return e
 	}
 	hr.gate = gate
 	return nil

@@ -48,7 +48,7 @@ func (recoverPhase) run(ctx context.Context, hr *hostRun) *ending {
 		}
 		hr.res.Journal = raw
 		return end(Refused, "unknown: an earlier run left a journal that cannot be read",
-			fmt.Sprintf("%v; it ends with: %s; check the host (relayctl verify PLAN), then apply with --clear-journal", err, plans.Visible(lastLine(raw))))
+			fmt.Sprintf("%v; it ends with: %s; check the host (relayctl verify PLAN), then apply with --clear-journal", err, plans.Visible(lastLine(raw)))).because(NextJournal)
 	case j.Ended != "" || !j.Window && !j.Rollback:
 		return hr.archive(ctx, "an earlier apply stopped before its window (nothing in force changed); its journal is archived")
 	case j.Checksum != hr.p.Checksum:

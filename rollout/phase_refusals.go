@@ -19,7 +19,7 @@ func (refusalsPhase) runs(hr *hostRun) bool { return hr.rec == nil }
 
 func (refusalsPhase) run(ctx context.Context, hr *hostRun) *ending {
 	if b := hr.stored.Blockers; len(b) > 0 {
-		return end(Refused, StateAsWas, "blocked in the plan: "+strings.Join(b, "; "))
+		return end(Refused, StateAsWas, "blocked in the plan: "+strings.Join(b, "; ")).because(NextUnblock)
 	}
 	w := hr.p.Window
 	if w == nil || hr.o.IgnoreWindow || hr.o.StageOnly {

@@ -117,7 +117,7 @@ func (hr *hostRun) watch(ctx context.Context) *SoakResult {
 			r.Verdict, r.Why = SoakRegression, fmt.Sprintf("the relay's socket changed during the soak (inode %d after the read-back, %d now): the relay restarted", after.Socket.Inode, c.SocketInode)
 			return r
 		}
-		r.players(c)
+		r.follow(last, c)
 		if first == nil {
 			first = &c
 			hr.pr.say(hr.h.Host, "soak: sampling the relay's drop counters for %v, every %v", cfg.Duration, cfg.Interval)
@@ -152,18 +152,6 @@ func sampleLost(err error) (string, string) {
 		return SoakRegression, "the relay is gone during the soak: " + oe.Msg
 	}
 	return SoakUnknown, "could not sample the relay: " + err.Error()
-}
-
-// players follows the relay's players over the soak.
-func (r *SoakResult) players(c plans.DropCounters) {
-	if c.Players == nil {
-		return
-	}
-	n := *c.Players
-	if r.PlayersPeak == nil || n > *r.PlayersPeak {
-		r.PlayersPeak = &n
-	}
-	r.PlayersEnd = &n
 }
 
 // sample reads the relay's drop counters through the host's session.

@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/relayctl/relayctl/plans"
@@ -27,6 +28,11 @@ type Query struct {
 	// LastApply asks for the newest receipt on the host with a read-back
 	// in it (plans.Facts.LastApply): verify's baseline.
 	LastApply bool
+	// UndoOf asks for the host's newest receipt of the plan with this
+	// checksum that records what its window changed, and the backups kept
+	// beside it (plans.Facts.Undo): a rollback of that plan. LastApply,
+	// when also set, is read instead.
+	UndoOf string
 }
 
 // QueryFor builds the query a plan of spec needs.
@@ -50,6 +56,9 @@ func QueryForPlan(p *plans.Plan) Query {
 	}
 	for _, t := range p.Relay.Config.Templates {
 		q.Files = append(q.Files, t.Path)
+	}
+	if p.Rollback != nil {
+		q.UndoOf = p.Rollback.Checksum // each host's decisions are its receipt's
 	}
 	return q
 }
@@ -78,6 +87,9 @@ func (q Query) Validate() error {
 	}
 	if q.Port < 1 || q.Port > 65535 {
 		return fmt.Errorf("observe: bad port %d", q.Port)
+	}
+	if q.UndoOf != "" && !plans.IsSHA256(strings.TrimPrefix(q.UndoOf, "sha256:")) || q.UndoOf != "" && !strings.HasPrefix(q.UndoOf, "sha256:") {
+		return fmt.Errorf("observe: %q is not a plan checksum", q.UndoOf)
 	}
 	if q.Control != "" {
 		if err := plans.ValidControl(q.Control); err != nil {

@@ -21,17 +21,29 @@ type Counters = plans.DropCounters
 func CountersOf(f *plans.Facts) Counters { return plans.DropCountersOf(f) }
 
 // HostReceipt is the summary of one host kept on the host and in the
-// local receipt: how its apply went, and what it was and is.
+// local receipt: how its apply went, and what it was and is. The host's
+// own copy carries the run as well (RunHeader); the local receipt has it
+// once, at its top.
 type HostReceipt struct {
 	Plan     string `json:"plan"`
 	Checksum string `json:"plan_checksum"`
+	*RunHeader
 	HostAccount
 	HostReadings
 }
 
+// RunHeader is the run a host's own receipt belongs to: its id, kind,
+// operator, relayctl, and how its approval was decided.
+type RunHeader struct {
+	RunInfo
+	Approval *Approval `json:"approval,omitempty"`
+}
+
 // HostReadings is what a receipt keeps of the host as read before and
 // after its apply: a summary, kept once the host is done instead of the
-// facts it came from (HostResult.seal).
+// facts it came from (HostResult.seal). What was not read is absent,
+// never 0: DropsBefore and DropsAfter are present exactly when the host
+// was read before and after.
 type HostReadings struct {
 	SysctlsBefore map[string]string `json:"sysctls_before,omitempty"`
 	SysctlsAfter  map[string]string `json:"sysctls_after,omitempty"`
@@ -39,10 +51,12 @@ type HostReadings struct {
 	ReleaseAfter  string            `json:"release_after,omitempty"`
 	PIDBefore     int               `json:"relay_pid_before,omitempty"`
 	PIDAfter      int               `json:"relay_pid_after,omitempty"`
-	RBBefore      uint64            `json:"rb_before"`
-	RBAfter       uint64            `json:"rb_after"`
-	DropsBefore   *Counters         `json:"drops_before,omitempty"`
-	DropsAfter    *Counters         `json:"drops_after,omitempty"`
+	// RBBefore and RBAfter are the socket's rb as read: absent when the
+	// host was not read then, or no socket was found.
+	RBBefore    uint64    `json:"rb_before,omitempty"`
+	RBAfter     uint64    `json:"rb_after,omitempty"`
+	DropsBefore *Counters `json:"drops_before,omitempty"`
+	DropsAfter  *Counters `json:"drops_after,omitempty"`
 }
 
 // Receipt builds the receipt of one host.
@@ -84,30 +98,38 @@ func sysctlValues(f *plans.Facts, keys []string) map[string]string {
 	return m
 }
 
-func receiptJSON(p *plans.Plan, r *HostResult) ([]byte, error) {
-	return json.MarshalIndent(Receipt(p, r), "", "  ")
+// hostReceiptJSON is the receipt a host files: its own, with the run.
+func hostReceiptJSON(p *plans.Plan, r *HostResult, o ApplyOptions) ([]byte, error) {
+	hr := Receipt(p, r)
+	hr.RunHeader = &RunHeader{RunInfo: o.RunInfo, Approval: o.Approval}
+	return json.MarshalIndent(hr, "", "  ")
 }
 
 // ReceiptFormatVersion is the layout version of the fleet receipt
 // (PLAN.receipt.json, apply --json), documented in docs/json.md. A
 // field added keeps it; one renamed, removed or changed in meaning bumps it.
-const ReceiptFormatVersion = 1
+// Format 2 leaves out what was not read (rb_before, rb_after were 0), and
+// adds the run: run_id, kind, operator, relayctl, ended, and each host's
+// ssh, started and ended.
+const ReceiptFormatVersion = 2
 
 // FleetReceipt is the local receipt written beside the plan, and what
 // apply --json prints.
 type FleetReceipt struct {
-	FormatVersion int           `json:"format_version"`
-	Plan          string        `json:"plan"`
-	Checksum      string        `json:"plan_checksum"`
-	Started       string        `json:"started"`
-	Millis        int64         `json:"ms"`
-	Run           int           `json:"run,omitempty"`      // 1, then one more per apply --resume
-	Only          string        `json:"only,omitempty"`     // apply --only: hosts lists only these
-	Outside       int           `json:"outside,omitempty"`  // the plan's hosts outside --only, as the ledger had them
-	Waves         []*WaveResult `json:"waves,omitempty"`    // the waves as they ran
-	Stopped       string        `json:"stopped,omitempty"`  // why hosts were left not started
-	Approval      *Approval     `json:"approval,omitempty"` // how this run's approval was decided
-	Hosts         []HostReceipt `json:"hosts"`
+	FormatVersion int    `json:"format_version"`
+	Plan          string `json:"plan"`
+	Checksum      string `json:"plan_checksum"`
+	RunInfo
+	Started  string        `json:"started"`
+	Ended    string        `json:"ended,omitempty"`
+	Millis   int64         `json:"ms"`
+	Run      int           `json:"run,omitempty"`      // 1, then one more per apply --resume
+	Only     string        `json:"only,omitempty"`     // apply --only: hosts lists only these
+	Outside  int           `json:"outside,omitempty"`  // the plan's hosts outside --only, as the ledger had them
+	Waves    []*WaveResult `json:"waves,omitempty"`    // the waves as they ran
+	Stopped  string        `json:"stopped,omitempty"`  // why hosts were left not started
+	Approval *Approval     `json:"approval,omitempty"` // how this run's approval was decided
+	Hosts    []HostReceipt `json:"hosts"`
 }
 
 // Approval is how a run's approval was decided, before anything
@@ -115,13 +137,15 @@ type FleetReceipt struct {
 // approved by a signer, approval was skipped by a flag although an
 // allowed_signers file was configured, or none was configured.
 type Approval struct {
-	Decision       string `json:"decision"`                  // ApprovalSigned, ApprovalSkipped or ApprovalNotConfigured
-	AllowedSigners string `json:"allowed_signers,omitempty"` // the allowed_signers file in force
-	From           string `json:"from,omitempty"`            // what named it: --require-approval, RELAYCTL_REQUIRE_APPROVAL or the system file
-	Signer         string `json:"signer,omitempty"`          // who signed: principals (key type and fingerprint, file:line)
-	Signature      string `json:"signature,omitempty"`       // the signature file checked
-	SkippedBy      string `json:"skipped_by,omitempty"`      // the flag that skipped it, with its reason
-	User           string `json:"user,omitempty"`            // who ran relayctl, when approval was skipped
+	Decision       string `json:"decision"`                       // ApprovalSigned, ApprovalSkipped or ApprovalNotConfigured
+	AllowedSigners string `json:"allowed_signers,omitempty"`      // the allowed_signers file in force
+	From           string `json:"from,omitempty"`                 // what named it: --require-approval, RELAYCTL_REQUIRE_APPROVAL or the system file
+	Signer         string `json:"signer,omitempty"`               // who signed: principals (key type and fingerprint, file:line)
+	SignerKey      string `json:"signer_key,omitempty"`           // the key that signed: its type and SHA256 fingerprint
+	SignersLine    string `json:"allowed_signers_line,omitempty"` // the allowed_signers line that allowed it: FILE:LINE
+	Signature      string `json:"signature,omitempty"`            // the signature file checked
+	SkippedBy      string `json:"skipped_by,omitempty"`           // the flag that skipped it, with its reason
+	User           string `json:"user,omitempty"`                 // who ran relayctl, when approval was skipped
 }
 
 // Approval decisions.
@@ -145,7 +169,7 @@ func ReceiptJSON(p *plans.Plan, rep *Report) ([]byte, error) {
 // FleetReceipt, without ever holding it (a receipt of 10,000 hosts is
 // some 70 MB).
 func WriteReceiptJSON(w io.Writer, p *plans.Plan, rep *Report) error {
-	fr := FleetReceipt{FormatVersion: ReceiptFormatVersion, Plan: rep.Plan, Checksum: rep.Checksum, Started: rep.Started, Millis: rep.Millis,
+	fr := FleetReceipt{FormatVersion: ReceiptFormatVersion, Plan: rep.Plan, Checksum: rep.Checksum, RunInfo: rep.RunInfo, Started: rep.Started, Ended: rep.Ended, Millis: rep.Millis,
 		Run: rep.Run, Only: rep.Only, Outside: rep.Outside, Waves: rep.Waves, Stopped: rep.Stopped, Approval: rep.Approval}
 	return plans.StreamJSON(w, fr, len(rep.Hosts), func(i int) any { return Receipt(p, rep.Hosts[i]) }, "receipt")
 }
@@ -201,9 +225,10 @@ func orDash(s string) string {
 	return s
 }
 
+// ptr is a counter that may not have been read (the relay's /status).
 func ptr(v *uint64) string {
 	if v == nil {
-		return "-"
+		return "not read"
 	}
 	return fmt.Sprint(*v)
 }

@@ -86,7 +86,11 @@ func cell(s string) string { return plans.MDCell(plans.MDText(s)) }
 // and the waves.
 func (m *receiptMD) header(rep *Report) {
 	m.w("# relayctl receipt: %s\n\n", md(rep.Plan))
-	m.w("- Plan checksum %s\n- Started %s, took %d ms\n", code(rep.Checksum), md(rep.Started), rep.Millis)
+	m.w("- Plan checksum %s\n", code(rep.Checksum))
+	if ri := rep.RunInfo; ri.ID != "" {
+		m.w("- Run %s (%s)%s%s\n", code(ri.ID), md(ri.Kind), operatorMD(ri.Operator), buildMD(ri.Relayctl))
+	}
+	m.w("- Started %s, ended %s, took %d ms\n", md(rep.Started), md(orDash(rep.Ended)), rep.Millis)
 	if a := rep.Approval; a != nil {
 		m.w("- Approval: %s\n", md(a.String()))
 	}
@@ -119,6 +123,9 @@ func (m *receiptMD) host(r HostReceipt) {
 	if r.FromLedger == "" && r.Outcome != NotStarted {
 		m.w("- Wave %d; %d bytes uploaded\n", r.Wave, r.BytesUploaded)
 	}
+	if s := r.SSH; s != nil && (s.Key != "" || s.HostKey != "") {
+		m.w("- Reached as %s with key %s; host key %s\n", md(orDash(s.User)), code(orDash(s.Key)), code(orDash(s.HostKey)))
+	}
 	for _, d := range r.TowardPlan {
 		m.w("- Toward the plan already: %s: planned %s, now %s\n", md(d.Name), code(d.Planned), code(d.Observed))
 	}
@@ -142,12 +149,15 @@ func (m *receiptMD) host(r HostReceipt) {
 }
 
 // window is what the switch did: the read-back, the release, the players.
+// What was not read after says so ("not read"), never 0.
 func (m *receiptMD) window(r HostReceipt) {
-	m.w("- Read-back: rb %d before, %d after (expected %d)\n", r.RBBefore, r.RBAfter, r.ExpectedRB)
+	read := r.DropsAfter != nil
+	m.w("- Read-back: rb %s before, %s after (expected %d)\n", rbText1(r.RBBefore, true), rbText1(r.RBAfter, read), r.ExpectedRB)
+	pids := fmt.Sprintf("pid %s before, %s after", pidText(r.PIDBefore, true), pidText(r.PIDAfter, read))
 	if m.p.Relay.Kind == plans.ReleaseKindNone {
-		m.w("- Release: none (%s as the host has it); pid %d before, %d after; restarts: %d\n", md(m.p.Relay.Program), r.PIDBefore, r.PIDAfter, r.Restarts)
+		m.w("- Release: none (%s as the host has it); %s; restarts: %d\n", md(m.p.Relay.Program), pids, r.Restarts)
 	} else {
-		m.w("- Release (%s): %s before, %s after; relay pid %d before, %d after; restarts: %d\n", md(m.p.Relay.Kind), md(orDash(r.ReleaseBefore)), md(orDash(r.ReleaseAfter)), r.PIDBefore, r.PIDAfter, r.Restarts)
+		m.w("- Release (%s): %s before, %s after; relay %s; restarts: %d\n", md(m.p.Relay.Kind), md(releaseText(r.ReleaseBefore, true)), md(releaseText(r.ReleaseAfter, read)), pids, r.Restarts)
 	}
 	if len(r.Pruned) > 0 {
 		m.w("- Removed after the window: %s\n", md(strings.Join(r.Pruned, ", ")))
@@ -185,18 +195,90 @@ func (m *receiptMD) window(r HostReceipt) {
 	m.w("\n")
 }
 
-// counters are the four drop counters, before and after.
+// counters are the four drop counters, before and after ("not read"
+// after when the host was not read after).
 func (m *receiptMD) counters(r HostReceipt) {
-	a := r.DropsAfter
-	if a == nil {
-		a = &Counters{}
+	b, a := r.DropsBefore, r.DropsAfter
+	after := func(v func(*Counters) string) string {
+		if a == nil {
+			return "not read"
+		}
+		return v(a)
 	}
 	m.w("| counter | before | after |\n|---|---|---|\n")
-	m.w("| ss d | %d | %d |\n", r.DropsBefore.SSDrops, a.SSDrops)
-	m.w("| /proc/net/udp drops | %d | %d |\n", r.DropsBefore.ProcUDPDrops, a.ProcUDPDrops)
-	m.w("| UdpRcvbufErrors | %d | %d |\n", r.DropsBefore.RcvbufErrors, a.RcvbufErrors)
-	m.w("| UdpInErrors | %d | %d |\n", r.DropsBefore.InErrors, a.InErrors)
-	m.w("| relay rx_drops | %s | %s |\n\n", ptr(r.DropsBefore.RelayRxDrops), ptr(a.RelayRxDrops))
+	for _, row := range []struct {
+		name string
+		v    func(*Counters) string
+	}{
+		{"ss d", func(c *Counters) string { return fmt.Sprint(c.SSDrops) }},
+		{"/proc/net/udp drops", func(c *Counters) string { return fmt.Sprint(c.ProcUDPDrops) }},
+		{"UdpRcvbufErrors", func(c *Counters) string { return fmt.Sprint(c.RcvbufErrors) }},
+		{"UdpInErrors", func(c *Counters) string { return fmt.Sprint(c.InErrors) }},
+		{"relay rx_drops", func(c *Counters) string { return ptr(c.RelayRxDrops) }},
+	} {
+		m.w("| %s | %s | %s |\n", row.name, row.v(b), after(row.v))
+	}
+	m.w("\n")
+}
+
+// rbText1 is an rb as read: "no socket" for none, "not read" when the
+// host was not read then.
+func rbText1(rb uint64, read bool) string {
+	switch {
+	case !read:
+		return "not read"
+	case rb == 0:
+		return "no socket"
+	}
+	return fmt.Sprint(rb)
+}
+
+// pidText is a relay's pid as read: "not running" for none.
+func pidText(pid int, read bool) string {
+	switch {
+	case !read:
+		return "not read"
+	case pid == 0:
+		return "not running"
+	}
+	return fmt.Sprint(pid)
+}
+
+// releaseText is a release as read: "none" for no release folder.
+func releaseText(v string, read bool) string {
+	switch {
+	case !read:
+		return "not read"
+	case v == "":
+		return "none"
+	}
+	return v
+}
+
+// operatorMD is who ran the run, for its header line.
+func operatorMD(o *Operator) string {
+	if o == nil {
+		return ""
+	}
+	s := ", by " + md(o.User) + " on " + md(o.Machine)
+	if o.SudoUser != "" {
+		s += " (through sudo, by " + md(o.SudoUser) + ")"
+	}
+	return s
+}
+
+// buildMD is the relayctl that ran it.
+func buildMD(b *Build) string {
+	if b == nil {
+		return ""
+	}
+	c := b.Commit
+	if c == "" {
+		c = "commit not stamped"
+	} else {
+		c = "commit " + c
+	}
+	return ", relayctl " + md(b.Version) + " (" + md(c) + ")"
 }
 
 // soak is the host's soak: its verdict, the baseline's and the soak's
@@ -223,6 +305,13 @@ func (m *receiptMD) soak(s *SoakResult) {
 			thousands(sp.d.RcvbufErrors), thousands(sp.d.InErrors), rx, sp.d.DropRate, sp.d.Traffic, sp.d.DatagramsBy)
 	}
 	m.w("\n")
+	if s.PlayersPeak != nil && s.PlayersEnd != nil {
+		m.w("Players (%s): %d at the soak's peak, %d at its end", s.PlayersCounted, *s.PlayersPeak, *s.PlayersEnd)
+		if s.ForwardedPeak != nil && s.ForwardedEnd != nil {
+			m.w("; forwarded datagrams/s: %.0f at its busiest interval, %.0f over its last", *s.ForwardedPeak, *s.ForwardedEnd)
+		}
+		m.w(".\n\n")
+	}
 	for _, sp := range []struct {
 		name string
 		d    *DropSpan
@@ -240,7 +329,11 @@ func (m *receiptMD) sysctls(r HostReceipt) {
 	}
 	m.w("| sysctl | before | after |\n|---|---|---|\n")
 	for _, k := range m.p.ReadKeys() {
-		m.w("| %s | %s | %s |\n", plans.MDCell(code(k)), cell(orDash(r.SysctlsBefore[k])), cell(orDash(r.SysctlsAfter[k])))
+		after := "not read"
+		if r.SysctlsAfter != nil {
+			after = orDash(r.SysctlsAfter[k])
+		}
+		m.w("| %s | %s | %s |\n", plans.MDCell(code(k)), cell(orDash(r.SysctlsBefore[k])), cell(after))
 	}
 	m.w("\n")
 }

@@ -145,10 +145,11 @@ type goneHost struct{}
 func (goneHost) Run(context.Context, []Op, func(int, Result) error) error {
 	return ConnLost(errGone)
 }
-func (goneHost) Address() string { return "" }
-func (goneHost) User() string    { return "" }
-func (goneHost) RoundTrips() int { return 0 }
-func (goneHost) Close() error    { return nil }
+func (goneHost) Address() string       { return "" }
+func (goneHost) User() string          { return "" }
+func (goneHost) RoundTrips() int       { return 0 }
+func (goneHost) Close() error          { return nil }
+func (goneHost) Identity() SSHIdentity { return SSHIdentity{} }
 
 var errGone = errString("the session is gone")
 

@@ -15,6 +15,12 @@ const (
 	SoakUnknown      = "unknown"              // the soak could not finish (interrupted, the host unreadable)
 )
 
+// How a soak counted the relay's players (SoakResult.PlayersCounted).
+const (
+	PlayersEstablished = "established" // relayd's players_established: those that have played 5 s
+	PlayersAll         = "all"         // a relay without players_established: every member, a stranger's join too
+)
+
 // Soak roles: why a host soaked.
 const (
 	SoakRoleCanary = "canary" // the first host of its wave
@@ -40,9 +46,19 @@ type SoakResult struct {
 	Allowed float64   `json:"allowed_drops_per_s"`
 	Before  *DropSpan `json:"before,omitempty"` // the baseline; nil when there was none
 	After   *DropSpan `json:"after,omitempty"`  // the soak
-	// The relay's players over the soak: the most it held, and at its end.
-	PlayersPeak *int `json:"players_peak,omitempty"`
-	PlayersEnd  *int `json:"players_end,omitempty"`
+	// The relay's players over the soak: the most it held, and at its end,
+	// as PlayersCounted says: PlayersEstablished (the players that have
+	// played 5 s, relayd's players_established) or PlayersAll (a relay
+	// that does not report them: anyone's join counts).
+	PlayersPeak    *int   `json:"players_peak,omitempty"`
+	PlayersEnd     *int   `json:"players_end,omitempty"`
+	PlayersCounted string `json:"players_counted,omitempty"`
+	// The players' traffic: the data datagrams per second the relay
+	// forwarded over the soak's busiest interval between two samples, and
+	// over its last.
+	ForwardedPeak *float64 `json:"forwarded_peak_per_s,omitempty"`
+	ForwardedEnd  *float64 `json:"forwarded_end_per_s,omitempty"`
+	intervals     int      // the intervals ForwardedPeak is the busiest of
 	// Settings is the soak as it ran.
 	Settings plans.Soak `json:"settings"`
 }
@@ -65,28 +81,114 @@ func (r *SoakResult) judge() {
 		r.Verdict, r.Why = SoakUnknown, "no span of the soak could be measured"
 	case a.DropRate > r.Allowed:
 		r.Verdict, r.Why = SoakRegression, fmt.Sprintf("%s, over the %.1f drops/s allowed", r.Summary(), r.Allowed)
-	case a.Traffic < cfg.MinTraffic:
-		r.Verdict, r.Why = SoakInsufficient, fmt.Sprintf("%.1f datagrams/s reached the relay over the %s soak, under the %g needed to judge it (%s)",
-			a.Traffic, seconds(a.Seconds), cfg.MinTraffic, r.Summary())
-	case r.playersLost() != "":
-		r.Verdict, r.Why = SoakRegression, r.playersLost()
+	case traffic(a) < cfg.MinTraffic:
+		rate, by := a.PlayTraffic()
+		r.Verdict, r.Why = SoakInsufficient, fmt.Sprintf("%.1f datagrams/s %s over the %s soak, under the %g needed to judge it (%s)",
+			rate, by, seconds(a.Seconds), cfg.MinTraffic, r.Summary())
 	default:
+		lost, note := r.playersLost()
+		if lost != "" {
+			r.Verdict, r.Why = SoakRegression, lost
+			return
+		}
 		r.Verdict, r.Why = SoakPass, r.Summary()
+		if note != "" {
+			r.Why += "; " + note
+		}
 	}
 }
 
+func traffic(s *DropSpan) float64 { rate, _ := s.PlayTraffic(); return rate }
+
 // playersLost says how many players the relay lost over the soak when
-// that is more than the soak allows, "" otherwise.
-func (r *SoakResult) playersLost() string {
+// that is more than the soak allows, "" otherwise; note says why players
+// that were gone did not count. A release that loses its players loses
+// their traffic: a loss counts only when the relay's forwarded datagrams
+// fell by more than the share allowed too, so players that join and
+// vanish without playing (anyone can, from their own address) move
+// nothing. A relay that reports its established players is judged by
+// them; one that does not, by every member, and the verdict says so.
+func (r *SoakResult) playersLost() (lost, note string) {
 	if r.PlayersPeak == nil || r.PlayersEnd == nil || *r.PlayersPeak == 0 {
-		return ""
+		return "", ""
 	}
-	peak, end := *r.PlayersPeak, *r.PlayersEnd
-	lost := 100 * float64(peak-end) / float64(peak)
-	if lost <= float64(r.Settings.MaxPlayersLost) {
-		return ""
+	peak, end, allowed := *r.PlayersPeak, *r.PlayersEnd, r.Settings.MaxPlayersLost
+	share := 100 * float64(peak-end) / float64(peak)
+	if share <= float64(allowed) {
+		return "", ""
 	}
-	return fmt.Sprintf("%d players at the soak's peak, %d at its end: %.0f%% lost, over the %d%% allowed (%s)", peak, end, lost, r.Settings.MaxPlayersLost, r.Summary())
+	who := "established players (that had played 5 s)"
+	if r.PlayersCounted == PlayersAll {
+		who = "players (the relay reports no established players: every member, a stranger's join too)"
+	}
+	gone := fmt.Sprintf("%d %s at the soak's peak, %d at its end: %.0f%% gone", peak, who, end, share)
+	if r.intervals < 2 || *r.ForwardedPeak <= 0 {
+		return "", gone + ", not judged as lost: the relay's forwarded traffic could not be compared over two intervals of the soak"
+	}
+	busiest, last := *r.ForwardedPeak, *r.ForwardedEnd
+	fell := 100 * (busiest - last) / busiest
+	traffic := fmt.Sprintf("%.0f forwarded datagrams/s at the soak's busiest interval, %.0f over its last", busiest, last)
+	if fell <= float64(allowed) {
+		return "", fmt.Sprintf("%s, not counted as lost: their traffic held (%s)", gone, traffic)
+	}
+	return fmt.Sprintf("%s, and their traffic with them (%s: %.0f%% fell): over the %d%% allowed (%s)", gone, traffic, fell, allowed, r.Summary()), ""
+}
+
+// follow takes sample c of the soak (prev is the one before it, nil for
+// the first): the players it reports, and the forwarded rate between the
+// two, when both are the relay's on the same socket.
+func (r *SoakResult) follow(prev *plans.DropCounters, c plans.DropCounters) {
+	n, counted := sampledPlayers(c)
+	if counted != "" && (r.PlayersCounted == "" || r.PlayersCounted == counted) {
+		r.PlayersCounted = counted
+		if r.PlayersPeak == nil || n > *r.PlayersPeak {
+			r.PlayersPeak = &n
+		}
+		r.PlayersEnd = &n
+	}
+	if prev == nil || prev.RelayForwarded == nil || c.RelayForwarded == nil || !c.Holds(prev.SocketInode) ||
+		*c.RelayForwarded < *prev.RelayForwarded || c.ClockNanos <= prev.ClockNanos {
+		return
+	}
+	rate := float64(*c.RelayForwarded-*prev.RelayForwarded) / (float64(c.ClockNanos-prev.ClockNanos) / 1e9)
+	if r.ForwardedPeak == nil || rate > *r.ForwardedPeak {
+		r.ForwardedPeak = &rate
+	}
+	r.ForwardedEnd = &rate
+	r.intervals++
+}
+
+// sampledPlayers is a sample's players and how they were counted ("" for none).
+func sampledPlayers(c plans.DropCounters) (int, string) {
+	switch {
+	case c.PlayersEstablished != nil:
+		return *c.PlayersEstablished, PlayersEstablished
+	case c.Players != nil:
+		return *c.Players, PlayersAll
+	}
+	return 0, ""
+}
+
+// JudgeSamples is the verdict of a soak sampled as samples (oldest first,
+// every one of the relay's socket) after a baseline before, as the soak
+// phase judges it: for a verdict of samples taken another way (a test's).
+func JudgeSamples(cfg plans.Soak, before *DropSpan, samples []plans.DropCounters) *SoakResult {
+	r := &SoakResult{Settings: cfg, Planned: cfg.Duration.Seconds(), Before: before, Samples: len(samples)}
+	for i := range samples {
+		var prev *plans.DropCounters
+		if i > 0 {
+			prev = &samples[i-1]
+		}
+		r.follow(prev, samples[i])
+	}
+	if len(samples) > 0 {
+		r.After, _ = Span(samples[0], samples[len(samples)-1])
+	}
+	if r.After != nil {
+		r.Seconds = r.After.Seconds
+	}
+	r.judge()
+	return r
 }
 
 // Summary is the soak in numbers: "0.0 drops/s before, 41.7 drops/s over

@@ -216,15 +216,103 @@ func TestSoakRegressionKept(t *testing.T) {
 	}
 }
 
-// The players: a relay that loses most of them over its soak regressed,
-// whatever its counters say.
+// The players: a relay that loses most of its established players, and
+// their traffic with them, over its soak regressed, whatever its drop
+// counters say.
 func TestSoakPlayersLost(t *testing.T) {
 	d, p, sims := fleet(t, 1, "")
-	lose := &rollouttest.SimLoad{Datagrams: 2000, Players: []int{100, 100, 90, 60, 30, 20}}
+	lose := &rollouttest.SimLoad{Datagrams: 2000, Players: []int{100, 100, 90, 60, 30, 20}, Established: []int{100, 100, 90, 60, 30, 20},
+		Forwarded: []float64{2000, 2000, 1800, 1200, 600, 400}}
 	load(sims, quiet, lose)
 	rep := applySoak(t, d, p, fastSoak(nil))
 	s := rep.Hosts[0].Soak
-	if s == nil || s.Verdict != rollout.SoakRegression || !strings.Contains(s.Why, "100 players at the soak's peak, 20 at its end: 80% lost, over the 50% allowed") {
+	if s == nil || s.Verdict != rollout.SoakRegression || s.PlayersCounted != rollout.PlayersEstablished ||
+		!strings.Contains(s.Why, "100 established players (that had played 5 s) at the soak's peak, 20 at its end: 80% gone, and their traffic with them (") ||
+		!strings.Contains(s.Why, "% fell): over the 50% allowed") {
+		t.Errorf("soak: %+v", s)
+	}
+}
+
+// The attack of a stranger, on a fleet: players that join from the
+// stranger's own addresses (a handshake each), never play and expire
+// inside the soak. The relay's players fall from 182 to 32, its
+// established players and its traffic do not: the canary passes and the
+// fleet goes on.
+func TestSoakPlayersThatJoinAndVanishAreNotLost(t *testing.T) {
+	d, p, sims := fleet(t, 2, "")
+	load(sims, quiet, &rollouttest.SimLoad{Datagrams: 2000, Players: []int{32, 182, 182, 120, 32}, Established: []int{32}})
+	rep := applySoak(t, d, p, fastSoak(nil))
+	s := rep.Hosts[0].Soak
+	if got := outcomes(rep); got != "h1=applied h2=applied" || s == nil || s.Verdict != rollout.SoakPass || s.PlayersCounted != rollout.PlayersEstablished || *s.PlayersPeak != 32 {
+		t.Errorf("got %s, soak %+v", got, s)
+	}
+}
+
+// sample is a reading of a relay's socket 1 at second sec: its forwarded
+// datagrams and players, established ones when est >= 0.
+func sample(sec float64, forwarded uint64, players, est int) plans.DropCounters {
+	rx, drops := forwarded+500, uint64(0)
+	c := plans.DropCounters{SocketInode: 1, Sockets: 1, ClockNanos: 1e15 + int64(sec*1e9), InDatagrams: rx,
+		RelayRxPackets: &rx, RelayRxDrops: &drops, RelayForwarded: &forwarded, Players: &players}
+	if est >= 0 {
+		c.PlayersEstablished = &est
+	}
+	return c
+}
+
+// The verdict on players lost, from samples: a loss counts only with the
+// players' traffic, judged by the established players where the relay
+// reports them and by all of them (said so) where it does not, and only
+// where the traffic can be compared between two intervals.
+func TestJudgeSamplesPlayersLost(t *testing.T) {
+	cfg := plans.DefaultSoak
+	cfg.Duration, cfg.Interval = 20*time.Second, 5*time.Second
+	// 32 players at 60 datagrams/s, and strangers' players that come and go.
+	steady := func(p func(i int) (int, int)) []plans.DropCounters {
+		var out []plans.DropCounters
+		for i := range 5 {
+			n, est := p(i)
+			out = append(out, sample(float64(5*i), uint64(i)*5*60*32, n, est))
+		}
+		return out
+	}
+	joinVanish := func(i int) (int, int) { return []int{32, 182, 182, 32, 32}[i], 32 }
+	oldRelay := func(i int) (int, int) { n, _ := joinVanish(i); return n, -1 }
+	var leaving []plans.DropCounters // 100 players playing, 80 leave: the traffic falls with them
+	fwd := uint64(0)
+	for i, n := range []int{100, 100, 100, 40, 20} {
+		leaving = append(leaving, sample(float64(5*i), fwd, n, n))
+		fwd += uint64(n) * 5 * 60
+	}
+	for _, tt := range []struct {
+		name    string
+		samples []plans.DropCounters
+		verdict string
+		why     string
+	}{
+		{"join and vanish, established", steady(joinVanish), rollout.SoakPass, ""},
+		{"join and vanish, a relay without established players", steady(oldRelay), rollout.SoakPass,
+			"; 182 players (the relay reports no established players: every member, a stranger's join too) at the soak's peak, 32 at its end: 82% gone, not counted as lost: their traffic held (1920 forwarded datagrams/s at the soak's busiest interval, 1920 over its last)"},
+		{"players leave with their traffic", leaving, rollout.SoakRegression,
+			"100 established players (that had played 5 s) at the soak's peak, 20 at its end: 80% gone, and their traffic with them (6000 forwarded datagrams/s at the soak's busiest interval, 2400 over its last: 60% fell): over the 50% allowed"},
+		{"one interval", []plans.DropCounters{leaving[0], leaving[4]}, rollout.SoakPass,
+			"; 100 established players (that had played 5 s) at the soak's peak, 20 at its end: 80% gone, not judged as lost: the relay's forwarded traffic could not be compared over two intervals of the soak"},
+	} {
+		r := rollout.JudgeSamples(cfg, nil, tt.samples)
+		if r.Verdict != tt.verdict || !strings.Contains(r.Why, tt.why) {
+			t.Errorf("%s: %s: %s; want %s saying %q", tt.name, r.Verdict, r.Why, tt.verdict, tt.why)
+		}
+	}
+}
+
+// Traffic is the players': a relay that reads only strangers' datagrams
+// (joins that never complete, spoofed data) forwards nothing, and its
+// canary is never a pass on them.
+func TestSoakStrangersAreNoTraffic(t *testing.T) {
+	d, p, sims := fleet(t, 1, "")
+	load(sims, quiet, &rollouttest.SimLoad{Datagrams: 2000, Strangers: 2000})
+	rep := applySoak(t, d, p, fastSoak(nil))
+	if s := rep.Hosts[0].Soak; s == nil || s.Verdict != rollout.SoakInsufficient || !strings.Contains(s.Why, "0.0 datagrams/s forwarded for the relay's players over the") {
 		t.Errorf("soak: %+v", s)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/rollout"
 	"github.com/relayctl/relayctl/rollout/rollouttest"
 )
@@ -28,7 +29,7 @@ func planFor(t *testing.T, sims []*rollouttest.Sim, release, extra string) *plan
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: plans.Artifact{SHA256: artifactSHA, Size: 3}, Steps: rollout.Steps})
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: plans.Artifact{SHA256: artifactSHA, Size: 3, VersionFrom: capability.FromNone}, Steps: rollout.Steps})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,6 +82,10 @@ type checkCtx struct {
 type stepInput struct {
 	artifact     []byte
 	fetchTimeout time.Duration
+	// releaseSum hears what the host says of the release a window
+	// switches away from (its sha256, tree hash and capabilities): the
+	// receipt's record of it, for a rollback.
+	releaseSum func(string)
 }
 
 // Step kinds, as journals and receipts name them.
@@ -91,6 +95,7 @@ const (
 	KindFetchRelease  = "fetch-release"
 	KindCheckRelease  = "check-release"
 	KindStageFile     = "stage-file"
+	KindRestoreFile   = "restore-file"
 	KindSetSysctl     = "set-sysctl"
 	KindPersistDropIn = "persist-drop-in"
 	KindSwitchRelease = "switch-release"
@@ -107,12 +112,19 @@ const (
 // With target set it lists every step whatever needs changing: their
 // checks together describe the state the plan promises (verify uses them).
 func steps(p *plans.Plan, h *plans.HostPlan, in stepInput, target bool) []step {
+	if p.Rollback != nil && h.Undo == nil {
+		return nil // a rollback plan's host with no window to undo: nothing is promised
+	}
 	var st []step
 	if !target {
 		st = append(st, newCheckFolders(p, h))
 		st = append(st, releaseSteps(p, h, in)...)
 		for _, fc := range h.Files {
-			if fc.Change && !fc.Remove {
+			switch {
+			case !fc.Change || fc.Remove:
+			case fc.Restore != "":
+				st = append(st, newRestoreFile(p, h.Undo, fc))
+			default:
 				st = append(st, stageFile{fc: fc})
 			}
 		}
@@ -127,25 +139,27 @@ func steps(p *plans.Plan, h *plans.HostPlan, in stepInput, target bool) []step {
 			st = append(st, newInstallFile(fc))
 		}
 	}
+	rel := releaseFor(p, h)
 	if h.Release.Action != plans.ReleaseKeep || target && p.Relay.Kind != plans.ReleaseKindNone {
-		st = append(st, switchRelease{link: p.Paths.Current, dir: releaseDir(p), version: p.Relay.Version, paths: p.Paths, previous: h.Previous.CurrentLink})
+		st = append(st, switchRelease{link: p.Paths.Current, dir: rel.dir, version: rel.version, paths: p.Paths, previous: h.Previous.CurrentLink,
+			program: rel.program, tree: rel.tree != "-", heard: in.releaseSum})
 	}
 	if h.Restart || target {
 		st = append(st, restart{svc: p.Relay.Service, wasRunning: h.Previous.RelayRunning, planned: h.Restart,
 			handoff: h.Switch == plans.SwitchHandoff, reload: h.Switch == plans.SwitchReload,
 			store: h.Switch == plans.SwitchFDStore, clearStore: h.ClearStore})
 	}
-	return append(st, readBack{port: p.Relay.Port, expected: h.Readback.Expected, control: p.Relay.Control, version: p.Relay.Version})
+	return append(st, readBack{port: p.Relay.Port, expected: h.Readback.Expected, control: p.Relay.Control, version: rel.version})
 }
 
 // releaseSteps bring the planned release onto the host before the window:
 // checked where it is there already, else fetched by the host or uploaded.
 func releaseSteps(p *plans.Plan, h *plans.HostPlan, in stepInput) []step {
-	r := releaseOf(p)
+	r := releaseFor(p, h)
 	switch {
 	case h.Release.Action == plans.ReleaseKeep:
 		return nil
-	case h.Release.Installed:
+	case h.Release.Installed || h.Undo != nil: // a rollback ships nothing: the host keeps the release
 		return []step{checkRelease{release: r}}
 	case p.Relay.URL != "":
 		return []step{fetchRelease{release: r, url: p.Relay.URL, timeout: in.fetchTimeout}}

@@ -40,7 +40,20 @@ func (s installFile) describe() plans.Step {
 	if s.reload {
 		t += ", then systemctl daemon-reload"
 	}
-	return plans.Step{Phase: plans.PhaseWindow, Kind: k.kind, Key: s.fc.Path, Title: t}
+	return plans.Step{Phase: plans.PhaseWindow, Kind: k.kind, Key: s.fc.Path, Title: t, Undo: s.undoText()}
+}
+
+// undoText is what the undo does: put back the backup the stage took,
+// which for a file that was not there is its absence.
+func (s installFile) undoText() string {
+	t := titlef("put %s %s back as it was, from the backup taken before the window", s.fc.Role, s.fc.Path)
+	if !s.fc.Exists {
+		t = titlef("remove %s %s again (it did not exist)", s.fc.Role, s.fc.Path)
+	}
+	if s.reload {
+		t += ", then systemctl daemon-reload"
+	}
+	return t
 }
 
 // backupName is where the stage keeps the file's content for undo: by

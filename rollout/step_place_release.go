@@ -20,6 +20,22 @@ func releaseOf(p *plans.Plan) release {
 		tree: tree, store: storeFile(p, p.Relay.SHA256)}
 }
 
+// releaseFor is the release a host's window switches to: the plan's, or
+// for a rollback the one the window it undoes replaced, as the host keeps
+// it (checked there by the sha256 its receipt records; nothing in the
+// store is needed).
+func releaseFor(p *plans.Plan, h *plans.HostPlan) release {
+	u := h.Undo
+	if u == nil || u.Release == nil {
+		return releaseOf(p)
+	}
+	r := release{dir: p.Paths.Releases + "/" + u.Release.Was, version: u.Release.Was, sha: u.Release.SHA256, program: p.Relay.Program, tree: "-"}
+	if p.Relay.Kind != plans.ReleaseKindBinary && u.Release.TreeSHA256 != "" {
+		r.tree = u.Release.TreeSHA256
+	}
+	return r
+}
+
 // place is the primitive that makes the release folder from the store.
 func (r release) place() Op { return op("place-release", r.dir, r.store, r.sha, r.program, r.tree) }
 

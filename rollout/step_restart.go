@@ -33,10 +33,10 @@ func (s restart) describe() plans.Step {
 		if s.svc.Manager == "command" {
 			how = plans.Argv(s.svc.Reload)
 		}
-		return plans.Step{Phase: plans.PhaseWindow, Kind: KindReload, Title: "reload the service once (same process, same socket): " + how}
+		return plans.Step{Phase: plans.PhaseWindow, Kind: KindReload, Title: "reload the service once (same process, same socket): " + how, Undo: s.undoText()}
 	}
 	if s.handoff {
-		return plans.Step{Phase: plans.PhaseWindow, Kind: KindHandoff, Title: "hand the relay over once (same socket, lobbies kept): " + plans.Argv(s.svc.Handoff)}
+		return plans.Step{Phase: plans.PhaseWindow, Kind: KindHandoff, Title: "hand the relay over once (same socket, lobbies kept): " + plans.Argv(s.svc.Handoff), Undo: s.undoText()}
 	}
 	how := "systemctl restart " + s.svc.Name
 	switch {
@@ -47,7 +47,29 @@ func (s restart) describe() plans.Step {
 	case s.clearStore == "window":
 		how = "systemctl stop " + s.svc.Name + ", its file-descriptor store emptied, then systemctl restart " + s.svc.Name
 	}
-	return plans.Step{Phase: plans.PhaseWindow, Kind: KindRestart, Title: "restart relay once: " + how}
+	return plans.Step{Phase: plans.PhaseWindow, Kind: KindRestart, Title: "restart relay once: " + how, Undo: s.undoText()}
+}
+
+// undoText says what undo does (below), and what it costs the players:
+// the switch back is a second switch.
+func (s restart) undoText() string {
+	switch {
+	case s.reload && s.svc.Manager == "systemd":
+		return "systemctl reload-or-restart " + s.svc.Name + " with the old config back: the same process and socket, unless the reload had stopped the service"
+	case s.reload:
+		return "restart the service once more (" + plans.Argv(s.svc.Stop) + ", then " + plans.Argv(s.svc.Start) + ") with the old config back: a restart, every player cut"
+	case s.clearStore == "rollback" && s.wasRunning:
+		return "systemctl stop " + s.svc.Name + ", its file-descriptor store emptied, then systemctl restart " + s.svc.Name + " on the old release: every player cut again"
+	case s.handoff:
+		return "hand the relay back to the old release (" + plans.Argv(s.svc.Handoff) + "; same socket, lobbies kept); if the handoff itself failed, the old relay still serves and nothing is undone"
+	case s.wasRunning && s.store:
+		return "systemctl restart " + s.svc.Name + " on the old release, its socket and lobbies kept in systemd's store where the old release takes them"
+	case s.wasRunning && s.svc.Manager == "command":
+		return "restart the relay once more on the old release (" + plans.Argv(s.svc.Stop) + ", then " + plans.Argv(s.svc.Start) + "): every lobby cut again"
+	case s.wasRunning:
+		return "systemctl restart " + s.svc.Name + " once more on the old release: every lobby cut again"
+	}
+	return "stop the relay again (it was not running)"
 }
 
 func (s restart) do() []Op {

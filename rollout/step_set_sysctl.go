@@ -16,8 +16,12 @@ type setSysctl struct {
 }
 
 func (s setSysctl) describe() plans.Step {
+	undo := titlef("set %s back to %s in /proc/sys, read back", s.key, s.previous)
+	if s.previous == "" {
+		undo = titlef("leave %s as set: no value was read before to put back", s.key)
+	}
 	return plans.Step{Phase: plans.PhaseWindow, Kind: KindSetSysctl, Key: s.key, Value: s.value,
-		Title: titlef("set sysctl: %s = %s in /proc/sys, read back", s.key, s.value)}
+		Title: titlef("set sysctl: %s = %s in /proc/sys, read back", s.key, s.value), Undo: undo}
 }
 
 func (s setSysctl) do() []Op { return []Op{s.write(s.value)} }
@@ -33,7 +37,7 @@ func (s setSysctl) write(v string) Op {
 	// The agent compares the read-back with v too, and stops its batch
 	// there: the restart after it never runs on a wrong value.
 	o := op("sysctl", s.key, v, v)
-	o.hostChecked = true
+	o.hostChecked, o.specValue = true, true
 	o.expect = func(r Result) error {
 		if !tune.Equal(r.Value, v) {
 			return fmt.Errorf("%s: read back %s, want %s", s.key, tune.Normalize(r.Value), v)

@@ -9,16 +9,41 @@ type switchRelease struct {
 	link, dir, version string
 	paths              plans.PlanPaths
 	previous           string // the link's target before, "" when absent
+	// program and tree are how the release switched away from is
+	// described for the receipt (releaseSum: its program's sha256, its
+	// tree hash when tree, its capabilities), which heard hears.
+	program string
+	tree    bool
+	heard   func(string)
 }
 
 func (s switchRelease) describe() plans.Step {
+	undo := titlef("point %s back at %s", s.link, s.previous)
+	if s.previous == "" {
+		undo = titlef("remove %s again (there was none)", s.link)
+	}
 	return plans.Step{Phase: plans.PhaseWindow, Kind: KindSwitchRelease, Key: s.link, Value: s.version,
-		Title: titlef("switch release: %s → %s (atomic rename of a new link)", s.link, s.dir)}
+		Title: titlef("switch release: %s → %s (atomic rename of a new link)", s.link, s.dir), Undo: undo}
 }
 
-func (s switchRelease) prepare() []Op { return []Op{op("backup-link", s.link, "backup-current")} }
-func (s switchRelease) do() []Op      { return []Op{op("link", s.link, s.dir)} }
-func (s switchRelease) undo() []Op    { return []Op{op("restore-link", s.link, "backup-current")} }
+// prepare backs the link up for undo, and has the host describe the
+// release it points at now (when that is a release folder): the
+// receipt's record of what a rollback would go back to.
+func (s switchRelease) prepare() []Op {
+	ops := []Op{op("backup-link", s.link, "backup-current")}
+	if v := plans.ReleaseOf(s.paths, s.previous); v != "" {
+		tree := "-"
+		if s.tree {
+			tree = "tree"
+		}
+		o := op("release-sum", s.paths.Releases+"/"+v, s.program, tree)
+		o.heard = s.heard
+		ops = append(ops, o)
+	}
+	return ops
+}
+func (s switchRelease) do() []Op   { return []Op{op("link", s.link, s.dir)} }
+func (s switchRelease) undo() []Op { return []Op{op("restore-link", s.link, "backup-current")} }
 
 // checks compare the link's whole target, resolved, with the release
 // folder: a link to /anywhere/1.8.0 is not release 1.8.0.

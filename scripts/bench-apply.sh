@@ -141,13 +141,13 @@ RELEASE_SHA1=$(sha1sum "$WORK/relayd-1.8.0" | cut -d' ' -f1)
 RELEASE_MIB=$(awk -v b="$(stat -c %s "$WORK/relayd-1.8.0")" 'BEGIN { printf "%.1f", b / 1048576 }')
 
 # --- the global sysctls: lock, save, restore at exit ------------------------
-# (sysctl_read, sysctl_set and KERNEL_LOCK come from scripts/demo-lib.sh)
+# (sysctl_read, sysctl_set and the kernel_lock_* functions come from
+# scripts/demo-lib.sh)
 
-exec 9>>"$KERNEL_LOCK"
-if ! flock -n 9; then
-	log "waiting up to ${LOCK_WAIT}s for $KERNEL_LOCK (a test or another bench changes the global sysctls)"
-	flock -w "$LOCK_WAIT" 9 || die "could not take $KERNEL_LOCK in ${LOCK_WAIT}s"
-fi
+kernel_lock_open bench-apply || exit 1
+# shellcheck disable=SC2154 # kernel_lock_open (demo-lib.sh) sets kernel_lock_fd
+kernel_lock_take "$kernel_lock_fd" bench-apply "$LOCK_WAIT" || exit 1
+kernel_lock_record "$kernel_lock_fd" "$0"
 declare -A SAVED
 for k in $GLOBAL_KEYS; do SAVED[$k]=$(sysctl_read "$k"); done
 
@@ -229,7 +229,8 @@ cleanup() {
 			rc=1
 		fi
 	done
-	flock -u 9
+	kernel_lock_clear "$kernel_lock_fd"
+	flock -u "$kernel_lock_fd"
 	log "results in $RES_ALL"
 	exit "$rc"
 }

@@ -95,19 +95,19 @@ RELAYLAB=$WORK/relaylab
 RELEASE_BYTES=$(stat -c %s "$WORK/relayd-1.8.0")
 
 # --- the global sysctls: lock, save, restore at exit ------------------------
-# (sysctl_read, sysctl_set and KERNEL_LOCK come from scripts/demo-lib.sh)
+# (sysctl_read, sysctl_set and the kernel_lock_* functions come from
+# scripts/demo-lib.sh)
 # The lock is held one run at a time (a run at 200 hosts takes minutes),
 # so tests of other worktrees that change the global values get their turn
 # between runs; what was there is restored each time it is let go.
-exec 9>>"$KERNEL_LOCK"
+kernel_lock_open bench-fleet || exit 1
 declare -A SAVED
 LOCKED=0
 take_lock() {
 	local k
-	if ! flock -n 9; then
-		log "waiting up to ${LOCK_WAIT}s for $KERNEL_LOCK"
-		flock -w "$LOCK_WAIT" 9 || die "could not take $KERNEL_LOCK in ${LOCK_WAIT}s"
-	fi
+	# shellcheck disable=SC2154 # kernel_lock_open (demo-lib.sh) sets kernel_lock_fd
+	kernel_lock_take "$kernel_lock_fd" bench-fleet "$LOCK_WAIT" || exit 1
+	kernel_lock_record "$kernel_lock_fd" "$0"
 	LOCKED=1
 	for k in $GLOBAL_KEYS; do SAVED[$k]=$(sysctl_read "$k"); done
 }
@@ -121,7 +121,8 @@ release_lock() {
 		[ "$now" = "${SAVED[$k]}" ] || { log "error: could not restore $k to ${SAVED[$k]}: it reads $now"; rc=1; }
 	done
 	LOCKED=0
-	flock -u 9
+	kernel_lock_clear "$kernel_lock_fd"
+	flock -u "$kernel_lock_fd"
 	return "$rc"
 }
 

@@ -22,9 +22,9 @@ build_tool() {
 
 # The machine's global sysctls. net.core.rmem_max and rmem_default are one
 # value for the whole machine, whatever network namespace writes them, so
-# every test and script
-# that changes them takes KERNEL_LOCK first (internal/kerneltest.Lock takes
-# the same file) and puts back what it found.
+# every test and script that changes them takes KERNEL_LOCK first (the
+# machine-wide sysctl lock: internal/kerneltest.Lock takes the same file)
+# and puts back what it found.
 KERNEL_LOCK=/tmp/relayctl-global-sysctl.lock
 sysctl_path() { printf '/proc/sys/%s' "${1//.//}"; }
 sysctl_read() { tr -d ' \t\n' <"$(sysctl_path "$1")"; }
@@ -36,21 +36,92 @@ sysctl_set() {
 	[ "$got" = "$2" ] || { echo "set $1: read back $got, want $2" >&2; return 1; }
 }
 
-# kernel_lock NAME: take KERNEL_LOCK on the descriptor $kernel_lock_fd,
-# held until the script exits (or kernel_unlock), waiting up to
-# KERNEL_LOCK_WAIT seconds (default 900) and saying so. Run what starts
-# daemons through without_lock, so that none of them inherits the lock.
-# RELAYCTL_KERNEL_LOCK_HELD=1 says the caller holds it already (a test
-# that runs a script inside internal/kerneltest.Lock).
+# kernel_lock NAME [COMMAND]: take KERNEL_LOCK on the descriptor
+# $kernel_lock_fd, held until the script exits (or kernel_unlock), waiting
+# up to KERNEL_LOCK_WAIT seconds (default 900) and saying whom it waits
+# for; then record this script (COMMAND, default $0) as the holder. Run
+# what starts daemons through without_lock, so that none of them inherits
+# the lock. RELAYCTL_KERNEL_LOCK_HELD=1 says the caller holds it already
+# (a test that runs a script inside internal/kerneltest.Lock).
 kernel_lock() {
 	[ "${RELAYCTL_KERNEL_LOCK_HELD:-}" = 1 ] && return 0
-	local wait=${KERNEL_LOCK_WAIT:-900}
-	exec {kernel_lock_fd}>>"$KERNEL_LOCK"
-	if ! flock -n "$kernel_lock_fd"; then
-		echo "$1: waiting for $KERNEL_LOCK: a test or another script is changing the global net.core.rmem_* values" >&2
-		flock -w "$wait" "$kernel_lock_fd" || { echo "$1: error: could not take $KERNEL_LOCK in ${wait}s" >&2; exit 1; }
-	fi
+	kernel_lock_open "$1" || exit 1
+	kernel_lock_take "$kernel_lock_fd" "$1" "${KERNEL_LOCK_WAIT:-900}" || exit 1
+	kernel_lock_record "$kernel_lock_fd" "${2:-$0}"
 }
+
+# kernel_lock_open NAME: open KERNEL_LOCK read-only on $kernel_lock_fd
+# (flock needs no more). The file is in /tmp, which anyone can write, and
+# root writes its record into it: it is created with O_EXCL (set -C), so
+# never through a symlink, and must be a regular file of root's (or ours),
+# the same file as the descriptor's.
+kernel_lock_open() {
+	[ -e "$KERNEL_LOCK" ] || [ -L "$KERNEL_LOCK" ] || (set -C && : >"$KERNEL_LOCK") 2>/dev/null || true
+	if [ -L "$KERNEL_LOCK" ]; then
+		echo "$1: error: $KERNEL_LOCK is a symlink: remove it" >&2
+		return 1
+	fi
+	exec {kernel_lock_fd}<"$KERNEL_LOCK" || return 1
+	local on_fd on_path owner links type
+	on_fd=$(stat -L -c '%d:%i %u %h %F' "/proc/self/fd/$kernel_lock_fd") || return 1
+	on_path=$(stat -c '%d:%i %u %h %F' "$KERNEL_LOCK") || return 1
+	read -r _ owner links type <<<"$on_fd"
+	if [ "$on_fd" = "$on_path" ] && [ "$links" = 1 ] && [ "${type#regular}" != "$type" ] &&
+		{ [ "$owner" = 0 ] || [ "$owner" = "$(id -u)" ]; }; then
+		return 0
+	fi
+	echo "$1: error: $KERNEL_LOCK is not a regular file of root's with one link ($on_path): remove it" >&2
+	return 1
+}
+
+# kernel_lock_take FD NAME WAIT: flock FD, waiting up to WAIT seconds;
+# meanwhile say whom for, again whenever the holder changes.
+kernel_lock_take() {
+	local fd=$1 name=$2 wait=$3 waited=0 shown='' holder
+	flock -n "$fd" && return 0
+	while :; do
+		holder=$(kernel_lock_holder "$fd")
+		# A holder records itself just after it takes the lock: give it a
+		# second before saying it cannot be named.
+		if [ "$holder" != "$shown" ] && { [ "$waited" -gt 0 ] || [ "${holder#an unknown}" = "$holder" ]; }; then
+			echo "$name: waiting for the machine-wide sysctl lock held by $holder" >&2
+			shown=$holder
+		fi
+		if [ "$waited" -ge "$wait" ]; then
+			echo "$name: error: could not take $KERNEL_LOCK in ${wait}s" >&2
+			return 1
+		fi
+		flock -w 1 "$fd" && return 0
+		waited=$((waited + 1))
+	done
+}
+
+# kernel_lock_holder FD: who holds the lock, from its record (the line
+# internal/kerneltest.Holder reads and writes), if the process it names
+# still runs.
+kernel_lock_holder() {
+	local rec pid user since cmd st
+	rec=$(head -c 1024 "/proc/self/fd/$1" 2>/dev/null | head -n 1)
+	read -r pid user since cmd <<<"$rec" || true
+	pid=${pid#pid=} user=${user#user=} since=${since#since=} cmd=${cmd#command=}
+	case $pid in '' | *[!0-9]*) pid=0 ;; esac
+	st=$(sed -n 's/^.*) \(.\).*$/\1/p' "/proc/$pid/stat" 2>/dev/null) || st=''
+	case $st in
+	'' | Z | X | x) printf 'an unknown process (none recorded in %s)' "$KERNEL_LOCK" ;;
+	*) printf '%s (pid %s, user %s) since %s' "${cmd//[[:cntrl:]]/ }" "$pid" "${user//[[:cntrl:]]/ }" "${since//[[:cntrl:]]/ }" ;;
+	esac
+}
+
+# kernel_lock_record FD COMMAND: write this process as the holder, through
+# the descriptor's own file (/proc/self/fd, never the path again).
+kernel_lock_record() {
+	local cmd=${2//[[:cntrl:]]/ }
+	printf 'pid=%s user=%s since=%s command=%s\n' "$BASHPID" "$(id -un)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "${cmd:0:300}" \
+		2>/dev/null >"/proc/self/fd/$1" || true
+}
+
+# kernel_lock_clear FD: clear the record, before letting the lock go.
+kernel_lock_clear() { : 2>/dev/null >"/proc/self/fd/$1" || true; }
 
 # demo_start NAME DIR: check root, make DIR afresh, build relayd 1.7.0 into
 # it, take the kernel lock, and put the machine on the incident's
@@ -88,6 +159,7 @@ without_lock() {
 # kernel_unlock: let the kernel lock go before the script ends.
 kernel_unlock() {
 	if [ -n "${kernel_lock_fd:-}" ]; then
+		kernel_lock_clear "$kernel_lock_fd"
 		exec {kernel_lock_fd}>&-
 		unset kernel_lock_fd
 	fi

@@ -98,6 +98,14 @@ type KeyInfo struct {
 	Doc string
 	// Example is a valid value, for error messages.
 	Example string
+	// Range: the two integers are a range's first and last, and the
+	// kernel refuses a first above the last (EINVAL).
+	Range bool
+	// Ordered: the integers are documented as a rising triple (min,
+	// default, max; no pressure, pressure, hard limit). The kernel takes
+	// them in any order, but one out of order is never what was meant:
+	// a default above the max, a limit below the pressure.
+	Ordered bool
 }
 
 // The kernel's sock.h minimums: SOCK_MIN_RCVBUF is 2304 and SOCK_MIN_SNDBUF
@@ -135,12 +143,18 @@ var known = map[string]KeyInfo{
 		Doc: "receive buffer every UDP socket may use even under udp_mem pressure", Example: "4096"},
 	"net.ipv4.udp_wmem_min": {Fields: 1, Unit: "bytes", Max: intMax,
 		Doc: "send buffer every UDP socket may use even under udp_mem pressure", Example: "4096"},
-	"net.ipv4.udp_mem": {Fields: 3, Global: true, AbsentInNetns: true, Unit: "pages", Max: math.MaxInt64,
+	"net.ipv4.udp_mem": {Fields: 3, Global: true, AbsentInNetns: true, Unit: "pages", Max: math.MaxInt64, Ordered: true,
 		Doc: "UDP memory for the whole machine in pages: no pressure, pressure, hard limit", Example: "764688 1019584 1529376"},
-	"net.ipv4.tcp_rmem": {Fields: 3, Unit: "bytes", Max: intMax,
+	"net.ipv4.tcp_rmem": {Fields: 3, Unit: "bytes", Min: 1, Max: intMax, Ordered: true,
 		Doc: "TCP receive buffer: min, default, max", Example: "4096 131072 6291456"},
-	"net.ipv4.tcp_wmem": {Fields: 3, Unit: "bytes", Max: intMax,
+	"net.ipv4.tcp_wmem": {Fields: 3, Unit: "bytes", Min: 1, Max: intMax, Ordered: true,
 		Doc: "TCP send buffer: min, default, max", Example: "4096 16384 4194304"},
+	"net.ipv4.ip_local_port_range": {Fields: 2, Unit: "ports", Min: 1, Max: 65535, Range: true,
+		Doc: "the local ports TCP and UDP choose from: first, last; the first at or above net.ipv4.ip_unprivileged_port_start", Example: "32768 60999"},
+	"net.ipv4.ip_unprivileged_port_start": {Fields: 1, Unit: "port", Max: 65535,
+		Doc: "the first port a process without CAP_NET_BIND_SERVICE may bind; at most net.ipv4.ip_local_port_range's first", Example: "1024"},
+	"net.ipv4.ping_group_range": {Fields: 2, Unit: "group ids", Max: intMax,
+		Doc: "the groups that may open ICMP echo sockets: first, last (the default 1 0, first above last, is nobody)", Example: "0 2147483647"},
 }
 
 // Lookup returns what relayctl knows about key.
@@ -181,13 +195,79 @@ func ValidateValue(key, value string) error {
 	if len(fields) != info.Fields {
 		return fmt.Errorf("%s, got %q; %s", want, value, info.example(value))
 	}
-	for _, f := range fields {
+	nums := make([]int64, len(fields))
+	for i, f := range fields {
 		n, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
 			return fmt.Errorf("%s, got %q; %s", want, value, info.example(value))
 		}
 		if n < info.Min || n > info.Max {
 			return fmt.Errorf("%s, each from %d to %d, got %q; %s", want, info.Min, info.Max, value, info.example(value))
+		}
+		nums[i] = n
+	}
+	return info.order(key, nums)
+}
+
+// order checks a range's first against its last (the kernel refuses one
+// above it) and a documented rising triple's order.
+func (info KeyInfo) order(key string, n []int64) error {
+	switch {
+	case info.Range && n[0] > n[1]:
+		return fmt.Errorf("%s is a range, first then last, and the kernel refuses a first above the last (EINVAL): got %d %d; write %d %d", key, n[0], n[1], n[1], n[0])
+	case info.Ordered && (n[0] > n[1] || n[1] > n[2]):
+		return fmt.Errorf("%s is %s, each at least the one before: got %d %d %d, out of order (the kernel takes it, and %s); e.g. %s", key, strings.ToLower(strings.SplitN(info.Doc, ": ", 2)[1]), n[0], n[1], n[2], outOfOrder(key), info.Example)
+	}
+	return nil
+}
+
+// outOfOrder says what an out-of-order triple does.
+func outOfOrder(key string) string {
+	if strings.HasSuffix(key, "_mem") {
+		return "memory pressure would begin above the hard limit"
+	}
+	return "new sockets would start outside the bounds they may grow and shrink in"
+}
+
+// Pairs are sysctls whose values the kernel checks against each other, the
+// second against the first: a port range must start at or above the first
+// unprivileged port (else EINVAL, whichever of the two is written).
+var pairs = []struct{ low, high string }{
+	{"net.ipv4.ip_unprivileged_port_start", "net.ipv4.ip_local_port_range"},
+}
+
+// Related are the keys whose values the kernel checks key's against: a
+// plan reads them too, so it can say what the kernel will refuse.
+func Related(key string) []string {
+	var out []string
+	for _, p := range pairs {
+		switch key {
+		case p.low:
+			out = append(out, p.high)
+		case p.high:
+			out = append(out, p.low)
+		}
+	}
+	return out
+}
+
+// CheckPairs checks values (each key's value in force once a plan is
+// applied: the planned one, else the host's) against each other, as the
+// kernel will: an error names both keys and what to write.
+func CheckPairs(values map[string]string) error {
+	for _, p := range pairs {
+		lo, okLo := values[p.low]
+		hi, okHi := values[p.high]
+		if !okLo || !okHi {
+			continue
+		}
+		start, err1 := strconv.ParseInt(Normalize(lo), 10, 64)
+		first, err2 := strconv.ParseInt(strings.Fields(Normalize(hi) + " x")[0], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		if first < start {
+			return fmt.Errorf("%s starts at %d, below %s %d, and the kernel refuses that (EINVAL): start the range at %d or above, or lower %s", p.high, first, p.low, start, start, p.low)
 		}
 	}
 	return nil

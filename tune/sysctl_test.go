@@ -110,6 +110,9 @@ func TestLookup(t *testing.T) {
 		{"net.ipv4.udp_mem", 3, true, true},
 		{"net.ipv4.tcp_rmem", 3, false, false},
 		{"net.ipv4.tcp_wmem", 3, false, false},
+		{"net.ipv4.ip_local_port_range", 2, false, false},
+		{"net.ipv4.ip_unprivileged_port_start", 1, false, false},
+		{"net.ipv4.ping_group_range", 2, false, false},
 	}
 	for _, tt := range tests {
 		info, ok := Lookup(tt.key)
@@ -195,7 +198,17 @@ func TestValidateValue(t *testing.T) {
 		{"hex", "net.ipv4.tcp_rmem", "0x10 1 2", "wants three integers"},
 		{"float", "net.core.somaxconn", "1.5", "wants one integer"},
 		{"unknown text", "kernel.core_pattern", "core.%e.%p", ""},
-		{"unknown with tab", "net.ipv4.ip_local_port_range", "32768\t60999", ""},
+		{"port range with tab", "net.ipv4.ip_local_port_range", "32768\t60999", ""},
+		{"port range first above last", "net.ipv4.ip_local_port_range", "40000 30000", "net.ipv4.ip_local_port_range is a range, first then last, and the kernel refuses a first above the last (EINVAL): got 40000 30000; write 30000 40000"},
+		{"port range of one port", "net.ipv4.ip_local_port_range", "30000 30000", ""},
+		{"port range from 0", "net.ipv4.ip_local_port_range", "0 100", "each from 1 to 65535"},
+		{"port range past 65535", "net.ipv4.ip_local_port_range", "2000 70000", "each from 1 to 65535"},
+		{"ping groups of nobody", "net.ipv4.ping_group_range", "1 0", ""},
+		{"ping groups past gid max", "net.ipv4.ping_group_range", "0 4294967295", "each from 0 to 2147483647"},
+		{"unprivileged port past 65535", "net.ipv4.ip_unprivileged_port_start", "65536", "each from 0 to 65535"},
+		{"tcp_rmem of zero", "net.ipv4.tcp_rmem", "0 1 2", "each from 1 to 2147483647"},
+		{"tcp_rmem out of order", "net.ipv4.tcp_rmem", "6291456 131072 4096", "net.ipv4.tcp_rmem is min, default, max, each at least the one before: got 6291456 131072 4096, out of order"},
+		{"udp_mem out of order", "net.ipv4.udp_mem", "3 2 1", "memory pressure would begin above the hard limit"},
 		{"unknown newline", "kernel.core_pattern", "a\nb", "printable text on one line"},
 		{"unknown control", "kernel.core_pattern", "a\x1bb", "printable text on one line"},
 		{"unknown invalid utf8", "kernel.core_pattern", "a\xffb", "printable text on one line"},
@@ -213,6 +226,53 @@ func TestValidateValue(t *testing.T) {
 				t.Fatalf("ValidateValue(%q, %q): got nil, want error containing %q", tt.key, tt.value, tt.wantErr)
 			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
 				t.Fatalf("ValidateValue(%q, %q): got %q, want it to contain %q", tt.key, tt.value, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// The range rules are the kernel's: every value ValidateValue refuses for
+// its bounds or order, and CheckPairs for the pair, the kernel refuses too
+// (EINVAL), and every one it allows the kernel takes, written in a fresh
+// network namespace (these keys are per namespace).
+func TestRangeRulesMatchKernel(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root to create a network namespace (the lab runs every test as root)")
+	}
+	tests := []struct{ key, value string }{
+		{"net.ipv4.ip_local_port_range", "40000 30000"},
+		{"net.ipv4.ip_local_port_range", "30000 30000"},
+		{"net.ipv4.ip_local_port_range", "0 100"},
+		{"net.ipv4.ip_local_port_range", "1024 65535"},
+		{"net.ipv4.ip_local_port_range", "2000 70000"},
+		{"net.ipv4.ip_local_port_range", "1000 2000"}, // below the default unprivileged start, 1024
+		{"net.ipv4.ping_group_range", "1 0"},
+		{"net.ipv4.ping_group_range", "0 2147483647"},
+		{"net.ipv4.ping_group_range", "0 4294967295"},
+		{"net.ipv4.ip_unprivileged_port_start", "65536"},
+		{"net.ipv4.ip_unprivileged_port_start", "40000"}, // above the default range's first, 32768
+		{"net.ipv4.tcp_rmem", "0 1 2"},
+		{"net.ipv4.tcp_rmem", "1 1 1"},
+	}
+	defaults := map[string]string{"net.ipv4.ip_unprivileged_port_start": "1024", "net.ipv4.ip_local_port_range": "32768 60999"}
+	for _, tt := range tests {
+		t.Run(tt.key+"="+tt.value, func(t *testing.T) {
+			values := map[string]string{}
+			for k, v := range defaults {
+				values[k] = v
+			}
+			values[tt.key] = tt.value
+			ours := ValidateValue(tt.key, tt.value)
+			if ours == nil {
+				ours = CheckPairs(values)
+			}
+			out, err := exec.Command("unshare", "-n", "sh", "-c", `printf '%s\n' "$2" > "$1" 2>/dev/null && echo taken || echo refused`, "sh", ProcPath(tt.key), tt.value).CombinedOutput()
+			if err != nil {
+				t.Fatalf("unshare -n: %v: %s", err, out)
+			}
+			kernel := strings.TrimSpace(string(out))
+			if (ours == nil) != (kernel == "taken") {
+				t.Errorf("relayctl says %v, the kernel %s it", ours, kernel)
 			}
 		})
 	}

@@ -14,8 +14,9 @@ package main
 //
 // Exit codes are chosen here only: 0 success / nothing to change, 1 error,
 // 2 changes planned (plan --detailed-exitcode), 3 live state differs from
-// the plan (verify),
-// 4 short of a promise (bench --gate, size --spec; exitShort in size.go).
+// the plan (verify, exitDiffers), 4 short of a promise (bench --gate,
+// size --spec; exitShort in size.go), 5 some host could not be looked at
+// and none differs (verify, facts: exitCouldNotLook).
 
 import (
 	"errors"
@@ -29,8 +30,14 @@ import (
 	"github.com/relayctl/relayctl/plans"
 )
 
-// Version is stamped at build time with -ldflags "-X main.Version=…".
-var Version = ""
+// Version and Commit are stamped at build time with -ldflags "-X
+// main.Version=… -X main.Commit=…" (make build). The Makefile builds with
+// -buildvcs=false, so that a checkout and a tarball of one commit build
+// alike: the commit comes from the stamp, not from Go's VCS stamp.
+var (
+	Version = ""
+	Commit  = ""
+)
 
 func version() string {
 	if Version != "" {
@@ -41,6 +48,53 @@ func version() string {
 	}
 	return "devel"
 }
+
+// commit is the commit relayctl was built from: the stamp, else the VCS
+// stamp go build records by default (vcs.revision, with "-dirty" when the
+// tree had changes), else "" (a test binary, a build without either).
+func commit() string {
+	if Commit != "" {
+		return Commit
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	return vcsCommit(bi.Settings)
+}
+
+// vcsCommit is the commit in go build's VCS stamp, "" when it has none.
+func vcsCommit(settings []debug.BuildSetting) string {
+	var rev, dirty string
+	for _, s := range settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return ""
+	}
+	return rev + dirty
+}
+
+// versionText is what --version prints after "relayctl version".
+func versionText() string {
+	if c := commit(); c != "" {
+		return version() + " (commit " + c + ")"
+	}
+	return version()
+}
+
+// Exit codes of verify and facts.
+const (
+	exitDiffers      = 3 // a host differs from the plan
+	exitCouldNotLook = 5 // a host could not be read, and none differs
+)
 
 // exitCode lets a command choose a non-error exit status (2, 3) while still
 // returning through urfave/cli normally.
@@ -78,7 +132,7 @@ func newApp(e *env) *cli.App {
 	return &cli.App{
 		Name:            "relayctl",
 		Usage:           "tune relay hosts and roll out relay releases in one verified restart window",
-		Version:         version(),
+		Version:         versionText(),
 		Reader:          e.stdin,
 		Writer:          e.stdout,
 		ErrWriter:       e.stderr,

@@ -48,13 +48,19 @@ only when the one before has ended within its budgets: --max-failures
 failed, rolled back or refused hosts and --max-unreachable unreachable ones
 (both default 0), exactly at a budget goes on, over it stops; a wave where
 no host applied stops whatever the budgets. An interrupt stops new hosts
-too (a host inside its window finishes or rolls back). A receipt is kept on
-each host under the state dir and written beside the plan as
-PLAN.receipt.json and PLAN.receipt.md, and PLAN.ledger.json holds every
-host's outcome so far, written as each host starts and ends: --resume goes
-on with the hosts it does not show applied or unchanged, and refuses a
-ledger of another plan. On a terminal, progress is a live view of the wave
-and the fleet; otherwise one line per step.
+too (a host inside its window finishes or rolls back). Every run is a
+record: its receipt (the run's id, who ran it on which machine, relayctl's
+version and commit, the approval, and per host the SSH key it accepted and
+how it ended) is kept on each host it reached under the state dir (the
+newest 100) and beside the plan in PLAN.receipts/, under a name of its own;
+PLAN.receipt.json and PLAN.receipt.md point at the newest (relayctl history
+lists them all). PLAN.ledger.json holds every host's outcome so far,
+written as each host starts and ends: --resume goes on with the hosts it
+does not show applied or unchanged, and refuses a ledger of another plan,
+and one whose rollout a soak stopped on a regression (--retry-rejected
+goes on all the same). When hosts did not end as planned, a hint per kind
+of cause names the command that goes on. On a terminal, progress is a
+live view of the wave and the fleet; otherwise one line per step.
 
 relayctl stage PLAN (or apply --stage-only) does everything before the
 window ahead of it; apply then finds the release and files staged, checks
@@ -73,7 +79,7 @@ Then apply derives each host's steps again from the recorded spec and what
 it observes, and refuses a host where they differ from the plan's.
 
 With --json, stdout is the receipt as JSON (the shape of PLAN.receipt.json,
-format_version 1, docs/json.md) instead of the recap; progress and
+format_version 2, docs/json.md) instead of the recap; progress and
 errors stay on stderr.
 
 Exit status: 0 every host applied or already as planned, 1 otherwise.
@@ -81,6 +87,7 @@ Exit status: 0 every host applied or already as planned, 1 otherwise.
 Examples:
    relayctl apply ashburn.plan
    relayctl apply ashburn.plan --json > receipt.json
+   relayctl apply ashburn.plan --json | jq '.hosts[] | {host, outcome, ssh}'
    relayctl apply ashburn.plan --parallel 5
    relayctl apply fleet.plan --waves 1,5,25%,100% --max-failures 2 --max-unreachable 5%
    relayctl apply fleet.plan --soak 60s            # watch each wave's canary's drops for a minute
@@ -103,6 +110,7 @@ Examples:
 			&cli.DurationFlag{Name: "soak", DefaultText: "the plan's rollout.soak, else none", Usage: "after each wave's canary's read-back, watch its drop counters for `DURATION` under real traffic and stop the rollout when they rise (docs/soak.md); 0 turns the soak off"},
 			&cli.StringFlag{Name: "soak-hosts", DefaultText: "the plan's rollout.soak, else canary", Usage: "which hosts soak: `canary` (the first of each wave) or all"},
 			&cli.BoolFlag{Name: "resume", Usage: "go on from PLAN.ledger.json with the hosts it does not show applied or unchanged (within the --only of the run it resumes)"},
+			&cli.BoolFlag{Name: "retry-rejected", Usage: "with --resume: go on although a soak judged this plan's release a regression (refused without it: the release would reach the same hosts again)"},
 			onlyFlagDef(),
 			&cli.BoolFlag{Name: "stage-only", Usage: "stage every host and stop before the window, as relayctl stage"},
 			&cli.DurationFlag{Name: "fetch-timeout", Value: rollout.DefaultFetchTimeout, Usage: "how long a host may take to fetch a release from the plan's url"},
@@ -120,12 +128,15 @@ func runApply(c *cli.Context, e *env) error {
 		return runStage(c, e)
 	}
 	file := c.Args().First()
-	checked, raw, err := loadPlan(file)
+	p, raw, err := readPlan(file)
 	if err != nil {
 		return err
 	}
-	p := checked.Plan()
 	approved, err := decideApproval(c, e, file, p, raw)
+	if err != nil {
+		return err
+	}
+	checked, err := checkLoaded(file, p)
 	if err != nil {
 		return err
 	}
@@ -142,6 +153,10 @@ func runApply(c *cli.Context, e *env) error {
 	live, width := terminal(e.stderr)
 	led := &ledgerWriter{path: ledgerFile(file)}
 	defer led.close()
+	kind := rollout.RunApply
+	if fleet.resume != nil {
+		kind = rollout.RunResume
+	}
 	rep, err := rollout.Apply(ctx, sshHosts(c, targets(p)), checked, rollout.ApplyOptions{
 		Parallel:      c.Int("parallel"),
 		Artifact:      artifact,
@@ -162,6 +177,7 @@ func runApply(c *cli.Context, e *env) error {
 		LiveWidth:     width,
 		FetchTimeout:  c.Duration("fetch-timeout"),
 		Approval:      approved,
+		RunInfo:       runInfo(kind),
 	})
 	if rep == nil {
 		return err
@@ -170,30 +186,31 @@ func runApply(c *cli.Context, e *env) error {
 		testApplied(rep)
 	}
 	ledgerErr := err
-	receipt := file + ".receipt.json"
-	if err := writeFileAtomicWith(receipt, 0o600, func(w io.Writer) error { return rollout.WriteReceiptJSON(w, p, rep) }); err != nil {
-		return err
-	}
-	if err := writeFileAtomicWith(file+".receipt.md", 0o600, func(w io.Writer) error { return rollout.WriteReceiptMarkdown(w, p, rep) }); err != nil {
+	record, err := writeRun(file, p, rep)
+	if err != nil {
 		return err
 	}
 	if c.Bool("json") {
-		if err := copyFile(e.stdout, receipt); err != nil {
+		if err := copyFile(e.stdout, record); err != nil {
 			return err
 		}
 	} else {
 		printRecap(e.stdout, rep)
 	}
-	fmt.Fprintf(e.stderr, "relayctl: receipt in %s.receipt.json and %s.receipt.md, every host's outcome in %s\n", file, file, ledgerFile(file))
+	fmt.Fprintf(e.stderr, "relayctl: receipt of run %s in %s and .md (%s.receipt.json points at it), every host's outcome in %s\n", rep.RunInfo.ID, record, file, ledgerFile(file))
 	if ledgerErr != nil {
 		return ledgerErr
 	}
+	hints := nextHints(rep, file, p)
 	if !rep.Succeeded() {
 		err := errors.New("not every host applied; see the recap and the receipt")
-		if hints := nextHints(rep, file, p.SpecFile); len(hints) > 0 {
+		if len(hints) > 0 {
 			return &exitCode{code: 1, err: withHint(err, strings.Join(hints, "\nrelayctl: hint: "))}
 		}
 		return &exitCode{code: 1, err: err}
+	}
+	for _, h := range hints { // hosts the plan left out: the next plan picks them up
+		fmt.Fprintf(e.stderr, "relayctl: hint: %s\n", h)
 	}
 	return nil
 }
@@ -229,40 +246,6 @@ func clipValue(v string) string {
 		return v[:60] + "…"
 	}
 	return v
-}
-
-// nextHints say what to run next, one line per kind of reason the hosts
-// that did not end as planned have, so no hint contradicts another: a
-// stale host needs a new plan, not --resume; a host another plan's run
-// left in its window needs that plan; the rest go on with --resume.
-func nextHints(rep *rollout.Report, file, spec string) []string {
-	by := map[string][]string{}
-	for _, h := range rep.Hosts {
-		if h.Next != "" {
-			by[h.Next] = append(by[h.Next], h.Host)
-		}
-	}
-	hosts := func(next string) string { return plans.Visible(strings.Join(abbreviate(by[next], 5), " ")) }
-	var out []string
-	if len(by[rollout.NextNewPlan]) > 0 {
-		out = append(out, fmt.Sprintf("%s drifted since the plan was made: make a new plan (relayctl plan %s --out PLAN), review it, and apply that", hosts(rollout.NextNewPlan), spec))
-	}
-	if len(by[rollout.NextOtherPlan]) > 0 {
-		out = append(out, fmt.Sprintf("%s: a run of another plan stopped inside its window there; relayctl apply THAT_PLAN --resume finishes or undoes it (the host's journal names the plan)", hosts(rollout.NextOtherPlan)))
-	}
-	if len(by[rollout.NextFix]) > 0 {
-		out = append(out, fmt.Sprintf("%s: fix the cause each reason names, then relayctl apply %s --resume", hosts(rollout.NextFix), file))
-	}
-	if len(by[rollout.NextWait]) > 0 {
-		out = append(out, fmt.Sprintf("%s: held by another apply, or outside the plan's window; relayctl apply %s --resume later", hosts(rollout.NextWait), file))
-	}
-	if len(by[rollout.NextPlayers]) > 0 {
-		out = append(out, fmt.Sprintf("skipped hosts still have players (%s): relayctl apply %s --resume when they have gone, or give drain.deadline more time", hosts(rollout.NextPlayers), file))
-	}
-	if len(by[rollout.NextResume]) > 0 {
-		out = append(out, fmt.Sprintf("relayctl apply %s --resume goes on with %d host(s) as they are (%s): applied hosts are checked, not applied again", file, len(by[rollout.NextResume]), hosts(rollout.NextResume)))
-	}
-	return out
 }
 
 // abbreviate lists at most n names, then how many more.
@@ -302,37 +285,79 @@ func interruptible(parent context.Context, e *env) (context.Context, func()) {
 // before anything connects (rollout.CheckPlan), once for the run. It
 // returns the plan's bytes too, which an approval signs.
 func loadPlan(file string) (rollout.Checked, []byte, error) {
-	data, err := readPlanFile(file)
+	p, data, err := readPlan(file)
 	if err != nil {
 		return rollout.Checked{}, nil, err
 	}
+	c, err := checkLoaded(file, p)
+	return c, data, err
+}
+
+// readPlan reads a plan file, checking nothing it names yet.
+func readPlan(file string) (*plans.Plan, []byte, error) {
+	data, err := readPlanFile(file)
+	if err != nil {
+		return nil, nil, err
+	}
 	p, err := plans.Load(file, data)
 	if errors.Is(err, plans.ErrNotAPlan) {
-		return rollout.Checked{}, nil, withHint(err, notAPlanHint(file))
+		return nil, nil, withHint(err, notAPlanHint(file))
 	}
 	if errors.Is(err, plans.ErrPlanFormat) {
-		return rollout.Checked{}, nil, withHint(err, fmt.Sprintf("plan again with this relayctl (relayctl plan SPEC --out %s), and review the new plan", file))
+		return nil, nil, withHint(err, fmt.Sprintf("plan again with this relayctl (relayctl plan SPEC --out %s), and review the new plan", file))
 	}
 	if err != nil {
-		return rollout.Checked{}, nil, withHint(err, "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
+		return nil, nil, withHint(err, "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
 	}
+	return p, data, nil
+}
+
+// checkLoaded is loadPlan's check of a plan read by readPlan. A plan
+// whose hosts came from an inventory has them selected again from it as
+// it is now, which for a program means running it: apply and stage call
+// this only once the plan's approval is decided.
+func checkLoaded(file string, p *plans.Plan) (rollout.Checked, error) {
 	var c rollout.Checked
+	var err error
 	if p.Inventory != nil {
 		in, ierr := planInventory(p)
 		if ierr != nil {
-			return rollout.Checked{}, nil, fmt.Errorf("%s: %w", file, ierr)
+			return rollout.Checked{}, fmt.Errorf("%s: %w", file, ierr)
 		}
 		c, err = rollout.CheckPlanFrom(p, in)
 	} else {
 		c, err = rollout.CheckPlan(p)
 	}
-	if errors.Is(err, plans.ErrFleetChanged) {
-		return rollout.Checked{}, nil, withHint(fmt.Errorf("%s: %w", file, err), "the plan was reviewed for the hosts its inventory selected then; plan again from the spec and review the new plan")
+	return c, planError(file, err)
+}
+
+// planError gives a plan's check failure its hint.
+func planError(file string, err error) error {
+	switch {
+	case errors.Is(err, plans.ErrFleetChanged):
+		return withHint(fmt.Errorf("%s: %w", file, err), "the plan was reviewed for the hosts its inventory selected then; plan again from the spec and review the new plan")
+	case err != nil:
+		return withHint(fmt.Errorf("%s: %w", file, err), "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
 	}
+	return nil
+}
+
+// inspectPlan is loadPlan for what reads a plan without applying it (show,
+// approve, verify PLAN): a plan whose hosts come from a program's output
+// is checked without selecting them again, since that would run the
+// program a plan file names, which only apply and stage do, once the
+// plan's approval is decided. The output's sha256 in the plan is what apply
+// compares the program's output with.
+func inspectPlan(file string) (*plans.Plan, []byte, error) {
+	p, data, err := readPlan(file)
 	if err != nil {
-		return rollout.Checked{}, nil, withHint(fmt.Errorf("%s: %w", file, err), "a plan is made by relayctl plan and reviewed as it is; make it again from the spec")
+		return nil, nil, err
 	}
-	return c, data, nil
+	if p.Inventory != nil && p.Inventory.Program != nil {
+		return p, data, planError(file, rollout.CheckUnselected(p))
+	}
+	c, err := checkLoaded(file, p)
+	return c.Plan(), data, err
 }
 
 // deadRun names the run whose window a host's apply recovered, if another.

@@ -8,12 +8,12 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 	"unicode"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/relayctl/relayctl/internal/trust"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/plans/approval"
 	"github.com/relayctl/relayctl/rollout"
@@ -101,7 +101,8 @@ func decideApproval(c *cli.Context, e *env, file string, p *plans.Plan, raw []by
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	fmt.Fprintf(e.stderr, "relayctl: %s approved by %s\n", file, plans.Visible(who.String()))
-	return &rollout.Approval{Decision: rollout.ApprovalSigned, AllowedSigners: signers, From: from, Signer: who.String(), Signature: sigFile}, nil
+	return &rollout.Approval{Decision: rollout.ApprovalSigned, AllowedSigners: signers, From: from, Signer: who.String(), Signature: sigFile,
+		SignerKey: who.KeyType + " " + who.Fingerprint, SignersLine: fmt.Sprintf("%s:%d", who.File, who.Line)}, nil
 }
 
 // skipApproval is --skip-approval REASON: allowed only where there is an
@@ -140,31 +141,10 @@ func readSigners(file, from string) ([]byte, error) {
 		return nil, fmt.Errorf("read allowed signers (from %s): %w", from, err)
 	}
 	for _, p := range []string{real, filepath.Dir(real), filepath.Dir(file)} {
-		if err := ownedSafely(p); err != nil {
+		if err := trust.Owned(p); err != nil {
 			return nil, withHint(fmt.Errorf("allowed signers %s (from %s): %w: whoever can write it can approve any plan", file, from, err),
 				"chown root and chmod go-w the file and its folder")
 		}
 	}
 	return data, nil
-}
-
-// ownedSafely: p belongs to root or to the user running relayctl, and no
-// one else may write it (a folder with the sticky bit, such as /tmp, keeps
-// others from replacing what is in it).
-func ownedSafely(p string) error {
-	st, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fmt.Errorf("cannot tell who owns %s", p)
-	}
-	if sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
-		return fmt.Errorf("%s belongs to uid %d, neither root nor you", p, sys.Uid)
-	}
-	if st.Mode().Perm()&0o022 != 0 && !(st.IsDir() && st.Mode()&os.ModeSticky != 0) {
-		return fmt.Errorf("%s is writable by others (mode %04o)", p, st.Mode().Perm())
-	}
-	return nil
 }

@@ -51,11 +51,10 @@ func runApprove(c *cli.Context, e *env) error {
 		return withHint(errors.New("approve needs exactly one PLAN"), "relayctl approve ashburn.plan")
 	}
 	file := c.Args().First()
-	checked, raw, err := loadPlan(file)
+	p, raw, err := inspectPlan(file)
 	if err != nil {
 		return err
 	}
-	p := checked.Plan()
 	// What the reviewer read must be this plan's review, not an edited one.
 	review, err := os.ReadFile(file + ".md")
 	switch {

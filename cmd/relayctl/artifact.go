@@ -45,15 +45,17 @@ func specRelative(specFile, p string) string {
 
 // readArtifact finds the release relative to the spec and reads it. A
 // binary that hosts fetch from a url needs no local file: its sha256 is the
-// spec's (an artifact given as well must match it). A release of kind none
-// has no artifact.
-func readArtifact(s *plans.Spec) (plans.Artifact, error) {
+// spec's (an artifact given as well must match it), and its version cannot
+// be checked. A release of kind none has no artifact. The warnings say what
+// could not be checked.
+func readArtifact(s *plans.Spec) (plans.Artifact, []*plans.SpecError, error) {
 	rel := s.Relay.Release
 	if !rel.Ships() {
-		return plans.Artifact{}, nil
+		return plans.Artifact{}, nil, nil
 	}
 	if rel.URL != "" && rel.Artifact == "" {
-		return plans.Artifact{SHA256: rel.SHA256}, nil
+		warn := &plans.SpecError{File: s.File, Field: "relay.release.url", Msg: fmt.Sprintf("the version of the release the hosts fetch from %s cannot be checked, since relayctl reads no copy of it; a release that is not %s shows only at the read-back, after the restart: give the same file as relay.release.artifact to have it checked", rel.URL, rel.Version)}
+		return plans.Artifact{SHA256: rel.SHA256, VersionFrom: capability.FromNone}, []*plans.SpecError{warn}, nil
 	}
 	fail := func(msg string) error {
 		return &plans.SpecError{File: s.File, Line: rel.Line, Field: "relay.release.artifact", Msg: msg}
@@ -65,21 +67,28 @@ func readArtifact(s *plans.Spec) (plans.Artifact, error) {
 		if errors.Is(err, os.ErrNotExist) {
 			msg = fmt.Sprintf("cannot read %s (%v); the path is relative to the spec's folder (build it with make build)", p, errors.Unwrap(err))
 		}
-		return plans.Artifact{}, fail(msg)
+		return plans.Artifact{}, nil, fail(msg)
 	}
 	// What the release can do (a handoff) is read from its program's bytes,
 	// never by running it.
 	caps, err := capability.Capabilities(r.Program)
 	if err != nil {
-		return plans.Artifact{}, fail(err.Error())
+		return plans.Artifact{}, nil, fail(err.Error())
 	}
-	// So is the version it was built as (relayd's marker): a release that
-	// is not the version the spec says fails only at the read-back, after
-	// a restart and a rollback.
-	if err := checkArtifactVersion(s, p, r.Program); err != nil {
-		return plans.Artifact{}, err
+	// So is the version it was built as, where the build recorded it.
+	program := p
+	if rel.Kind != plans.ReleaseKindBinary {
+		program = p + "'s " + rel.Program
 	}
-	return plans.Artifact{SHA256: r.SHA256, Size: int64(len(r.Data)), Capabilities: caps, TreeSHA256: r.TreeSHA256}, nil
+	from, warn, err := checkArtifactVersion(s, program, r.Program)
+	if err != nil {
+		return plans.Artifact{}, nil, err
+	}
+	var warns []*plans.SpecError
+	if warn != nil {
+		warns = append(warns, warn)
+	}
+	return plans.Artifact{SHA256: r.SHA256, Size: int64(len(r.Data)), Capabilities: caps, TreeSHA256: r.TreeSHA256, VersionFrom: from}, warns, nil
 }
 
 // readTemplates reads the spec's templates, relative to its folder.
@@ -106,6 +115,14 @@ func readTemplates(s *plans.Spec) (map[string]string, plans.SpecErrors) {
 // release with a url is fetched by each host itself, and one of kind none
 // ships nothing: nothing to read.
 func planArtifact(override string, p *plans.Plan) ([]byte, error) {
+	if p.Rollback != nil {
+		// A rollback goes back to the release each host keeps: no file
+		// is shipped, and the host checks it by its receipt's sha256.
+		if override != "" {
+			return nil, fmt.Errorf("--artifact: %s is a rollback plan: each host goes back to the release it keeps, and no file is uploaded", p.Name)
+		}
+		return nil, nil
+	}
 	if p.Relay.URL != "" || p.Relay.Kind == plans.ReleaseKindNone {
 		switch {
 		case override == "":

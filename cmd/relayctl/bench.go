@@ -103,6 +103,7 @@ Examples:
 			&cli.IntFlag{Name: "after-knee", Value: d.AfterKnee, Usage: "steps still run after the knee; -1 runs the whole ramp"},
 			&cli.Float64Flag{Name: "loss-threshold", Value: d.Threshold * 100, Usage: "loss in `PERCENT` of planned deliveries above which a step is the knee"},
 			&cli.UintFlag{Name: "lobby-base", Value: uint(d.LobbyBase), Usage: "first lobby id the bench uses"},
+			&cli.StringFlag{Name: "source", Usage: "this machine's IPv4 `ADDRS` the players send from, in turn, comma separated: relayd lets no address hold every seat of a lobby", DefaultText: "127.0.0.1,127.0.0.2 for a relay on loopback, else the kernel's choice"},
 			&cli.Int64Flag{Name: "seed", Value: d.Seed, Usage: "seed of the jitter offsets, so a schedule can be repeated"},
 			&cli.BoolFlag{Name: "json", Usage: "write the report as JSON on stdout instead of the table"},
 			&cli.BoolFlag{Name: "wide", Usage: "the table with every counter of every step (planned, forwarded, relay tx, p50, p95, CPU); it fits 100 columns without"},
@@ -147,6 +148,11 @@ Examples:
 				return fmt.Errorf("lobby base %d: above the 32-bit lobby id", c.Uint("lobby-base"))
 			}
 			cfg.LobbyBase = uint32(c.Uint("lobby-base"))
+			if c.IsSet("source") {
+				if cfg.Sources, err = bench.ParseSources(c.String("source")); err != nil {
+					return err
+				}
+			}
 			cfg.Seed = c.Int64("seed")
 			if err := cfg.Validate(); err != nil {
 				return err

@@ -164,21 +164,23 @@ error.`))
 	}
 	w("# EXIT STATUS\n\n%s\n\n", manText(`0 success or nothing to do; 1 an error; 2 plan --detailed-exitcode planned changes; 3 verify
 found a host that differs from the plan; 4 bench --gate or size --spec
-fell short of the promise.`))
+fell short of the promise; 5 verify or facts could not read some host
+(and verify found none that differs).`))
 	w("# ENVIRONMENT\n\n")
 	w("**NO_COLOR**\n: when set, show prints no colour.\n\n")
 	w("**RELAYCTL_REQUIRE_APPROVAL**\n: the allowed signers file apply and stage require a signature from, when --require-approval is not given.\n\n")
 	w("**RELAYCTL_SSH_CONFIG**, **RELAYCTL_KNOWN_HOSTS**\n: the default of --ssh-config and --known-hosts (make lab's walkthrough sets them).\n\n")
 	w("**SSH_AUTH_SOCK**\n: the ssh-agent relayctl uses for SSH keys and for approve.\n\n")
 	w("# FILES\n\n")
-	w("*PLAN*, *PLAN*.md\n: the plan and its review, written by plan.\n\n")
+	w("*PLAN*, *PLAN*.md, *PLAN*.readings.json\n: the plan, its review, and what plan read that is not the plan (drop counters, clocks, players), written by plan.\n\n")
 	w("*PLAN*.sig\n: its approval, written by approve.\n\n")
 	w("/etc/relayctl/allowed_signers\n: when it exists, apply and stage on this machine refuse a plan not signed by a key it lists, unless --skip-approval REASON (recorded in the receipt).\n\n")
-	w("*PLAN*.receipt.json, *PLAN*.receipt.md\n: the receipt, written by apply.\n\n")
+	w("*PLAN*.receipts/\n: every run's receipt (apply, resume, stage), each under a name of its own, RUNID-KIND.json and .md; relayctl history lists them.\n\n")
+	w("*PLAN*.receipt.json, *PLAN*.receipt.md\n: links to the newest apply's (or resume's) receipt.\n\n")
 	w("*PLAN*.ledger.json\n: every host's outcome so far, written by apply as each host starts and ends; apply --resume reads it.\n\n")
-	w("*PLAN*.stage.json, *PLAN*.stage.md\n: the receipt of relayctl stage (or apply --stage-only).\n\n")
+	w("*PLAN*.stage.json, *PLAN*.stage.md\n: links to the newest receipt of relayctl stage (or apply --stage-only).\n\n")
 	w("~/.ssh/known_hosts, ~/.ssh/config\n: host keys and aliases, as OpenSSH reads them.\n\n")
-	w("/var/lib/relayctl\n: on each host: the lock, the journal of an apply, staged files and receipts.\n\n")
+	w("/var/lib/relayctl\n: on each host: the lock, the journal of an apply, staged files and the newest 100 runs' receipts.\n\n")
 	w("# SEE ALSO\n\n**ssh**(1), **ssh-keygen**(1), **sysctl.d**(5), **ss**(8)\n")
 	return b.String()
 }

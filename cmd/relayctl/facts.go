@@ -35,6 +35,11 @@ file, or, with neither given, as the one process that runs a release and
 holds a UDP socket on the port (from the kernel's tables; relayctl says
 when it cannot tell), and is read back only if it runs a release.
 
+A host that cannot be read is said on stderr (and listed in --json's
+unreachable, which plan --facts plans as unreachable); the others are
+printed all the same. Exit status: 0 every host was read, 5 some could not
+be, 1 error.
+
 Examples:
    relayctl facts relay-ash-1
    relayctl facts --spec plans/examples/ashburn-rcvbuf.yaml --json > facts.json
@@ -79,10 +84,8 @@ func runFacts(c *cli.Context, e *env) error {
 			return fmt.Errorf("host: %w", err)
 		}
 	}
-	facts, errs := rollout.ObserveAll(c.Context, sshHosts(c, to), hosts, q, c.Int("parallel"))
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
+	all, errs := rollout.ObserveAll(c.Context, sshHosts(c, to), hosts, q, c.Int("parallel"))
+	facts, down := splitObserved(e, all, errs)
 	if c.Bool("json") {
 		// No content that may be secret leaves the host in a facts file:
 		// the relay config is masked, and a plan made from it hashes it
@@ -92,12 +95,25 @@ func runFacts(c *cli.Context, e *env) error {
 				f.Config.Content, f.Config.Masked = plans.MaskConfig(f.Config.Content), true
 			}
 		}
+		ff := plans.FactsFile{FormatVersion: plans.FactsFormatVersion, Hosts: facts}
+		for _, h := range hosts {
+			if why, ok := down[h]; ok {
+				ff.Unreachable = append(ff.Unreachable, plans.UnreachableFact{Host: h, Error: why})
+			}
+		}
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(plans.FactsFile{FormatVersion: plans.FactsFormatVersion, Hosts: facts})
+		if err := enc.Encode(ff); err != nil {
+			return err
+		}
+	} else {
+		for _, f := range facts {
+			printFacts(e.stdout, f)
+		}
 	}
-	for _, f := range facts {
-		printFacts(e.stdout, f)
+	if len(down) > 0 {
+		return &exitCode{code: exitCouldNotLook, err: withHint(fmt.Errorf("%d of %d host(s) could not be read; the facts of the others are printed", len(down), len(hosts)),
+			"relayctl facts again when they are back; plan --facts plans them as unreachable")}
 	}
 	return nil
 }

@@ -76,11 +76,42 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 		if run.resume, err = loadFleetLedger(e, file, p, true); err != nil {
 			return nil, err
 		}
+		if err := resumeRejected(run.resume, file, p, c.Bool("retry-rejected")); err != nil {
+			return nil, err
+		}
 	}
 	if run.resume != nil {
 		return run, resumeRun(e, file, p, run, only, onlySet, from)
 	}
 	return run, freshRun(e, file, p, run, only, from)
+}
+
+// resumeRejected refuses to resume a rollout a soak stopped on a
+// regression: --resume would deploy the release it rejected onto the same
+// hosts again (and the canary's players would pay for it a second time).
+// retry says the operator knows.
+func resumeRejected(l *rollout.Ledger, file string, p *plans.Plan, retry bool) error {
+	if l == nil {
+		return nil
+	}
+	var why string
+	var applied []string
+	for _, h := range l.Hosts {
+		if h.Next == rollout.NextRejected && why == "" && h.Outcome != string(rollout.NotStarted) {
+			why = h.Host + ": " + h.Reason
+		}
+		if h.Next == rollout.NextRejected && why == "" {
+			why = h.Reason
+		}
+		if h.Outcome == string(rollout.Applied) {
+			applied = append(applied, h.Host)
+		}
+	}
+	if why == "" || retry {
+		return nil
+	}
+	return withHint(fmt.Errorf("%s: a soak judged this plan's release a regression (%s): resuming would deploy it onto the same hosts again", ledgerFile(file), plans.Visible(why)),
+		rejectedHint("the rollout", file, p, applied)+"; --resume --retry-rejected goes on all the same")
 }
 
 // resumeRun says what a resumed run will do, within the selection of the

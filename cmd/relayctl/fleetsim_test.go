@@ -175,7 +175,7 @@ func runFleetSim(b *testing.B, cfg simConfig) simResult {
 	p := strconv.Itoa(cfg.Parallel)
 
 	res.Plan = measure(cfg.Hosts, func(stdout, stderr io.Writer) int {
-		return run([]string{"relayctl", "plan", spec, "-out", plan, "--parallel", p}, nil, stdout, stderr)
+		return run([]string{"relayctl", "plan", spec, "--out", plan, "--parallel", p}, nil, stdout, stderr)
 	}, io.Discard)
 	res.HeapAfterPlanMiB = heapMiB()
 	trips := 0

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
+	"github.com/relayctl/relayctl/internal/invprogram"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/plans/inventory"
 )
@@ -19,10 +23,13 @@ func inventoryPath(specFile, file string) string {
 	return filepath.Join(filepath.Dir(specFile), file)
 }
 
-// readInventory reads an inventory file and hands its folder on for
-// group_vars/ and host_vars/.
-func readInventory(specFile, file string) (plans.InventoryInput, error) {
-	path := inventoryPath(specFile, file)
+// readInventory reads the inventory a spec names: the file and its
+// folder (for group_vars/ and host_vars/), or what its program prints.
+func readInventory(specFile string, ref *plans.InventoryRef) (plans.InventoryInput, error) {
+	if ref.Program != nil {
+		return runInventory(specFile, ref)
+	}
+	path := inventoryPath(specFile, ref.File)
 	data, err := readRegular(path, inventory.MaxSize)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -33,16 +40,38 @@ func readInventory(specFile, file string) (plans.InventoryInput, error) {
 	return plans.InventoryInput{Path: path, Data: data, Dir: os.DirFS(filepath.Dir(path))}, nil
 }
 
+// runInventory runs the spec's inventory program in the spec's folder
+// (internal/invprogram). Ctrl-C while it runs ends it, and then relayctl.
+func runInventory(specFile string, ref *plans.InventoryRef) (plans.InventoryInput, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	timeout := ref.Timeout
+	if timeout == 0 {
+		timeout = plans.DefaultInventoryTimeout
+	}
+	res, err := invprogram.Run(ctx, ref.Program, invprogram.Options{
+		Name: plans.ArgvText(ref.Program), Dir: filepath.Dir(specFile), Timeout: timeout, MaxOutput: inventory.MaxSize,
+	})
+	if err != nil {
+		return plans.InventoryInput{}, err
+	}
+	return plans.InventoryInput{Data: res.Output, Stderr: res.Stderr}, nil
+}
+
 // selectHosts reads the inventory a spec names and selects its hosts
 // (plans.Spec.SelectHosts): errors and warnings are added to sc's.
 func (sc *specFindings) selectHosts() {
 	s := sc.spec
-	if s.Inventory == nil || s.Inventory.File == "" {
+	if s.Inventory == nil || s.Inventory.File == "" && s.Inventory.Program == nil {
 		return
 	}
-	in, err := readInventory(s.File, s.Inventory.File)
+	in, err := readInventory(s.File, s.Inventory)
 	if err != nil {
-		sc.errs = append(sc.errs, &plans.SpecError{File: s.File, Line: s.Inventory.Line, Field: "hosts.inventory", Msg: err.Error()})
+		field := "hosts.inventory"
+		if s.Inventory.Program != nil {
+			field += ".program"
+		}
+		sc.errs = append(sc.errs, &plans.SpecError{File: s.File, Line: s.Inventory.Line, Field: field, Msg: err.Error()})
 		return
 	}
 	warns, errs := s.SelectHosts(in)
@@ -54,9 +83,17 @@ func (sc *specFindings) selectHosts() {
 }
 
 // planInventory reads the inventory of a plan whose hosts came from one,
-// as it is now, for rollout.CheckPlanFrom.
+// as it is now, for rollout.CheckPlanFrom: where the spec recorded in the
+// plan says it is, or what its program prints now.
 func planInventory(p *plans.Plan) (plans.InventoryInput, error) {
-	in, err := readInventory(p.SpecFile, p.Inventory.File)
+	s, err := plans.ParseSpec(p.SpecFile, []byte(p.Spec))
+	switch {
+	case err != nil:
+		return plans.InventoryInput{}, fmt.Errorf("%w: the spec recorded in the plan does not parse:\n%v", plans.ErrPlanEdited, err)
+	case s.Inventory == nil:
+		return plans.InventoryInput{}, fmt.Errorf("%w: the spec recorded in the plan names no inventory, but the plan records one", plans.ErrPlanEdited)
+	}
+	in, err := readInventory(p.SpecFile, s.Inventory)
 	if err != nil {
 		return in, withHint(err, "the plan's hosts come from that inventory, selected again before anything connects; run relayctl where the spec and its inventory are")
 	}

@@ -57,7 +57,7 @@ func TestLabTarballReleaseAndPrune(t *testing.T) {
 	if out, err := h.Exec(ctx, "sh", "-c", "for v in 1.5.0 1.6.0; do mkdir -p /opt/relay/releases/$v && cp /opt/relay/releases/1.7.0/relayd /opt/relay/releases/$v/; done"); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	md, _ := os.ReadFile(e.plan + ".md")
@@ -85,7 +85,7 @@ func TestLabTarballReleaseAndPrune(t *testing.T) {
 	if code, out, errs := e.relayctl("verify", e.plan); code != 0 {
 		t.Errorf("verify: exit %d\n%s\n%s", code, out, errs)
 	}
-	if code, out, _ := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 0 {
+	if code, out, _ := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 0 {
 		t.Errorf("plan again: exit %d, want 0 (nothing to change)\n%s", code, out)
 	}
 
@@ -94,7 +94,7 @@ func TestLabTarballReleaseAndPrune(t *testing.T) {
 	if out, err := h.Exec(ctx, "sh", "-c", "echo tampered > /opt/relay/releases/1.8.0/share/NOTICE && rm -f /opt/relay/current && ln -s /opt/relay/releases/1.7.0 /opt/relay/current && /opt/relay/bin/relay-service stop && /opt/relay/bin/relay-service start"); err != nil {
 		t.Fatalf("%v %s", err, out)
 	}
-	e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode")
+	e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode")
 	code, out, errs := e.relayctl("apply", e.plan)
 	if code != 1 || !strings.Contains(out, "not the release reviewed") {
 		t.Errorf("a tampered release: exit %d, want refused by its tree hash\n%s\n%s", code, out, errs)
@@ -109,7 +109,7 @@ func TestLabTarballReleaseAndPrune(t *testing.T) {
 	s = strings.Replace(s, tarball, broken, 1)
 	os.WriteFile(e.spec, []byte(s), 0o644)
 	h.Exec(ctx, "sh", "-c", "mkdir -p /opt/relay/releases/1.4.0 && cp /opt/relay/releases/1.7.0/relayd /opt/relay/releases/1.4.0/")
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan 1.9.0: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs = e.relayctl("apply", e.plan)
@@ -141,7 +141,7 @@ func TestLabReleaseOfKindNone(t *testing.T) {
 			"    kind: none\n    program: /opt/relay/current/relayd\n", 1)
 	})
 	h := e.lab.Hosts[0]
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	md, _ := os.ReadFile(e.plan + ".md")
@@ -162,7 +162,7 @@ func TestLabReleaseOfKindNone(t *testing.T) {
 	if code, out, errs := e.relayctl("verify", e.plan); code != 0 {
 		t.Errorf("verify: exit %d\n%s\n%s", code, out, errs)
 	}
-	if code, out, _ := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 0 {
+	if code, out, _ := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 0 {
 		t.Errorf("plan again: exit %d, want 0\n%s", code, out)
 	}
 	// A program other than the one running: not read back, and said so.

@@ -39,7 +39,7 @@ func TestLabApprovalRequiredWhenConfigured(t *testing.T) {
 	systemAllowedSigners = signers
 	t.Cleanup(func() { systemAllowedSigners = old })
 
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	pid, rb, _ := e.socket(h)

@@ -37,7 +37,7 @@ type playersEnv struct {
 func startPlayersLab(t *testing.T, handoff bool, specExtra string) *playersEnv {
 	t.Helper()
 	port := lab.FreePort(t)
-	conf := fmt.Sprintf("RELAYD_LISTEN=0.0.0.0:%d\nRELAYD_CONTROL=127.0.0.1:%d\nRELAYD_IDLE_TIMEOUT=1s\n", port, port)
+	conf := fmt.Sprintf("RELAYD_LISTEN=0.0.0.0:%d\nRELAYD_CONTROL=127.0.0.1:%d\nRELAYD_IDLE_TIMEOUT=1s\n", port, port) + lab.BenchExempt
 	if handoff {
 		conf += "RELAYD_HANDOFF_SOCKET=" + handoffSocket + "\n"
 	}
@@ -142,7 +142,7 @@ func receiptOf(t *testing.T, plan string) rollout.HostReceipt {
 // lobbies meanwhile, and the window goes on once they have left.
 func TestLabDrainGateWaitsForPlayers(t *testing.T) {
 	e := startPlayersLab(t, false, "drain: {max_players: 0, deadline: 60s, poll: 300ms, on_deadline: abort, no_new_lobbies: true}\n")
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	md, _ := os.ReadFile(e.plan + ".md")
@@ -197,7 +197,7 @@ func TestLabDrainDeadlinePolicies(t *testing.T) {
 	} {
 		spec, _ := os.ReadFile(e.spec)
 		os.WriteFile(e.spec, []byte(strings.Replace(string(spec), "on_deadline: abort", "on_deadline: "+tt.policy, 1)), 0o644)
-		if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+		if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 			t.Fatalf("%s: plan: exit %d\n%s\n%s", tt.policy, code, out, errs)
 		}
 		code, out, errs := e.relayctl("apply", e.plan)
@@ -210,7 +210,7 @@ func TestLabDrainDeadlinePolicies(t *testing.T) {
 			if st := e.status(); st["draining"] != false || st["version"] != "1.9.0" {
 				t.Errorf("%s: /status draining %v version %v; want the relay open again and untouched", tt.policy, st["draining"], st["version"])
 			}
-			if tt.policy == "skip" && !strings.Contains(errs, "hint: skipped hosts still have players") {
+			if tt.policy == "skip" && !strings.Contains(errs, "hint: lab-1 still had players at the drain deadline: relayctl apply "+e.plan+" --resume when they have gone") {
 				t.Errorf("skip: no hint for the follow-up run:\n%s", errs)
 			}
 		case "force":
@@ -228,7 +228,7 @@ func TestLabDrainDeadlinePolicies(t *testing.T) {
 // next window is a handoff.
 func TestLabHandoffFallsBackToRestart(t *testing.T) {
 	e := startPlayersLab(t, false, "")
-	code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode")
+	code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode")
 	if code != 2 || !strings.Contains(out, "restart") {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
@@ -245,7 +245,7 @@ func TestLabHandoffFallsBackToRestart(t *testing.T) {
 	// The relay now listens for a handoff: a new release goes by handoff.
 	spec, _ := os.ReadFile(e.spec)
 	os.WriteFile(e.spec, []byte(strings.Replace(string(spec), "version: 1.9.1\n    artifact: "+lab.BuildRelayd(t, "1.9.1"), "version: 1.9.2\n    artifact: "+lab.BuildRelayd(t, "1.9.2"), 1)), 0o644)
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan 2: exit %d: %s", code, errs)
 	}
 	md, _ = os.ReadFile(e.plan + ".md")
@@ -262,7 +262,7 @@ func TestLabHandoffUnderLoad(t *testing.T) {
 	// every step fell behind its schedule and proved nothing.
 	bin := buildRelayctl(t)
 	e := startPlayersLab(t, true, "")
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 || !strings.Contains(out, "handoff") {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 || !strings.Contains(out, "handoff") {
 		t.Fatalf("plan: exit %d, want a handoff\n%s\n%s", code, out, errs)
 	}
 	inodeBefore := e.status()["socket_inode"]
@@ -291,7 +291,7 @@ func TestLabHandoffUnderLoad(t *testing.T) {
 		t.Logf("release %s: the bench fell behind (%v); handing over to %s and measuring again", release, rep.Steps[0].Invalid, next)
 		spec, _ := os.ReadFile(e.spec)
 		os.WriteFile(e.spec, []byte(strings.Replace(string(spec), "version: "+release+"\n    artifact: "+lab.BuildRelayd(t, release), "version: "+next+"\n    artifact: "+lab.BuildRelayd(t, next), 1)), 0o644)
-		if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 || !strings.Contains(out, "handoff") {
+		if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 || !strings.Contains(out, "handoff") {
 			t.Fatalf("plan %s: exit %d, want a handoff\n%s\n%s", next, code, out, errs)
 		}
 		release = next
@@ -323,7 +323,7 @@ func planHandoffToWrapper(t *testing.T, env string) *playersEnv {
 	e := startPlayersLab(t, true, "")
 	spec, _ := os.ReadFile(e.spec)
 	os.WriteFile(e.spec, []byte(strings.Replace(string(spec), "artifact: "+lab.BuildRelayd(t, "1.9.1"), "artifact: "+wrapper, 1)), 0o644)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 || !strings.Contains(out, "handoff") {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 || !strings.Contains(out, "handoff") {
 		t.Fatalf("plan: exit %d, want a handoff\n%s\n%s", code, out, errs)
 	}
 	return e

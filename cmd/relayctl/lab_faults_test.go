@@ -53,7 +53,7 @@ type result struct {
 // the channel the apply's result arrives on.
 func (e *labEnv) applyIntoWindow(h *lab.Host) <-chan result {
 	e.t.Helper()
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		e.t.Fatalf("plan: exit %d: %s", code, errs)
 	}
 	done := make(chan result, 1)
@@ -78,7 +78,7 @@ func TestLabSecondApplyIsRefused(t *testing.T) {
 	other := filepath.Join(e.dir, "other.yaml")
 	spec, _ := os.ReadFile(e.spec)
 	os.WriteFile(other, []byte(strings.Replace(string(spec), "name: lab-rcvbuf", "name: other-plan\nhost:\n  relay_config: /etc/relay/other.env", 1)), 0o644)
-	if code, _, errs := e.relayctl("plan", other, "-out", other+".plan", "--detailed-exitcode"); code != 2 && code != 0 {
+	if code, _, errs := e.relayctl("plan", other, "--out", other+".plan", "--detailed-exitcode"); code != 2 && code != 0 {
 		t.Fatalf("plan of the other spec: exit %d: %s", code, errs)
 	}
 	code, out, errs = e.relayctl("apply", other+".plan")
@@ -136,7 +136,7 @@ func TestLabReadOnlySysctlIsRefusedBeforeTheWindow(t *testing.T) {
 	e := startLab(t, []lab.HostOptions{{SSHDInNetns: true}}, nil)
 	h := e.lab.Hosts[0]
 	pid, rb, _ := e.socket(h)
-	code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode")
+	code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode")
 	if code != 1 || !strings.Contains(out, "net.core.rmem_max is read-only in this host's network namespace") {
 		t.Fatalf("plan: exit %d, want 1 with the read-only blocker\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
@@ -174,7 +174,7 @@ func TestLabFleetCanaryAndInterrupt(t *testing.T) {
 	for _, h := range e.lab.Hosts {
 		pids[h.Name], _, _ = e.socket(h)
 	}
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d: %s", code, errs)
 	}
 	cmd := exec.Command(bin, "apply", e.plan, "--parallel", "2",

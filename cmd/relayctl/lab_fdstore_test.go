@@ -29,7 +29,7 @@ func startStorePlayersLab(t *testing.T, from string) *playersEnv {
 	t.Helper()
 	lab.RequireSystemd(t)
 	port := lab.FreePort(t)
-	conf := fmt.Sprintf("RELAYD_LISTEN=0.0.0.0:%d\nRELAYD_CONTROL=127.0.0.1:%d\nRELAYD_IDLE_TIMEOUT=1s\n", port, port)
+	conf := fmt.Sprintf("RELAYD_LISTEN=0.0.0.0:%d\nRELAYD_CONTROL=127.0.0.1:%d\nRELAYD_IDLE_TIMEOUT=1s\n", port, port) + lab.BenchExempt
 	hosts := []lab.HostOptions{{Systemd: true, NoRelayNetns: true, Relay: &lab.RelayInstall{Binary: lab.BuildRelayd(t, from), Version: from, Config: conf, Start: true}}}
 	e := startLab(t, hosts, func(s string) string {
 		s = strings.Replace(s, "  port: 7788\n", fmt.Sprintf("  port: %d\n  control: 127.0.0.1:%d\n", port, port), 1)
@@ -54,7 +54,7 @@ func (e *playersEnv) setRelease(t *testing.T, version, artifact string) {
 func TestLabSystemdStoreKeptUpgradeUnderLoad(t *testing.T) {
 	bin := buildRelayctl(t)
 	e := startStorePlayersLab(t, "1.9.0")
-	code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode")
+	code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode")
 	md, _ := os.ReadFile(e.plan + ".md")
 	if code != 2 || !strings.Contains(string(md), "Switch: **restart, socket kept in systemd's store**") {
 		t.Fatalf("plan: exit %d, want the store switch\n%s\n%s\n%s", code, out, errs, md)
@@ -134,7 +134,7 @@ func TestLabSystemdStoreFirstDeployAndRollbacks(t *testing.T) {
 	// socket in the store, so the window empties it before 1.8.9 binds.
 	spec0, _ := os.ReadFile(e.spec)
 	os.WriteFile(e.spec, []byte(strings.Replace(string(spec0), "version: 1.9.1\n    artifact: "+lab.BuildRelayd(t, "1.9.1"), "kind: tarball\n    version: 1.8.9\n    artifact: "+unaware+"\n    program: relayd", 1)), 0o644)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan to unaware: exit %d\n%s\n%s", code, out, errs)
 	}
 	md, _ := os.ReadFile(e.plan + ".md")
@@ -150,7 +150,7 @@ func TestLabSystemdStoreFirstDeployAndRollbacks(t *testing.T) {
 
 	// The first store-aware deploy: a restart, and the review says why.
 	os.WriteFile(e.spec, []byte(strings.Replace(string(spec0), "version: 1.9.1\n    artifact: "+lab.BuildRelayd(t, "1.9.1"), "version: 1.9.3\n    artifact: "+lab.BuildRelayd(t, "1.9.3"), 1)), 0o644)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan 1.9.3: exit %d\n%s\n%s", code, out, errs)
 	}
 	md, _ = os.ReadFile(e.plan + ".md")
@@ -191,7 +191,7 @@ func TestLabSystemdStoreFirstDeployAndRollbacks(t *testing.T) {
 	}
 
 	// Applied for real, then the next window keeps the socket.
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan 1.9.3 again: exit %d\n%s\n%s", code, out, errs)
 	}
 	if code, out, errs := e.relayctl("apply", e.plan); code != 0 {
@@ -199,7 +199,7 @@ func TestLabSystemdStoreFirstDeployAndRollbacks(t *testing.T) {
 	}
 	spec, _ := os.ReadFile(e.spec)
 	os.WriteFile(e.spec, []byte(strings.Replace(string(spec), "version: 1.9.3\n    artifact: "+lab.BuildRelayd(t, "1.9.3"), "version: 1.9.4\n    artifact: "+lab.BuildRelayd(t, "1.9.4"), 1)), 0o644)
-	code, out, errs = e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode")
+	code, out, errs = e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode")
 	md, _ = os.ReadFile(e.plan + ".md")
 	if code != 2 || !strings.Contains(string(md), "Switch: **restart, socket kept in systemd's store**") {
 		t.Errorf("the window after the first store-aware deploy: exit %d\n%s\n%s\n%s", code, out, errs, md)
@@ -215,7 +215,7 @@ func TestLabSystemdStoreRollbackKeepsTheSocket(t *testing.T) {
 	broken := filepath.Join(t.TempDir(), "relayd")
 	os.WriteFile(broken, []byte("#!/bin/sh\n# relayd-capabilities: drain=http/1 fdstore=systemd/1 handoff=unix/1 ready=fd/1\necho 'relayd: error: cannot open the listen socket (broken build 3c1d)' >&2\nexit 1\n"), 0o755)
 	e.setRelease(t, "1.9.1", broken)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	if md, _ := os.ReadFile(e.plan + ".md"); !strings.Contains(string(md), "Switch: **restart, socket kept in systemd's store**") {
@@ -249,7 +249,7 @@ func TestLabSystemdSimpleUnitFailureIsSeenAtOnce(t *testing.T) {
 	os.WriteFile(broken, []byte("#!/bin/sh\necho 'relayd: error: cannot open the listen socket (broken build 9e2f)' >&2\nexit 1\n"), 0o755)
 	spec, _ := os.ReadFile(e.spec)
 	os.WriteFile(e.spec, []byte(strings.Replace(string(spec), "artifact: "+lab.BuildRelayd(t, "1.8.0"), "artifact: "+broken, 1)), 0o644)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	start := time.Now()

@@ -54,7 +54,7 @@ func (e *labEnv) specFor(name string, hosts []*lab.Host, extra string) (string, 
 
 func (e *labEnv) mustPlan(spec, plan string) {
 	e.t.Helper()
-	if code, out, errs := e.relayctl("plan", spec, "-out", plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", spec, "--out", plan, "--detailed-exitcode"); code != 2 {
 		e.t.Fatalf("plan %s: exit %d\n%s\n%s", spec, code, out, errs)
 	}
 }
@@ -279,7 +279,7 @@ func TestLabFleetResumeAfterFailure(t *testing.T) {
 	e.mustPlan(e.spec, e.plan)
 	plant(t, hs[1])
 	code, out, errs := e.relayctl("apply", e.plan, "--parallel", "1")
-	if code != 1 || !strings.Contains(errs, "lab-2: fix the cause each reason names, then relayctl apply "+e.plan+" --resume") ||
+	if code != 1 || !strings.Contains(errs, "lab-2: fix on the host what each reason names (a folder's owner, a host key, a full disk), then relayctl apply "+e.plan+" --resume") ||
 		!strings.Contains(errs, "relayctl apply "+e.plan+" --resume goes on with 2 host(s) as they are (lab-3 lab-4)") {
 		t.Fatalf("apply: exit %d, want 1 and the resume hint\n%s\n%s", code, out, errs)
 	}
@@ -324,7 +324,7 @@ func TestLabFleetResumeAfterFailure(t *testing.T) {
 	// Another plan (made now, every host as planned: another checksum)
 	// refuses the first plan's ledger before it connects.
 	other := filepath.Join(e.dir, "other.plan")
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", other, "--detailed-exitcode"); code != 0 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", other, "--detailed-exitcode"); code != 0 {
 		t.Fatalf("plan again: exit %d\n%s\n%s", code, out, errs)
 	}
 	ledger, _ := os.ReadFile(e.plan + ".ledger.json")

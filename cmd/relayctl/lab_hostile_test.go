@@ -20,7 +20,7 @@ func TestLabPlanRunsNothingFromTheSpec(t *testing.T) {
 		return strings.Replace(s, "stop: ["+lab.ServiceScript+", stop]", "stop: [/usr/bin/touch, /opt/relay/pwned-stop]", 1)
 	})
 	h := e.lab.Hosts[0]
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	e.relayctl("verify", e.plan)
@@ -52,7 +52,7 @@ func TestLabSymlinkPlantsAndOpenFolders(t *testing.T) {
 		}
 	}
 	sh("echo precious > /opt/relay/victim && ln -s /opt/relay/victim /etc/relay/relayd.env.relayctl-new")
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs := e.relayctl("apply", e.plan)
@@ -74,7 +74,7 @@ func TestLabSymlinkPlantsAndOpenFolders(t *testing.T) {
 	// observe does not read through it and the plan blocks the host.
 	sh("cp /etc/relay/relayd.env /opt/relay/elsewhere.env && ln -sf /opt/relay/elsewhere.env /etc/relay/relayd.env")
 	sh("sed -i 's/^RELAYD_SO_RCVBUF=.*/RELAYD_SO_RCVBUF=1048576/' /opt/relay/elsewhere.env")
-	code, out, errs = e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode")
+	code, out, errs = e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode")
 	if code != 1 || !strings.Contains(out, "blocked: the relay config was not read: /etc/relay/relayd.env is a symlink") {
 		t.Errorf("config symlink: exit %d, want the host blocked naming the symlink\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
@@ -82,7 +82,7 @@ func TestLabSymlinkPlantsAndOpenFolders(t *testing.T) {
 
 	// The config's folder writable by others: blocked the same way.
 	sh("chmod 0777 /etc/relay")
-	code, out, errs = e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode")
+	code, out, errs = e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode")
 	if code != 1 || !strings.Contains(out, "/etc/relay (the folder of /etc/relay/relayd.env) is owned by uid 0 with mode 777: others can write it") {
 		t.Errorf("open config folder: exit %d, want the host blocked naming the folder\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
@@ -90,7 +90,7 @@ func TestLabSymlinkPlantsAndOpenFolders(t *testing.T) {
 
 	// A releases folder its group can write: refused with the reason.
 	sh("chmod 0775 /opt/relay/releases")
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan 3: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs = e.relayctl("apply", e.plan)
@@ -115,7 +115,7 @@ mv /opt/relay/keep /opt/relay/releases/1.7.0`
 		t.Fatalf("mount: %v %s", err, out)
 	}
 	pid, rb, _ := e.socket(h)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs := e.relayctl("apply", e.plan)
@@ -143,7 +143,7 @@ func TestLabHandoffProgramMustBeRootsAlone(t *testing.T) {
 	if out, err := h.Exec(ctx, "sh", "-c", script); err != nil {
 		t.Fatalf("%s: %v %s", script, err, out)
 	}
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	pid, rb, _ := e.socket(h)
@@ -173,7 +173,7 @@ func TestLabReleaseFolderMustBeRootsAlone(t *testing.T) {
 			t.Fatalf("%s: %v %s", script, err, out)
 		}
 	}
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	if code, out, errs := e.relayctl("stage", e.plan); code != 0 {
@@ -191,7 +191,7 @@ func TestLabReleaseFolderMustBeRootsAlone(t *testing.T) {
 			"/opt/relay/releases/1.8.0/lib is a symlink"},
 	} {
 		sh(c.plant)
-		if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+		if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 			t.Fatalf("%s: plan: exit %d\n%s\n%s", c.name, code, out, errs)
 		}
 		code, out, errs := e.relayctl("apply", e.plan)
@@ -208,7 +208,7 @@ func TestLabReleaseFolderMustBeRootsAlone(t *testing.T) {
 	// never taken as holding the bytes (they are sent again, or the host is
 	// refused), and the copy made from it is checked again.
 	sh("rm -rf /opt/relay/releases/1.8.0 && chown -R nobody /opt/relay/releases/.sha256")
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("store: plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs := e.relayctl("apply", e.plan)

@@ -106,7 +106,7 @@ region=ash
 	if code := run([]string{"relayctl", "validate", spec}, nil, &vout, &verr); code != 0 || !strings.Contains(vout.String(), "valid: 3 hosts selected from inventory/hosts.ini by relays:!maintenance") {
 		t.Fatalf("validate: exit %d\n%s\n%s", code, vout.String(), verr.String())
 	}
-	if code, out, errs := e.direct("plan", spec, "-out", plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.direct("plan", spec, "--out", plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	md, _ := os.ReadFile(plan + ".md")
@@ -138,7 +138,7 @@ region=ash
           vars: {region: fra}
 `, r["ash-1"].HostName, r["ash-1"].Port, r["fra-1"].HostName, r["fra-1"].Port, r["fra-2"].HostName, r["fra-2"].Port))
 	spec, plan = e.inventorySpec("yaml", "inventory/hosts.yaml", "relays:&fra", "")
-	if code, out, errs := e.direct("plan", spec, "-out", plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.direct("plan", spec, "--out", plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	if code, out, errs := e.direct("apply", plan); code != 0 {
@@ -188,7 +188,7 @@ func TestLabWavesByRegionInOrder(t *testing.T) {
 	r := regionHosts(e.lab.Hosts, "ash", "fra", "sin")
 	e.regionInventory(r, "ash", "fra", "sin")
 	spec, plan := e.inventorySpec("regions", "inventory/regions.ini", "relays", "rollout:\n  by: region\n  order: [sin]\n  waves: [1, 100%]\n")
-	if code, out, errs := e.direct("plan", spec, "-out", plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.direct("plan", spec, "--out", plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs := e.direct("apply", plan, "--parallel", "3")
@@ -233,7 +233,7 @@ func TestLabRegionBudgetAndResumeMidRegion(t *testing.T) {
 	r := regionHosts(e.lab.Hosts, "ash", "fra")
 	e.regionInventory(r, "ash", "fra")
 	spec, plan := e.inventorySpec("budget", "inventory/regions.ini", "relays", "rollout:\n  by: region\n  waves: [1, 100%]\n")
-	if code, out, errs := e.direct("plan", spec, "-out", plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.direct("plan", spec, "--out", plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	plant(t, r["ash-3"])
@@ -270,5 +270,98 @@ func TestLabRegionBudgetAndResumeMidRegion(t *testing.T) {
 		if _, rb, _ := e.socket(h); rb != 8388608 {
 			t.Errorf("relay-%s: rb %d after resume", k, rb)
 		}
+	}
+}
+
+// scriptInventory is the JSON ansible-inventory --list prints for the lab
+// hosts of r in regions ash and fra, as an inventory script would print
+// it: each host's address, port and user in _meta.hostvars, ash's region
+// in its group's vars (--export's form), fra's on each host (--list's).
+func scriptInventory(r map[string]*lab.Host, names ...string) string {
+	hostvars := make([]string, len(names))
+	var ash, fra []string
+	for i, n := range names {
+		h := r[n]
+		reg, _, _ := strings.Cut(n, "-")
+		vars := fmt.Sprintf(`"ansible_host": %q, "ansible_port": %d, "ansible_user": "root"`, h.HostName, h.Port)
+		if reg == "fra" {
+			vars += `, "region": "fra"`
+			fra = append(fra, fmt.Sprintf("%q", "relay-"+n))
+		} else {
+			ash = append(ash, fmt.Sprintf("%q", "relay-"+n))
+		}
+		hostvars[i] = fmt.Sprintf(`%q: {%s}`, "relay-"+n, vars)
+	}
+	return fmt.Sprintf(`{
+  "_meta": {"hostvars": {%s}},
+  "all": {"children": ["ungrouped", "relays"]},
+  "ash": {"hosts": [%s], "vars": {"region": "ash"}},
+  "fra": {"hosts": [%s]},
+  "relays": {"children": ["ash", "fra"]}
+}
+`, strings.Join(hostvars, ", "), strings.Join(ash, ", "), strings.Join(fra, ", "))
+}
+
+// A spec whose inventory is a program (an inventory script printing what
+// ansible-inventory --list prints) drives plan and apply on the lab's
+// hosts, each reached where the script says; apply runs the script again
+// and, once its output changes, refuses the plan before any host is
+// touched.
+func TestLabInventoryScript(t *testing.T) {
+	e := startLab(t, make([]lab.HostOptions, 3), nil)
+	r := regionHosts(e.lab.Hosts, "ash", "fra", "sin")
+	// The script prints inventory/current.json, and notes each run.
+	e.write("inventory/current.json", scriptInventory(r, "ash-1", "fra-1"))
+	e.write("inventory/lab-inventory.sh", "#!/bin/sh\necho \"$*\" >> inventory/runs.log\nexec cat inventory/current.json\n")
+	if err := os.Chmod(filepath.Join(e.dir, "inventory/lab-inventory.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec, plan := e.inventorySpec("script", "{program: [inventory/lab-inventory.sh, --list]}", "relays", "")
+	var vout, verr strings.Builder
+	if code := run([]string{"relayctl", "validate", spec}, nil, &vout, &verr); code != 0 || !strings.Contains(vout.String(), "valid: 2 hosts selected from the output of inventory/lab-inventory.sh --list by relays") {
+		t.Fatalf("validate: exit %d\n%s\n%s", code, vout.String(), verr.String())
+	}
+	if code, out, errs := e.direct("plan", spec, "--out", plan, "--detailed-exitcode"); code != 2 {
+		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
+	}
+	md, _ := os.ReadFile(plan + ".md")
+	for _, want := range []string{
+		"- Inventory: the output of `inventory/lab-inventory.sh --list`",
+		fmt.Sprintf("labels region=fra · dialled as `root@%s:%d`", r["fra-1"].HostName, r["fra-1"].Port),
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("review lacks %q", want)
+		}
+	}
+	if code, out, errs := e.direct("apply", plan); code != 0 {
+		t.Fatalf("apply: exit %d\n%s\n%s", code, out, errs)
+	}
+	if got := receiptOutcomes(readReceipt(t, plan+".receipt.json")); got != "relay-ash-1=applied relay-fra-1=applied" {
+		t.Errorf("outcomes: %s", got)
+	}
+	for _, k := range []string{"ash-1", "fra-1"} {
+		if _, rb, _ := e.socket(r[k]); rb != 8388608 {
+			t.Errorf("relay-%s: rb %d, want 8388608", k, rb)
+		}
+	}
+	if _, rb, _ := e.socket(r["sin-1"]); rb != 212992 {
+		t.Errorf("relay-sin-1 is in no inventory, but its rb is %d", rb)
+	}
+	runs, _ := os.ReadFile(filepath.Join(e.dir, "inventory/runs.log"))
+	if got := strings.Count(string(runs), "--list\n"); got != 3 { // validate, plan, apply
+		t.Errorf("the script ran %d times (%q), want 3: validate, plan, apply", got, runs)
+	}
+
+	// The fleet grew: the script now also prints the third host. The plan
+	// is refused, and that host is left as it was.
+	r["ash-2"] = r["sin-1"]
+	e.write("inventory/current.json", scriptInventory(r, "ash-1", "fra-1", "ash-2"))
+	code, out, errs := e.direct("apply", plan)
+	if code != 1 || !strings.Contains(errs, "the inventory changed since the plan was made: the output of inventory/lab-inventory.sh --list has sha256") ||
+		!strings.Contains(errs, "the selection now has 1 host(s) added (relay-ash-2)") {
+		t.Fatalf("apply after the output changed: exit %d, want 1 and the drift\n%s\n%s", code, out, errs)
+	}
+	if pid, rb, _ := e.socket(r["sin-1"]); rb != 212992 || pid == 0 {
+		t.Errorf("relay-sin-1 (now relay-ash-2): rb %d after a refused apply", rb)
 	}
 }

@@ -50,14 +50,14 @@ func TestLabJSONOutputs(t *testing.T) {
 	spec, _ := os.ReadFile(e.spec)
 	typo := filepath.Join(e.dir, "typo.yaml")
 	os.WriteFile(typo, bytes.Replace(spec, []byte("  net.core.rmem_max: 8388608\n"), []byte("  net.core.rmem_max: 8388608\n  net.core.rmem_maxx: 8388608\n"), 1), 0o644)
-	code, out, errs := e.relayctl("plan", typo, "-out", filepath.Join(e.dir, "typo.plan", "--detailed-exitcode"))
+	code, out, errs := e.relayctl("plan", typo, "--out", filepath.Join(e.dir, "typo.plan"), "--detailed-exitcode")
 	if code != 1 || !strings.Contains(errs, "relayctl: warning: "+typo+":6: sysctl.net.core.rmem_maxx: not a sysctl of Linux") ||
 		!strings.Contains(out, "blocked: net.core.rmem_maxx does not exist on this host (kernel ") ||
 		!strings.Contains(out, "nothing can set it; did you mean net.core.rmem_max? Otherwise remove it from the spec") {
 		t.Errorf("plan with a typo: exit %d, want 1 with the warning and the blocker's did-you-mean\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
 
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d: %s", code, errs)
 	}
 	pc, _, err := loadPlan(e.plan)
@@ -73,7 +73,7 @@ func TestLabJSONOutputs(t *testing.T) {
 	if code != 3 || !strings.Contains(errs, "1 of 1 hosts differ from the plan") {
 		t.Errorf("verify --json before apply: exit %d, want 3\n%s", code, errs)
 	}
-	if vr.FormatVersion != 2 || vr.Source != e.plan || vr.Plan != "lab-rcvbuf" || vr.Checksum != p.Checksum {
+	if vr.FormatVersion != 3 || vr.Source != e.plan || vr.Plan != "lab-rcvbuf" || vr.Checksum != p.Checksum {
 		t.Errorf("verify --json header: %+v", vr)
 	}
 	if vr.Summary.Hosts != 1 || vr.Summary.Match != 0 || vr.Summary.Differ != 1 || len(vr.Hosts) != 1 || vr.Hosts[0].OK || vr.Hosts[0].Host != h.Name {
@@ -95,13 +95,19 @@ func TestLabJSONOutputs(t *testing.T) {
 	if out != string(file) {
 		t.Errorf("apply --json printed something else than %s.receipt.json", e.plan)
 	}
-	if strings.Contains(out, "applied:") || !strings.Contains(errs, "receipt in ") {
+	if strings.Contains(out, "applied:") || !strings.Contains(errs, "relayctl: receipt of run "+fr.ID+" in ") {
 		t.Errorf("apply --json: the recap belongs to the text output, progress to stderr\nstdout:\n%s\nstderr:\n%s", out, errs)
 	}
-	if fr.FormatVersion != 1 || fr.Plan != "lab-rcvbuf" || fr.Checksum != p.Checksum || fr.Started == "" || fr.Millis <= 0 || len(fr.Hosts) != 1 {
+	if fr.FormatVersion != rollout.ReceiptFormatVersion || fr.Plan != "lab-rcvbuf" || fr.Checksum != p.Checksum || fr.Started == "" || fr.Millis <= 0 || len(fr.Hosts) != 1 {
 		t.Fatalf("receipt header: format %d, plan %q, checksum %q, started %q, %d ms, %d hosts", fr.FormatVersion, fr.Plan, fr.Checksum, fr.Started, fr.Millis, len(fr.Hosts))
 	}
+	if fr.Kind != rollout.RunApply || !rollout.ValidRunID(fr.ID) || fr.Operator == nil || fr.Relayctl == nil || fr.Ended == "" {
+		t.Errorf("receipt's run: %+v, operator %+v, relayctl %+v, ended %q", fr.RunInfo, fr.Operator, fr.Relayctl, fr.Ended)
+	}
 	r := fr.Hosts[0]
+	if r.SSH == nil || !strings.HasPrefix(r.SSH.Key, "ssh-ed25519 SHA256:") || !strings.HasPrefix(r.SSH.HostKey, "ssh-ed25519 SHA256:") || r.SSH.User != "root" {
+		t.Errorf("the host's ssh: %+v, want the lab's key and host key", r.SSH)
+	}
 	pidAfter, _, _ := e.socket(h)
 	switch {
 	case r.Host != h.Name || r.Outcome != rollout.Applied || r.Plan != "lab-rcvbuf" || r.Checksum != p.Checksum:

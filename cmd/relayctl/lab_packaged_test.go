@@ -144,7 +144,7 @@ func TestLabUnboundThroughItsOwnConfig(t *testing.T) {
 	if code := run([]string{"relayctl", "validate", e.spec}, strings.NewReader(""), &vout, &verr); code != 0 {
 		t.Fatalf("validate: exit %d\n%s\n%s", code, vout.String(), verr.String())
 	}
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	md, _ := os.ReadFile(e.plan + ".md")
@@ -171,7 +171,7 @@ func TestLabUnboundThroughItsOwnConfig(t *testing.T) {
 	// Enough rmem_max: one window raises it and restarts unbound; every
 	// socket reads back as planned and unbound has nothing to warn about.
 	e.write(t, spec(8388608, "unbound.tmpl"), nil)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan 2: exit %d\n%s\n%s", code, out, errs)
 	}
 	if code, out, errs := e.relayctl("apply", e.plan); code != 0 {
@@ -184,14 +184,14 @@ func TestLabUnboundThroughItsOwnConfig(t *testing.T) {
 		t.Errorf("unbound still warns: %q", w)
 	}
 	e.keepExample(t, "unbound")
-	if code, out, _ := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 0 {
+	if code, out, _ := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 0 {
 		t.Errorf("plan again: exit %d, want 0 (nothing to change)\n%s", code, out)
 	}
 
 	// A template that renders a config unbound refuses: rolled back, with
 	// unbound's own words, and the host as it was.
 	e.write(t, spec(8388608, "bad.tmpl"), map[string]string{"bad.tmpl": "server:\n  so-rcvbuff: {{.SORcvbuf}}\n"})
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan bad: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs := e.relayctl("apply", e.plan)
@@ -205,7 +205,7 @@ func TestLabUnboundThroughItsOwnConfig(t *testing.T) {
 		t.Errorf("rb after the rollback %v, want the 4 sockets back at 8388608", got)
 	}
 	e.write(t, spec(8388608, "unbound.tmpl"), nil)
-	if code, out, _ := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 0 {
+	if code, out, _ := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 0 {
 		t.Errorf("plan after the rollback: exit %d, want 0\n%s", code, out)
 	}
 }
@@ -242,7 +242,7 @@ func TestLabMemcachedNeverAsks(t *testing.T) {
 
 	// rmem_max alone: the review says it changes nothing for memcached.
 	e.write(t, spec("  net.core.rmem_max: 8388608", "udp.tmpl"), map[string]string{"udp.tmpl": memcachedTemplate})
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	md, _ := os.ReadFile(e.plan + ".md")
@@ -256,7 +256,7 @@ func TestLabMemcachedNeverAsks(t *testing.T) {
 	// rmem_default is the lever: one window writes the drop-in, raises it
 	// and restarts memcached, whose new UDP socket gets it.
 	e.write(t, spec("  net.core.rmem_default: 4194304", "udp.tmpl"), nil)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan 2: exit %d\n%s\n%s", code, out, errs)
 	}
 	if md, _ := os.ReadFile(e.plan + ".md"); !strings.Contains(string(md), "**rb 4194304** = rmem_default 4194304") {
@@ -272,14 +272,14 @@ func TestLabMemcachedNeverAsks(t *testing.T) {
 		t.Errorf("verify: exit %d\n%s\n%s", code, out, errs)
 	}
 	e.keepExample(t, "memcached")
-	if code, out, _ := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 0 {
+	if code, out, _ := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 0 {
 		t.Errorf("plan again: exit %d, want 0\n%s", code, out)
 	}
 
 	// A drop-in memcached cannot start with: rolled back with its own
 	// words, the drop-in and the socket as they were.
 	e.write(t, spec("  net.core.rmem_default: 4194304", "bad.tmpl"), map[string]string{"bad.tmpl": strings.Replace(memcachedTemplate, "-U {{.Port}}", "--udp-prot={{.Port}}", 1)})
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan bad: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs := e.relayctl("apply", e.plan)

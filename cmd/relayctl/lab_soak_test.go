@@ -1,9 +1,10 @@
 package main
 
-// Lab tests of the soak: the soak after each canary, on real lab hosts
-// (real sshd, real relayd in a network namespace of its own), with players
-// from the bench sending to the relay during the soak, and the soak's
-// counters cross-checked with the bench's own census of the same datagrams.
+// Lab tests of the soak after each canary, on real lab hosts (real sshd,
+// real relayd in a network namespace of its own), with players from the
+// bench sending to the relay during the soak, and the soak's counters
+// cross-checked with the bench's own census of the same datagrams; and the
+// soak under a stranger's join-and-vanish flood.
 
 import (
 	"bytes"
@@ -84,6 +85,13 @@ func (w *lineWatch) String() string { w.mu.Lock(); defer w.mu.Unlock(); return w
 // host h's relay from the moment its soak starts sampling, for d.
 func (e *labEnv) applyWithPlayers(bin string, h *lab.Host, players int, d time.Duration, args ...string) (int, string, string, *bench.Report) {
 	e.t.Helper()
+	return e.applyWithPlayersAnd(bin, h, players, d, nil, args...)
+}
+
+// applyWithPlayersAnd is applyWithPlayers that also runs also, once, when
+// the soak starts sampling (beside the bench).
+func (e *labEnv) applyWithPlayersAnd(bin string, h *lab.Host, players int, d time.Duration, also func(), args ...string) (int, string, string, *bench.Report) {
+	e.t.Helper()
 	var once sync.Once
 	var rep *bench.Report
 	var wg sync.WaitGroup
@@ -92,6 +100,9 @@ func (e *labEnv) applyWithPlayers(bin string, h *lab.Host, players int, d time.D
 			once.Do(func() {
 				wg.Add(1)
 				go func() { defer wg.Done(); rep = benchIn(e.t, bin, h, players, d) }()
+				if also != nil {
+					wg.Go(also)
+				}
 			})
 		}
 	}}
@@ -152,7 +163,7 @@ func ptrText(p *uint64) string {
 func TestLabSoakRollsBackARegressionAndStopsTheFleet(t *testing.T) {
 	bin := buildRelayctl(t)
 	e := startLab(t, []lab.HostOptions{{}, {}}, smallBuffer)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	md, _ := os.ReadFile(e.plan + ".md")
@@ -205,7 +216,7 @@ func TestLabSoakRollsBackARegressionAndStopsTheFleet(t *testing.T) {
 func TestLabSoakPassesAGoodReleaseAndNeverPassesNoTraffic(t *testing.T) {
 	bin := buildRelayctl(t)
 	e := startLab(t, []lab.HostOptions{{}, {}}, goodRelease)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs, rep := e.applyWithPlayers(bin, e.lab.Hosts[0], 32, 4*time.Second)
@@ -237,7 +248,7 @@ func TestLabSoakPassesAGoodReleaseAndNeverPassesNoTraffic(t *testing.T) {
 func TestLabVerifyReportsDropsSinceTheLastApply(t *testing.T) {
 	bin := buildRelayctl(t)
 	e := startLab(t, []lab.HostOptions{{}}, smallBuffer)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	// Applied without its soak, the mistaken release stays.
@@ -265,7 +276,7 @@ func TestLabVerifyReportsDropsSinceTheLastApply(t *testing.T) {
 			OverPromise int `json:"over_promise"`
 		} `json:"summary"`
 	}
-	if err := json.Unmarshal([]byte(jout), &vr); err != nil || code != 3 || vr.FormatVersion != 2 || len(vr.Hosts) != 1 || vr.Summary.OverPromise != 1 {
+	if err := json.Unmarshal([]byte(jout), &vr); err != nil || code != 3 || vr.FormatVersion != 3 || len(vr.Hosts) != 1 || vr.Summary.OverPromise != 1 {
 		t.Fatalf("verify --json: exit %d, %v\n%s", code, err, jout)
 	}
 	d := vr.Hosts[0].Drops

@@ -41,7 +41,7 @@ func TestLabPlanAsNonRootThroughSudo(t *testing.T) {
 	t.Cleanup(func() { os.Remove(sudoers) })
 
 	// No sudoers entry: sudo -n wants a password, and relayctl says so.
-	code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode")
+	code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode")
 	if code != 1 || !strings.Contains(errs, "sudo requires a password; configure NOPASSWD for "+labUser) {
 		t.Errorf("plan without sudo rights: exit %d, want 1 and the sudo message\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
@@ -49,7 +49,7 @@ func TestLabPlanAsNonRootThroughSudo(t *testing.T) {
 	if err := os.WriteFile(sudoers, []byte(labUser+" ALL=(root) NOPASSWD: ALL\n"), 0o440); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errs = e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode")
+	code, out, errs = e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode")
 	if code != 2 {
 		t.Fatalf("plan through sudo: exit %d, want 2\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}

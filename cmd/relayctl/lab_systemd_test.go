@@ -65,7 +65,7 @@ func TestLabSystemdPlanApplyVerify(t *testing.T) {
 	mainBefore, invBefore, nrBefore := unitState(t, h)
 	startsBefore := journalStarts(t, h)
 
-	code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode")
+	code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode")
 	if code != 2 {
 		t.Fatalf("plan: exit %d, want 2\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
@@ -146,7 +146,7 @@ func TestLabSystemdFailedStartKeepsItsJournal(t *testing.T) {
 	})
 	h := e.lab.Hosts[0]
 	_, rbBefore, _ := e.socket(h)
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d: %s", code, errs)
 	}
 	code, out, errs := e.relayctl("apply", e.plan)
@@ -180,7 +180,7 @@ func TestLabSystemdFailedStartKeepsItsJournal(t *testing.T) {
 func TestLabSystemdFlappingRelayIsNotApplied(t *testing.T) {
 	e := startSystemdLab(t, nil)
 	h := e.lab.Hosts[0]
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d: %s", code, errs)
 	}
 	mainBefore, _, nrBefore := unitState(t, h)
@@ -223,7 +223,7 @@ func TestLabSystemdFlappingRelayIsNotApplied(t *testing.T) {
 // A unit that does not exist blocks the host in the plan, and says what to do.
 func TestLabSystemdMissingUnitIsABlocker(t *testing.T) {
 	e := startSystemdLab(t, func(s string) string { return strings.Replace(s, "name: relayd", "name: relayd-nosuch", 1) })
-	code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode")
+	code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode")
 	if code != 1 || !strings.Contains(out, "blocked: the systemd unit relayd-nosuch does not exist on this host") || !strings.Contains(out, "relay/dist/relayd.service") {
 		t.Errorf("plan with a missing unit: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
@@ -239,7 +239,7 @@ func TestLabSystemdForceDropInAndDaemonReload(t *testing.T) {
 	})
 	h := e.lab.Hosts[0]
 	const dropIn = "/etc/systemd/system/relayd.service.d/so-rcvbuf-force.conf"
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	md, _ := os.ReadFile(e.plan + ".md")
@@ -258,7 +258,7 @@ func TestLabSystemdForceDropInAndDaemonReload(t *testing.T) {
 	// Force off: the drop-in goes, and systemd forgets it.
 	spec, _ := os.ReadFile(e.spec)
 	os.WriteFile(e.spec, []byte(strings.Replace(string(spec), "  so_rcvbuf_force: true\n", "", 1)), 0o644)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan 2: exit %d\n%s\n%s", code, out, errs)
 	}
 	if code, out, errs := e.relayctl("apply", e.plan); code != 0 {
@@ -279,7 +279,7 @@ func TestLabSystemdForceDropInAndDaemonReload(t *testing.T) {
 func TestLabSystemdDropInHoldsAtBoot(t *testing.T) {
 	e := startSystemdLab(t, nil)
 	h := e.lab.Hosts[0]
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d: %s", code, errs)
 	}
 	pc, _, err := loadPlan(e.plan)

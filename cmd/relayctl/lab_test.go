@@ -116,7 +116,7 @@ func TestLabPlanReadsRealHost(t *testing.T) {
 	if rb != 212992 {
 		t.Fatalf("the lab relay starts with rb %d, want the kernel default 212992", rb)
 	}
-	code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode")
+	code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode")
 	if code != 2 {
 		t.Fatalf("plan: exit %d, want 2 (changes)\nstdout:\n%s\nstderr:\n%s", code, out, errs)
 	}
@@ -163,12 +163,12 @@ func TestLabPlanReadsRealHost(t *testing.T) {
 	ffile := filepath.Join(e.dir, "facts.json")
 	os.WriteFile(ffile, []byte(factsJSON), 0o644)
 	offline := filepath.Join(e.dir, "offline.plan")
-	if code, _, errs := e.relayctl("plan", e.spec, "--facts", ffile, "-out", offline, "--detailed-exitcode"); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "--facts", ffile, "--out", offline, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("offline plan: exit %d: %s", code, errs)
 	}
 	poc, _, _ := loadPlan(offline)
 	po := poc.Plan()
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan with the secret: exit %d\n%s\n%s", code, out, errs)
 	}
 	pc, _, _ = loadPlan(e.plan)
@@ -211,7 +211,7 @@ func TestLabApplyVerifyAndRerun(t *testing.T) {
 	h := e.lab.Hosts[0]
 	pidBefore, rbBefore, _ := e.socket(h)
 	startsBefore := e.starts(h)
-	if code, out, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	if code, out, _ := e.relayctl("verify", e.plan); code != 3 || !strings.Contains(out, "ss rb on udp/7788") {
@@ -276,7 +276,7 @@ func TestLabApplyVerifyAndRerun(t *testing.T) {
 	if pid, _, _ := e.socket(h); pid != pidAfter || e.starts(h) != startsBefore+1 {
 		t.Errorf("second apply restarted the relay: pid %d → %d, %d starts in all", pidAfter, pid, e.starts(h)-startsBefore)
 	}
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan+"2", "--detailed-exitcode"); code != 0 {
+	if code, _, errs := e.relayctl("plan", e.spec, "--out", e.plan+"2", "--detailed-exitcode"); code != 0 {
 		t.Errorf("plan after apply: exit %d, want 0 (nothing to change)\n%s", code, errs)
 	}
 }
@@ -298,7 +298,7 @@ func TestLabApplyRollsBackBrokenRelease(t *testing.T) {
 		t.Fatalf("chmod: %v %s", err, out)
 	}
 	pidBefore, rbBefore, _ := e.socket(h)
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d: %s", code, errs)
 	}
 	code, out, errs := e.relayctl("apply", e.plan)
@@ -331,7 +331,7 @@ func TestLabApplyRollsBackBrokenRelease(t *testing.T) {
 	fixed := strings.Replace(mustRead(t, e.spec), "artifact: "+broken, "artifact: "+lab.BuildRelayd(t, "1.8.1"), 1)
 	fixed = strings.Replace(fixed, "version: 1.8.0", "version: 1.8.1", 1)
 	os.WriteFile(e.spec, []byte(fixed), 0o644)
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan 2: exit %d: %s", code, errs)
 	}
 	if code, out, errs := e.relayctl("apply", e.plan); code != 0 {
@@ -355,7 +355,7 @@ func TestLabApplyRefusesStalePlan(t *testing.T) {
 	e := startLab(t, []lab.HostOptions{{}}, nil)
 	h := e.lab.Hosts[0]
 	pid, _, _ := e.socket(h)
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d: %s", code, errs)
 	}
 	// Someone adds a sysctl.d file after the review.
@@ -376,7 +376,7 @@ func TestLabApplyRefusesStalePlan(t *testing.T) {
 
 func TestLabApplyRefusesEditedPlanAndChangedHostKey(t *testing.T) {
 	e := startLab(t, []lab.HostOptions{{}}, nil)
-	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+	if code, _, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
 		t.Fatalf("plan: exit %d: %s", code, errs)
 	}
 	body, _ := os.ReadFile(e.plan)

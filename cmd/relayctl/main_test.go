@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/relayctl/relayctl/internal/lab"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout/rollouttest"
 	"github.com/relayctl/relayctl/tune"
@@ -60,7 +62,7 @@ func TestScripts(t *testing.T) {
 			return copyExamples(filepath.Join("..", "..", "plans", "examples"), filepath.Join(env.WorkDir, "plans", "examples"))
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){"relayctl-exit": relayctlExit, "plan-edit": planEdit, "json": jsonField,
-			"sim": simHosts, "json-set": jsonSet},
+			"sim": simHosts, "json-set": jsonSet, "build-relayd": buildRelayd},
 		Condition: func(cond string) (bool, error) {
 			if cond == "root" {
 				return os.Geteuid() == 0, nil
@@ -161,6 +163,15 @@ func setJSON(ts *testscript.TestScript, file, path, value string) map[string]any
 		}
 	}
 	return doc
+}
+
+// buildRelayd is "build-relayd OUT [GO BUILD FLAGS...]": go build of
+// cmd/relayd into OUT with those flags, as an operator might build it.
+func buildRelayd(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 1 || neg {
+		ts.Fatalf("usage: build-relayd OUT [FLAGS...]")
+	}
+	ts.Check(lab.BuildRelaydWith(context.Background(), ts.MkAbs(args[0]), args[1:]...))
 }
 
 // simHosts is "sim NAME...": simulated hosts on the incident's defaults

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"strings"
 
@@ -22,16 +24,26 @@ func planCommand(e *env) *cli.Command {
 		Usage:     "read each host's live state and write a one-window plan with its review",
 		ArgsUsage: "SPEC",
 		Description: `Reads the spec, observes every host over SSH (one connection each, in
-parallel), and computes what one restart window will change: sysctls in
-force and persisted, the relay release, its config, and the SO_RCVBUF the
+parallel), and computes what one window will change: sysctls in force and
+persisted, the relay release, its config, how the relay is switched
+(restarted, handed over, reloaded, or not at all), and the SO_RCVBUF the
 kernel will report on the relay socket afterwards. With --out it writes
-the plan (JSON) and PLAN.md, the review; without it, prints the review.
-With --json it prints the plan's JSON on stdout instead (what show --json
-prints of a saved plan).
+the plan (JSON) and PLAN.md, the review, and PLAN.readings.json, what was
+read that is not the plan (drop counters, clocks, players); without it,
+prints the review. With --json it prints the plan's JSON on stdout
+instead (what show --json prints of a saved plan). The same spec against
+unchanged hosts gives the same plan, byte for byte.
+
+A host that cannot be read (down, refused, a host key that changed) is in
+the plan as unreachable, listed first in the review with why: apply leaves
+it alone and the next plan reads it again. Whether that is a plan to apply
+is --max-unreachable's call (the spec's rollout.max_unreachable, else 0):
+over the budget, plan fails.
 
 Exit status: 0 a plan was made (with or without changes), 1 an error
-(including a plan with blocked hosts, which is still written so it can be
-read). With --detailed-exitcode: 0 nothing to change, 2 changes planned.
+(including a plan with blocked hosts, or more unreachable hosts than the
+budget allows, which is still written so it can be read). With
+--detailed-exitcode: 0 nothing to change, 2 changes planned.
 
 Examples:
    relayctl plan plans/examples/ashburn-rcvbuf.yaml --out ashburn.plan
@@ -40,11 +52,12 @@ Examples:
    relayctl facts --spec plans/examples/ashburn-rcvbuf.yaml --json > facts.json
    relayctl plan plans/examples/ashburn-rcvbuf.yaml --facts facts.json --out ashburn.plan`,
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the plan to `PLAN` and the review to PLAN.md"},
+			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the plan to `PLAN`, the review to PLAN.md and the readings that are not the plan to PLAN.readings.json"},
 			&cli.StringSliceFlag{Name: "facts", Usage: "plan offline from the `FILE` that relayctl facts --json wrote (repeatable) instead of SSH"},
 			&cli.BoolFlag{Name: "allow-downgrade", Usage: "allow a release older than the one running"},
 			&cli.BoolFlag{Name: "json", Usage: "print the plan's JSON on stdout instead of its summary or review"},
 			&cli.BoolFlag{Name: "detailed-exitcode", Usage: "exit 2 when the plan changes something, 0 when it changes nothing"},
+			maxUnreachableFlag(),
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runPlan(c, e) },
 	}
@@ -60,24 +73,49 @@ func runPlan(c *cli.Context, e *env) error {
 		return err
 	}
 	spec := ls.spec
-	facts, err := gather(c, e, spec, false)
+	budget, err := unreachableBudget(c, spec.Rollout)
 	if err != nil {
 		return err
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Artifact: ls.artifact, Templates: ls.templates, AllowDowngrade: c.Bool("allow-downgrade"), Steps: rollout.Steps})
+	facts, down, err := gather(c, e, spec, false)
 	if err != nil {
 		return err
 	}
-	if err := writePlan(e, p, c.String("out"), c.Bool("json")); err != nil {
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Unreachable: down, Artifact: ls.artifact, Templates: ls.templates, AllowDowngrade: c.Bool("allow-downgrade"), Steps: rollout.Steps})
+	if err != nil {
 		return err
 	}
-	return planExit(p, c.Bool("detailed-exitcode"))
+	if err := writePlan(e, p, facts, c.String("out"), c.Bool("json")); err != nil {
+		return err
+	}
+	return planExit(e, p, c.Bool("detailed-exitcode"), budget)
 }
 
-// writePlan writes the plan to out and its review beside it (both 0600:
-// a plan holds each host's facts), and prints a summary, the review when
-// there is no out, or with asJSON the plan's JSON, on stdout.
-func writePlan(e *env, p *plans.Plan, out string, asJSON bool) error {
+// maxUnreachableFlag is plan's (and rollback's) budget of hosts that may
+// be unreachable for the plan to stand.
+func maxUnreachableFlag() cli.Flag {
+	return &cli.StringFlag{Name: "max-unreachable", Usage: "hosts that may be unreachable for the plan to stand, `N` or N% of its hosts: they are planned as unreachable and left alone (default: the spec's rollout.max_unreachable, else 0)"}
+}
+
+// unreachableBudget is --max-unreachable, else the spec's
+// rollout.max_unreachable, else 0.
+func unreachableBudget(c *cli.Context, r *plans.Rollout) (plans.Amount, error) {
+	if v := c.String("max-unreachable"); v != "" {
+		a, err := plans.ParseAmount(v, 0)
+		if err != nil {
+			return a, withHint(fmt.Errorf("--max-unreachable: %w", err), "--max-unreachable 2, or --max-unreachable 5%")
+		}
+		return a, nil
+	}
+	res, err := r.Resolve()
+	return res.MaxUnreachable, err
+}
+
+// writePlan writes the plan to out, its review and the readings that are
+// not the plan beside it (all 0600: a plan holds each host's facts), and
+// prints a summary, the review when there is no out, or with asJSON the
+// plan's JSON, on stdout.
+func writePlan(e *env, p *plans.Plan, facts []*plans.Facts, out string, asJSON bool) error {
 	if out != "" {
 		if err := writeFileAtomicWith(out, 0o600, p.WriteJSON); err != nil {
 			return err
@@ -85,7 +123,14 @@ func writePlan(e *env, p *plans.Plan, out string, asJSON bool) error {
 		if err := writeFileAtomic(out+".md", p.Markdown(filepath.Base(out)), 0o600); err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stderr, "relayctl: wrote %s and %s\n", out, out+".md")
+		rd, err := plans.ReadingsOf(p, facts).JSON()
+		if err != nil {
+			return err
+		}
+		if err := writeFileAtomic(readingsFile(out), rd, 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "relayctl: wrote %s, %s and %s\n", out, out+".md", readingsFile(out))
 	}
 	switch {
 	case asJSON:
@@ -101,10 +146,19 @@ func writePlan(e *env, p *plans.Plan, out string, asJSON bool) error {
 	return nil
 }
 
-// planExit is plan's exit status: 1 with blocked hosts, else 0, or with
-// detailed 2 when the plan changes something (terraform plan's
-// -detailed-exitcode).
-func planExit(p *plans.Plan, detailed bool) error {
+// planExit is plan's exit status: 1 with blocked hosts or more
+// unreachable hosts than the budget allows, else 0, or with detailed 2
+// when the plan changes something (terraform plan's -detailed-exitcode).
+// The plan is written either way, so its review says why.
+func planExit(e *env, p *plans.Plan, detailed bool, budget plans.Amount) error {
+	if len(p.Unreached()) > 0 {
+		within, text := p.UnreachableBudget(budget)
+		if !within {
+			return &exitCode{code: 1, err: withHint(fmt.Errorf("%s: not a plan to apply", text),
+				"the review lists them first, with why; plan again when they are back, or give --max-unreachable N (or the spec's rollout.max_unreachable) to plan without them")}
+		}
+		fmt.Fprintf(e.stderr, "relayctl: warning: %s: planned as unreachable, which apply leaves alone and the next plan reads again\n", text)
+	}
 	if b := p.Blocked(); len(b) > 0 {
 		names := make([]string, len(b))
 		for i, h := range b {
@@ -139,6 +193,9 @@ func printPlanSummary(w io.Writer, p *plans.Plan) {
 
 // summaryLine is what a plan changes on a host, in a few words.
 func summaryLine(h *plans.HostPlan) string {
+	if h.Action == plans.ActionUnreachable {
+		return h.Unreachable
+	}
 	var parts []string
 	for _, s := range h.Sysctls {
 		if s.Change {
@@ -241,26 +298,36 @@ func readSpec(file string) (*plans.Spec, error) {
 	return s, nil
 }
 
-// checkArtifactVersion refuses an artifact whose version marker names
-// another version than the spec's relay.release.version. An artifact with
-// no marker (an older relayd, another program) says nothing to check.
-func checkArtifactVersion(s *plans.Spec, path string, data []byte) error {
-	fail := func(msg string) error {
-		return &plans.SpecError{File: s.File, Line: s.Relay.Release.Line, Field: "relay.release.artifact", Msg: msg}
+// checkArtifactVersion reads the version the release's program was built
+// as, from its bytes (capability.BuildVersion: relayd's version marker,
+// else the -X main.Version its Go build information records), and refuses
+// one that is not the spec's relay.release.version: a release that is not
+// the version the spec says fails only at the read-back, after a restart
+// and a rollback. A program that records neither is a warning.
+func checkArtifactVersion(s *plans.Spec, path string, program []byte) (string, *plans.SpecError, error) {
+	rel := s.Relay.Release
+	diag := func(msg string) *plans.SpecError {
+		return &plans.SpecError{File: s.File, Line: rel.Line, Field: "relay.release.artifact", Msg: msg}
 	}
-	got, err := capability.Version(data)
+	st, err := capability.BuildVersion(program)
 	if err != nil {
-		return fail(err.Error())
+		return "", nil, diag(err.Error())
 	}
-	if want := s.Relay.Release.Version; got != "" && got != want {
-		return fail(fmt.Sprintf("%s is relayd %s (its version marker), but relay.release.version says %s: build the release as %s (make build RELAY_VERSION=%s), or write version: %s",
-			path, got, want, want, want, got))
+	switch {
+	case st.From == capability.FromNone:
+		return st.From, diag(fmt.Sprintf("the version of %s cannot be checked: %s; a release that is not %s shows only at the read-back, after the restart: build it with make build RELAY_VERSION=%s, which stamps the marker",
+			path, st.Why, rel.Version, rel.Version)), nil
+	case st.Version != rel.Version:
+		where := map[string]string{capability.FromMarker: "its version marker", capability.FromBuildInfo: "the -X main.Version its Go build information records"}[st.From]
+		return "", nil, diag(fmt.Sprintf("%s is relayd %s (%s), but relay.release.version says %s: build the release as %s (make build RELAY_VERSION=%s), or write version: %s",
+			path, st.Version, where, rel.Version, rel.Version, rel.Version, st.Version))
 	}
-	return nil
+	return st.From, nil, nil
 }
 
-// gather returns one Facts per spec host, from --facts files or over SSH.
-func gather(c *cli.Context, e *env, s *plans.Spec, lastApply bool) ([]*plans.Facts, error) {
+// gather returns the facts of each spec host it could read, from --facts
+// files or over SSH, and why each other host could not be read.
+func gather(c *cli.Context, e *env, s *plans.Spec, lastApply bool) ([]*plans.Facts, map[string]string, error) {
 	if files := c.StringSlice("facts"); len(files) > 0 {
 		return readFacts(files, s.Hosts)
 	}
@@ -268,48 +335,97 @@ func gather(c *cli.Context, e *env, s *plans.Spec, lastApply bool) ([]*plans.Fac
 	q.LastApply = lastApply // verify: the newest receipt's drop counters
 	fmt.Fprintf(e.stderr, "relayctl: observing %d host(s)\n", len(s.Hosts))
 	facts, errs := rollout.ObserveAll(c.Context, sshHosts(c, s.Targets), s.Hosts, q, c.Int("parallel"))
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return facts, nil
+	read, down := splitObserved(e, facts, errs)
+	return read, down, nil
 }
 
-func readFacts(files []string, hosts []string) ([]*plans.Facts, error) {
+// splitObserved parts ObserveAll's answer into the facts read and, by
+// host, why the others could not be read (each said on stderr too).
+func splitObserved(e *env, facts []*plans.Facts, errs []error) ([]*plans.Facts, map[string]string) {
+	read := []*plans.Facts{}
+	down := map[string]string{}
+	for i, err := range errs {
+		var he *rollout.HostError
+		switch {
+		case err == nil:
+			read = append(read, facts[i])
+		case errors.As(err, &he):
+			down[he.Host] = he.Err.Error()
+			fmt.Fprintf(e.stderr, "relayctl: %s: could not be read: %s\n", plans.Visible(he.Host), plans.Visible(he.Err.Error()))
+		}
+	}
+	return read, down
+}
+
+func readFacts(files []string, hosts []string) ([]*plans.Facts, map[string]string, error) {
 	by := map[string]*plans.Facts{}
+	down := map[string]string{}
 	for _, file := range files {
 		data, err := readRegular(file, plans.MaxFactsSize)
 		if err != nil {
-			return nil, fmt.Errorf("read facts: %w", err)
+			return nil, nil, fmt.Errorf("read facts: %w", err)
 		}
 		var ff plans.FactsFile
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&ff); err != nil {
-			return nil, fmt.Errorf("%s: not a facts file from relayctl facts --json: %w", file, err)
+			return nil, nil, fmt.Errorf("%s: not a facts file from relayctl facts --json: %w", file, err)
 		}
 		if ff.FormatVersion != plans.FactsFormatVersion {
-			return nil, fmt.Errorf("%s: facts format_version %d, this relayctl reads %d", file, ff.FormatVersion, plans.FactsFormatVersion)
+			return nil, nil, fmt.Errorf("%s: facts format_version %d, this relayctl reads %d", file, ff.FormatVersion, plans.FactsFormatVersion)
 		}
 		for _, f := range ff.Hosts {
 			if f == nil || f.Host == "" {
-				return nil, fmt.Errorf("%s: a host entry has no host name", file)
+				return nil, nil, fmt.Errorf("%s: a host entry has no host name", file)
 			}
 			if f.Sysctls == nil {
 				f.Sysctls = map[string]plans.SysctlFact{}
 			}
 			if err := plans.ValidateFacts(f); err != nil {
-				return nil, fmt.Errorf("%s: %w", file, err)
+				return nil, nil, fmt.Errorf("%s: %w", file, err)
 			}
 			by[f.Host] = f
+		}
+		for _, u := range ff.Unreachable {
+			if u.Host == "" {
+				return nil, nil, fmt.Errorf("%s: an unreachable entry has no host name", file)
+			}
+			down[u.Host] = cmp.Or(u.Error, "could not be read")
 		}
 	}
 	var out []*plans.Facts
 	for _, h := range hosts {
 		f, ok := by[h]
-		if !ok {
-			return nil, withHint(fmt.Errorf("no facts recorded for host %s", h), "record them with relayctl facts --spec SPEC --json > facts.json")
+		if !ok && down[h] == "" {
+			return nil, nil, withHint(fmt.Errorf("no facts recorded for host %s", h), "record them with relayctl facts --spec SPEC --json > facts.json")
 		}
-		out = append(out, f)
+		if ok {
+			out = append(out, f)
+			delete(down, h)
+		}
 	}
-	return out, nil
+	return out, down, nil
+}
+
+// readingsFile is where plan --out PLAN keeps what it read that is not
+// the plan (plans.Readings): PLAN.readings.json.
+func readingsFile(plan string) string { return plan + ".readings.json" }
+
+// loadReadings reads the readings beside a plan file, nil when there are
+// none (a plan copied without them): verify then has no baseline from the
+// plan, and says so.
+func loadReadings(plan string, p *plans.Plan) (*plans.Readings, error) {
+	file := readingsFile(plan)
+	data, err := readRegular(file, plans.MaxReadingsSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read readings: %w", err)
+	}
+	r, err := plans.LoadReadings(file, data, p)
+	if err != nil {
+		return nil, withHint(err, fmt.Sprintf("they are written by relayctl plan beside the plan it writes; plan again, or remove %s to verify without them", file))
+	}
+	return r, nil
 }

@@ -24,13 +24,14 @@ On a terminal, headings, blockers, warnings and diff lines are coloured;
 never when stdout is a file or a pipe, nor when NO_COLOR is set.
 
 With --json, prints the plan's JSON (its machine form, exactly the plan
-file's bytes), for jq and CI: per host, relay_config.changes and
-drop_in.changes list each key (current, planned, managed, change).
+file's bytes), for jq and CI: per host, each file relayctl writes
+(hosts[].files: the relay config, the sysctl drop-in, ...) lists its
+changes key by key (current, planned, managed, change).
 
 Examples:
    relayctl show ashburn.plan
    relayctl show ashburn.plan | less -R
-   relayctl show ashburn.plan --json | jq '.hosts[].relay_config.changes'`,
+   relayctl show ashburn.plan --json | jq '.hosts[].files[] | select(.change) | {role, changes}'`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print the plan's JSON instead of its review"},
 		},
@@ -43,11 +44,10 @@ func runShow(c *cli.Context, e *env) error {
 		return withHint(errors.New("show needs exactly one PLAN"), "relayctl show ashburn.plan")
 	}
 	file := c.Args().First()
-	checked, raw, err := loadPlan(file)
+	p, raw, err := inspectPlan(file)
 	if err != nil {
 		return err
 	}
-	p := checked.Plan()
 	if c.Bool("json") {
 		_, err := e.stdout.Write(raw)
 		return err

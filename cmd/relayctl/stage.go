@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -33,8 +32,9 @@ Releases are kept on each host by content (RELEASES_DIR/.sha256/SHA256):
 bytes a host already has, checked by their sha256, are never sent again, so
 a second stage uploads nothing, and apply inside the window finds what was
 staged, checks it and uploads nothing: the window is the restart, not the
-transfer. A receipt is kept on each host and written beside the plan as
-PLAN.stage.json and PLAN.stage.md, with the bytes uploaded per host.
+transfer. A receipt is kept on each host and beside the plan in
+PLAN.receipts/, under the run's own name, with the bytes uploaded per host;
+PLAN.stage.json and PLAN.stage.md point at the newest stage.
 
 The plan's approval is checked as apply checks it: when an allowed_signers
 file is configured (--require-approval, $RELAYCTL_REQUIRE_APPROVAL or
@@ -72,12 +72,15 @@ func runStage(c *cli.Context, e *env) error {
 		}
 	}
 	file := c.Args().First()
-	checked, raw, err := loadPlan(file)
+	p, raw, err := readPlan(file)
 	if err != nil {
 		return err
 	}
-	p := checked.Plan()
 	approved, err := decideApproval(c, e, file, p, raw)
+	if err != nil {
+		return err
+	}
+	checked, err := checkLoaded(file, p)
 	if err != nil {
 		return err
 	}
@@ -104,14 +107,13 @@ func runStage(c *cli.Context, e *env) error {
 		Now:          time.Now,
 		Approval:     approved,
 		Only:         only,
+		RunInfo:      runInfo(rollout.RunStage),
 	})
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomicWith(file+".stage.json", 0o600, func(w io.Writer) error { return rollout.WriteReceiptJSON(w, p, rep) }); err != nil {
-		return err
-	}
-	if err := writeFileAtomicWith(file+".stage.md", 0o600, func(w io.Writer) error { return rollout.WriteReceiptMarkdown(w, p, rep) }); err != nil {
+	record, err := writeRun(file, p, rep)
+	if err != nil {
 		return err
 	}
 	fmt.Fprint(e.stdout, rollout.Recap(rep))
@@ -123,7 +125,7 @@ func runStage(c *cli.Context, e *env) error {
 		}
 	}
 	fmt.Fprintf(e.stdout, "uploaded: %d bytes in all\n", sent)
-	fmt.Fprintf(e.stderr, "relayctl: stage receipt in %s.stage.json and %s.stage.md\n", file, file)
+	fmt.Fprintf(e.stderr, "relayctl: stage receipt of run %s in %s and .md (%s.stage.json points at it)\n", rep.RunInfo.ID, record, file)
 	if !rep.Succeeded() {
 		return &exitCode{code: 1, err: errors.New("not every host staged; see the recap and the stage receipt")}
 	}

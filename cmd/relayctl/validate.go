@@ -134,7 +134,8 @@ func examineSpec(file string) *specFindings {
 	// A release the hosts fetch from a url may have no local artifact:
 	// readArtifact then gives the spec's sha256.
 	if sc.spec.Relay.Release.Artifact != "" || sc.spec.Relay.Release.URL != "" {
-		art, err := readArtifact(sc.spec)
+		art, warns, err := readArtifact(sc.spec)
+		sc.warnings = append(sc.warnings, warns...)
 		var se *plans.SpecError
 		switch {
 		case errors.As(err, &se):
@@ -200,7 +201,7 @@ func (sc *specFindings) summary() string {
 	s := sc.spec
 	msg := fmt.Sprintf("valid: %s, %s, %s", count(len(s.Hosts), "host"), count(len(s.Sysctl), "sysctl"), releaseWords(s))
 	if s.Inventory != nil {
-		msg = fmt.Sprintf("valid: %s selected from %s by %s, %s, %s", count(len(s.Hosts), "host"), plans.Visible(s.Inventory.File), plans.Visible(s.Inventory.Pattern), count(len(s.Sysctl), "sysctl"), releaseWords(s))
+		msg = fmt.Sprintf("valid: %s selected from %s by %s, %s, %s", count(len(s.Hosts), "host"), plans.Visible(s.Inventory.Source()), plans.Visible(s.Inventory.Pattern), count(len(s.Sysctl), "sysctl"), releaseWords(s))
 	}
 	if len(sc.warnings) > 0 {
 		msg += ", " + count(len(sc.warnings), "warning")

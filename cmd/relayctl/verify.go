@@ -29,16 +29,22 @@ namespace's UdpRcvbufErrors and UdpInErrors, the relay's rx_drops) and
 their rate since the last apply: from the counters the host's newest
 receipt (under /var/lib/relayctl/receipts) read after that apply's window,
 or, when that socket is gone or no receipt has them, the plan's own
-observation of the same socket. A host dropping more than the promise
+observation of the same socket (PLAN.readings.json, which plan --out
+writes beside the plan). A host dropping more than the promise
 (rollout.soak.max_drop_rate, default 1 drop/s; docs/soak.md) differs;
 counters that disagree are shown.
 
-With --json, stdout is one document (format_version 2, docs/json.md):
-per host every check with what, want, got and ok, its drops, and a
-summary.
+A host that cannot be read is listed as such, with why, and the others are
+reported all the same; so is a host the plan holds as unreachable (nothing
+was planned for it).
+
+With --json, stdout is one document (format_version 3, docs/json.md):
+per host every check with what, want, got and ok, its drops (or why it
+could not be read: unreachable), and a summary.
 
 Exit status: 0 every host matches, 3 some host differs or drops more than
-the promise allows (a table says what), 1 error.
+the promise allows (a table says what), 5 none differs but some could not
+be read, 1 error.
 
 Examples:
    relayctl verify ashburn.plan
@@ -56,38 +62,27 @@ func runVerify(c *cli.Context, e *env) error {
 		return withHint(errors.New("verify needs exactly one PLAN or SPEC"), "relayctl verify ashburn.plan")
 	}
 	arg := c.Args().First()
-	var p *plans.Plan
-	var facts []*plans.Facts
-	var err error
-	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
-		p, facts, err = planFromSpec(c, e, arg)
-	} else if checked, _, lerr := loadPlan(arg); lerr != nil {
-		err = lerr
-	} else {
-		p = checked.Plan()
-		hosts := make([]string, len(p.Hosts))
-		for i, h := range p.Hosts {
-			hosts[i] = h.Host
-		}
-		var errs []error
-		q := rollout.QueryForPlan(p)
-		q.LastApply = true
-		facts, errs = rollout.ObserveAll(c.Context, sshHosts(c, targets(p)), hosts, q, c.Int("parallel"))
-		err = errors.Join(errs...)
-	}
+	p, facts, down, readings, err := verifyInput(c, e, arg)
 	if err != nil {
 		return err
 	}
 	rep := verifyReport{FormatVersion: VerifyFormatVersion, Source: arg, Plan: p.Name, Checksum: p.Checksum, Hosts: []verifyHost{}}
 	fromPlan := p.Checksum != "" // a plan made now from a spec observed nothing earlier
-	for i, h := range p.Hosts {
-		vh := verifyHost{Host: h.Host, Address: h.Address, OK: true, Checks: append([]rollout.Check{}, rollout.PlannedChecks(p, h, nil, facts[i])...),
-			Unfinished: plans.Visible(rollout.JournalNote(facts[i].Journal))}
+	for _, h := range p.Hosts {
+		f := facts[h.Host]
+		if f == nil || h.Action == plans.ActionUnreachable {
+			rep.Hosts = append(rep.Hosts, verifyHost{Host: h.Host, Checks: []rollout.Check{}, Unreachable: unreadText(h, down[h.Host], fromPlan)})
+			rep.Summary.Unreachable++
+			continue
+		}
+		vh := verifyHost{Host: h.Host, Address: h.Address, OK: true, Checks: append([]rollout.Check{}, rollout.PlannedChecks(p, h, nil, f)...),
+			Unfinished: plans.Visible(rollout.JournalNote(f.Journal))}
 		for _, ch := range vh.Checks {
 			vh.OK = vh.OK && ch.OK
 		}
-		vh.Drops = dropsOf(p, h, facts[i], fromPlan)
-		if !vh.Drops.OK {
+		d := dropsOf(p, f, readings.Host(h.Host))
+		vh.Drops = &d
+		if !d.OK {
 			vh.OK = false
 			rep.Summary.OverPromise++
 		}
@@ -106,19 +101,89 @@ func runVerify(c *cli.Context, e *env) error {
 	} else {
 		printVerifyTable(e, rep)
 	}
-	if rep.Summary.Differ > 0 {
-		err := fmt.Errorf("%d of %d hosts differ from the plan", rep.Summary.Differ, rep.Summary.Hosts)
-		if rep.Summary.OverPromise > 0 {
-			err = fmt.Errorf("%d of %d hosts differ from the plan (%d drop more than the promise allows)", rep.Summary.Differ, rep.Summary.Hosts, rep.Summary.OverPromise)
+	return verifyExit(rep, arg)
+}
+
+// verifyInput is the plan to verify (a spec's is made now), the facts of
+// each host that could be read, by name, with why the others could not,
+// and a saved plan's readings (nil for a spec). A host a saved plan holds
+// as unreachable is not read: there is nothing planned to compare it with.
+func verifyInput(c *cli.Context, e *env, arg string) (*plans.Plan, map[string]*plans.Facts, map[string]string, *plans.Readings, error) {
+	var p *plans.Plan
+	var read []*plans.Facts
+	var down map[string]string
+	var readings *plans.Readings
+	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
+		var err error
+		if p, read, down, err = planFromSpec(c, e, arg); err != nil {
+			return nil, nil, nil, nil, err
 		}
-		return &exitCode{code: 3, err: err}
+	} else {
+		var err error
+		if p, _, err = inspectPlan(arg); err != nil {
+			return nil, nil, nil, nil, err
+		}
+		if readings, err = loadReadings(arg, p); err != nil {
+			return nil, nil, nil, nil, err
+		}
+		if p.Inventory != nil && p.Inventory.Program != nil {
+			fmt.Fprintf(e.stderr, "relayctl: %s: its hosts are read as the plan records them, from %s, which verify does not run again (apply and stage do)\n", arg, plans.Visible(p.Inventory.Source()))
+		}
+		var hosts []string
+		for _, h := range p.Hosts {
+			if h.Action != plans.ActionUnreachable {
+				hosts = append(hosts, h.Host)
+			}
+		}
+		q := rollout.QueryForPlan(p)
+		q.LastApply = true
+		facts, errs := rollout.ObserveAll(c.Context, sshHosts(c, targets(p)), hosts, q, c.Int("parallel"))
+		read, down = splitObserved(e, facts, errs)
+	}
+	by := make(map[string]*plans.Facts, len(read))
+	for _, f := range read {
+		by[f.Host] = f
+	}
+	return p, by, down, readings, nil
+}
+
+// unreadText says why verify could not look at a host.
+func unreadText(h *plans.HostPlan, why string, fromPlan bool) string {
+	switch {
+	case h.Action == plans.ActionUnreachable && fromPlan:
+		return "not planned: it could not be read when the plan was made (" + h.Unreachable + "); relayctl plan SPEC reads it again"
+	case h.Action == plans.ActionUnreachable:
+		return h.Unreachable
+	}
+	return why
+}
+
+// verifyExit is verify's exit status: 3 when a host differs (whatever
+// else), 5 when none differs but some could not be looked at, else 0.
+func verifyExit(rep verifyReport, arg string) error {
+	s := rep.Summary
+	switch {
+	case s.Differ > 0:
+		err := fmt.Errorf("%d of %d hosts differ from the plan", s.Differ, s.Hosts)
+		if s.OverPromise > 0 {
+			err = fmt.Errorf("%d of %d hosts differ from the plan (%d drop more than the promise allows)", s.Differ, s.Hosts, s.OverPromise)
+		}
+		if s.Unreachable > 0 {
+			err = fmt.Errorf("%w; %d could not be read", err, s.Unreachable)
+		}
+		return &exitCode{code: exitDiffers, err: err}
+	case s.Unreachable > 0:
+		return &exitCode{code: exitCouldNotLook, err: withHint(fmt.Errorf("%d of %d hosts could not be read (the %d others match the plan)", s.Unreachable, s.Hosts, s.Match),
+			fmt.Sprintf("relayctl verify %s again when they are back; the list above says why each could not be read", arg))}
 	}
 	return nil
 }
 
 // VerifyFormatVersion is the layout version of verify --json: 2 added
-// each host's drops and made ok (and the exit status) depend on them.
-const VerifyFormatVersion = 2
+// each host's drops and made ok (and the exit status) depend on them; 3
+// lists the hosts that could not be read (unreachable, and no drops),
+// counted in summary.unreachable.
+const VerifyFormatVersion = 3
 
 // verifyReport is verify --json: what each host reads back against what
 // the plan (or a plan made now from the spec) promises.
@@ -133,15 +198,19 @@ type verifyReport struct {
 		Match       int `json:"match"`
 		Differ      int `json:"differ"`
 		OverPromise int `json:"over_promise"` // of the hosts that differ, those dropping more than the promise allows
+		Unreachable int `json:"unreachable"`  // hosts that could not be read: neither match nor differ
 	} `json:"summary"`
 }
 
 type verifyHost struct {
 	Host    string          `json:"host"`
-	Address string          `json:"address"`
+	Address string          `json:"address,omitempty"`
 	OK      bool            `json:"ok"` // every check as planned, and drops within the promise
 	Checks  []rollout.Check `json:"checks"`
-	Drops   verifyDrops     `json:"drops"`
+	Drops   *verifyDrops    `json:"drops,omitempty"`
+	// Unreachable is why the host could not be read (now, or when the
+	// plan was made); it then has no checks and no drops.
+	Unreachable string `json:"unreachable,omitempty"`
 	// Unfinished is what a run's journal left on the host says (a window
 	// the host ended by itself after its run's connection was lost, say).
 	Unfinished string `json:"unfinished,omitempty"`
@@ -153,7 +222,12 @@ type verifyHost struct {
 func printVerifyTable(e *env, rep verifyReport) {
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tCHECK\tWANT\tGOT\t")
+	var unread []verifyHost
 	for _, h := range rep.Hosts {
+		if h.Unreachable != "" {
+			unread = append(unread, h)
+			continue
+		}
 		checksOK := true
 		for _, ch := range h.Checks {
 			if !ch.OK {
@@ -171,7 +245,10 @@ func printVerifyTable(e *env, rep verifyReport) {
 	fmt.Fprintln(tw, "HOST\tSS D\tUDPRCVBUFERRORS\tRX_DROPS\tSINCE\tDROPS/S\tPROMISE\t")
 	var notes []string
 	for _, h := range rep.Hosts {
-		d := h.Drops
+		if h.Drops == nil {
+			continue
+		}
+		d := *h.Drops
 		rx := "-"
 		if d.Now.RelayRxDrops != nil {
 			rx = fmt.Sprint(*d.Now.RelayRxDrops)
@@ -200,6 +277,12 @@ func printVerifyTable(e *env, rep verifyReport) {
 	for _, n := range notes {
 		fmt.Fprintln(e.stdout, n)
 	}
+	if len(unread) > 0 {
+		fmt.Fprintf(e.stdout, "\nCOULD NOT BE READ (%d host(s): neither match nor differ)\n", len(unread))
+		for _, h := range unread {
+			fmt.Fprintf(e.stdout, "%s: %s\n", plans.Visible(h.Host), plans.Visible(h.Unreachable))
+		}
+	}
 }
 
 // verifyDrops is a host's drop counters now, and their rate since the
@@ -217,8 +300,9 @@ type verifyDrops struct {
 }
 
 // dropsOf measures a host's drops since its last apply, or since the plan
-// observed it (fromPlan: the plan is a file made earlier).
-func dropsOf(p *plans.Plan, h *plans.HostPlan, f *plans.Facts, fromPlan bool) verifyDrops {
+// observed it (at: its readings beside the plan file, nil for a plan
+// made now from a spec, which observed nothing earlier).
+func dropsOf(p *plans.Plan, f *plans.Facts, at *plans.HostReading) verifyDrops {
 	d := verifyDrops{Now: rollout.CountersOf(f), Allowed: plans.DefaultSoak.MaxDropRate, OK: true}
 	if r, err := p.Rollout.Resolve(); err == nil && r.Soak != nil {
 		d.Allowed = r.Soak.MaxDropRate
@@ -234,9 +318,9 @@ func dropsOf(p *plans.Plan, h *plans.HostPlan, f *plans.Facts, fromPlan bool) ve
 	} else {
 		why = append(why, "no receipt on the host read the relay back after a window")
 	}
-	if d.Span == nil && fromPlan && h.DropsAtPlan != nil {
-		if s, err := rollout.Span(*h.DropsAtPlan, d.Now); err == nil {
-			b := *h.DropsAtPlan
+	if d.Span == nil && at != nil && at.Drops != nil {
+		if s, err := rollout.Span(*at.Drops, d.Now); err == nil {
+			b := *at.Drops
 			d.Since, d.Baseline, d.Span = "plan", &b, s
 		} else {
 			why = append(why, "since the plan: "+err.Error())
@@ -251,15 +335,15 @@ func dropsOf(p *plans.Plan, h *plans.HostPlan, f *plans.Facts, fromPlan bool) ve
 }
 
 // planFromSpec makes a plan in memory from a spec and live facts.
-func planFromSpec(c *cli.Context, e *env, file string) (*plans.Plan, []*plans.Facts, error) {
+func planFromSpec(c *cli.Context, e *env, file string) (*plans.Plan, []*plans.Facts, map[string]string, error) {
 	ls, err := loadSpec(e, file)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	facts, err := gather(c, e, ls.spec, true)
+	facts, down, err := gather(c, e, ls.spec, true)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	p, err := plans.Make(plans.Input{Spec: ls.spec, Facts: facts, Artifact: ls.artifact, Templates: ls.templates, AllowDowngrade: true, Steps: rollout.Steps})
-	return p, facts, err
+	p, err := plans.Make(plans.Input{Spec: ls.spec, Facts: facts, Unreachable: down, Artifact: ls.artifact, Templates: ls.templates, AllowDowngrade: true, Steps: rollout.Steps})
+	return p, facts, down, err
 }

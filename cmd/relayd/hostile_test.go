@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,8 +28,8 @@ import (
 // a raw socket sends datagrams with any source address (a spoofed victim,
 // 127.0.0.9) or from any port of one address (127.0.0.7), and the test
 // counts what the relay sends where and what it keeps. Loopback sources
-// stand for strangers on the internet here, so relayd's default exemption
-// of the host's own loopback from the per-source limits is turned off.
+// stand for strangers on the internet here, and for the relay host's own
+// unprivileged processes: relayd exempts no source by default.
 //
 // They speak both wire versions (a join of version 1 is a datagram) so
 // that TEST_RELAYD can point them at a relayd from before the handshake,
@@ -84,6 +86,13 @@ type hostileRelay struct {
 
 func startHostile(t *testing.T, lobbySize int) *hostileRelay {
 	t.Helper()
+	return startHostileWith(t, lobbySize, []string{"RELAYD_EXEMPT_SOURCES="})
+}
+
+// startHostileWith starts the relayd under attack with env (for a relay of
+// wire version 2) over its defaults.
+func startHostileWith(t *testing.T, lobbySize int, env2 []string) *hostileRelay {
+	t.Helper()
 	bin, err := os.ReadFile(relaydPath)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +104,7 @@ func startHostile(t *testing.T, lobbySize int) *hostileRelay {
 	v2 := capability.Has(caps, capability.Join)
 	var env []string
 	if v2 {
-		env = append(env, "RELAYD_EXEMPT_SOURCES=")
+		env = append(env, env2...)
 	}
 	// A buffer that holds every burst: the tests count what the relay
 	// does with what it reads, so it must read everything.
@@ -321,6 +330,9 @@ const floodRSSBound = 8 << 20
 // memory must not grow with the lobby ids claimed, and other players must
 // still play.
 func TestHostileFloodOneSource(t *testing.T) {
+	if testing.Short() {
+		t.Skip("drives relayd with a flood for seconds; skipped under -short (make test runs it)")
+	}
 	r := startHostile(t, 256)
 	pid := r.cmd.Process.Pid
 	sp := newSpoofer(t)
@@ -406,6 +418,124 @@ func TestHostileLobbyFullOneSource(t *testing.T) {
 	r.settle(t, uint64(rx+r.joinLen()))
 	if got := r.status().Counters.LobbyFull - before; got != 0 {
 		t.Errorf("lobby_full: one source's %d players made the relay refuse %d join(s) from another address as lobby full", size, got)
+	}
+}
+
+// seatTaker is one local process trying to take every seat of lobbies
+// [first, first+lobbies) from one loopback address: it counts the players
+// the relay welcomed, and refused for the per-source limits.
+func seatTaker(t *testing.T, r *hostileRelay, from string, first uint32, lobbies, size int) (welcomed, limited int) {
+	t.Helper()
+	for l := range lobbies {
+		for pl := 1; pl <= size; pl++ {
+			err := r.join(t, listenOn(t, from), first+uint32(l), uint32(pl))
+			var refused *client.RefusedError
+			switch {
+			case err == nil:
+				welcomed++
+			case errors.As(err, &refused) && refused.Reason == wire.ReasonSourceLimit:
+				limited++
+			default:
+				t.Fatalf("%s: lobby %d player %d: %v", from, first+uint32(l), pl, err)
+			}
+		}
+	}
+	return welcomed, limited
+}
+
+// othersGetIn checks that a player from another address joins each of the
+// lobbies, and that none of them was refused as full.
+func othersGetIn(t *testing.T, r *hostileRelay, from string, first uint32, lobbies, size int) {
+	t.Helper()
+	full := r.status().Counters.LobbyFull
+	for l := range lobbies {
+		if err := r.join(t, listenOn(t, from), first+uint32(l), uint32(size+1)); err != nil {
+			t.Errorf("a player from %s in lobby %d: %v", from, first+uint32(l), err)
+		}
+	}
+	if got := r.status().Counters.LobbyFull - full; got != 0 {
+		t.Errorf("%d players from %s were refused as lobby full", got, from)
+	}
+}
+
+// TestHostileLocalProcessCannotSquat: relayd as it starts with no config
+// at all. An unprivileged process on the relay host sends from its
+// loopback and tries to take all 128 seats of 16 lobbies: it holds at
+// most its address's 16 players, and a player from elsewhere still gets
+// into every one of those lobbies.
+func TestHostileLocalProcessCannotSquat(t *testing.T) {
+	const size, lobbies, first = 8, 16, 200
+	r := startHostileWith(t, size, nil)
+	if !r.v2 {
+		t.Skip("a relayd of wire version 1 has no per-source limits")
+	}
+	welcomed, limited := seatTaker(t, r, "127.0.0.1", first, lobbies, size)
+	st := r.status()
+	t.Logf("one loopback address asked for %d seats: %d welcomed, %d refused (source limit); the relay holds %d players in %d lobbies",
+		lobbies*size, welcomed, limited, st.Players, st.Lobbies)
+	if welcomed > 16 || st.Players > 16 {
+		t.Errorf("one local address holds %d players (%d welcomed), want at most 16 (RELAYD_MAX_PLAYERS_PER_ADDR): loopback must not be exempt by default", st.Players, welcomed)
+	}
+	othersGetIn(t, r, "127.0.0.8", first, lobbies, size)
+}
+
+// TestHostileExemptSourceCannotFillALobby: a source the operator exempts
+// (a bench) holds any number of players across lobbies, but never every
+// seat of one: a player from elsewhere still gets the last seat.
+func TestHostileExemptSourceCannotFillALobby(t *testing.T) {
+	const size, lobbies, first = 8, 16, 300
+	r := startHostileWith(t, size, []string{"RELAYD_EXEMPT_SOURCES=127.0.0.1/32"})
+	if !r.v2 {
+		t.Skip("a relayd of wire version 1 has no per-source limits")
+	}
+	welcomed, limited := seatTaker(t, r, "127.0.0.1", first, lobbies, size)
+	t.Logf("the exempt address asked for %d seats: %d welcomed, %d refused (source limit)", lobbies*size, welcomed, limited)
+	if welcomed != lobbies*(size-1) || limited != lobbies {
+		t.Errorf("the exempt address got %d seats (%d refused), want %d: all but the last seat of each lobby", welcomed, limited, lobbies*(size-1))
+	}
+	othersGetIn(t, r, "127.0.0.8", first, lobbies, size)
+}
+
+// drainAs sends "VERB /drain" to the control plane from a process running
+// as uid (bash's /dev/tcp, a raw request as any local program writes it)
+// and returns the answer's status line.
+func drainAs(t *testing.T, control string, uid uint32, verb string) string {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(control)
+	script := fmt.Sprintf(`exec 3<>/dev/tcp/%s/%s && printf '%s /drain HTTP/1.0\r\n\r\n' >&3 && head -n 1 <&3`, host, port, verb)
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s /drain as uid %d: %v\n%s", verb, uid, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestHostileDrainNeedsTheRelaysUser: any local user reaches the control
+// plane on loopback, but only root and the user relayd runs as may turn
+// the drain gate on (refusing every new lobby) or off (lifting a
+// rollout's); another user's request is refused and changes nothing.
+func TestHostileDrainNeedsTheRelaysUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("calls the control plane as another user: needs root")
+	}
+	p := startRelayd(t, nil, nil, loopbackArgs(t)...)
+	const nobody = 65534
+	for _, verb := range []string{"POST", "DELETE"} {
+		if got := drainAs(t, p.control, nobody, verb); !strings.Contains(got, " 403 ") {
+			t.Errorf("%s /drain as uid %d: %q, want 403", verb, nobody, got)
+		}
+		if p.status().Draining {
+			t.Fatalf("after %s /drain as uid %d the relay drains", verb, nobody)
+		}
+	}
+	if got := drainAs(t, p.control, 0, "POST"); !strings.Contains(got, " 200 ") || !p.status().Draining {
+		t.Errorf("POST /drain as root: %q, draining %v; want 200 and draining", got, p.status().Draining)
+	}
+	if got := drainAs(t, p.control, nobody, "DELETE"); !strings.Contains(got, " 403 ") || !p.status().Draining {
+		t.Errorf("DELETE /drain as uid %d while draining: %q, draining %v; want 403 and still draining", nobody, got, p.status().Draining)
 	}
 }
 

@@ -30,7 +30,9 @@ import (
 // go build -ldflags "-X main.Version=1.8.0". A release build (make build,
 // lab.BuildFlags: capability.VersionFlags) stamps versionMarker too,
 // "relayd-version:1.8.0", which relayctl validate and plan read from the
-// binary's bytes, without running it, to check the spec's version.
+// binary's bytes, without running it, to check the spec's version; a build
+// without it is checked by the -ldflags its Go build information records,
+// which -trimpath leaves out (capability.BuildVersion).
 var (
 	Version       = "devel"
 	versionMarker = ""
@@ -67,7 +69,7 @@ var flagKeys = []struct{ flag, key, usage string }{
 	{"handoff-socket", "RELAYD_HANDOFF_SOCKET", "Unix socket `path` where a running relayd hands over to a new one; empty: no handoff"},
 	{"max-players-per-addr", "RELAYD_MAX_PLAYERS_PER_ADDR", "`players` one IPv4 address may hold across all lobbies"},
 	{"max-players-per-net", "RELAYD_MAX_PLAYERS_PER_NET", "`players` one /24 may hold across all lobbies"},
-	{"exempt-sources", "RELAYD_EXEMPT_SOURCES", "IPv4 `prefixes` held to no per-source limit, comma separated; empty: none"},
+	{"exempt-sources", "RELAYD_EXEMPT_SOURCES", "IPv4 `prefixes` held to no limit on players across lobbies (never to all seats of one), comma separated; default none"},
 }
 
 func run(args, environ []string, stdout, stderr io.Writer, sig <-chan os.Signal) int {

@@ -2,15 +2,16 @@
 //
 // net.core.{r,w}mem_{max,default} are global to the machine (docs/kernel.md), and
 // go test runs the test binaries of several packages at once, so every test
-// that writes one of them takes a file lock first and restores the values
-// it found when it ends.
+// that writes one of them takes a file lock first (LockPath, the one the
+// scripts and the lab take too) and restores the values it found when it
+// ends. The lock's holder records who it is in the file, so that a waiter
+// can say whom it waits for (Holder).
 package kerneltest
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -22,19 +23,20 @@ var Keys = []string{
 	"net.core.wmem_default",
 }
 
-const lockPath = "/tmp/relayctl-global-sysctl.lock"
-
-// Lock serialises t against every other test (in any package) that changes a
-// global kernel value, and restores Keys to their current values at cleanup.
+// Lock serialises t against every other test (in any package), script
+// and lab path that changes a global kernel value, and restores Keys to
+// their current values at cleanup. While it waits it says on stderr who
+// holds the lock and since when. Under -short it skips t: a test that
+// changes the machine's global values needs root and waits behind every
+// lab test that holds the lock, which a unit run must not.
 func Lock(t testing.TB) {
 	t.Helper()
-	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		t.Fatalf("open kernel lock: %v", err)
+	if testing.Short() {
+		t.Skip("kerneltest: changes the machine's global sysctls; skipped under -short")
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		t.Fatalf("lock %s: %v", lockPath, err)
+	held, err := Take(LockPath, Me(filepath.Base(os.Args[0])+" "+t.Name()), os.Stderr, "kerneltest: "+t.Name())
+	if err != nil {
+		t.Fatal(err)
 	}
 	saved := map[string]string{}
 	for _, k := range Keys {
@@ -46,8 +48,7 @@ func Lock(t testing.TB) {
 				t.Errorf("restore %s=%s: %v", k, saved[k], err)
 			}
 		}
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
+		held.Release()
 	})
 }
 

@@ -4,14 +4,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // The scripts that change the global values (make demo, make demo-bench,
 // the benches) take the same lock as the tests, through demo-lib.sh's
-// demo_start and kernel_lock: while a test holds Lock, a demo waits and
-// changes nothing.
+// demo_start and kernel_lock: while a test holds Lock, a demo waits,
+// saying which test holds it, and changes nothing.
 func TestDemoWaitsForTheLock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds relayd; skipped under -short")
@@ -36,7 +37,7 @@ func TestDemoWaitsForTheLock(t *testing.T) {
 		t.Fatalf("demo_start ran while a test held the lock:\n%s", out)
 	}
 	for _, want := range []string{
-		"demo-test: waiting for /tmp/relayctl-global-sysctl.lock",
+		"demo-test: waiting for the machine-wide sysctl lock held by kerneltest.test TestDemoWaitsForTheLock (pid " + strconv.Itoa(os.Getpid()) + ", user ",
 		"demo-test: error: could not take /tmp/relayctl-global-sysctl.lock in 1s",
 	} {
 		if !strings.Contains(string(out), want) {

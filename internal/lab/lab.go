@@ -80,6 +80,13 @@ const (
 // DefaultRelayConfig is written to RelayConfig when RelayInstall.Config is "".
 const DefaultRelayConfig = "RELAYD_LISTEN=0.0.0.0:7788\nRELAYD_CONTROL=127.0.0.1:7789\n"
 
+// BenchExempt is the relay config line of a lab relay that a bench on its
+// host loads past 16 players per address: it exempts the bench's two
+// loopback addresses (relay/bench.LoopbackSources) from the per-address
+// counts, as an operator opts a bench host in. relayd exempts no source by
+// default, and never lets one address hold every seat of a lobby.
+const BenchExempt = "RELAYD_EXEMPT_SOURCES=127.0.0.1/32,127.0.0.2/32\n"
+
 // DefaultBasePort is the sshd port when Options.BasePort is 0.
 const DefaultBasePort = 2222
 
@@ -208,7 +215,14 @@ func Load(dir string) (*Lab, error) {
 	if err := json.Unmarshal(b, &l); err != nil {
 		return nil, fmt.Errorf("load lab: parse %s: %w", filepath.Join(dir, "lab.json"), err)
 	}
+	// Close stops every process in a host's mount namespace: one that is
+	// this machine's own (a lab.json edited, or written by hand) would be
+	// every process on it.
+	own, _ := os.Readlink("/proc/self/ns/mnt")
 	for _, h := range l.Hosts {
+		if h.MountNS != "" && h.MountNS == own {
+			return nil, fmt.Errorf("load lab: %s: %s gives the machine's own mount namespace (%s): not a lab host's", filepath.Join(dir, "lab.json"), h.Name, own)
+		}
 		h.dir = filepath.Join(l.Dir, h.Name)
 	}
 	return &l, nil
@@ -389,6 +403,32 @@ func validVersion(v string) error {
 		}
 	}
 	return nil
+}
+
+// Stopped names the lab's hosts that are no longer running (their sshd,
+// or on a systemd host its systemd, has exited): none for a lab that is
+// up.
+func (l *Lab) Stopped() []string {
+	var names []string
+	for _, h := range l.Hosts {
+		if !h.running() {
+			names = append(names, h.Name)
+		}
+	}
+	return names
+}
+
+// running reports whether the host's sshd (systemd: its PID 1) is still
+// the process the lab started, not a pid reused since.
+func (h *Host) running() bool {
+	if h.Kind == KindSystemd {
+		return h.initIsOurs()
+	}
+	if h.SSHDPID == 0 || h.MountNS == "" || !alive(h.SSHDPID) {
+		return false
+	}
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", h.SSHDPID))
+	return err == nil && ns == h.MountNS
 }
 
 // Close stops every process in the lab's namespaces (relays, SSH sessions,

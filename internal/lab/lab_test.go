@@ -447,3 +447,53 @@ func TestExecError(t *testing.T) {
 		t.Errorf("Path(/etc/passwd): got no error, want not private")
 	}
 }
+
+// A lab's folder can be used again: Start refuses one whose lab was not
+// stopped (its lab.json), starts afresh in one an earlier lab left its
+// trees in (Debian's /etc/sysctl.d/99-sysctl.conf symlink among them), and
+// a Start that fails stops what it started and leaves no lab.json, so the
+// next Start works. Stopped names a host that is no longer running.
+func TestStartAgainInTheSameFolder(t *testing.T) {
+	lab.Require(t)
+	t.Parallel()
+	dir := t.TempDir()
+	l, err := lab.Start(t.Context(), lab.Options{Dir: dir, Hosts: []lab.HostOptions{{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	stale := filepath.Join(l.Hosts[0].Root, "etc/sysctl.d/60-stale.conf")
+	os.WriteFile(stale, []byte("net.core.somaxconn = 1\n"), 0o644)
+	if _, err := lab.Start(t.Context(), lab.Options{Dir: dir, Hosts: []lab.HostOptions{{}}}); err == nil || !strings.Contains(err.Error(), "holds a lab that was not stopped (lab.json)") {
+		t.Fatalf("Start in the folder of a lab that is up: %v, want a refusal", err)
+	}
+	if got := l.Stopped(); len(got) != 0 {
+		t.Errorf("Stopped of a lab that is up: %v", got)
+	}
+	closeAndCheck(t, l)
+	if got := l.Stopped(); !slices.Equal(got, []string{"lab-1"}) {
+		t.Errorf("Stopped after Close: %v, want lab-1", got)
+	}
+	os.Remove(filepath.Join(dir, "lab.json")) // as relaylab down does
+
+	// A relay that cannot start: Start fails once the sshd is up.
+	broken := filepath.Join(t.TempDir(), "relayd")
+	os.WriteFile(broken, []byte("#!/bin/sh\nexit 1\n"), 0o755)
+	_, err = lab.Start(t.Context(), lab.Options{Dir: dir, Hosts: []lab.HostOptions{{Relay: &lab.RelayInstall{Binary: broken, Version: "1.0.0", Start: true}}}})
+	if err == nil || !strings.Contains(err.Error(), "start relay") {
+		t.Fatalf("Start with a relay that cannot start: %v, want it to fail", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "lab.json")); err == nil {
+		t.Error("a Start that failed left lab.json")
+	}
+
+	again, err := lab.Start(t.Context(), lab.Options{Dir: dir, Hosts: []lab.HostOptions{{}}})
+	if err != nil {
+		t.Fatalf("Start after an earlier lab and a failed one: %v", err)
+	}
+	t.Cleanup(func() { again.Close() })
+	if _, err := os.Stat(stale); err == nil {
+		t.Errorf("the new lab-1 has the earlier one's %s", stale)
+	}
+	sshOK(t, again, "lab-1", "true")
+}

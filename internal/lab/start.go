@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/relayctl/relayctl/tune"
@@ -81,14 +82,22 @@ exec /usr/sbin/sshd -D -e -f "$cfg"
 
 // Start starts the lab's hosts in parallel and returns once every sshd
 // answers with an SSH banner. ctx bounds the start only; the hosts run until
-// Close, even after this process exits. On error, whatever was started is
-// stopped.
+// Close, even after this process exits. On error (ctx ending included),
+// whatever was started is stopped, and Dir/lab.json removed once it is.
+//
+// A Dir that holds lab.json holds a lab that was not stopped (relaylab
+// down stops it): Start refuses it. Each host's directory (Dir/lab-N) is
+// made afresh, so nothing an earlier lab left there (its private trees,
+// keys, logs) is merged into the new host's.
 //
 // On the machine itself Start only adds what mounts need: the empty
 // mountpoints it lacks (/run/sshd, /run/sysctl.d, /usr/local/lib/sysctl.d,
 // /opt/relay, /etc/relay, /var/lib/relayctl), /run/netns as a shared mount
 // (as ip netns add does), and the allocation lock /tmp/relaylab.lock.
 func Start(ctx context.Context, o Options) (*Lab, error) {
+	if testing.Testing() && testing.Short() {
+		return nil, errors.New("start lab: under go test -short, which runs no lab test: the test must call lab.Require (or StartT) first")
+	}
 	if err := CheckPrerequisites(); err != nil {
 		return nil, err
 	}
@@ -124,6 +133,9 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("start lab: %w", err)
 	}
+	if _, err := os.Lstat(filepath.Join(dir, "lab.json")); err == nil {
+		return nil, fmt.Errorf("start lab: %s holds a lab that was not stopped (lab.json): stop it first (relaylab down --dir %s)", dir, dir)
+	}
 	l := &Lab{
 		Dir:        dir,
 		SSHConfig:  filepath.Join(dir, "ssh_config"),
@@ -148,7 +160,11 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 	}
 	if err := l.start(ctx, o); err != nil {
 		if cerr := l.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("clean up: %w", cerr))
+			// lab.json stays: relaylab down tries again from it.
+			return nil, errors.Join(err, fmt.Errorf("clean up: %w", cerr))
+		}
+		if rerr := os.Remove(filepath.Join(dir, "lab.json")); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, fmt.Errorf("clean up: %w", rerr))
 		}
 		return nil, err
 	}
@@ -168,6 +184,11 @@ func (l *Lab) start(ctx context.Context, o Options) error {
 	}
 	if err := machineMountpoints(); err != nil {
 		return err
+	}
+	for _, h := range l.Hosts {
+		if err := os.RemoveAll(h.dir); err != nil {
+			return fmt.Errorf("%s: remove what an earlier lab left: %w", h.Name, err)
+		}
 	}
 	// Files first, in parallel: nothing here needs an address.
 	if err := parallel(len(l.Hosts), 8, func(i int) error {

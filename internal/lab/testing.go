@@ -98,9 +98,11 @@ var relaydBuilds struct {
 // BuildRelayd builds ./cmd/relayd of this module with main.Version stamped,
 // once per version per test binary, and returns the binary's path. The
 // builds live in one temporary directory per test binary, which outlives
-// the test that built them.
+// the test that built them. It is a lab test's: it starts with Require,
+// so under -short it skips t before it spends seconds building.
 func BuildRelayd(t testing.TB, version string) string {
 	t.Helper()
+	Require(t)
 	if err := validVersion(version); err != nil {
 		t.Fatalf("build relayd: %v", err)
 	}
@@ -129,6 +131,14 @@ func BuildRelayd(t testing.TB, version string) string {
 // directory into out the way `make build` does (BuildFlags): static, so it
 // runs in any lab host, and reproducible.
 func BuildRelaydTo(ctx context.Context, version, out string) error {
+	return BuildRelaydWith(ctx, out, BuildFlags(version)...)
+}
+
+// BuildRelaydWith builds ./cmd/relayd of the module around the working
+// directory into out with go build's flags as given: how a test makes the
+// builds an operator might ship (a plain go build, -ldflags without the
+// marker).
+func BuildRelaydWith(ctx context.Context, out string, flags ...string) error {
 	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return fmt.Errorf("build relayd: find module: %w", err)
@@ -137,11 +147,11 @@ func BuildRelaydTo(ctx context.Context, version, out string) error {
 	if strings.TrimSpace(string(gomod)) == "" || root == "." {
 		return errors.New("build relayd: not inside the relayctl module")
 	}
-	cmd := exec.CommandContext(ctx, "go", append(append([]string{"build"}, BuildFlags(version)...), "-o", out, "./cmd/relayd")...)
+	cmd := exec.CommandContext(ctx, "go", append(append([]string{"build"}, flags...), "-o", out, "./cmd/relayd")...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build relayd %s: %w: %s", version, err, strings.TrimSpace(string(b)))
+		return fmt.Errorf("build relayd %q: %w: %s", flags, err, strings.TrimSpace(string(b)))
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package walkthrough
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/relayctl/relayctl/internal/kerneltest"
 	"github.com/relayctl/relayctl/internal/lab"
+	"github.com/relayctl/relayctl/internal/repotest"
 )
 
 // step is one command of the walkthrough and the exit status it must have.
@@ -89,8 +89,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 		t.Fatalf("the walkthrough starts with %q and ends with %q; want make lab ... make lab-down", steps[0].cmd, steps[len(steps)-1].cmd)
 	}
 	kerneltest.Lock(t)
-	repo := t.TempDir()
-	copyRepo(t, root, repo)
+	repo := repotest.Copy(t)
 	t.Cleanup(func() {
 		if _, err := os.Stat(filepath.Join(repo, "lab", "lab.json")); err == nil {
 			out, err := command(repo, "make", "-s", "lab-down").CombinedOutput()
@@ -122,41 +121,6 @@ func command(dir string, argv ...string) *exec.Cmd {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "RELAYCTL_KERNEL_LOCK_HELD=1")
 	return cmd
-}
-
-// copyRepo copies the repository's files (not .git, nor what builds and
-// labs leave) to dst.
-func copyRepo(t *testing.T, src, dst string) {
-	t.Helper()
-	skip := map[string]bool{".git": true, "bin": true, "demo": true, "demo-bench": true, "lab": true}
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		if d.IsDir() && skip[rel] {
-			return filepath.SkipDir
-		}
-		to := filepath.Join(dst, rel)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return os.MkdirAll(to, 0o755)
-		case info.Mode().IsRegular():
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(to, b, info.Mode().Perm())
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("copy the repository: %v", err)
-	}
 }
 
 // The README's walkthrough parses into commands with their exit statuses.

@@ -1,7 +1,9 @@
 package inventory
 
 import (
+	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -56,6 +58,56 @@ func fleetYAML() string {
 	return b.String()
 }
 
+// fleetListJSON is what ansible-inventory --list prints for fleetINI:
+// every host's variables merged into _meta.hostvars, each group's hosts
+// and children, keys sorted.
+func fleetListJSON() string {
+	inv, err := ParseINI("fleet.ini", []byte(fleetINI()))
+	if err != nil {
+		panic(err)
+	}
+	out := map[string]any{}
+	hostvars := map[string]map[string]any{}
+	for _, h := range inv.hosts {
+		vars, _ := inv.Vars(h.name)
+		m := map[string]any{}
+		for k, v := range vars {
+			if v.Kind == Int {
+				m[k], _ = strconv.Atoi(v.Text)
+			} else {
+				m[k] = v.Text
+			}
+		}
+		hostvars[h.name] = m
+	}
+	out["_meta"] = map[string]any{"hostvars": hostvars}
+	for _, g := range inv.groups {
+		entry := map[string]any{}
+		if g != inv.all && len(g.hosts) > 0 {
+			var names []string
+			for _, h := range g.hosts {
+				names = append(names, h.name)
+			}
+			entry["hosts"] = names
+		}
+		if len(g.children) > 0 {
+			var names []string
+			for _, c := range g.children {
+				names = append(names, c.name)
+			}
+			entry["children"] = names
+		}
+		if len(entry) > 0 {
+			out[g.name] = entry
+		}
+	}
+	b, err := json.MarshalIndent(out, "", "    ")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
 const benchHosts = benchRegions * benchPerRegion
 
 func perHost(b *testing.B, hosts int) {
@@ -84,6 +136,28 @@ func BenchmarkParseYAML(b *testing.B) {
 		}
 	}
 	perHost(b, benchHosts)
+}
+
+// BenchmarkParseJSON reads what ansible-inventory --list prints for the
+// fleet (ParseJSON, as a program's output is read), and the same through
+// Parse, which first tells it from YAML by its _meta key (a .json file).
+func BenchmarkParseJSON(b *testing.B) {
+	src := []byte(fleetListJSON())
+	for _, bc := range []struct {
+		name  string
+		parse func(string, []byte) (*Inventory, error)
+	}{{"output", ParseJSON}, {"file", Parse}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(src)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := bc.parse("fleet.json", src); err != nil {
+					b.Fatal(err)
+				}
+			}
+			perHost(b, benchHosts)
+		})
+	}
 }
 
 // BenchmarkSelect is what plan does once per run after parsing: select and
@@ -127,7 +201,7 @@ func BenchmarkSelect(b *testing.B) {
 }
 
 func TestBenchFleetIsValid(t *testing.T) {
-	for _, inv := range []*Inventory{mustParse(t, "fleet.ini", fleetINI()), mustParse(t, "fleet.yaml", fleetYAML())} {
+	for _, inv := range []*Inventory{mustParse(t, "fleet.ini", fleetINI()), mustParse(t, "fleet.yaml", fleetYAML()), mustParse(t, "fleet.json", fleetListJSON())} {
 		if inv.HostCount() != benchHosts {
 			t.Fatalf("%s: %d hosts, want %d", inv.File, inv.HostCount(), benchHosts)
 		}

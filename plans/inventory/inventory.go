@@ -1,6 +1,7 @@
-// Package inventory reads Ansible inventories (INI and YAML) and selects
-// hosts from them with Ansible's host patterns, so an operator's existing
-// inventory can say which hosts a relayctl spec covers.
+// Package inventory reads Ansible inventories (INI, YAML, and the JSON that
+// ansible-inventory --list prints) and selects hosts from them with
+// Ansible's host patterns, so an operator's existing inventory can say
+// which hosts a relayctl spec covers.
 //
 // It is pure: bytes in, typed result out. It never resolves a name, opens a
 // connection or reads a clock; group_vars/ and host_vars/ directories are not
@@ -39,6 +40,9 @@ type Format uint8
 const (
 	INI Format = iota + 1
 	YAML
+	// JSON is what ansible-inventory --list and inventory scripts print
+	// (ParseJSON), not a YAML inventory written as JSON (YAML reads that).
+	JSON
 )
 
 func (f Format) String() string {
@@ -47,6 +51,8 @@ func (f Format) String() string {
 		return "ini"
 	case YAML:
 		return "yaml"
+	case JSON:
+		return "json"
 	}
 	return "unknown"
 }
@@ -109,6 +115,7 @@ type Value struct {
 	Text string // the string; the integer in decimal; "true"/"false"; empty for Null and Complex
 	File string // where it was set: a group_vars/ or host_vars/ file, or "" for the inventory file
 	Line int
+	Path string // in a JSON inventory, the JSON path of the value, e.g. _meta.hostvars["relay-1"].ansible_host
 }
 
 // Inventory is a parsed inventory file. It is safe for concurrent use.
@@ -133,6 +140,7 @@ type Inventory struct {
 type host struct {
 	name     string
 	line     int
+	path     string           // in a JSON inventory, where the host is first listed, e.g. ash.hosts[0]
 	order    int              // index in Inventory.hosts
 	vars     map[string]Value // the host's own variables in the inventory file
 	fileVars map[string]Value // from host_vars/ (ReadVarsDirs)
@@ -157,15 +165,25 @@ type group struct {
 	members   bitset          // memo: hosts of this group and of its descendants
 }
 
-// Parse reads an inventory, INI or YAML by its file name as Ansible tells
-// them apart: .yaml, .yml and .json are YAML; a name without an extension
-// is YAML when it parses as a YAML mapping and INI otherwise; any other
-// extension (.ini, .cfg, .txt, .hosts) is INI.
+// Parse reads an inventory, INI, YAML or JSON, by its file name as Ansible
+// tells INI and YAML apart: .yaml and .yml are YAML; a .json name or one
+// without an extension is ansible-inventory --list's JSON (ParseJSON) when
+// it is a JSON object with a _meta key, else YAML when it parses as a YAML
+// mapping (JSON is YAML), else INI; any other extension (.ini, .cfg, .txt,
+// .hosts) is INI.
 func Parse(file string, data []byte) (*Inventory, error) {
 	switch strings.ToLower(filepath.Ext(file)) {
-	case ".yaml", ".yml", ".json":
+	case ".yaml", ".yml":
+		return ParseYAML(file, data)
+	case ".json":
+		if looksLikeListJSON(data) {
+			return ParseJSON(file, data)
+		}
 		return ParseYAML(file, data)
 	case "":
+		if looksLikeListJSON(data) {
+			return ParseJSON(file, data)
+		}
 		if looksLikeYAMLMapping(data) {
 			return ParseYAML(file, data)
 		}

@@ -169,20 +169,25 @@ type unread struct {
 	count int
 }
 
-// fail records a problem at the host's line in the inventory.
-func (s *selector) fail(line int, format string, a ...any) {
-	s.failAt(Value{Line: line}, format, a...)
-}
-
-// failAt records a problem where the value v was set.
+// failAt records a problem where the value v was set (in a JSON
+// inventory, naming its JSON path).
 func (s *selector) failAt(v Value, format string, a ...any) {
 	file := v.File
 	if file == "" {
 		file = s.inv.File
 	}
-	if len(s.errs) < maxErrors {
-		s.errs = append(s.errs, &Error{File: file, Line: v.Line, Msg: fmt.Sprintf(format, a...)})
+	msg := fmt.Sprintf(format, a...)
+	if v.Path != "" {
+		msg = v.Path + ": " + msg
 	}
+	if len(s.errs) < maxErrors {
+		s.errs = append(s.errs, &Error{File: file, Line: v.Line, Msg: msg})
+	}
+}
+
+// failHost records a problem with a host itself, where it is first defined.
+func (s *selector) failHost(h *host, format string, a ...any) {
+	s.failAt(Value{Line: h.line, Path: h.path}, format, a...)
 }
 
 func (s *selector) host(h *host) (Host, bool) {
@@ -191,7 +196,7 @@ func (s *selector) host(h *host) (Host, bool) {
 	out := Host{Name: h.name, Address: h.name, Line: h.line, Groups: groupNames(h, inv.all)}
 	n := len(s.errs)
 	if !validName(h.name) {
-		s.fail(h.line, "host %q: relayctl names hosts in plans, journals and receipts by letters, digits and ._- (or an IP address); rename it and set ansible_host to its address", h.name)
+		s.failHost(h, "host %q: relayctl names hosts in plans, journals and receipts by letters, digits and ._- (or an IP address); rename it and set ansible_host to its address", h.name)
 	}
 	if v, name, ok := s.first(h, gs, addressVars); ok {
 		if text, ok := s.text(h, name, v); ok {
@@ -241,7 +246,7 @@ func (s *selector) labels(h *host, gs []*group, out *Host) {
 	for _, k := range s.opt.Labels {
 		v, ok := s.inv.lookup(h, gs, k)
 		if !ok {
-			s.fail(h.line, "%s has no %s; the spec's labels need it on every selected host: set %s=… on the host line, or in the vars of one of its groups (%s), or in group_vars/", h.name, k, k, strings.Join(out.Groups, ", "))
+			s.failHost(h, "%s has no %s; the spec's labels need it on every selected host: %s", h.name, k, s.whereToSet(h, k, out.Groups))
 			continue
 		}
 		if v.Kind == Bool {
@@ -258,6 +263,14 @@ func (s *selector) labels(h *host, gs []*group, out *Host) {
 		}
 		out.Labels[k] = text
 	}
+}
+
+// whereToSet says where an inventory of this form sets a host's variable.
+func (s *selector) whereToSet(h *host, k string, groups []string) string {
+	if s.inv.Format == JSON {
+		return fmt.Sprintf("set %s in _meta.hostvars[%q] or in the vars of one of its groups (%s); for a program's output, in the inventory it reads", k, h.name, strings.Join(groups, ", "))
+	}
+	return fmt.Sprintf("set %s=… on the host line, or in the vars of one of its groups (%s), or in group_vars/", k, strings.Join(groups, ", "))
 }
 
 // first is the first of names the host sets, by Ansible's precedence.

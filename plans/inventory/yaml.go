@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -297,7 +298,7 @@ func (p *yamlParser) group(k, v *yaml.Node, depth int) *group {
 			sv = &yaml.Node{Kind: yaml.MappingNode, Line: sv.Line, Content: []*yaml.Node{sv, {Kind: yaml.ScalarNode, Tag: "!!null", Line: sv.Line}}}
 		}
 		if sv.Kind != yaml.MappingNode {
-			p.b.fail(sv.Line, "group %s: %s is a mapping, not a %s; end each entry with a colon, e.g. %s: {%s}", name, section, kindOfNode(sv), section, exampleEntries(sv, section))
+			p.b.fail(sv.Line, "group %s: %s is a mapping, not a %s; end each entry with a colon, e.g. %s: {%s}%s", name, section, kindOfNode(sv), section, exampleEntries(sv, section), p.listJSONHint(sv))
 			continue
 		}
 		p.section(g, section, sv, depth)
@@ -306,6 +307,16 @@ func (p *yamlParser) group(k, v *yaml.Node, depth int) *group {
 		}
 	}
 	return g
+}
+
+// listJSONHint is what to add when a .json inventory lists hosts or
+// children the way ansible-inventory --list prints them, but has no _meta,
+// which is how that form is told from a YAML inventory written as JSON.
+func (p *yamlParser) listJSONHint(sv *yaml.Node) string {
+	if sv.Kind != yaml.SequenceNode || strings.ToLower(filepath.Ext(p.b.file)) != ".json" {
+		return ""
+	}
+	return `; or, if this is what ansible-inventory --list or an inventory script printed, add its "_meta": {"hostvars": {…}}, by which relayctl tells that form`
 }
 
 func (p *yamlParser) section(g *group, section string, sv *yaml.Node, depth int) {

@@ -17,6 +17,8 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +58,50 @@ type Config struct {
 	Threshold    float64       // loss fraction above which a step counts as lossy
 	Seed         int64         // for the jitter offsets; the schedule is reproducible
 	Gate         Gate          // capacity gate; Players 0: none
+	// Sources are the local IPv4 addresses the players send from, player i
+	// from the (i mod len)th, so each lobby mixes them: relayd lets no
+	// address hold every seat of a lobby. None: LoopbackSources for a relay
+	// on loopback, else the kernel's choice (one address).
+	Sources []netip.Addr
+}
+
+// LoopbackSources are the bench's players' addresses when the relay is on
+// this machine's loopback: two of them, so a lobby is never one address's.
+var LoopbackSources = []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")}
+
+// MaxSources bounds Sources.
+const MaxSources = 256
+
+// ParseSources reads a comma-separated list of local IPv4 addresses.
+func ParseSources(s string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, f := range strings.Split(s, ",") {
+		a, err := netip.ParseAddr(strings.TrimSpace(f))
+		if err != nil || !a.Is4() || a.IsUnspecified() || a.IsMulticast() {
+			return nil, fmt.Errorf("source %q: want IPv4 addresses of this machine, comma separated, e.g. 127.0.0.1,127.0.0.2", strings.TrimSpace(f))
+		}
+		out = append(out, a)
+	}
+	if len(out) > MaxSources {
+		return nil, fmt.Errorf("%d sources: at most %d", len(out), MaxSources)
+	}
+	return out, nil
+}
+
+// playerSources are the addresses the players send from: Sources, or
+// LoopbackSources for a relay on loopback; nil leaves it to the kernel.
+func (c Config) playerSources() []netip.Addr {
+	if len(c.Sources) > 0 {
+		return c.Sources
+	}
+	host, _, err := net.SplitHostPort(c.Relay)
+	if err != nil {
+		return nil
+	}
+	if a, err := netip.ParseAddr(host); host == "localhost" || err == nil && a.Is4() && a.IsLoopback() {
+		return LoopbackSources
+	}
+	return nil
 }
 
 // Defaults returns the documented defaults.
@@ -96,6 +142,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("calibrate %v: want 0 or more", c.Calibrate)
 	case c.Threshold < 0 || c.Threshold >= 1:
 		return fmt.Errorf("threshold %v: want 0 <= t < 1", c.Threshold)
+	case len(c.Sources) > MaxSources:
+		return fmt.Errorf("%d sources: at most %d", len(c.Sources), MaxSources)
+	}
+	for _, a := range c.Sources {
+		if !a.Is4() || a.IsUnspecified() {
+			return fmt.Errorf("source %s: want an IPv4 address of this machine", a)
+		}
 	}
 	if err := c.Ramp.validate(); err != nil {
 		return err

@@ -122,7 +122,7 @@ func refusedError(p int, lobby uint32, reason wire.Reason, lobbySize int) error 
 	msg := fmt.Sprintf("join player %d (lobby %d): the relay refused it: %s", p+1, lobby, reason)
 	switch reason {
 	case wire.ReasonSourceLimit:
-		msg += "; every player of the bench sends from this machine's address, and relayd holds one address to its per-source limits: exempt the bench host on the relay (RELAYD_EXEMPT_SOURCES=<address>/32; loopback is exempt by default)"
+		msg += "; relayd holds each address to its per-source limits (16 players, 64 per /24, by default) and lets no address hold every seat of a lobby: send from at least two of this machine's addresses (--source A,B; the default for a relay on loopback) and exempt them on the relay (RELAYD_EXEMPT_SOURCES=A/32,B/32; no source is exempt by default)"
 	case wire.ReasonLobbyFull:
 		msg += fmt.Sprintf("; its lobby size is below --lobby-size %d", lobbySize)
 	case wire.ReasonPlayerTaken:

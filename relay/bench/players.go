@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -109,7 +110,9 @@ func lobbies(n, size int) []int {
 }
 
 // openFleet opens n player sockets towards relay and starts their receivers.
-func openFleet(relay string, n, lobbySize, packetSize int, lobbyBase, nonce uint32, steps int) (*fleet, error) {
+// Player i sends from sources[i mod len(sources)] (none: the kernel's
+// choice).
+func openFleet(relay string, sources []netip.Addr, n, lobbySize, packetSize int, lobbyBase, nonce uint32, steps int) (*fleet, error) {
 	raddr, err := net.ResolveUDPAddr("udp4", relay)
 	if err != nil {
 		return nil, fmt.Errorf("resolve relay %s: %w", relay, err)
@@ -127,9 +130,16 @@ func openFleet(relay string, n, lobbySize, packetSize int, lobbyBase, nonce uint
 	for i := range n {
 		// A connected udp4 socket per player: its own ephemeral port, as a
 		// real player has, and the kernel filters out anyone but the relay.
-		c, err := net.DialUDP("udp4", nil, raddr)
+		var laddr *net.UDPAddr
+		if len(sources) > 0 {
+			laddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(sources[i%len(sources)], 0))
+		}
+		c, err := net.DialUDP("udp4", laddr, raddr)
 		if err != nil {
 			f.close()
+			if laddr != nil {
+				return nil, fmt.Errorf("open player socket %d of %d on the bench machine, from %s: %w", i+1, n, laddr.IP, err)
+			}
 			return nil, fmt.Errorf("open player socket %d of %d on the bench machine: %w", i+1, n, err)
 		}
 		f.conns = append(f.conns, c)

@@ -110,7 +110,11 @@ func startRelayd(t *testing.T, args ...string) *relayd {
 
 // spawnRelayd is startRelayd for any goroutine: it does not end the test.
 func spawnRelayd(t *testing.T, bin string, args ...string) (*relayd, error) {
-	args = append([]string{"--config", os.DevNull, "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0"}, args...)
+	// The bench's players send from LoopbackSources in turn: the relay
+	// exempts those two addresses from its per-address counts, as an
+	// operator opts a bench host in (no source is exempt by default).
+	args = append([]string{"--config", os.DevNull, "--listen", "127.0.0.1:0", "--control", "127.0.0.1:0",
+		"--exempt-sources", "127.0.0.1/32,127.0.0.2/32"}, args...)
 	cmd := exec.Command("nice", append([]string{"-n", strconv.Itoa(testNice), bin}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -373,6 +377,30 @@ func TestJoinRefusedByLobbySize(t *testing.T) {
 	_, err := Run(context.Background(), cfg, Options{})
 	if err == nil || !strings.Contains(err.Error(), "the relay refused it: lobby full; its lobby size is below --lobby-size 8") {
 		t.Errorf("got error %v, want the join refused as lobby full", err)
+	}
+}
+
+// TestSourcesFillALobby: against a relay that exempts no source, the
+// bench's 16 players fill two lobbies of eight, since each lobby mixes
+// its two loopback addresses; from one address the relay refuses the last
+// seat of the first lobby, and the bench says what to do.
+func TestSourcesFillALobby(t *testing.T) {
+	r := startRelayd(t, "--exempt-sources", "")
+	cfg := r.config(Ramp{From: 16, To: 16, Step: 1})
+	cfg.StepDuration = time.Second
+	rep, err := Run(context.Background(), cfg, Options{})
+	if err != nil || len(rep.Steps) != 1 || rep.Steps[0].Players != 16 {
+		t.Fatalf("16 players from two addresses: %v", err)
+	}
+	if got := rep.Config.Sources; len(got) != 2 || got[0] != "127.0.0.1" || got[1] != "127.0.0.2" {
+		t.Errorf("the report's sources: %v, want the two loopback addresses", got)
+	}
+	r = startRelayd(t, "--exempt-sources", "")
+	cfg = r.config(Ramp{From: 16, To: 16, Step: 1})
+	cfg.Sources = LoopbackSources[:1]
+	_, err = Run(context.Background(), cfg, Options{})
+	if err == nil || !strings.Contains(err.Error(), "join player 8 (lobby ") || !strings.Contains(err.Error(), "source limit; ") || !strings.Contains(err.Error(), "--source A,B") {
+		t.Errorf("16 players from one address: got %v, want the 8th refused for the source limit, with what to do", err)
 	}
 }
 

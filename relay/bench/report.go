@@ -41,6 +41,9 @@ type ConfigReport struct {
 	MaxLagTicks  float64 `json:"max_lag_ticks"`
 	MaxUnsentPct float64 `json:"max_unsent_pct"`
 	Gate         *Gate   `json:"gate,omitempty"`
+	// Sources are the addresses the players sent from; none: the kernel's
+	// choice.
+	Sources []string `json:"sources,omitempty"`
 }
 
 func reportConfig(c Config) ConfigReport {
@@ -53,6 +56,9 @@ func reportConfig(c Config) ConfigReport {
 	if c.Gate.Players > 0 {
 		g := c.Gate
 		r.Gate = &g
+	}
+	for _, a := range c.playerSources() {
+		r.Sources = append(r.Sources, a.String())
 	}
 	return r
 }

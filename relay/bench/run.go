@@ -142,7 +142,7 @@ func Run(ctx context.Context, cfg Config, opt Options) (*Report, error) {
 			model = Predict(rb, "the relay's /status", cfg.PacketSize, cfg.Jitter, cfg.Gate.Players)
 		}
 	}
-	f, err := openFleet(cfg.Relay, pf.Players, cfg.LobbySize, cfg.PacketSize, cfg.LobbyBase, rand.Uint32(), len(steps))
+	f, err := openFleet(cfg.Relay, cfg.playerSources(), pf.Players, cfg.LobbySize, cfg.PacketSize, cfg.LobbyBase, rand.Uint32(), len(steps))
 	if err != nil {
 		return nil, err
 	}

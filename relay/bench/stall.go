@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -40,6 +41,7 @@ type StallConfig struct {
 	StallTicks int   // bursts that arrive while the relay is stopped
 	Players    []int // player counts to try, ascending
 	LobbyBase  uint32
+	Sources    []netip.Addr // as Config.Sources
 }
 
 // StallTarget stops and resumes the relay's reading, and reads its socket's
@@ -211,7 +213,7 @@ func RunStall(ctx context.Context, cfg StallConfig, target StallTarget) (*StallR
 	if rb <= 0 {
 		return nil, errors.New("the relay's /status does not say its receive buffer (so_rcvbuf_effective)")
 	}
-	f, err := openFleet(cfg.Relay, top, cfg.LobbySize, cfg.PacketSize, cfg.LobbyBase, rand.Uint32(), 1)
+	f, err := openFleet(cfg.Relay, Config{Relay: cfg.Relay, Sources: cfg.Sources}.playerSources(), top, cfg.LobbySize, cfg.PacketSize, cfg.LobbyBase, rand.Uint32(), 1)
 	if err != nil {
 		return nil, err
 	}

@@ -55,9 +55,12 @@ type Config struct {
 	// source can squat the relay's lobbies (docs/relayd.md, "Who may join").
 	MaxPlayersPerAddr int
 	MaxPlayersPerNet  int
-	// ExemptSources are IPv4 prefixes held to no per-source limit, comma
-	// separated in canonical form ("" for none): by default the relay
-	// host's own loopback, where a bench on the host sends from one address.
+	// ExemptSources are IPv4 prefixes held to no limit on the players
+	// they hold across lobbies, comma separated in canonical form; none by
+	// default. Every process on the relay host can send from its
+	// loopback, so exempting it would let any local user squat the
+	// lobbies: a bench opts in with the addresses it sends from. No source,
+	// exempt or not, may hold every seat of a lobby.
 	ExemptSources string
 }
 
@@ -73,7 +76,6 @@ func Default() Config {
 
 		MaxPlayersPerAddr: 16,
 		MaxPlayersPerNet:  64,
-		ExemptSources:     "127.0.0.0/8",
 	}
 }
 

@@ -94,6 +94,19 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// TestNoExemptSourcesByDefault: every process on the relay host can send
+// from its loopback, so no source is spared the per-source limits unless
+// the operator names it.
+func TestNoExemptSourcesByDefault(t *testing.T) {
+	if ps := Default().Exempt(); len(ps) != 0 {
+		t.Errorf("the default config exempts %v, want no source", ps)
+	}
+	c, err := Parse(strings.NewReader("RELAYD_LISTEN=0.0.0.0:7788\n"), "relayd.env")
+	if err != nil || c.ExemptSources != "" {
+		t.Errorf("a file without RELAYD_EXEMPT_SOURCES: %q, %v; want none exempt", c.ExemptSources, err)
+	}
+}
+
 func TestRenderRoundTrip(t *testing.T) {
 	configs := []Config{
 		Default(),

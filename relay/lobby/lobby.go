@@ -12,6 +12,7 @@ package lobby
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"time"
@@ -41,14 +42,22 @@ type Config struct {
 	IdleTimeout time.Duration // a player silent this long is removed
 
 	// Per-source limits on the players one IPv4 address, and one /24, may
-	// hold across all lobbies; 0 is no limit. Besides, one address never
+	// hold across all lobbies; 0 is no limit. Exempt sources (a bench host
+	// the operator names) are held to neither. Besides, one address never
 	// holds more than Size-1 players of a lobby, so no single source can
-	// fill one. Exempt sources (the relay host's own loopback, a bench
-	// host) are held to none of these.
+	// fill one: that rule holds for exempt sources too, since an exempt
+	// address is only as trusted as every process that can send from it.
 	MaxPerAddr int
 	MaxPerNet  int
 	Exempt     []netip.Prefix
 }
+
+// EstablishedAfter is how long a member must have played, from the first
+// of its datagrams the relay forwarded to its latest datagram, to count as
+// established: a player, not an address that joined and went silent
+// (Established). A handoff or the fd store does not carry it over: a
+// restored member establishes itself again.
+const EstablishedAfter = 5 * time.Second
 
 // member is one player: 24 bytes, allocated as the lobby grows.
 type member struct {
@@ -56,7 +65,20 @@ type member struct {
 	player uint32
 	addr   [4]byte
 	port   uint16
+	// played is 0 until the relay forwards one of the member's datagrams,
+	// then the second it did (since the table's base, rounded up, plus
+	// playedBias); once the member has played EstablishedAfter, it is
+	// isEstablished.
+	played uint32
 }
+
+// isEstablished is member.played once the member is established;
+// playedBias keeps the seconds of member.played above 0 on either side of
+// the table's base (tests pass times before it).
+const (
+	isEstablished = math.MaxUint32
+	playedBias    = 1 << 31
+)
 
 func (m *member) addrPort() netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom4(m.addr), m.port)
@@ -76,6 +98,8 @@ type Table struct {
 	base    time.Time // seen times count from here, on the monotonic clock
 	lobbies map[uint32]*lobby
 	players int
+	// established counts the members that have played EstablishedAfter.
+	established int
 	// Players held per source, exempt sources not counted; an entry goes
 	// when its count reaches 0.
 	perAddr map[[4]byte]int32
@@ -125,7 +149,7 @@ func (t *Table) Forward(id, player uint32, addr netip.AddrPort, now time.Time, d
 	if self < 0 || !l.members[self].is(addr) {
 		return dst, ErrNotMember
 	}
-	l.members[self].seen = t.since(now)
+	t.touch(&l.members[self], t.since(now), true)
 	for i := range l.members {
 		if i != self {
 			dst = append(dst, l.members[i].addrPort())
@@ -141,6 +165,26 @@ func (l *lobby) find(player uint32) int {
 		}
 	}
 	return -1
+}
+
+// touch records that member m sent at now (since the table's base), a
+// datagram the relay forwarded or not, and counts it established once it
+// has played EstablishedAfter.
+func (t *Table) touch(m *member, now int64, forwarded bool) {
+	m.seen = now
+	switch {
+	case m.played == isEstablished:
+	case m.played == 0 && forwarded:
+		// The second rounded up: "EstablishedAfter since it" is never less.
+		sec := now / int64(time.Second)
+		if now%int64(time.Second) > 0 {
+			sec++
+		}
+		m.played = uint32(min(max(sec+playedBias, 1), isEstablished-1))
+	case m.played != 0 && now-(int64(m.played)-playedBias)*int64(time.Second) >= int64(EstablishedAfter):
+		m.played = isEstablished
+		t.established++
+	}
 }
 
 // Join makes player, whose address addr the caller has proven, a member of
@@ -164,7 +208,7 @@ func (t *Table) Join(id, player uint32, addr netip.AddrPort, now time.Time) erro
 			if !l.members[self].is(addr) {
 				return ErrPlayerTaken
 			}
-			l.members[self].seen = t.since(now)
+			t.touch(&l.members[self], t.since(now), false)
 			return nil
 		}
 		if len(l.members) >= t.cfg.Size {
@@ -185,11 +229,9 @@ func (t *Table) Join(id, player uint32, addr netip.AddrPort, now time.Time) erro
 }
 
 // checkSource applies the per-source limits to a newcomer from a joining
-// lobby l (nil: a new lobby).
+// lobby l (nil: a new lobby). The seat rule comes first and holds for
+// every source: an exempt one is spared only the counts across lobbies.
 func (t *Table) checkSource(l *lobby, a netip.Addr) error {
-	if t.exempt(a) {
-		return nil
-	}
 	b := a.As4()
 	if l != nil {
 		same := 0
@@ -201,6 +243,9 @@ func (t *Table) checkSource(l *lobby, a netip.Addr) error {
 		if same >= t.cfg.Size-1 {
 			return ErrSourceLimit
 		}
+	}
+	if t.exempt(a) {
+		return nil
 	}
 	if n := t.cfg.MaxPerAddr; n > 0 && t.perAddr[b] >= int32(n) {
 		return ErrSourceLimit
@@ -253,6 +298,9 @@ func (t *Table) Expire(now time.Time) int {
 				kept = append(kept, m)
 			} else {
 				t.count(m.addr, -1)
+				if m.played == isEstablished {
+					t.established--
+				}
 				removed++
 			}
 		}
@@ -282,6 +330,13 @@ func (t *Table) Lobbies() int { return len(t.lobbies) }
 
 // Players returns the number of players in all lobbies.
 func (t *Table) Players() int { return t.players }
+
+// Established returns the number of players that have played at least
+// EstablishedAfter: the first of their datagrams the relay forwarded and
+// their latest are that far apart. An address that joins and goes silent,
+// or sends once, is never established: a stranger cannot make the count
+// rise and fall with the handshake alone.
+func (t *Table) Established() int { return t.established }
 
 // Sources returns how many addresses and /24s hold players, exempt ones
 // not counted: the per-source bookkeeping's size, for tests.

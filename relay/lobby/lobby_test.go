@@ -181,8 +181,8 @@ func ip(s string, n int) netip.AddrPort {
 
 // TestSourceLimits: one address holds at most MaxPerAddr players, one /24
 // at most MaxPerNet, across all lobbies; one address never fills a lobby
-// alone; an exempt source is held to none of it; the counts go with the
-// players.
+// alone, exempt or not; an exempt source is held to no count across
+// lobbies; the counts go with the players.
 func TestSourceLimits(t *testing.T) {
 	tb, err := New(Config{Size: 4, MaxLobbies: 64, IdleTimeout: 10 * time.Second, MaxPerAddr: 5, MaxPerNet: 8,
 		Exempt: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
@@ -220,11 +220,15 @@ func TestSourceLimits(t *testing.T) {
 	if err := tb.Join(5, 1, ip("192.0.3.4", 1), t0); err != nil {
 		t.Fatalf("the next /24: %v", err)
 	}
-	// Loopback is exempt: it may fill a lobby and hold any number.
-	for n := 1; n <= 4; n++ {
+	// Loopback is exempt here: it holds any number across lobbies, but
+	// never every seat of one (3 of lobby 6's 4; the 4th refused).
+	for n := 1; n <= 3; n++ {
 		if err := tb.Join(6, uint32(n), ip("127.0.0.1", n), t0); err != nil {
 			t.Fatalf("exempt player %d: %v", n, err)
 		}
+	}
+	if err := tb.Join(6, 4, ip("127.0.0.1", 4), t0); !errors.Is(err, ErrSourceLimit) {
+		t.Fatalf("an exempt address's 4th player of a lobby of 4: got %v, want ErrSourceLimit", err)
 	}
 	for l := uint32(7); l < 10; l++ {
 		if err := tb.Join(l, 1, ip("127.0.0.1", int(l)), t0); err != nil {
@@ -356,5 +360,53 @@ func TestForwardNoAlloc(t *testing.T) {
 	}
 	if n != 7 {
 		t.Errorf("got %d targets, want 7", n)
+	}
+}
+
+// TestEstablished: a player counts as established once the relay has
+// forwarded its datagrams over EstablishedAfter; an address that joins and
+// goes silent, or sends once, never does, and an established player that
+// expires leaves the count. A restored member establishes itself again.
+func TestEstablished(t *testing.T) {
+	tb, err := New(Config{Size: 8, MaxLobbies: 16, IdleTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	player, silent, once, joins := ip("192.0.2.1", 1), ip("192.0.2.2", 1), ip("192.0.2.3", 1), ip("192.0.2.4", 1)
+	for i, a := range []netip.AddrPort{player, silent, once, joins} {
+		if err := tb.Join(1, uint32(i+1), a, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var dst []netip.AddrPort
+	if _, err := tb.Forward(1, 3, once, t0, dst); err != nil {
+		t.Fatal(err)
+	}
+	for ms := 0; ms <= 6000; ms += 500 {
+		now := t0.Add(time.Duration(ms) * time.Millisecond)
+		if _, err := tb.Forward(1, 1, player, now, dst); err != nil {
+			t.Fatal(err)
+		}
+		tb.Join(1, 4, joins, now) // refreshes without ever playing
+		if want := 0; ms < 5000 && tb.Established() != want {
+			t.Fatalf("after %d ms of play: %d established, want none yet", ms, tb.Established())
+		}
+	}
+	if tb.Established() != 1 || tb.Players() != 4 {
+		t.Fatalf("after 6 s: %d established of %d players, want only the one that played", tb.Established(), tb.Players())
+	}
+	// The silent ones expire first; the established player after them.
+	tb.Expire(t0.Add(10 * time.Second))
+	if tb.Players() != 2 || tb.Established() != 1 {
+		t.Errorf("after the silent expired: %d players, %d established; want 2 and 1", tb.Players(), tb.Established())
+	}
+	snap := tb.Snapshot(t0.Add(7 * time.Second))
+	tb.Expire(t0.Add(time.Minute))
+	if tb.Players() != 0 || tb.Established() != 0 {
+		t.Errorf("all expired: %d players, %d established", tb.Players(), tb.Established())
+	}
+	re, _ := New(Config{Size: 8, MaxLobbies: 16, IdleTimeout: 10 * time.Second})
+	if err := re.Restore(snap, t0); err != nil || re.Players() != 2 || re.Established() != 0 {
+		t.Errorf("restored: %v, %d players, %d established; want 2 players, none established until they play again", err, re.Players(), re.Established())
 	}
 }

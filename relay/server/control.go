@@ -2,6 +2,8 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relayctl/relayctl/relay/handoff"
+	"github.com/relayctl/relayctl/relay/sockstat"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -18,18 +21,23 @@ import (
 // Status is the JSON that GET /status returns; relayctl's read-back decodes
 // it.
 type Status struct {
-	Version           string    `json:"version"`
-	PID               int       `json:"pid"`
-	Listen            string    `json:"listen"`
-	Control           string    `json:"control"`
-	SORcvbufRequested int       `json:"so_rcvbuf_requested"`
-	SORcvbufForce     bool      `json:"so_rcvbuf_force"`
-	SORcvbufEffective int       `json:"so_rcvbuf_effective"` // getsockopt: the doubled value, rb in ss
-	RmemMaxAtStart    int       `json:"rmem_max_at_start"`
-	Lobbies           int       `json:"lobbies"`
-	Players           int       `json:"players"`
-	Counters          Counters  `json:"counters"`
-	StartedAt         time.Time `json:"started_at"`
+	Version           string `json:"version"`
+	PID               int    `json:"pid"`
+	Listen            string `json:"listen"`
+	Control           string `json:"control"`
+	SORcvbufRequested int    `json:"so_rcvbuf_requested"`
+	SORcvbufForce     bool   `json:"so_rcvbuf_force"`
+	SORcvbufEffective int    `json:"so_rcvbuf_effective"` // getsockopt: the doubled value, rb in ss
+	RmemMaxAtStart    int    `json:"rmem_max_at_start"`
+	Lobbies           int    `json:"lobbies"`
+	Players           int    `json:"players"`
+	// PlayersEstablished counts the players that have played at least
+	// lobby.EstablishedAfter (5 s): the relay forwarded their datagrams
+	// that long. A stranger's join that goes silent never counts, so a
+	// soak judges the players it loses by this (docs/soak.md).
+	PlayersEstablished int       `json:"players_established"`
+	Counters           Counters  `json:"counters"`
+	StartedAt          time.Time `json:"started_at"`
 
 	// Draining: the drain gate is on (POST /drain): datagrams for lobbies
 	// that do not exist yet are refused, existing lobbies play out.
@@ -134,6 +142,7 @@ type Counters struct {
 func (s *Server) Status() Status {
 	s.mu.Lock()
 	lobbies, players, draining := s.table.Lobbies(), s.table.Players(), s.table.NoNewLobbies()
+	established := s.table.Established()
 	s.mu.Unlock()
 	s.bufMu.Lock()
 	requested, force, effective := s.cfg.SORcvbuf, s.cfg.SORcvbufForce, s.effective
@@ -143,16 +152,17 @@ func (s *Server) Status() Status {
 		malformed += s.c.malformed[i].Load()
 	}
 	st := Status{
-		Version:           s.version,
-		PID:               os.Getpid(),
-		Listen:            s.ListenAddr().String(),
-		Control:           s.ControlAddr().String(),
-		SORcvbufRequested: requested,
-		SORcvbufForce:     force,
-		SORcvbufEffective: effective,
-		RmemMaxAtStart:    s.rmemMax,
-		Lobbies:           lobbies,
-		Players:           players,
+		Version:            s.version,
+		PID:                os.Getpid(),
+		Listen:             s.ListenAddr().String(),
+		Control:            s.ControlAddr().String(),
+		SORcvbufRequested:  requested,
+		SORcvbufForce:      force,
+		SORcvbufEffective:  effective,
+		RmemMaxAtStart:     s.rmemMax,
+		Lobbies:            lobbies,
+		Players:            players,
+		PlayersEstablished: established,
 		Counters: Counters{
 			RxPackets:       s.c.rxPackets.Load(),
 			RxBytes:         s.c.rxBytes.Load(),
@@ -199,11 +209,17 @@ func (s *Server) Status() Status {
 // drain turns the drain gate on or off (POST and DELETE /drain). The
 // control plane listens on loopback only; the checks here keep a browser
 // on the relay host from calling it for a web page (a cross-site POST
-// carries an Origin header).
+// carries an Origin header), and any local user but root and the relay's
+// own from refusing the relay's new lobbies, or lifting a rollout's drain.
 func (s *Server) drain(on bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if ap, err := netip.ParseAddrPort(r.RemoteAddr); err != nil || !ap.Addr().Unmap().IsLoopback() || r.Header.Get("Origin") != "" {
+		ap, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil || !ap.Addr().Unmap().IsLoopback() || r.Header.Get("Origin") != "" {
 			http.Error(w, "drain: refused: only a client on the relay host itself (loopback, no browser Origin) may call it", http.StatusForbidden)
+			return
+		}
+		if why := callerRefused(r, ap); why != "" {
+			http.Error(w, "drain: refused: "+why, http.StatusForbidden)
 			return
 		}
 		s.mu.Lock()
@@ -222,6 +238,39 @@ func (s *Server) drain(on bool) http.HandlerFunc {
 			Players  int  `json:"players"`
 		}{on, lobbies, players})
 	}
+}
+
+// callerRefused says why the caller of a loopback request may not change
+// the relay ("" when it may): only root and the user relayd runs as may.
+// The caller's socket is the line of the namespace's /proc/net/tcp whose
+// local address is the request's remote one; its uid is the caller's.
+func callerRefused(r *http.Request, from netip.AddrPort) string {
+	at, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return "the connection's own address is unknown"
+	}
+	to, err := netip.ParseAddrPort(at.String())
+	if err != nil {
+		return "the connection's own address is unknown"
+	}
+	file := "/proc/self/net/tcp"
+	if from.Addr().Unmap().Is6() {
+		file = "/proc/self/net/tcp6"
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "cannot tell who calls: " + err.Error()
+	}
+	uid, found, err := sockstat.TCPOwner(b, from, to)
+	switch {
+	case err != nil:
+		return "cannot tell who calls: " + err.Error()
+	case !found:
+		return fmt.Sprintf("cannot tell who calls: no socket %s to %s in %s", from, to, file)
+	case uid != 0 && int(uid) != os.Geteuid():
+		return fmt.Sprintf("the caller is uid %d; only root and relayd's own user (uid %d) may call it", uid, os.Geteuid())
+	}
+	return ""
 }
 
 func (s *Server) handler() http.Handler {
@@ -313,6 +362,7 @@ var (
 	descExpired     = desc("expired_players_total", "Players removed after the idle timeout.")
 	descLobbies     = desc("lobbies", "Lobbies with at least one player.")
 	descPlayers     = desc("players", "Players in all lobbies.")
+	descEstablished = desc("players_established", "Players whose datagrams the relay has forwarded for at least 5 s.")
 	descRequested   = desc("so_rcvbuf_requested_bytes", "SO_RCVBUF asked for at start or at the last SIGHUP (0: kernel default).")
 	descEffective   = desc("so_rcvbuf_effective_bytes", "SO_RCVBUF read back with getsockopt at start or at the last SIGHUP (rb in ss).")
 	descRmemMax     = desc("rmem_max_at_start_bytes", "net.core.rmem_max when relayd started.")
@@ -366,6 +416,7 @@ func (m metrics) Collect(ch chan<- prometheus.Metric) {
 	counter(descExpired, c.ExpiredPlayers)
 	gauge(descLobbies, float64(st.Lobbies))
 	gauge(descPlayers, float64(st.Players))
+	gauge(descEstablished, float64(st.PlayersEstablished))
 	gauge(descRequested, float64(st.SORcvbufRequested))
 	gauge(descEffective, float64(st.SORcvbufEffective))
 	gauge(descRmemMax, float64(st.RmemMaxAtStart))

@@ -107,9 +107,12 @@ type player struct {
 	nbytes int // bytes sent
 }
 
+// newPlayer opens player id's socket on 127.0.0.1 (odd ids) or 127.0.0.2
+// (even ids): a lobby mixes two addresses, since relayd lets no address
+// hold every seat of one.
 func newPlayer(t testing.TB, s *Server, lobby, id uint32) *player {
 	t.Helper()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, byte(2-id%2))})
 	if err != nil {
 		t.Fatal(err)
 	}

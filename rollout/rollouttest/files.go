@@ -28,6 +28,9 @@ func (d FileDialer) DialHost(ctx context.Context, name string) (rollout.Host, er
 	if err != nil {
 		return nil, err
 	}
+	if s.RefuseDial != "" {
+		return nil, rollout.Refusal(errors.New(s.RefuseDial))
+	}
 	return savedOnClose{s, d.file(name)}, nil
 }
 

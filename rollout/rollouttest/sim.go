@@ -36,6 +36,25 @@ type Sim struct {
 	Journal  string            // the journal of the run in progress, or of a run that died
 	Owner    string            // the lock's owner file: a dead run's, while no session holds it
 	Paths    plans.PlanPaths
+	// Key and HostKey stand for the SSH key the host accepts and its host
+	// key, for tests of what receipts record of them.
+	Key, HostKey string
+	// Receipts are the receipts filed on the host, oldest first.
+	Receipts []SimReceipt
+
+	// The relay's /status beyond its players: Status makes it answer
+	// (it does with Players or a Load too); Handoff ("unix/1") on
+	// HandoffSocket and FDStore ("systemd/1") are what the running relay
+	// offers, FDStoreMax the unit's store (a restart then keeps the socket
+	// and its counters, as relayd through systemd's store does); FromPID
+	// and SocketFrom are what the relay says of its start.
+	Status        bool
+	Handoff       string
+	HandoffSocket string
+	FDStore       string
+	FDStoreMax    int
+	FromPID       int
+	SocketFrom    string
 
 	// Faults.
 	LockBusy       bool
@@ -51,6 +70,12 @@ type Sim struct {
 	ReleaseIn      chan struct{} `json:"-"` // the restart waits for it
 	// Fetch is what the host gets for a release url (nil: no network).
 	Fetch func(url string) ([]byte, error) `json:"-"`
+	// RefuseDial: the client refuses the connection (a host key that
+	// changed), with these words.
+	RefuseDial string
+	// RefuseValue is "KEY VALUE", a sysctl write the kernel refuses
+	// (EINVAL), as one it has rules for that relayctl does not know.
+	RefuseValue string
 
 	// Load is the traffic the relay's socket receives, by the version of
 	// the release the relay runs ("" for any other): it moves the drop
@@ -67,11 +92,16 @@ type Sim struct {
 	Uploaded int                // bytes received
 	Fetched  int                // bytes the host fetched from a url
 	Backups  map[string]*string // what backup kept, by name (nil: the file was absent)
-	locked   bool
-	lost     bool       // the session's connection is lost: nothing but a new lock
-	win      *simWindow // a window waiting for the run's word
-	ended    string     // how the last window ended
-	trips    int
+	// The backups an applied window left beside its receipt
+	// (RECEIPT.backups), by receipt name (without .json).
+	Kept map[string]map[string]*string
+	// ReleaseSHA is each installed release's program's sha256.
+	ReleaseSHA map[string]string
+	locked     bool
+	lost       bool       // the session's connection is lost: nothing but a new lock
+	win        *simWindow // a window waiting for the run's word
+	ended      string     // how the last window ended
+	trips      int
 
 	// For the fleet simulator (net.go): Net makes each round trip take
 	// time; Lean keeps no list of the primitives and large files by their
@@ -87,14 +117,24 @@ type SimLoad struct {
 	OtherDrops float64 // dropped on another socket of the namespace: RcvbufErrors and InErrors only
 	Unseen     float64 // of Drops, not seen by the relay's rx_drops
 	Players    []int   // what /status reports, one reading after another; the last repeats
+	// Established is what /status reports as players_established, in step
+	// with Players; nil: a relay that does not report it (an older relayd).
+	Established []int
+	// Strangers are the datagrams per second read from addresses that are
+	// no members (joins, spoofed data): read, never forwarded.
+	Strangers float64
+	// Forwarded is the players' data the relay forwards per second over
+	// the span ending at each reading, one reading after another (the
+	// last repeats); nil: every datagram read but the strangers'.
+	Forwarded []float64
 }
 
 // simDrops are the counters the load moves: the socket's (d, the relay's
 // rx and rx_drops) start again with a new socket; the namespace's do not.
 type simDrops struct {
-	at                           time.Time
-	socketD, relayRx, relayDrops float64
-	rcvbufErrors, inDatagrams    float64
+	at                                      time.Time
+	socketD, relayRx, relayDrops, forwarded float64
+	rcvbufErrors, inDatagrams               float64
 }
 
 // load is the traffic of the release the relay runs, nil for none.
@@ -126,16 +166,33 @@ func (s *Sim) advance() {
 	s.drops.relayDrops += (l.Drops - l.Unseen) * dt
 	s.drops.rcvbufErrors += (l.Drops + l.OtherDrops) * dt
 	s.drops.inDatagrams += (l.Datagrams - l.Drops) * dt
+	fwd := l.Datagrams - l.Drops - l.Strangers
+	if len(l.Forwarded) > 0 {
+		fwd = l.Forwarded[0]
+		if len(l.Forwarded) > 1 {
+			l.Forwarded = l.Forwarded[1:]
+		}
+	}
+	s.drops.forwarded += fwd * dt
 }
 
-// players is what /status reports now.
-func (s *Sim) players() (int, bool) {
+// players is what /status reports now: its players, and its established
+// players when the load says.
+func (s *Sim) players() (int, *int, bool) {
+	var est *int
+	if l := s.load(); l != nil && len(l.Established) > 0 {
+		n := l.Established[0]
+		est = &n
+		if len(l.Established) > 1 {
+			l.Established = l.Established[1:]
+		}
+	}
 	seq := s.Players
 	if l := s.load(); l != nil && len(l.Players) > 0 {
 		seq = l.Players
 	}
 	if len(seq) == 0 {
-		return 0, s.load() != nil
+		return 0, est, s.load() != nil
 	}
 	n := seq[0]
 	if len(seq) > 1 {
@@ -146,7 +203,7 @@ func (s *Sim) players() (int, bool) {
 	} else {
 		s.Players = seq
 	}
-	return n, true
+	return n, est, true
 }
 
 // counters is a reading of the drop counters, as sample answers.
@@ -156,9 +213,9 @@ func (s *Sim) counters() plans.DropCounters {
 	ns := uint64(d.rcvbufErrors)
 	c := plans.DropCounters{SSDrops: uint64(d.socketD), ProcUDPDrops: uint64(d.socketD), RcvbufErrors: ns, InErrors: ns,
 		InDatagrams: uint64(d.inDatagrams), SocketInode: s.Inode, Sockets: 1, PID: s.PID, ClockNanos: time.Now().UnixNano()}
-	if n, ok := s.players(); ok {
-		rx, drops := uint64(d.relayRx), uint64(d.relayDrops)
-		c.RelayRxPackets, c.RelayRxDrops, c.Players = &rx, &drops, &n
+	if n, est, ok := s.players(); ok {
+		rx, drops, fwd := uint64(d.relayRx), uint64(d.relayDrops), uint64(d.forwarded)
+		c.RelayRxPackets, c.RelayRxDrops, c.RelayForwarded, c.Players, c.PlayersEstablished = &rx, &drops, &fwd, &n, est
 	}
 	return c
 }
@@ -169,17 +226,19 @@ func NewSim(name string) *Sim {
 	cfg := config.Default()
 	cfg.Listen = "0.0.0.0:7788"
 	return &Sim{
-		Name:     name,
-		Sysctls:  map[string]string{"net.core.rmem_max": "212992", "net.core.rmem_default": "212992"},
-		Files:    map[string]string{plans.DefaultPaths.RelayConfig: string(cfg.Render())},
-		Link:     "/opt/relay/releases/1.7.0",
-		Releases: map[string]bool{"1.7.0": true},
-		PID:      100,
-		RB:       212992,
-		Inode:    1,
-		Exe:      "/opt/relay/releases/1.7.0/relayd",
-		Paths:    plans.PlanPaths(plans.DefaultPaths),
-		Backups:  map[string]*string{},
+		Name:       name,
+		Sysctls:    map[string]string{"net.core.rmem_max": "212992", "net.core.rmem_default": "212992"},
+		Files:      map[string]string{plans.DefaultPaths.RelayConfig: string(cfg.Render())},
+		Link:       "/opt/relay/releases/1.7.0",
+		Releases:   map[string]bool{"1.7.0": true},
+		PID:        100,
+		RB:         212992,
+		Inode:      1,
+		Exe:        "/opt/relay/releases/1.7.0/relayd",
+		Paths:      plans.PlanPaths(plans.DefaultPaths),
+		Backups:    map[string]*string{},
+		Kept:       map[string]map[string]*string{},
+		ReleaseSHA: map[string]string{"1.7.0": plans.SHA256("sim relayd 1.7.0")},
 	}
 }
 
@@ -190,6 +249,12 @@ func (s *Sim) Address() string { return s.Name + ":22" }
 
 // User is root.
 func (s *Sim) User() string { return "root" }
+
+// Identity is the Sim's keys: its Key and HostKey, as a test set them
+// ("" for none: a Sim has no SSH).
+func (s *Sim) Identity() rollout.SSHIdentity {
+	return rollout.SSHIdentity{User: "root", Key: s.Key, HostKey: s.HostKey}
+}
 
 // RoundTrips counts the Run calls (each one batch, one round trip).
 func (s *Sim) RoundTrips() int {
@@ -234,17 +299,17 @@ func (s *Sim) Facts() *plans.Facts {
 	}
 	f.Release.CurrentRaw = s.Link
 	f.Release.Current = plans.ReleaseOf(s.Paths, s.Link)
-	for v := range s.Releases {
-		f.Release.Installed = append(f.Release.Installed, v)
+	for v, there := range s.Releases {
+		if there {
+			f.Release.Installed = append(f.Release.Installed, v)
+		}
 	}
 	sort.Strings(f.Release.Installed)
 	if s.PID > 0 {
-		f.Service = plans.ServiceFact{Running: true, PID: s.PID}
+		f.Service = plans.ServiceFact{Running: true, PID: s.PID, FDStoreMax: s.FDStoreMax}
 		c := s.counters()
-		if c.Players != nil {
-			n := *c.Players
-			f.RelayStatus = &plans.RelayStatusFact{Read: true, Version: plans.ReleaseOf(s.Paths, s.Link), PID: s.PID, Players: n, Lobbies: (n + 7) / 8,
-				SORcvbufEffective: int(s.RB), SocketInode: s.Inode, RxDrops: *c.RelayRxDrops, RxPackets: *c.RelayRxPackets}
+		if c.Players != nil || s.Status {
+			f.RelayStatus = s.status(c)
 		}
 		f.Release.RunningExe = s.Exe
 		f.Socket = plans.SocketFact{Found: true, Port: 7788, Rcvbuf: s.RB, Inode: s.Inode, Drops: c.SSDrops, ProcUDPDrops: c.ProcUDPDrops,
@@ -254,6 +319,21 @@ func (s *Sim) Facts() *plans.Facts {
 		f.Socket = plans.SocketFact{Port: 7788}
 	}
 	return f
+}
+
+// status is what the relay's /status says, with the counters c.
+func (s *Sim) status(c plans.DropCounters) *plans.RelayStatusFact {
+	st := &plans.RelayStatusFact{Read: true, Version: plans.ReleaseOf(s.Paths, s.Link), PID: s.PID, SORcvbufEffective: int(s.RB), SocketInode: s.Inode,
+		Handoff: s.Handoff, HandoffSocket: s.HandoffSocket, FDStore: s.FDStore, HandoffFromPID: s.FromPID, SocketFrom: s.SocketFrom}
+	if s.SocketFrom == "fdstore" {
+		st.FDStoreState = "final"
+	}
+	if c.Players != nil {
+		st.Players, st.Lobbies = *c.Players, (*c.Players+7)/8
+		st.RxDrops, st.RxPackets = *c.RelayRxDrops, *c.RelayRxPackets
+		st.Forwarded, st.PlayersEstablished = *c.RelayForwarded, c.PlayersEstablished
+	}
+	return st
 }
 
 // Clone copies the facts, for a plan made from them.
@@ -287,7 +367,7 @@ func (s *Sim) Run(ctx context.Context, ops []rollout.Op, each func(int, rollout.
 		var r rollout.Result
 		var err error
 		if o.Kind == "verdict" {
-			r, err = s.keep(o)
+			r, err = s.verdictKeep(o)
 		} else {
 			r, err = s.step(o, false)
 		}
@@ -341,7 +421,11 @@ func (s *Sim) step(o rollout.Op, window bool) (rollout.Result, error) {
 // one carries out one primitive, or fails it as the Sim's faults say.
 func (s *Sim) one(o rollout.Op, window bool) (rollout.Result, error) {
 	if o.Kind == "observe" {
-		return rollout.Result{Facts: s.Facts()}, nil
+		f := s.Facts()
+		if o.Query != nil && o.Query.UndoOf != "" && !o.Query.LastApply {
+			f.Undo = s.undo(o.Query.UndoOf)
+		}
+		return rollout.Result{Facts: f}, nil
 	}
 	if o.Kind == "sample" {
 		return s.sample(o)
@@ -355,7 +439,7 @@ func (s *Sim) one(o rollout.Op, window bool) (rollout.Result, error) {
 	case o.Kind == s.FailOp:
 		s.jlog("fail " + s.FailMsg)
 		return rollout.Result{}, &rollout.OpError{Op: o, Msg: s.FailMsg}
-	case o.Kind != "lock" && o.Kind != "observe" && !s.locked && !window:
+	case o.Kind != "lock" && o.Kind != "observe" && o.Kind != "receipts" && !s.locked && !window:
 		return rollout.Result{}, fmt.Errorf("run on host: the host is not locked")
 	}
 	r, err := s.apply(o)
@@ -439,10 +523,26 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 	case "step":
 		s.jlog(o.Args[0])
 	case "commit":
+		s.keep(o)
 		s.Journal, s.Backups = "", map[string]*string{} // filed with the receipt
+		s.fileReceipt(o)
 	case "detach", "verdict":
 		return rollout.Result{}, fmt.Errorf("%s alone: its window's ops come after it", o.Kind)
-	case "dir", "file-ok", "link-ok", "exec-ok", "check-release", "daemon-reload", "clear-fdstore":
+	case "record":
+		s.fileReceipt(o)
+	case "receipts":
+		return s.receipts(o), nil
+	case "check-release":
+		if sum, ok := s.ReleaseSHA[path.Base(o.Args[0])]; !ok || sum != o.Args[1] {
+			return rollout.Result{}, fmt.Errorf("the release already in %s is not the one reviewed: %s/relayd has sha256 %s, want %s", o.Args[0], o.Args[0], orNone(sum), o.Args[1])
+		}
+	case "release-sum":
+		if sum, ok := s.ReleaseSHA[path.Base(o.Args[0])]; ok && s.Releases[path.Base(o.Args[0])] {
+			return rollout.Result{Value: sum + " - "}, nil
+		}
+	case "restore-kept":
+		return rollout.Result{}, s.restoreKept(o)
+	case "dir", "file-ok", "link-ok", "exec-ok", "daemon-reload", "clear-fdstore":
 	case "clear":
 		s.Journal, s.Backups = "", map[string]*string{}
 	case "keep", "fetch":
@@ -450,6 +550,9 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 	case "rename", "remove", "link", "place-release", "backup", "restore", "backup-link", "restore-link":
 		return rollout.Result{}, s.file(o)
 	case "sysctl", "restart", "handoff", "stop", "relay-drain", "unit-log", "clock", "reload", "reload-or-restart":
+		if o.Kind == "sysctl" && s.RefuseValue == o.Args[0]+" "+o.Args[1] {
+			return rollout.Result{}, fmt.Errorf("the kernel refused %s = %s (Invalid argument); it reads %s", o.Args[0], o.Args[1], s.Sysctls[o.Args[0]])
+		}
 		return s.relay(o), nil
 	case "prune":
 		return s.prune(o), nil
@@ -515,6 +618,10 @@ func (s *Sim) file(o rollout.Op) error {
 			return fmt.Errorf("%s is not a regular file", a[1])
 		}
 		s.Releases[path.Base(a[0])] = true
+		if s.ReleaseSHA == nil {
+			s.ReleaseSHA = map[string]string{}
+		}
+		s.ReleaseSHA[path.Base(a[0])] = a[2]
 	case "backup":
 		if c, ok := s.Files[a[0]]; ok {
 			s.Backups[a[1]] = &c
@@ -548,13 +655,18 @@ func (s *Sim) relay(o rollout.Op) rollout.Result {
 		s.Sysctls[o.Args[0]] = o.Args[1]
 		return rollout.Result{Value: o.Args[1]}
 	case "restart":
+		pid, inode, kept := s.PID, s.Inode, s.drops
 		s.restart()
+		s.SocketFrom = "bound"
+		if s.FDStore != "" && s.FDStoreMax > 0 && pid != 0 {
+			s.Inode, s.drops, s.FromPID, s.SocketFrom = inode, kept, pid, "fdstore" // the socket from systemd's store
+		}
 	case "handoff":
 		s.Handoffs++
-		inode, kept := s.Inode, s.drops
+		pid, inode, kept := s.PID, s.Inode, s.drops
 		s.restart()
 		s.Restarts--
-		s.Inode, s.drops = inode, kept // the same socket, and relayd carries its counters on
+		s.Inode, s.drops, s.FromPID = inode, kept, pid // the same socket, and relayd carries its counters on
 	case "relay-drain":
 		s.Draining = o.Args[2] == "POST"
 	case "stop":
@@ -573,6 +685,96 @@ func (s *Sim) relay(o rollout.Op) rollout.Result {
 	return now
 }
 
+// SimReceipt is a receipt filed on a Sim.
+type SimReceipt struct {
+	Name string // NAME.json
+	Body string
+}
+
+// fileReceipt files a commit's or record's receipt and keeps the newest KEEP,
+// as agent.sh does.
+func (s *Sim) fileReceipt(o rollout.Op) {
+	body := string(o.Data)
+	if s.Lean {
+		body = "" // the fleet simulator's hosts keep the name alone
+	}
+	s.Receipts = append(s.Receipts, SimReceipt{Name: o.Args[0] + ".json", Body: body})
+	sort.SliceStable(s.Receipts, func(i, j int) bool { return s.Receipts[i].Name < s.Receipts[j].Name })
+	if keep, _ := strconv.Atoi(o.Args[2]); len(s.Receipts) > keep {
+		s.Receipts = s.Receipts[len(s.Receipts)-keep:]
+	}
+}
+
+// receipts answers the newest N receipts, newest first, framed as
+// agent.sh frames them.
+func (s *Sim) receipts(o rollout.Op) rollout.Result {
+	n, _ := strconv.Atoi(o.Args[0])
+	var b strings.Builder
+	for i := len(s.Receipts) - 1; i >= 0 && n > 0; i, n = i-1, n-1 {
+		fmt.Fprintf(&b, "%s %d\n%s", s.Receipts[i].Name, len(s.Receipts[i].Body), s.Receipts[i].Body)
+	}
+	return rollout.Result{Value: b.String()}
+}
+
+// keep keeps an applied window's backups beside its receipt, as the
+// agent's commit does.
+func (s *Sim) keep(o rollout.Op) {
+	if o.Args[1] != "applied" {
+		return
+	}
+	if s.Kept == nil {
+		s.Kept = map[string]map[string]*string{}
+	}
+	s.Kept[o.Args[0]] = s.Backups
+}
+
+// undo is the newest receipt of the plan with checksum sum that records
+// what its window changed, as observe reads it.
+func (s *Sim) undo(sum string) *plans.UndoFact {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.Receipts) - 1; i >= 0; i-- {
+		var r struct {
+			Checksum string      `json:"plan_checksum"`
+			Outcome  string      `json:"outcome"`
+			Undo     *plans.Undo `json:"undo"`
+		}
+		if json.Unmarshal([]byte(s.Receipts[i].Body), &r) != nil || r.Checksum != sum || r.Undo == nil {
+			continue
+		}
+		name := strings.TrimSuffix(s.Receipts[i].Name, ".json")
+		f := &plans.UndoFact{Receipt: name, Checksum: r.Checksum, Outcome: r.Outcome, Undo: r.Undo, Backups: []string{}}
+		for b := range s.Kept[name] {
+			f.Backups = append(f.Backups, b)
+		}
+		sort.Strings(f.Backups)
+		return f
+	}
+	return nil
+}
+
+// restoreKept copies a kept backup beside its file, sha256 checked.
+func (s *Sim) restoreKept(o rollout.Op) error {
+	dir, name := path.Split(o.Args[0])
+	receipt := strings.TrimSuffix(path.Base(dir), ".backups")
+	c, ok := s.Kept[receipt][name]
+	if !ok || c == nil {
+		return fmt.Errorf("%s is not there (or not a regular file): the host no longer keeps that backup (nothing was written)", o.Args[0])
+	}
+	if sum := plans.SHA256(*c); sum != o.Args[2] {
+		return fmt.Errorf("the backup %s has sha256 %s, its receipt says %s (nothing was written)", o.Args[0], sum, o.Args[2])
+	}
+	s.Files[o.Args[1]] = *c
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
 // prune removes the releases the argv lines name (v:VERSION), never the
 // one the link points at; store entries (s:SHA256) the Sim does not keep.
 func (s *Sim) prune(o rollout.Op) rollout.Result {
@@ -589,7 +791,7 @@ func (s *Sim) prune(o rollout.Op) rollout.Result {
 // restart starts the release the link points at, with its config.
 func (s *Sim) restart() {
 	s.advance()
-	s.drops.socketD, s.drops.relayRx, s.drops.relayDrops = 0, 0, 0 // a new socket, a new process
+	s.drops.socketD, s.drops.relayRx, s.drops.relayDrops, s.drops.forwarded = 0, 0, 0, 0 // a new socket, a new process
 	s.Restarts++
 	s.Inode++
 	s.PID += 100

@@ -76,8 +76,8 @@ func (s *Sim) enclose(i int, ops []rollout.Op, each func(int, rollout.Result) er
 	return err
 }
 
-// keep is a verdict keep: the window waiting for it ends, kept.
-func (s *Sim) keep(o rollout.Op) (rollout.Result, error) {
+// verdictKeep is a verdict keep: the window waiting for it ends, kept.
+func (s *Sim) verdictKeep(o rollout.Op) (rollout.Result, error) {
 	s.mu.Lock()
 	if !s.Lean {
 		s.Ops = append(s.Ops, o)

@@ -654,6 +654,56 @@ p_prune() { # RELEASES_DIR CURRENT_LINK N, then N lines v:VERSION or s:SHA256: r
 	done
 	if [ -n "$failed" ]; then err "could not remove:$(clean "$failed")"; else val "$n"; fi
 }
+p_release_sum() { # DIR PROGRAM TREE|-: VAL "SHA256 TREE|- CAPS" of the release in DIR, for the
+	# receipt (what a rollback would go back to, checked then by these
+	# hashes): its program's sha256, with tree its files' tree hash, and the
+	# capabilities its marker lists (comma-separated); VAL "" when DIR holds
+	# no release to describe. Read-only, and never fails the batch.
+	if [ -L "$a" ] || [ ! -d "$a" ] || [ -L "$a/$b" ] || [ ! -f "$a/$b" ]; then
+		val ""
+		return
+	fi
+	sum=$(sha256_of "$a/$b") || {
+		val ""
+		return
+	}
+	tree=-
+	if [ "$c" = tree ]; then tree=$(tree_of "$a") || tree=-; fi
+	caps=$(grep -a -o -m 1 'relayd-capabilities: [a-z0-9=/._ -]*' -- "$a/$b" 2>/dev/null | head -n 1)
+	caps=${caps#relayd-capabilities: }
+	val "$sum ${tree:--} $(printf '%s' "$caps" | tr ' ' ',')"
+}
+p_restore_kept() { # FROM PATH SHA256: PATH becomes a copy of FROM, a backup the host kept
+	# beside a receipt (its mode and owner with it), through a temp file and
+	# a rename once its sha256 is checked; nothing written otherwise. Both
+	# folders must be root's alone.
+	if ! why=$(safe_dir "$(parent "$a")"); then err "$why"; return; fi
+	if [ -L "$a" ] || [ ! -f "$a" ]; then
+		err "$a is not there (or not a regular file): the host no longer keeps that backup (nothing was written)"
+		return
+	fi
+	dir=$(parent "$b")
+	if ! why=$(safe_dir "$dir"); then err "$why"; return; fi
+	t=$(fresh_temp "$dir") || {
+		err "cannot create a file in $dir"
+		return
+	}
+	if ! out=$(cp -p -- "$a" "$t" 2>&1); then
+		rm -f -- "$t"
+		err "copy $a: $out (nothing was written)"
+		return
+	fi
+	sum=$(sha256_of "$t")
+	if [ "$sum" != "$c" ]; then
+		rm -f -- "$t"
+		err "the backup $a has sha256 $sum, its receipt says $c (nothing was written)"
+		return
+	fi
+	if out=$(mv -fT -- "$t" "$b" 2>&1); then ok; else
+		rm -f -- "$t"
+		err "write $b: $out"
+	fi
+}
 p_backup() { # PATH NAME: keep PATH's content, mode and owner (or its absence) for restore
 	if [ -L "$a" ]; then
 		err "$a is a symlink; relayctl writes no file through or over a symlink"
@@ -936,32 +986,110 @@ p_clear() { # archive an unfinished run's journal and stage
 	[ -z "$win" ] || rm -rf -- "$win"
 	val "$old"
 }
-p_commit() { # NAME OUTCOME, then the receipt as data: filed with the journal beside it
-	case $a in *[!A-Za-z0-9._-]* | '')
+# file_receipt NAME KEEP: the receipt (the request's data) as
+# STATE/receipts/NAME.json, through a temporary file and a rename.
+file_receipt() {
+	case $1 in *[!A-Za-z0-9._-]* | '')
 		err "bad receipt name"
-		return
+		return 1
 		;;
 	esac
-	r=$state/receipts/$a
+	case $2 in *[!0-9]* | '')
+		err "bad receipt count"
+		return 1
+		;;
+	esac
+	mkdir -p -- "$state/receipts" || {
+		err "mkdir receipts"
+		return 1
+	}
+	r=$state/receipts/$1
 	out=$(take "$data_left" "$r.json.relayctl-new")
 	rc=$?
 	data_left=0
 	if [ "$rc" != 0 ]; then
 		err "write receipt: $out"
-		return
+		return 1
 	fi
 	mv -f -- "$r.json.relayctl-new" "$r.json" || {
 		err "write receipt"
-		return
+		return 1
 	}
+}
+# prune_receipts KEEP: only the newest KEEP receipts stay, each with its
+# journal (names begin with their run's UTC time: the glob's order is
+# theirs). The oldest go first; a name relayctl did not write is left.
+prune_receipts() {
+	keep=$1
+	set -- "$state"/receipts/*.json
+	[ -e "$1" ] || [ -L "$1" ] || return 0
+	n=$#
+	for f in "$@"; do
+		[ "$n" -gt "$keep" ] || break
+		rm -f -- "$f" "${f%.json}.journal"
+		[ -d "${f%.json}.backups" ] && [ ! -L "${f%.json}.backups" ] && rm -rf -- "${f%.json}.backups"
+		n=$((n - 1))
+	done
+}
+p_commit() { # NAME OUTCOME KEEP, then the receipt as data: filed with the journal beside it
+	file_receipt "$a" "$c" || return
 	jlog "end $b"
 	mv -f -- "$journal" "$r.journal" || {
 		err "file the journal"
 		return
 	}
-	rm -rf -- "$stage"
+	# An applied window's backups stay beside its receipt, root's alone
+	# (the stage folder is 0700): relayctl rollback puts the files back
+	# from them. Those of older receipts than the newest keep_backups go.
+	if [ "$b" = applied ] && [ -d "$stage" ] && mv -- "$stage" "$r.backups"; then prune_backups; else rm -rf -- "$stage"; fi
 	[ -z "$win" ] || rm -rf -- "$win"
+	prune_receipts "$c"
 	ok
+}
+p_record() { # NAME OUTCOME KEEP, then the receipt as data: filed alone
+	file_receipt "$a" "$c" || return
+	prune_receipts "$c"
+	ok
+}
+p_receipts() { # N: the newest N receipts, newest first, as one DATA answer
+	case $a in '' | *[!0-9]*)
+		err "bad receipt count"
+		return
+		;;
+	esac
+	set --
+	[ -d "$state/receipts" ] && set -- "$state"/receipts/*.json
+	list='' total=0 n=0 i=$#
+	while [ "$i" -gt 0 ] && [ "$n" -lt "$a" ]; do
+		eval "f=\${$i}"
+		i=$((i - 1))
+		[ -f "$f" ] && [ ! -L "$f" ] || continue
+		name=${f##*/}
+		case $name in *[!A-Za-z0-9._-]*) continue ;; esac
+		size=$(($(wc -c <"$f"))) || continue
+		[ "$size" -le 1048576 ] || continue
+		list="$list$name $size
+"
+		total=$((total + ${#name} + ${#size} + 2 + size))
+		n=$((n + 1))
+	done
+	printf 'DATA %d\n' "$total"
+	# Exactly SIZE bytes each, whatever happens to the file meanwhile
+	# (zeros for bytes gone): the answer's length was given.
+	printf '%s' "$list" | while IFS=' ' read -r name size; do
+		printf '%s %s\n' "$name" "$size"
+		cat -- "$state/receipts/$name" /dev/zero 2>/dev/null | head -c "$size"
+	done
+}
+keep_backups=5
+prune_backups() {
+	set -- "$state"/receipts/*.backups
+	n=$(($# - keep_backups))
+	for d in "$@"; do
+		[ "$n" -gt 0 ] || break
+		n=$((n - 1))
+		[ -d "$d" ] && [ ! -L "$d" ] && rm -rf -- "$d"
+	done
 }
 p_unlock() { # remove the owner file and exit
 	rm -f -- "$state/lock.owner"
@@ -1495,6 +1623,12 @@ IFS= read -r first || exit 0
 IFS=$tab read -r cmd owner wait_s <<EOF
 $first
 EOF
+if [ "$cmd" = receipts ]; then
+	# Read-only, without the lock (history --hosts): one answer, then exit.
+	a=$owner
+	p_receipts
+	exit 0
+fi
 [ "$cmd" = lock ] || {
 	printf 'ERR the first request must be lock\n'
 	exit 2

@@ -18,9 +18,10 @@ import (
 
 type localConn struct{ localRunner }
 
-func (localConn) Close() error    { return nil }
-func (localConn) Address() string { return "local" }
-func (localConn) User() string    { return "root" }
+func (localConn) Close() error          { return nil }
+func (localConn) Address() string       { return "local" }
+func (localConn) User() string          { return "root" }
+func (localConn) Identity() SSHIdentity { return SSHIdentity{User: "root"} }
 
 // rootDir is a folder only root can write, as agent.sh demands of every
 // folder it writes in (t.TempDir is under /tmp, which anyone can write).

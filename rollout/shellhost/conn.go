@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"strconv"
+
+	"github.com/relayctl/relayctl/rollout"
 )
 
 // Runner runs one command on one host. cmd is passed to the remote shell as
@@ -47,6 +49,8 @@ type Conn interface {
 	Close() error
 	Address() string // host:port actually dialled
 	User() string    // the remote user
+	// Identity is the key the host accepted and the host key checked.
+	Identity() rollout.SSHIdentity
 }
 
 // Dialer opens a connection to a host named as in a spec. A dial the

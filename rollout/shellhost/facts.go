@@ -69,10 +69,48 @@ func FactsFromFrames(frames []Frame, q rollout.Query) (*plans.Facts, error) {
 	if fr, ok := by["relay-status"]; ok {
 		f.RelayStatus = parseStatus(fr)
 	}
-	if q.LastApply {
+	switch {
+	case q.LastApply:
 		f.LastApply = by.lastApply()
+	case q.UndoOf != "":
+		f.Undo = by.undo(q.UndoOf)
 	}
 	return f, by.socket(f, q.Port)
+}
+
+// undo is the host's newest receipt of the plan with checksum sum that
+// records what its window changed, as observe found it (a file under the
+// state folder, read only where root alone could have written it), and
+// the backups beside it; nil when there is none. The record is decoded
+// strictly into plans.Undo; the planner checks what it says.
+func (by frameSet) undo(sum string) *plans.UndoFact {
+	name, ok := by.text("undo-name")
+	data := by.data("undo-receipt")
+	if !ok || data == nil || plans.ValidReceiptName(name) != nil || len(data) > plans.MaxHostFile {
+		return nil
+	}
+	var r struct {
+		Checksum string      `json:"plan_checksum"`
+		Outcome  string      `json:"outcome"`
+		Undo     *plans.Undo `json:"undo"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil || r.Checksum != sum || r.Undo == nil {
+		return nil
+	}
+	u := &plans.UndoFact{Receipt: name, Checksum: r.Checksum, Outcome: plans.Visible(clipped(r.Outcome)), Undo: r.Undo, Backups: []string{}}
+	for _, b := range strings.Fields(string(by.data("undo-backups"))) {
+		if plans.ValidBackupName(b) == nil && len(u.Backups) < 64 {
+			u.Backups = append(u.Backups, b)
+		}
+	}
+	return u
+}
+
+func clipped(s string) string {
+	if len(s) > 32 {
+		return s[:32]
+	}
+	return s
 }
 
 // lastApply is the newest receipt with a read-back, as observe found it:

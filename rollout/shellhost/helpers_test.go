@@ -10,9 +10,10 @@ import (
 
 // The tests here speak rollout's types through short names.
 type (
-	Op     = rollout.Op
-	Result = rollout.Result
-	Query  = rollout.Query
+	SSHIdentity = rollout.SSHIdentity
+	Op          = rollout.Op
+	Result      = rollout.Result
+	Query       = rollout.Query
 )
 
 var (
@@ -62,6 +63,7 @@ func observeWith(r Runner, name string, q Query) (*plans.Facts, error) {
 
 type runnerConn struct{ Runner }
 
-func (runnerConn) Close() error    { return nil }
-func (runnerConn) Address() string { return "local" }
-func (runnerConn) User() string    { return "root" }
+func (runnerConn) Close() error          { return nil }
+func (runnerConn) Address() string       { return "local" }
+func (runnerConn) User() string          { return "root" }
+func (runnerConn) Identity() SSHIdentity { return SSHIdentity{User: "root"} }

@@ -7,10 +7,14 @@
 package shellhost
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	_ "embed"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +68,9 @@ func (h *Host) Address() string { return h.conn.Address() }
 // User is the remote user.
 func (h *Host) User() string { return h.conn.User() }
 
+// Identity is the connection's keys.
+func (h *Host) Identity() rollout.SSHIdentity { return h.conn.Identity() }
+
 // RoundTrips counts commands run on the host and batches sent its agent.
 func (h *Host) RoundTrips() int {
 	h.mu.Lock()
@@ -101,6 +108,8 @@ func (h *Host) Run(ctx context.Context, ops []rollout.Op, each func(i int, r rol
 		return h.lockAndRun(ctx, ops, each)
 	case a == nil && len(ops) == 1 && ops[0].Kind == "observe":
 		return h.observeAlone(ctx, ops[0], each)
+	case a == nil && len(ops) == 1 && ops[0].Kind == "receipts":
+		return h.receiptsAlone(ctx, ops[0], each)
 	case a == nil:
 		return errors.New("run on host: the host is not locked")
 	case ops[0].Kind == "lock":
@@ -121,6 +130,44 @@ func (h *Host) observeAlone(ctx context.Context, o rollout.Op, each func(int, ro
 	}
 	if each != nil {
 		return each(0, rollout.Result{Facts: f, At: time.Now()})
+	}
+	return nil
+}
+
+// receiptsAlone reads the host's newest receipts without its lock
+// (history --hosts): agent.sh answers a first request "receipts" and
+// exits, so it runs as one command and waits on no apply.
+func (h *Host) receiptsAlone(ctx context.Context, o rollout.Op, each func(int, rollout.Result) error) error {
+	cmd := agentCommand(h.state)
+	out := &limitedBuffer{max: MaxObserveOutput + 64}
+	var errb bytes.Buffer
+	if err := h.count.Run(ctx, cmd, strings.NewReader("receipts\t"+o.Args[0]+"\n"), out, &errb); err != nil {
+		return fmt.Errorf("read receipts: %w", err)
+	}
+	if out.over {
+		return fmt.Errorf("read receipts: the host printed more than %d bytes", MaxObserveOutput)
+	}
+	r := bufio.NewReader(bytes.NewReader(out.Bytes()))
+	line, err := readLine(r)
+	if err != nil {
+		return fmt.Errorf("read receipts: %w", err)
+	}
+	word, size, _ := strings.Cut(line, " ")
+	if word == "ERR" {
+		return &rollout.OpError{Op: o, Msg: size}
+	}
+	if word != "DATA" {
+		return fmt.Errorf("read receipts: unexpected answer %q", clip(line))
+	}
+	data, err := readData(r, size)
+	if err != nil {
+		return fmt.Errorf("read receipts: %w", err)
+	}
+	if rest, _ := io.ReadAll(r); len(rest) > 0 {
+		return fmt.Errorf("read receipts: %d bytes after the answer", len(rest))
+	}
+	if each != nil {
+		return each(0, rollout.Result{Value: data, At: time.Now()})
 	}
 	return nil
 }

@@ -33,8 +33,11 @@ func args(q rollout.Query) ([]string, error) {
 	a := []string{strconv.Itoa(q.Port), q.Paths.Current, q.Paths.Releases, q.Paths.RelayConfig, q.Paths.StateDir,
 		q.Service.Manager, q.Service.Name, q.Service.PIDFile, strings.Join(q.Keys, ","), q.Control, strconv.Itoa(plans.MaxHostFile), unitDropIn(q.Service),
 		orDash(q.Program), orDash(strings.Join(q.Files, ",")), "-"}
-	if q.LastApply {
+	switch {
+	case q.LastApply:
 		a[len(a)-1] = "last-apply"
+	case q.UndoOf != "":
+		a[len(a)-1] = "undo:" + strings.TrimPrefix(q.UndoOf, "sha256:")
 	}
 	return append(a, tune.SysctlDirs...), nil
 }
@@ -290,6 +293,7 @@ func parseStatus(fr Frame) *plans.RelayStatusFact {
 		SocketInode uint64 `json:"socket_inode"`
 		Lobbies     int    `json:"lobbies"`
 		Players     int    `json:"players"`
+		Established *int   `json:"players_established"`
 		Draining    bool   `json:"draining"`
 		Handoff     string `json:"handoff"`
 		HandoffSock string `json:"handoff_socket"`
@@ -303,6 +307,7 @@ func parseStatus(fr Frame) *plans.RelayStatusFact {
 		Counters    struct {
 			RxDrops   uint64 `json:"rx_drops"`
 			RxPackets uint64 `json:"rx_packets"`
+			Forwarded uint64 `json:"forwarded"`
 		} `json:"counters"`
 	}
 	dec := json.NewDecoder(io.LimitReader(bytes.NewReader(data), 1<<16))
@@ -312,7 +317,7 @@ func parseStatus(fr Frame) *plans.RelayStatusFact {
 	if len(st.Version) > 64 || plans.ValidVersion(st.Version) != nil && st.Version != "devel" {
 		return &plans.RelayStatusFact{Error: "status has no valid version: " + plans.Visible(clip(st.Version))}
 	}
-	if st.PID < 0 || st.Requested < 0 || st.Effective < 0 || st.Lobbies < 0 || st.Players < 0 || st.FromPID < 0 {
+	if st.PID < 0 || st.Requested < 0 || st.Effective < 0 || st.Lobbies < 0 || st.Players < 0 || st.FromPID < 0 || st.Established != nil && *st.Established < 0 {
 		return &plans.RelayStatusFact{Error: "status has negative numbers"}
 	}
 	if len(st.Handoff) > 32 || len(st.HandoffSock) > 256 || len(st.FDStore) > 32 || len(st.SocketFrom) > 32 || len(st.StoreState) > 32 {
@@ -321,8 +326,12 @@ func parseStatus(fr Frame) *plans.RelayStatusFact {
 	if st.FromLobbies < 0 || st.FromPlayers < 0 {
 		return &plans.RelayStatusFact{Error: "status has negative numbers"}
 	}
+	if st.Established != nil && *st.Established > st.Players {
+		return &plans.RelayStatusFact{Error: fmt.Sprintf("status has %d established players of %d", *st.Established, st.Players)}
+	}
 	return &plans.RelayStatusFact{Read: true, Version: st.Version, PID: st.PID, SORcvbufRequested: st.Requested, SORcvbufEffective: st.Effective,
-		RxDrops: st.Counters.RxDrops, RxPackets: st.Counters.RxPackets, SocketInode: st.SocketInode, Lobbies: st.Lobbies, Players: st.Players, Draining: st.Draining,
+		RxDrops: st.Counters.RxDrops, RxPackets: st.Counters.RxPackets, Forwarded: st.Counters.Forwarded, SocketInode: st.SocketInode,
+		Lobbies: st.Lobbies, Players: st.Players, PlayersEstablished: st.Established, Draining: st.Draining,
 		Handoff: plans.Visible(st.Handoff), HandoffSocket: plans.Visible(st.HandoffSock), HandoffFromPID: st.FromPID, HandoffGapUS: st.GapUS,
 		HandoffLobbies: st.FromLobbies, HandoffPlayers: st.FromPlayers,
 		FDStore: plans.Visible(st.FDStore), SocketFrom: plans.Visible(st.SocketFrom), FDStoreState: plans.Visible(st.StoreState)}

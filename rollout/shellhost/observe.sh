@@ -19,7 +19,9 @@
 # ships (its process must run from RELEASES_DIR). FILES is a comma-separated
 # list of the other files a plan writes (its templates'), - for none.
 # RECEIPT is last-apply to read the newest receipt with a read-back in it
-# (verify's baseline of the drop rate), - for none.
+# (verify's baseline of the drop rate), undo:HEX the newest receipt of the
+# plan with checksum sha256:HEX that records what its window changed, and
+# the backups kept beside it (a rollback of that plan), - for none.
 # Nothing here runs a command named by a spec: the relay is found through
 # systemd or a pid file, and trusted only if its executable is a release.
 set -u
@@ -180,6 +182,33 @@ if [ "$receipt" = last-apply ] && [ -d "$state/receipts" ]; then
 		break
 	done
 fi
+
+# The newest receipt of a plan (by its checksum) that records what its
+# window changed: what relayctl rollback of that plan goes back to. Read
+# as any file relayctl writes (read_owned: where root alone could have
+# put it), with the names of the backups kept beside it.
+case $receipt in undo:*)
+	if [ -d "$state/receipts" ]; then
+		sum=${receipt#undo:}
+		case $sum in *[!0-9a-f]* | '') sum=none ;; esac
+		set -- "$state"/receipts/*.json
+		i=$#
+		while [ "$i" -gt 0 ]; do
+			eval "f=\${$i}"
+			i=$((i - 1))
+			[ -f "$f" ] && [ ! -L "$f" ] || continue
+			case ${f##*/} in *[!A-Za-z0-9._-]*) continue ;; esac
+			case $(file_of "$f") in *"\"plan_checksum\": \"sha256:$sum\""*'"undo": {'*) ;; *) continue ;; esac
+			n=${f##*/}
+			n=${n%.json}
+			value undo-name 0 "$n"
+			read_owned undo-receipt "$f"
+			[ -d "$state/receipts/$n.backups" ] && [ ! -L "$state/receipts/$n.backups" ] && emit undo-backups ls -1 "$state/receipts/$n.backups"
+			break
+		done
+	fi
+	;;
+esac
 
 # runs_program EXE: EXE is what the service runs: the spec's installed
 # program (kind none), or anything in a release folder.

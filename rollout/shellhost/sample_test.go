@@ -299,3 +299,32 @@ func FuzzLastApply(f *testing.F) {
 		}
 	})
 }
+
+// The players a soak judges: /status's players_established and the
+// forwarded count are read into the sample, checked; a relay that does not
+// report established players (an older relayd) gives none, not 0.
+func TestStatusEstablishedPlayers(t *testing.T) {
+	for _, tt := range []struct {
+		body      string
+		est       int // -1: none
+		forwarded uint64
+		err       string
+	}{
+		{`{"version":"1.9.0","players":40,"players_established":32,"counters":{"forwarded":1234}}`, 32, 1234, ""},
+		{`{"version":"1.8.0","players":40,"counters":{"forwarded":99}}`, -1, 99, ""},
+		{`{"version":"1.9.0","players":40,"players_established":41}`, 0, 0, "status has 41 established players of 40"},
+		{`{"version":"1.9.0","players":40,"players_established":-1}`, 0, 0, "status has negative numbers"},
+	} {
+		st := parseStatus(Frame{Name: "relay-status", Data: []byte(tt.body)})
+		switch {
+		case tt.err != "":
+			if st.Read || st.Error != tt.err {
+				t.Errorf("%s: read %v, error %q; want %q", tt.body, st.Read, st.Error, tt.err)
+			}
+		case !st.Read || st.Forwarded != tt.forwarded:
+			t.Errorf("%s: %+v", tt.body, st)
+		case tt.est < 0 && st.PlayersEstablished != nil, tt.est >= 0 && (st.PlayersEstablished == nil || *st.PlayersEstablished != tt.est):
+			t.Errorf("%s: established %v, want %d", tt.body, st.PlayersEstablished, tt.est)
+		}
+	}
+}

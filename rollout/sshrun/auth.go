@@ -3,11 +3,13 @@ package sshrun
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
@@ -83,14 +85,85 @@ func loadIdentity(path string) (ssh.Signer, error) {
 	return s, nil
 }
 
-// attempt records what one hop offered, so an auth failure can say so.
+// attempt records what one hop offered, so an auth failure can say so,
+// and which key signed, so a success can say which the host accepted.
 type attempt struct {
 	files       []string
 	skipped     []string
 	agentKeys   int
 	agentNote   string
 	noneOffered bool
+	used        usedKey
 }
+
+// usedKey notes the key that signed a hop's authentication. x/crypto asks
+// the server whether it would accept a key before it signs with it, and
+// signs with no other once one is accepted, so after a handshake that
+// succeeded the last key that signed is the one the host accepted.
+type usedKey struct {
+	mu  sync.Mutex
+	key ssh.PublicKey
+}
+
+func (u *usedKey) note(k ssh.PublicKey) {
+	u.mu.Lock()
+	u.key = k
+	u.mu.Unlock()
+}
+
+// fingerprint is the accepted key as ssh-keygen -l names it (its type and
+// SHA256 fingerprint), "" when none signed.
+func (u *usedKey) fingerprint() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.key == nil {
+		return ""
+	}
+	return keyText(u.key)
+}
+
+// keyText is a public key's type and SHA256 fingerprint.
+func keyText(k ssh.PublicKey) string { return k.Type() + " " + ssh.FingerprintSHA256(k) }
+
+// wrap makes s note itself when it signs. It keeps the interfaces s has
+// (x/crypto picks rsa-sha2 signatures only from an AlgorithmSigner).
+func (u *usedKey) wrap(s ssh.Signer) ssh.Signer {
+	r := notingSigner{Signer: s, u: u}
+	switch a := s.(type) {
+	case ssh.MultiAlgorithmSigner:
+		return notingMulti{notingAlgorithm{r, a}, a}
+	case ssh.AlgorithmSigner:
+		return notingAlgorithm{r, a}
+	}
+	return r
+}
+
+type notingSigner struct {
+	ssh.Signer
+	u *usedKey
+}
+
+func (s notingSigner) Sign(rand io.Reader, data []byte) (*ssh.Signature, error) {
+	s.u.note(s.PublicKey())
+	return s.Signer.Sign(rand, data)
+}
+
+type notingAlgorithm struct {
+	notingSigner
+	a ssh.AlgorithmSigner
+}
+
+func (s notingAlgorithm) SignWithAlgorithm(rand io.Reader, data []byte, algorithm string) (*ssh.Signature, error) {
+	s.u.note(s.PublicKey())
+	return s.a.SignWithAlgorithm(rand, data, algorithm)
+}
+
+type notingMulti struct {
+	notingAlgorithm
+	m ssh.MultiAlgorithmSigner
+}
+
+func (s notingMulti) Algorithms() []string { return s.m.Algorithms() }
 
 // methods builds the one publickey method for t: explicit identities, then
 // the ssh_config ones (or the defaults), then the agent's keys, without
@@ -106,7 +179,7 @@ func (k *keyring) methods(t Target) ([]ssh.AuthMethod, *attempt) {
 			return false
 		}
 		seen[id] = true
-		signers = append(signers, s)
+		signers = append(signers, a.used.wrap(s))
 		return true
 	}
 	for _, p := range k.explicit {

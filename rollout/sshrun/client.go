@@ -98,7 +98,12 @@ type Client struct {
 	jumps    []*ssh.Client // outermost first, closed after conn
 	o        Options
 	sessions atomic.Int64
+	keys     hopKeys // the target's: the key it accepted and its host key
 }
+
+// hopKeys are the keys of one hop's handshake: the user key the host
+// accepted and the host key that was checked, each as keyText names it.
+type hopKeys struct{ user, host string }
 
 var _ shellhost.Runner = (*Client)(nil)
 
@@ -124,11 +129,11 @@ func Dial(ctx context.Context, spec string, o Options) (*Client, error) {
 	// The agent is needed only for the handshakes.
 	defer keys.close()
 	d := &dialer{o: o, cfg: cfg, keys: keys}
-	conn, jumps, err := d.connect(ctx, t, 0)
+	conn, jumps, hk, err := d.connect(ctx, t, 0)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{target: t, conn: conn, jumps: jumps, o: o}, nil
+	return &Client{target: t, conn: conn, jumps: jumps, o: o, keys: hk}, nil
 }
 
 type dialer struct {
@@ -140,39 +145,40 @@ type dialer struct {
 // connect reaches t, through its ProxyJump hops if it has any. As with
 // OpenSSH's "ProxyJump a,b", a is reached first (with a's own ssh_config
 // ProxyJump, if any), then b through a, then t through b.
-func (d *dialer) connect(ctx context.Context, t Target, depth int) (*ssh.Client, []*ssh.Client, error) {
+// The keys returned are t's own, not its jump hosts'.
+func (d *dialer) connect(ctx context.Context, t Target, depth int) (*ssh.Client, []*ssh.Client, hopKeys, error) {
 	if depth > maxHops {
-		return nil, nil, fmt.Errorf("%s: connect: more than %d ProxyJump hops (a loop in ssh config?)", t, maxHops)
+		return nil, nil, hopKeys{}, fmt.Errorf("%s: connect: more than %d ProxyJump hops (a loop in ssh config?)", t, maxHops)
 	}
 	if len(t.ProxyJump) == 0 {
-		c, err := d.hop(ctx, t, nil)
-		return c, nil, err
+		c, k, err := d.hop(ctx, t, nil)
+		return c, nil, k, err
 	}
 	n := len(t.ProxyJump)
 	jt, err := resolve(t.ProxyJump[n-1], d.cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: resolve jump host: %w", t, err)
+		return nil, nil, hopKeys{}, fmt.Errorf("%s: resolve jump host: %w", t, err)
 	}
 	if n > 1 {
 		jt.ProxyJump = t.ProxyJump[:n-1]
 	}
-	jc, js, err := d.connect(ctx, jt, depth+1)
+	jc, js, _, err := d.connect(ctx, jt, depth+1)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: through %w", t, err)
+		return nil, nil, hopKeys{}, fmt.Errorf("%s: through %w", t, err)
 	}
 	jumps := append(js, jc)
-	c, err := d.hop(ctx, t, jc)
+	c, k, err := d.hop(ctx, t, jc)
 	if err != nil {
 		closeAll(jumps)
-		return nil, nil, err
+		return nil, nil, hopKeys{}, err
 	}
-	return c, jumps, nil
+	return c, jumps, k, nil
 }
 
 // hop connects to t directly, or through the jump client when there is one.
 // Each hop gets the whole ConnectTimeout, counted once the hops before it
 // are up.
-func (d *dialer) hop(ctx context.Context, t Target, jump *ssh.Client) (*ssh.Client, error) {
+func (d *dialer) hop(ctx context.Context, t Target, jump *ssh.Client) (*ssh.Client, hopKeys, error) {
 	cctx, cancel := context.WithTimeout(ctx, d.o.ConnectTimeout)
 	defer cancel()
 	var conn net.Conn
@@ -183,22 +189,30 @@ func (d *dialer) hop(ctx context.Context, t Target, jump *ssh.Client) (*ssh.Clie
 		conn, err = (&net.Dialer{}).DialContext(cctx, "tcp", t.Addr())
 	}
 	if err != nil {
-		return nil, d.connectError(ctx, cctx, t, fmt.Errorf("connect: %w", err))
+		return nil, hopKeys{}, d.connectError(ctx, cctx, t, fmt.Errorf("connect: %w", err))
 	}
 	return d.handshake(ctx, cctx, t, conn)
 }
 
-func (d *dialer) handshake(ctx, cctx context.Context, t Target, conn net.Conn) (*ssh.Client, error) {
+func (d *dialer) handshake(ctx, cctx context.Context, t Target, conn net.Conn) (*ssh.Client, hopKeys, error) {
 	hk, err := newHostKeys(t, d.o.KnownHosts, d.o.GlobalKnownHosts, d.o.AcceptNewHostKeys, d.o.Logf)
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("%s: %w", t, err)
+		return nil, hopKeys{}, fmt.Errorf("%s: %w", t, err)
 	}
 	methods, tried := d.keys.methods(t)
+	var hostKey string
 	cfg := &ssh.ClientConfig{
-		User:              t.User,
-		Auth:              methods,
-		HostKeyCallback:   hk.check,
+		User: t.User,
+		Auth: methods,
+		// The host key the check accepted, for the receipt.
+		HostKeyCallback: func(host string, remote net.Addr, key ssh.PublicKey) error {
+			err := hk.check(host, remote, key)
+			if err == nil {
+				hostKey = keyText(key)
+			}
+			return err
+		},
 		HostKeyAlgorithms: hk.algorithms(),
 	}
 	// NewClientConn has no context: closing the connection is what stops it.
@@ -208,20 +222,20 @@ func (d *dialer) handshake(ctx, cctx context.Context, t Target, conn net.Conn) (
 		if err == nil {
 			sc.Close()
 		}
-		return nil, d.connectError(ctx, cctx, t, fmt.Errorf("ssh handshake: %w", context.Cause(cctx)))
+		return nil, hopKeys{}, d.connectError(ctx, cctx, t, fmt.Errorf("ssh handshake: %w", context.Cause(cctx)))
 	}
 	switch {
 	case hk.refusal != nil:
 		conn.Close()
-		return nil, hk.refusal
+		return nil, hopKeys{}, hk.refusal
 	case err != nil && strings.Contains(err.Error(), "unable to authenticate"):
 		conn.Close()
-		return nil, d.keys.authError(t, tried)
+		return nil, hopKeys{}, d.keys.authError(t, tried)
 	case err != nil:
 		conn.Close()
-		return nil, fmt.Errorf("%s: %w", t, err)
+		return nil, hopKeys{}, fmt.Errorf("%s: %w", t, err)
 	}
-	return ssh.NewClient(sc, chans, reqs), nil
+	return ssh.NewClient(sc, chans, reqs), hopKeys{user: tried.used.fingerprint(), host: hostKey}, nil
 }
 
 // connectError names a connect timeout as such; the net error for it
@@ -259,6 +273,11 @@ func (e *timeoutError) Is(target error) bool {
 
 // Target is the resolved host this client is connected to.
 func (c *Client) Target() Target { return c.target }
+
+// UserKey is the key the host accepted, HostKey the host key relayctl
+// checked, each as its type and SHA256 fingerprint (as ssh-keygen -l).
+func (c *Client) UserKey() string { return c.keys.user }
+func (c *Client) HostKey() string { return c.keys.host }
 
 // Sessions is how many sessions (one per Run, one round trip each) this
 // client has opened.

@@ -41,3 +41,6 @@ type conn struct{ *Client }
 
 func (c conn) Address() string { return c.Target().Addr() }
 func (c conn) User() string    { return c.Target().User }
+func (c conn) Identity() rollout.SSHIdentity {
+	return rollout.SSHIdentity{User: c.Target().User, Key: c.UserKey(), HostKey: c.HostKey()}
+}

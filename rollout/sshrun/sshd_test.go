@@ -23,6 +23,7 @@ import (
 	"github.com/relayctl/relayctl/rollout/shellhost"
 	"github.com/relayctl/relayctl/rollout/sshrun"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
 
@@ -32,7 +33,7 @@ const sshdPath = "/usr/sbin/sshd"
 // with a temporary config, an ed25519 and an RSA host key, and key-only
 // login for root with the given key. It returns the address and the host
 // keys. In CI a missing sshd fails the test: a skipped test proves nothing.
-func startSSHD(t *testing.T, client *sshtest.Key) (string, []ssh.PublicKey) {
+func startSSHD(t *testing.T, client *sshtest.Key, more ...ssh.PublicKey) (string, []ssh.PublicKey) {
 	t.Helper()
 	if _, err := os.Stat(sshdPath); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -64,7 +65,11 @@ func startSSHD(t *testing.T, client *sshtest.Key) (string, []ssh.PublicKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(dir, "authorized_keys"), string(ssh.MarshalAuthorizedKey(client.PublicKey())))
+	authorized := ssh.MarshalAuthorizedKey(client.PublicKey())
+	for _, k := range more {
+		authorized = append(authorized, ssh.MarshalAuthorizedKey(k)...)
+	}
+	writeFile(t, filepath.Join(dir, "authorized_keys"), string(authorized))
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -162,4 +167,34 @@ func TestRealSSHD(t *testing.T) {
 	c.Close()
 	sshtest.WriteKnownHosts(t, e.known, knownhosts.Line([]string{addr}, hostKeys[0]))
 	dial(t, "root@"+addr, o)
+}
+
+// Against OpenSSH, which refuses ssh-rsa (SHA-1) signatures, an RSA key
+// in the agent still logs in through the wrapper that notes which key
+// signed (it keeps the agent's rsa-sha2 signatures), and the client names
+// that key and the host key it checked.
+func TestRealSSHDNamesTheRSAKeyItAccepted(t *testing.T) {
+	e := newEnv(t)
+	rk, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ssh.NewPublicKey(&rk.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, hostKeys := startSSHD(t, e.key, pub)
+	sshtest.WriteKnownHosts(t, e.known, knownhosts.Line([]string{addr}, hostKeys[0]))
+	kr := agent.NewKeyring()
+	if err := kr.Add(agent.AddedKey{PrivateKey: rk}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SSH_AUTH_SOCK", serveKeyring(t, kr))
+	c := dial(t, "root@"+addr, sshrun.Options{})
+	if got, want := c.UserKey(), "ssh-rsa "+ssh.FingerprintSHA256(pub); got != want {
+		t.Errorf("user key %q, want %q", got, want)
+	}
+	if got, want := c.HostKey(), "ssh-ed25519 "+ssh.FingerprintSHA256(hostKeys[0]); got != want {
+		t.Errorf("host key %q, want %q", got, want)
+	}
 }

@@ -311,27 +311,7 @@ func serveAgent(t *testing.T, k *sshtest.Key) string {
 	if err := kr.Add(agent.AddedKey{PrivateKey: k.Private}); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(t.TempDir(), "agent.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				agent.ServeAgent(kr, c)
-			}()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); <-done })
-	return sock
+	return serveKeyring(t, kr)
 }
 
 func TestAuthErrors(t *testing.T) {
@@ -837,4 +817,70 @@ func TestDialerTargets(t *testing.T) {
 	if _, err := d.Dial(context.Background(), "relay-2.ash"); err == nil || !strings.Contains(err.Error(), "relay-2.ash") {
 		t.Errorf("a host without a target is dialled by its name: %v", err)
 	}
+}
+
+// The client names the key the host accepted and the host key it checked,
+// as the receipt records them: with a refused identity file offered first
+// and an accepted RSA key in the agent, the RSA key (signed with rsa-sha2,
+// which the noting wrapper must keep offering); with one identity file,
+// that file's key.
+func TestClientNamesTheKeysUsed(t *testing.T) {
+	e := newEnv(t)
+	rk, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaSigner, err := ssh.NewSignerFromKey(rk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.server(t, sshtest.WithAuthorizedKeys(rsaSigner.PublicKey()))
+	c := dial(t, "root@"+s.Addr(), e.opts())
+	if got, want := c.UserKey(), "ssh-ed25519 "+ssh.FingerprintSHA256(e.key.PublicKey()); got != want {
+		t.Errorf("identity file: user key %q, want %q", got, want)
+	}
+	if got, want := c.HostKey(), s.HostKey().Type()+" "+ssh.FingerprintSHA256(s.HostKey()); got != want {
+		t.Errorf("host key %q, want %q", got, want)
+	}
+
+	wrong := filepath.Join(t.TempDir(), "id_wrong")
+	sshtest.NewKey(t).WriteFile(t, wrong)
+	kr := agent.NewKeyring()
+	if err := kr.Add(agent.AddedKey{PrivateKey: rk}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SSH_AUTH_SOCK", serveKeyring(t, kr))
+	c = dial(t, "root@"+s.Addr(), sshrun.Options{Identities: []string{wrong}})
+	if got, want := c.UserKey(), "ssh-rsa "+ssh.FingerprintSHA256(rsaSigner.PublicKey()); got != want {
+		t.Errorf("a refused file, then the agent's RSA key: user key %q, want %q", got, want)
+	}
+	if err := c.Run(context.Background(), "true", nil, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// serveKeyring serves an in-process agent holding kr on a unix socket.
+func serveKeyring(t *testing.T, kr agent.Agent) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				agent.ServeAgent(kr, c)
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return sock
 }

@@ -9,7 +9,13 @@
 //	relaylab up --dir DIR [--hosts N] [--systemd N] [--base-port P] [--sshd-in-netns] [--no-relay-netns]
 //	            [--relayd PATH --relay-version V [--start-relay=false]]
 //	relaylab down --dir DIR
+//	relaylab status --dir DIR
 //	relaylab exec --dir DIR HOST -- CMD [ARG...]
+//
+// up stops what it has started if it fails or is interrupted (SIGINT,
+// SIGTERM, SIGHUP), and refuses a DIR that holds a lab not stopped. status
+// exits 0 when every host of the lab runs, 3 when one does not (it was
+// stopped some other way than down: down cleans up after it).
 //
 // Examples:
 //
@@ -18,6 +24,7 @@
 //	relaylab up --dir /tmp/sd --systemd 2 --relayd bin/relayd --relay-version 1.8.0
 //	ssh -F /tmp/sd/ssh_config lab-1 systemctl status relayd
 //	relaylab exec --dir /tmp/lab lab-2 -- cat /etc/sysctl.d/90-relayctl.conf
+//	relaylab status --dir /tmp/lab
 //	relaylab down --dir /tmp/lab
 package main
 
@@ -29,7 +36,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"slices"
+	"syscall"
 	"time"
 
 	"github.com/relayctl/relayctl/internal/lab"
@@ -43,6 +53,7 @@ const usage = `usage:
   relaylab up --dir DIR [--hosts N] [--systemd N] [--base-port P] [--sshd-in-netns] [--no-relay-netns]
               [--relayd PATH --relay-version V [--start-relay=false]]
   relaylab down --dir DIR
+  relaylab status --dir DIR
   relaylab exec --dir DIR HOST -- CMD [ARG...]
 
 examples:
@@ -51,6 +62,7 @@ examples:
   relaylab up --dir /tmp/sd --systemd 2 --relayd bin/relayd --relay-version 1.8.0
   ssh -F /tmp/sd/ssh_config lab-1 systemctl status relayd
   relaylab exec --dir /tmp/lab lab-2 -- cat /etc/sysctl.d/90-relayctl.conf
+  relaylab status --dir /tmp/lab
   relaylab down --dir /tmp/lab
 `
 
@@ -72,6 +84,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			err = up(args[2:], stdout, stderr)
 		case "down":
 			err = down(args[2:], stdout, stderr)
+		case "status":
+			err = status(args[2:], stdout, stderr)
 		case "exec":
 			err = execCmd(args[2:], stdin, stdout, stderr)
 		case "-h", "-help", "--help", "help":
@@ -135,8 +149,15 @@ func up(args []string, stdout, stderr io.Writer) error {
 		}
 		o.Hosts = append(o.Hosts, ho)
 	}
+	// A Ctrl-C (or a kill) ends the start, and Start stops what it had
+	// started: no sshd or namespace outlives an up that did not finish.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
 	start := time.Now()
-	l, err := lab.Start(context.Background(), o)
+	l, err := lab.Start(ctx, o)
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("up interrupted; stopped what it had started: %w", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -176,6 +197,33 @@ func down(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("remove lab.json: %w", err)
 	}
 	fmt.Fprintf(stdout, "stopped %d hosts\n", len(l.Hosts))
+	return nil
+}
+
+// errNotRunning makes status exit 3, as relay-service status does.
+var errNotRunning = exitStatus(3)
+
+func status(args []string, stdout, stderr io.Writer) error {
+	fs := flags("status", stderr)
+	dir := fs.String("dir", "", "the lab's directory (required)")
+	if err := fs.Parse(args); err != nil || *dir == "" || fs.NArg() > 0 {
+		return errUsage
+	}
+	l, err := lab.Load(*dir)
+	if err != nil {
+		return err
+	}
+	stopped := l.Stopped()
+	for _, h := range l.Hosts {
+		state := "running"
+		if slices.Contains(stopped, h.Name) {
+			state = "stopped"
+		}
+		fmt.Fprintf(stdout, "%s %s %s\n", h.Name, h.Addr, state)
+	}
+	if len(stopped) > 0 {
+		return errNotRunning
+	}
 	return nil
 }
 

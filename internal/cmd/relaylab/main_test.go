@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/relayctl/relayctl/internal/lab"
 )
@@ -61,6 +63,19 @@ func TestUpExecDown(t *testing.T) {
 	}
 	if _, errs, code := runCLI(t, "", "exec", "--dir", dir, "lab-9", "--", "true"); code != 1 || !strings.Contains(errs, `no host "lab-9"`) {
 		t.Errorf("exec on a missing host: exit %d, %q", code, errs)
+	}
+
+	if out, errs, code := runCLI(t, "", "status", "--dir", dir); code != 0 || !strings.Contains(out, "lab-1 "+l.Hosts[0].Addr+" running\nlab-2 ") {
+		t.Errorf("status of a lab that is up: exit %d, %q %q", code, out, errs)
+	}
+	// A host stopped some other way: status says so, and down still
+	// stops the rest.
+	syscall.Kill(l.Hosts[1].SSHDPID, syscall.SIGKILL)
+	for alive(l.Hosts[1].SSHDPID) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if out, errs, code := runCLI(t, "", "status", "--dir", dir); code != 3 || !strings.Contains(out, "lab-2 "+l.Hosts[1].Addr+" stopped\n") {
+		t.Errorf("status with lab-2's sshd killed: exit %d, %q %q; want 3 naming lab-2", code, out, errs)
 	}
 
 	if out, errs, code := runCLI(t, "", "down", "--dir", dir); code != 0 || out != "stopped 2 hosts\n" {

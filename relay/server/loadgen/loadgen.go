@@ -2,7 +2,8 @@
 // benchmark and its load program (internal/cmd/relayload).
 //
 // Each lobby has Size players on their own UDP sockets: Size-1 senders and
-// one observer that only listens. Every datagram a sender sends leaves the
+// one observer that only listens, from another address than the senders'
+// (relayd lets no address hold every seat of a lobby). Every datagram a sender sends leaves the
 // relay Size-1 times (to the other senders and to the observer), so the
 // fan-out is that of a real full lobby, and the observer receives each
 // datagram exactly once. The observers' count closes the loop: at most
@@ -44,6 +45,11 @@ type Options struct {
 	Window    int            // most datagrams sent but not yet seen by an observer
 	SendBatch int            // datagrams per sendmmsg on one sender socket
 	Wire      int            // wire version the relay speaks: 2 (0 means 2), or 1 for a relayd from before the handshake
+	// ObserversFrom is the local address the observers listen on: another
+	// than the senders' (the relay's own address), so that a lobby is never
+	// one address's. The zero value: the next loopback address for a relay
+	// on loopback (127.0.0.2 for 127.0.0.1); a relay elsewhere needs one.
+	ObserversFrom netip.Addr
 }
 
 // Defaults: lobbies of eight (fan-out 7) and 120-byte datagrams.
@@ -114,10 +120,18 @@ func Dial(o Options) (*Load, error) {
 		local.IP = net.IPv4(127, 0, 0, 1)
 		relay.IP = local.IP
 	}
+	observer, err := observersFrom(o.ObserversFrom, netip.MustParseAddr(local.IP.String()))
+	if err != nil {
+		return nil, err
+	}
 	for lb := 0; lb < o.Lobbies; lb++ {
 		id := o.FirstID + uint32(lb)
 		for p := 1; p <= o.Size; p++ {
-			c, err := net.ListenUDP("udp4", local)
+			from := local
+			if p == o.Size {
+				from = observer
+			}
+			c, err := net.ListenUDP("udp4", from)
 			if err != nil {
 				l.Close()
 				return nil, fmt.Errorf("open player socket: %w", err)
@@ -143,6 +157,24 @@ func Dial(o Options) (*Load, error) {
 		go l.observe(c)
 	}
 	return l, nil
+}
+
+// observersFrom is where the observers listen: given, or the loopback
+// address after the senders'.
+func observersFrom(given, senders netip.Addr) (*net.UDPAddr, error) {
+	switch {
+	case given.IsValid() && given == senders:
+		return nil, fmt.Errorf("observers from %s: want another address than the senders' (relayd lets no address hold every seat of a lobby)", given)
+	case given.IsValid():
+		return &net.UDPAddr{IP: given.AsSlice()}, nil
+	case !senders.Is4() || !senders.IsLoopback():
+		return nil, fmt.Errorf("the relay at %s is not on loopback: say which other local address the observers listen on (ObserversFrom), since relayd lets no address hold every seat of a lobby", senders)
+	}
+	next := senders.Next()
+	if !next.IsLoopback() {
+		next = netip.MustParseAddr("127.0.0.2")
+	}
+	return &net.UDPAddr{IP: next.AsSlice()}, nil
 }
 
 // datagram is a data datagram of player in lobby, of the load's size and

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/rollout"
+)
+
+// nextHints say what to run next, one line per kind of next step the hosts
+// that did not end as planned have (rollout.Nexts), so no hint contradicts
+// another and each names a command that makes progress, or says what must
+// change before one can: a host that drifted needs a new plan, not
+// --resume; a value the kernel refused needs the spec fixed; a release a
+// soak rejected is never resumed onto the same hosts.
+func nextHints(rep *rollout.Report, file string, p *plans.Plan) []string {
+	by := map[string][]string{}
+	var applied []string
+	for _, h := range rep.Hosts {
+		if h.Next != "" {
+			by[h.Next] = append(by[h.Next], h.Host)
+		}
+		if h.Outcome == rollout.Applied {
+			applied = append(applied, h.Host)
+		}
+	}
+	var out []string
+	for _, next := range rollout.Nexts {
+		if hosts := by[next]; len(hosts) > 0 {
+			out = append(out, hintFor(next, plans.Visible(strings.Join(abbreviate(hosts, 5), " ")), len(hosts), file, p, applied))
+		}
+	}
+	return out
+}
+
+// hintFor is the hint of one kind of next step, for hosts (n of them).
+func hintFor(next, hosts string, n int, file string, p *plans.Plan, applied []string) string {
+	spec := p.SpecFile
+	again := fmt.Sprintf("relayctl plan %s --out PLAN, review it, then relayctl apply PLAN", spec)
+	if rb := p.Rollback; rb != nil {
+		again = fmt.Sprintf("relayctl rollback %s --out PLAN, the rollback plan made again, review it, then relayctl apply PLAN", rb.Receipt)
+	}
+	switch next {
+	case rollout.NextNewPlan:
+		return fmt.Sprintf("%s: the plan has nothing valid for them now (they drifted, or were not read when it was made): make a new plan: %s", hosts, again)
+	case rollout.NextUnblock:
+		return fmt.Sprintf("%s: blocked in the plan (the reasons name the blockers): fix them, then make a new plan: %s", hosts, again)
+	case rollout.NextSpec:
+		return fmt.Sprintf("%s: the spec's values or release failed there and were rolled back (the reasons say which: a value the kernel refused, a release that did not start or read back); --resume would do the same again: fix the spec (or build a fixed release), relayctl validate %s, then relayctl plan %s --out PLAN, review it, and relayctl apply PLAN", hosts, spec, spec)
+	case rollout.NextRejected:
+		return rejectedHint(hosts, file, p, applied)
+	case rollout.NextOtherPlan:
+		return fmt.Sprintf("%s: a run of another plan stopped inside its window there; relayctl apply THAT_PLAN --resume finishes or undoes it (the host's journal names the plan)", hosts)
+	case rollout.NextFix:
+		return fmt.Sprintf("%s: fix on the host what each reason names (a folder's owner, a host key, a full disk), then relayctl apply %s --resume", hosts, file)
+	case rollout.NextWait:
+		return fmt.Sprintf("%s: held by another apply, outside the plan's window, or without traffic for its soak; relayctl apply %s --resume later, or relayctl apply %s --resume --ignore-window for an emergency outside the window", hosts, file, file)
+	case rollout.NextPlayers:
+		return fmt.Sprintf("%s still had players at the drain deadline: relayctl apply %s --resume when they have gone, or give drain.deadline more time", hosts, file)
+	case rollout.NextJournal:
+		return fmt.Sprintf("%s: an earlier run left a journal that cannot be read; check the host (relayctl verify %s), then relayctl apply %s --resume --clear-journal", hosts, file, file)
+	case rollout.NextUndo:
+		return fmt.Sprintf("%s: the rollback failed and the host is in between (the reasons say where); fix what they name, then relayctl apply %s --resume --recover rollback undoes the rest from the host's journal", hosts, file)
+	}
+	return fmt.Sprintf("relayctl apply %s --resume goes on with %d host(s) as they are (%s): applied hosts are checked, not applied again", file, n, hosts)
+}
+
+// rejectedHint: the rollout of a release a soak rejected is over. The
+// ways on are a fixed release, or relayctl rollback of the hosts it
+// changed; --resume is refused.
+func rejectedHint(hosts, file string, p *plans.Plan, applied []string) string {
+	release := "its release"
+	if p.Relay.Version != "" {
+		release = "release " + p.Relay.Version
+	}
+	undo := "no host keeps it"
+	if len(applied) > 0 {
+		undo = fmt.Sprintf("%d host(s) keep it (%s): relayctl rollback %s --out back.plan undoes them", len(applied), plans.Visible(strings.Join(abbreviate(applied, 5), " ")), file)
+	}
+	return fmt.Sprintf("%s: a soak judged %s a regression, so the rollout of it is over and --resume is refused (it would deploy it onto the same hosts again); %s; then ship a fixed release: a new relay.release in %s, relayctl plan %s --out PLAN, review it, and relayctl apply PLAN",
+		hosts, release, undo, p.SpecFile, p.SpecFile)
+}
