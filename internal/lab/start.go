@@ -150,6 +150,7 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 			// reaches it through /proc/INIT/root.
 			h.Kind, h.Root = KindSystemd, ""
 			h.noNetnsDropIn = o.Hosts[i].NoRelayNetns
+			h.logind = o.Hosts[i].Logind
 		}
 		h.services = o.Hosts[i].Services
 		for _, s := range h.services {

@@ -42,7 +42,7 @@ func (a *session) close() {
 // per-command timeout, and an interrupt of the apply does not cut a host
 // off inside its window.
 func (h *Host) start(ctx context.Context) *session {
-	cmd := Command("sh", "-c", agentScript, "relayctl-agent", h.state, observeScript)
+	cmd := agentCommand(h.state)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	a := &session{in: inW, out: bufio.NewReader(outR), stderr: &bytes.Buffer{}, done: make(chan error, 1), once: make(chan struct{})}
@@ -56,6 +56,13 @@ func (h *Host) start(ctx context.Context) *session {
 	return a
 }
 
+// agentCommand runs agent.sh with its state folder. The script reaches the
+// shell as an argument it evaluates, so the agent has its own text, and
+// starts its window's process with it (agent.sh, "The window's process").
+func agentCommand(state string) string {
+	return Command("sh", "-c", `eval "$1"`, "relayctl-agent", agentScript, state, observeScript)
+}
+
 // lockAndRun starts the agent and sends the lock request and, behind it
 // without waiting, the first batch of the rest: one round trip for the
 // lock and (say) the first observe. The agent reads the rest only once it
@@ -66,7 +73,11 @@ func (h *Host) lockAndRun(ctx context.Context, ops []rollout.Op, each func(int, 
 	h.mu.Lock()
 	h.batches++
 	h.mu.Unlock()
-	if _, err := fmt.Fprintf(a.in, "lock\t%s\n", lock.Args[0]); err != nil {
+	line := "lock\t" + lock.Args[0]
+	if len(lock.Args) > 1 {
+		line += "\t" + lock.Args[1] // how long to wait for it, in seconds
+	}
+	if _, err := fmt.Fprintf(a.in, "%s\n", line); err != nil {
 		a.close()
 		return rollout.ConnLost(err)
 	}
@@ -146,11 +157,15 @@ func (h *Host) send(ctx context.Context, a *session, ops []rollout.Op, base int,
 		if err != nil {
 			return err
 		}
+		encl, err := h.enclosings(batch, calls)
+		if err != nil {
+			return err
+		}
 		// Written while the answers are read: a batch with a release in it
 		// is larger than what the connection buffers, and the agent answers
 		// as it goes.
 		wrote := make(chan error, 1)
-		go func(withData bool) { wrote <- writeBatch(a.in, batch, calls, withData, !last) }(withData)
+		go func(withData bool) { wrote <- writeBatch(a.in, batch, calls, encl, withData, !last) }(withData)
 		if first != nil {
 			if err := first(); err != nil {
 				<-wrote
@@ -336,8 +351,9 @@ func readData(r *bufio.Reader, size string) (string, error) {
 // command words, then "sync" (unless the batch ends the agent). A keep
 // goes as an offer (no bytes), or with withData with its bytes. Data is
 // written from the Op's own slice, never copied: every host shares the one
-// copy of a release in memory.
-func writeBatch(w io.Writer, batch []rollout.Op, calls map[int]framed, withData, sync bool) error {
+// copy of a release in memory. An enclosing request (a window's) holds the
+// rest of the batch in its data: nothing after it is written on its own.
+func writeBatch(w io.Writer, batch []rollout.Op, calls map[int]framed, encl map[int]enclosing, withData, sync bool) error {
 	var b bytes.Buffer
 	for i, o := range batch {
 		args, argv := o.Args, o.Argv
@@ -347,6 +363,10 @@ func writeBatch(w io.Writer, batch []rollout.Op, calls map[int]framed, withData,
 		data := o.Data
 		if o.Offer && !withData {
 			data = nil
+		}
+		e, encloses := encl[i]
+		if encloses {
+			args, data = e.args, e.data
 		}
 		journal := "0"
 		switch {
@@ -373,6 +393,9 @@ func writeBatch(w io.Writer, batch []rollout.Op, calls map[int]framed, withData,
 		for _, arg := range argv {
 			b.WriteString(arg)
 			b.WriteByte('\n')
+		}
+		if encloses {
+			break
 		}
 	}
 	if sync {
