@@ -256,12 +256,10 @@ func (h *Host) answers(a *session, batch []rollout.Op, calls map[int]framed, bas
 	stopped := false // the host stopped the batch
 	var failure error
 	for i, o := range batch {
-		line, err := readLine(a.out)
+		word, r, err := readAnswer(a.out, o)
 		if err != nil {
-			return -1, rollout.ConnLost(err)
+			return -1, err
 		}
-		word, rest, _ := strings.Cut(line, " ")
-		r := rollout.Result{At: time.Now()}
 		switch word {
 		case "SKIP":
 			if !stopped {
@@ -280,18 +278,9 @@ func (h *Host) answers(a *session, batch []rollout.Op, calls map[int]framed, bas
 			}
 			stopped = true
 			if failure == nil {
-				failure = &rollout.OpError{Op: o, Msg: rest}
+				failure = &rollout.OpError{Op: o, Msg: r.Value}
 			}
 			continue
-		case "OK":
-		case "VAL":
-			r.Value = rest
-		case "DATA":
-			if r.Value, err = readData(a.out, rest); err != nil {
-				return -1, err
-			}
-		default:
-			return -1, outOfStep("run on host: unexpected answer %q to %s", clip(line), o.Kind)
 		}
 		if stopped {
 			return -1, outOfStep("run on host: %s answered %s after the batch stopped", o.Kind, word)
@@ -319,18 +308,50 @@ func (h *Host) answers(a *session, batch []rollout.Op, calls map[int]framed, bas
 		}
 	}
 	if synced {
-		line, err := readLine(a.out)
-		if err != nil {
-			return -1, rollout.ConnLost(err)
-		}
-		if line != "OK" {
-			return -1, outOfStep("run on host: unexpected answer %q to sync", clip(line))
+		if err := readSync(a.out); err != nil {
+			return -1, err
 		}
 	}
 	if failure != nil {
 		return -1, failure
 	}
 	return need, nil
+}
+
+// readAnswer reads the answer to o: its word, and in r.Value what came
+// with it (a VAL's value, a DATA's bytes, an ERR's message).
+func readAnswer(out *bufio.Reader, o rollout.Op) (string, rollout.Result, error) {
+	r := rollout.Result{}
+	line, err := readLine(out)
+	if err != nil {
+		return "", r, rollout.ConnLost(err)
+	}
+	r.At = time.Now()
+	word, rest, _ := strings.Cut(line, " ")
+	switch word {
+	case "SKIP", "NEED", "OK":
+	case "ERR", "VAL":
+		r.Value = rest
+	case "DATA":
+		if r.Value, err = readData(out, rest); err != nil {
+			return "", r, err
+		}
+	default:
+		return "", r, outOfStep("run on host: unexpected answer %q to %s", clip(line), o.Kind)
+	}
+	return word, r, nil
+}
+
+// readSync reads the agent's answer to a batch's sync line.
+func readSync(out *bufio.Reader) error {
+	line, err := readLine(out)
+	if err != nil {
+		return rollout.ConnLost(err)
+	}
+	if line != "OK" {
+		return outOfStep("run on host: unexpected answer %q to sync", clip(line))
+	}
+	return nil
 }
 
 // readData reads a DATA answer's bytes.
