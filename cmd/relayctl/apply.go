@@ -159,6 +159,7 @@ func runApply(c *cli.Context, e *env) error {
 	rep, err := rollout.Apply(ctx, sshHosts(c, targets(p)), checked, rollout.ApplyOptions{
 		Parallel:      c.Int("parallel"),
 		Artifact:      artifact,
+		Cache:         shippedCache(e, artifact),
 		IgnoreWindow:  c.Bool("ignore-window"),
 		ClearJournal:  c.Bool("clear-journal"),
 		Owner:         owner(p),

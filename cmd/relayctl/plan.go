@@ -81,7 +81,8 @@ func runPlan(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Unreachable: down, Artifact: ls.artifact, Templates: ls.templates, AllowDowngrade: c.Bool("allow-downgrade"), Steps: rollout.Steps})
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Unreachable: down, Artifact: ls.artifact, Templates: ls.templates, AllowDowngrade: c.Bool("allow-downgrade"), Steps: rollout.Steps,
+		Uploads: planUploads(e, ls)})
 	if err != nil {
 		return err
 	}

@@ -98,6 +98,7 @@ func runStage(c *cli.Context, e *env) error {
 	rep, err := rollout.Stage(ctx, sshHosts(c, targets(checked.Plan())), checked, rollout.ApplyOptions{
 		Parallel:     c.Int("parallel"),
 		Artifact:     artifact,
+		Cache:        shippedCache(e, artifact),
 		ClearJournal: c.Bool("clear-journal"),
 		Owner:        owner(p),
 		Progress:     e.stderr,

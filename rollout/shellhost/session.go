@@ -120,12 +120,14 @@ func lockAnswer(line, state string) (dead string, err error) {
 // of a batch and answers SKIP to the rest, so nothing runs after a
 // failure. A batch ends early after an Op whose answer relayctl must check
 // before anything else runs (EndsBatch), and when the host lacks a keep's
-// bytes (NEED): the keep is sent again with its bytes, and the Ops after
-// it, in the next batch. base is the index in the caller's ops of ops[0];
+// bytes (NEED): the keep is sent again with its bytes (in the form the
+// host can take: packed.go), and the Ops after it, in the next batch.
+// base is the index in the caller's ops of ops[0];
 // first, when set, reads an answer that comes before the first batch's
 // (the lock's), once that batch is written.
 func (h *Host) send(ctx context.Context, a *session, ops []rollout.Op, base int, each func(int, rollout.Result) error, first func() error) error {
 	withData := false // after a NEED: the batch's keeps carry their bytes
+	keeps := map[int]*keepState{}
 	for start := 0; start < len(ops); {
 		end := start
 		for end < len(ops) {
@@ -146,11 +148,12 @@ func (h *Host) send(ctx context.Context, a *session, ops []rollout.Op, base int,
 		if err != nil {
 			return err
 		}
+		pl := payloads(batch, calls, withData, keeps, start)
 		// Written while the answers are read: a batch with a release in it
 		// is larger than what the connection buffers, and the agent answers
 		// as it goes.
 		wrote := make(chan error, 1)
-		go func(withData bool) { wrote <- writeBatch(a.in, batch, calls, withData, !last) }(withData)
+		go func() { wrote <- writeBatch(a.in, batch, pl, !last) }()
 		if first != nil {
 			if err := first(); err != nil {
 				<-wrote
@@ -158,7 +161,7 @@ func (h *Host) send(ctx context.Context, a *session, ops []rollout.Op, base int,
 			}
 			first = nil
 		}
-		need, err := h.answers(a, batch, calls, base+start, withData, !last, each)
+		need, err := h.answers(a, batch, pl, calls, base+start, !last, each)
 		var oos *errOutOfStep
 		if err != nil && (rollout.IsConnLost(err) || errors.As(err, &oos)) {
 			// The session is of no more use (lost, or out of step): end
@@ -236,7 +239,7 @@ func outOfStep(format string, a ...any) error { return &errOutOfStep{fmt.Sprintf
 // host stopped the batch (ERR, NEED) every answer must be SKIP; after
 // relayctl stopped caring (each failed, facts it cannot read) the host goes
 // on and its answers are read and dropped.
-func (h *Host) answers(a *session, batch []rollout.Op, calls map[int]framed, base int, withData, synced bool, each func(int, rollout.Result) error) (int, error) {
+func (h *Host) answers(a *session, batch []rollout.Op, pl []payload, calls map[int]framed, base int, synced bool, each func(int, rollout.Result) error) (int, error) {
 	need := -1
 	stopped := false // the host stopped the batch
 	var failure error
@@ -254,7 +257,7 @@ func (h *Host) answers(a *session, batch []rollout.Op, calls map[int]framed, bas
 			}
 			continue
 		case "NEED":
-			if !o.Offer || withData || stopped {
+			if !o.Offer || stopped || !pl[i].needed(rest) {
 				return -1, outOfStep("run on host: unexpected NEED to %s", o.Kind)
 			}
 			need, stopped = i, true
@@ -290,9 +293,7 @@ func (h *Host) answers(a *session, batch []rollout.Op, calls map[int]framed, bas
 		if failure != nil {
 			continue
 		}
-		if !o.Offer || withData {
-			r.Sent = len(o.Data) // a keep's bytes go whether or not the host had them
-		}
+		pl[i].took(&r) // a keep's bytes go whether or not the host had them
 		if c := calls[i]; c != nil {
 			if failure = c.parse([]byte(r.Value), &r); failure != nil {
 				continue
@@ -333,21 +334,14 @@ func readData(r *bufio.Reader, size string) (string, error) {
 
 // writeBatch writes a batch as agent.sh reads it: each Op's request line
 // (KIND, JOURNAL, NDATA, NARGV, its arguments), then its data and its
-// command words, then "sync" (unless the batch ends the agent). A keep
-// goes as an offer (no bytes), or with withData with its bytes. Data is
-// written from the Op's own slice, never copied: every host shares the one
-// copy of a release in memory.
-func writeBatch(w io.Writer, batch []rollout.Op, calls map[int]framed, withData, sync bool) error {
+// command words, then "sync" (unless the batch ends the agent); pl is
+// what each sends (payloads: a keep's offer, or its bytes in a form).
+// Data is written from its own slice, never copied: every host shares
+// the one copy of a release, and of each of its forms, in memory.
+func writeBatch(w io.Writer, batch []rollout.Op, pl []payload, sync bool) error {
 	var b bytes.Buffer
 	for i, o := range batch {
-		args, argv := o.Args, o.Argv
-		if c := calls[i]; c != nil {
-			args, argv = c.words()
-		}
-		data := o.Data
-		if o.Offer && !withData {
-			data = nil
-		}
+		data := pl[i].data
 		journal := "0"
 		switch {
 		case o.Undoing():
@@ -355,8 +349,8 @@ func writeBatch(w io.Writer, batch []rollout.Op, calls map[int]framed, withData,
 		case o.Mutates():
 			journal = "1"
 		}
-		fmt.Fprintf(&b, "%s\t%s\t%d\t%d", o.Kind, journal, len(data), len(argv))
-		for _, a := range args {
+		fmt.Fprintf(&b, "%s\t%s\t%d\t%d", o.Kind, journal, len(data), len(pl[i].argv))
+		for _, a := range pl[i].args {
 			b.WriteByte('\t')
 			b.WriteString(a)
 		}
@@ -370,7 +364,7 @@ func writeBatch(w io.Writer, batch []rollout.Op, calls map[int]framed, withData,
 				return err
 			}
 		}
-		for _, arg := range argv {
+		for _, arg := range pl[i].argv {
 			b.WriteString(arg)
 			b.WriteByte('\n')
 		}

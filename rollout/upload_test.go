@@ -1,0 +1,161 @@
+package rollout_test
+
+// A release crosses the uplink in the smallest form each host can decode
+// (package wire), as the plan said it would, and the receipt says what was
+// sent: a patch from the release the host keeps, gzip where it has no
+// zstd, the next form where the host cannot take the first.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/relay/capability"
+	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/rollout/rollouttest"
+	"github.com/relayctl/relayctl/wire"
+)
+
+// upgrade is a host that keeps release old in its store (an earlier apply
+// put it there) and decodes decoders, the cache that shipped old, and a
+// plan of release new for it, its uploads sized.
+type upgrade struct {
+	old, new []byte
+	sim      *rollouttest.Sim
+	cache    *wire.Cache
+	plan     *plans.Plan
+}
+
+func newUpgrade(t *testing.T, decoders ...string) *upgrade {
+	t.Helper()
+	old, new, err := rollouttest.TwoReleases(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := wire.OpenCache(filepath.Join(t.TempDir(), "relayctl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache.PutRelease(old)
+	s := rollouttest.NewSim("h1")
+	s.Decoders = decoders
+	s.StoreRelease(old)
+	return &upgrade{old: old, new: new, sim: s, cache: cache}
+}
+
+// planned is the plan of new for the host as it is now.
+func (u *upgrade) planned(t *testing.T) *plans.Plan {
+	t.Helper()
+	spec, err := plans.ParseSpec("fake.yaml", []byte(fmt.Sprintf(fakeSpec, "h1", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: []*plans.Facts{u.sim.Facts()}, Steps: rollout.Steps, Uploads: wire.NewRelease(u.new, u.cache),
+		Artifact: plans.Artifact{SHA256: plans.SHA256(string(u.new)), Size: int64(len(u.new)), VersionFrom: capability.FromNone}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reload(t, p)
+}
+
+func (u *upgrade) apply(t *testing.T, p *plans.Plan, progress io.Writer) *rollout.HostResult {
+	t.Helper()
+	rep, err := rollout.Apply(context.Background(), rollouttest.Dialer{"h1": u.sim}, checked(t, p),
+		rollout.ApplyOptions{Artifact: u.new, Cache: u.cache, VerifyTimeout: 300 * time.Millisecond, Progress: progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := rep.Hosts[0]
+	if h.Outcome != rollout.Applied {
+		t.Fatalf("apply: %s (%s)", h.Outcome, h.Reason)
+	}
+	stored := u.sim.Files["/opt/relay/releases/.sha256/"+plans.SHA256(string(u.new))+"/relayd"]
+	if !bytes.Equal([]byte(stored), u.new) {
+		t.Fatalf("the host's store holds %d bytes, not the release's %d", len(stored), len(u.new))
+	}
+	return h
+}
+
+func TestReleaseUpgradeIsSentAsAPatch(t *testing.T) {
+	u := newUpgrade(t, wire.Gzip, wire.Zstd, wire.ZstdPatch)
+	p := u.planned(t)
+	want := p.Hosts[0].Release.Upload
+	oldSHA := plans.SHA256(string(u.old))
+	if want == nil || want.Form != wire.ZstdPatch || want.From != oldSHA || want.Bytes*10 > int64(len(u.new)) {
+		t.Fatalf("planned upload %+v; want a patch from %s, a tenth of the release at most", want, oldSHA[:12])
+	}
+	if md := string(p.Markdown("x.plan")); !strings.Contains(md, fmt.Sprintf("- Upload: %d bytes, a zstd patch from the release the host keeps", want.Bytes)) ||
+		!strings.Contains(md, "- Uplink: the release reaches 1 host(s) (1 as a zstd patch)") {
+		t.Errorf("the review does not say how the release is sent:\n%s", md)
+	}
+	var progress strings.Builder
+	h := u.apply(t, p, &progress)
+	if got := h.Upload; got == nil || got.Form != wire.ZstdPatch || got.From != oldSHA || got.Bytes != want.Bytes || got.Size != int64(len(u.new)) || len(got.Fallback) != 0 {
+		t.Errorf("receipt's upload %+v; want the planned patch, %d bytes", got, want.Bytes)
+	}
+	if h.BytesUploaded < want.Bytes || h.BytesUploaded > want.Bytes+4096 {
+		t.Errorf("%d bytes uploaded; want the patch's %d, the config and the drop-in", h.BytesUploaded, want.Bytes)
+	}
+	if strings.Contains(progress.String(), "upload:") {
+		t.Errorf("progress speaks of a fallback:\n%s", progress.String())
+	}
+}
+
+// A host without zstd is sent the release gzip-compressed, though it
+// keeps the release before: gzip is what it can decode.
+func TestHostWithoutZstdIsSentGzip(t *testing.T) {
+	u := newUpgrade(t, wire.Gzip)
+	p := u.planned(t)
+	want := p.Hosts[0].Release.Upload
+	if want == nil || want.Form != wire.Gzip || want.Bytes*100 > int64(len(u.new))*45 || !strings.Contains(want.Note, "cannot decode one") {
+		t.Fatalf("planned upload %+v; want gzip, 45%% of the release at most, and why no patch", want)
+	}
+	if h := u.apply(t, p, io.Discard); h.Upload == nil || h.Upload.Form != wire.Gzip || h.Upload.Bytes != want.Bytes {
+		t.Errorf("receipt's upload %+v; want gzip, %d bytes", h.Upload, want.Bytes)
+	}
+}
+
+// A host whose stored release is not the one the plan knows (its bytes
+// changed since) refuses the patch before its bytes are sent, and is sent
+// the release compressed: the receipt and the progress say so.
+func TestPatchFromAChangedBaseFallsBack(t *testing.T) {
+	u := newUpgrade(t, wire.Gzip, wire.Zstd, wire.ZstdPatch)
+	p := u.planned(t)
+	planned := p.Hosts[0].Release.Upload
+	oldSHA := plans.SHA256(string(u.old))
+	u.sim.Files["/opt/relay/releases/.sha256/"+oldSHA+"/relayd"] = "other bytes"
+	var progress strings.Builder
+	h := u.apply(t, p, &progress)
+	zs, _ := wire.Encode(wire.Zstd, u.new, nil)
+	if got := h.Upload; got == nil || got.Form != wire.Zstd || got.Bytes != int64(len(zs)) || len(got.Fallback) != 1 || !strings.Contains(got.Fallback[0], "is not the "+oldSHA) {
+		t.Errorf("receipt's upload %+v; want zstd (%d bytes), the patch refused unsent (planned %+v)", got, len(zs), planned)
+	}
+	if !strings.Contains(progress.String(), "h1: upload: the zstd-patch form: the patch's base") || !strings.Contains(progress.String(), "sent the release zstd-compressed instead") {
+		t.Errorf("progress does not say the patch was refused:\n%s", progress.String())
+	}
+	md := rollout.ReceiptMarkdown(p, &rollout.Report{Hosts: []*rollout.HostResult{h}})
+	if !strings.Contains(string(md), "not the planned form: the zstd-patch form") {
+		t.Errorf("the receipt does not say the patch was refused:\n%s", md)
+	}
+}
+
+// A host whose store holds no release relayctl has the bytes of is sent
+// the release compressed; the review says why there is no patch.
+func TestNoPatchWithoutTheBaseBytes(t *testing.T) {
+	u := newUpgrade(t, wire.Gzip, wire.Zstd, wire.ZstdPatch)
+	cache, _ := wire.OpenCache(filepath.Join(t.TempDir(), "empty"))
+	u.cache = cache
+	p := u.planned(t)
+	if up := p.Hosts[0].Release.Upload; up == nil || up.Form != wire.Zstd || !strings.Contains(up.Note, "relayctl's release cache has none of the 1 release(s) in the host's store") {
+		t.Fatalf("planned upload %+v; want zstd, and why no patch", up)
+	}
+	if h := u.apply(t, p, io.Discard); h.Upload == nil || h.Upload.Form != wire.Zstd {
+		t.Errorf("receipt's upload %+v; want zstd", h.Upload)
+	}
+}
