@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -19,17 +20,19 @@ import (
 // by their sha256: a release upgrade is sent as a patch from the one the
 // host keeps, and only its own bytes can make that patch. Beside them are
 // the forms made of a release (plan makes them to size the review, and
-// apply and stage then read them back instead of making them again).
+// apply and stage then read them back instead of making them again; each
+// is kept with its sha256, and one whose bytes no longer match is made
+// again).
 //
 // Its folder is DIR/releases and DIR/forms, DIR being the user's cache
 // folder's relayctl (os.UserCacheDir: $XDG_CACHE_HOME, else ~/.cache):
 // folders 0700 and files 0600, the user's alone. relayctl refuses a cache
 // folder that another user owns or can write (root under sudo with the
 // invoking user's HOME would otherwise write into that user's folder), and
-// reads no file through a symlink. A file is checked when read (a release
-// by its sha256, a form by decoding it): one that fails is removed and
-// made again, so a damaged cache costs time, never a wrong upload (and
-// the host checks the sha256 of what it decodes in any case).
+// reads no file through a symlink. A file is checked when read, by its
+// sha256: one that fails is removed (and a form made again), so a damaged
+// cache costs time, never a wrong upload (the host checks the sha256 of
+// what it decodes in any case).
 type Cache struct{ dir string }
 
 // keepReleases is how many releases the cache keeps: the newest stored
@@ -186,34 +189,34 @@ func (c *Cache) formPath(sha, enc, base string) string {
 	return filepath.Join(c.dir, "forms", name+"."+formTag)
 }
 
-// form reads back a form made before, checked by decoding it to the
-// release sha (size bytes; from is a patch's base): false when there is
-// none, or it does not decode to the release (then it is removed).
-func (c *Cache) form(sha, enc, base string, size int, from []byte) ([]byte, bool) {
+// form reads back a form of the release sha (of size bytes) made before:
+// false when there is none, or its bytes are not the ones kept (a form
+// file starts with its bytes' sha256: one that does not match is removed).
+func (c *Cache) form(sha, enc, base string, size int) ([]byte, bool) {
 	if c == nil || !validSHA(sha) || base != "" && !validSHA(base) || !slices.Contains(Encodings, enc) {
 		return nil, false
 	}
 	p := c.formPath(sha, enc, base)
-	b, err := readOwn(p, size)
-	if err != nil {
+	b, err := readOwn(p, size+sha256.Size)
+	if err != nil || len(b) < sha256.Size {
 		return nil, false
 	}
-	out, err := Decode(enc, b, from, size)
-	if sum := sha256.Sum256(out); err != nil || hex.EncodeToString(sum[:]) != sha {
+	if sum := sha256.Sum256(b[sha256.Size:]); !bytes.Equal(sum[:], b[:sha256.Size]) {
 		os.Remove(p)
 		return nil, false
 	}
-	return b, true
+	return b[sha256.Size:], true
 }
 
-// putForm keeps a form made; a cache that cannot take it costs the next
-// run the time to make it again, nothing else.
+// putForm keeps a form made, its bytes' sha256 first; a cache that
+// cannot take it costs the next run the time to make it again.
 func (c *Cache) putForm(sha, enc, base string, data []byte) {
 	if c == nil || !validSHA(sha) || base != "" && !validSHA(base) || !slices.Contains(Encodings, enc) {
 		return
 	}
 	p := c.formPath(sha, enc, base)
-	writeOwn(filepath.Dir(p), filepath.Base(p), data)
+	sum := sha256.Sum256(data)
+	writeOwn(filepath.Dir(p), filepath.Base(p), append(sum[:], data...))
 }
 
 // readOwn reads a regular file of this user's, never through a symlink,

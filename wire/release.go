@@ -30,6 +30,7 @@ type Release struct {
 
 	mu    sync.Mutex
 	forms map[formKey]*formEntry
+	has   map[string]bool // the cache holds that release: asked once a run
 }
 
 type formKey struct{ enc, base string }
@@ -43,7 +44,7 @@ type formEntry struct {
 // NewRelease is data's forms; cache may be nil (no patches, nothing kept).
 func NewRelease(data []byte, cache *Cache) *Release {
 	sum := sha256.Sum256(data)
-	return &Release{data: data, sha: hex.EncodeToString(sum[:]), cache: cache, forms: map[formKey]*formEntry{}}
+	return &Release{data: data, sha: hex.EncodeToString(sum[:]), cache: cache, forms: map[formKey]*formEntry{}, has: map[string]bool{}}
 }
 
 // SHA256 is the release's sha256 (hex).
@@ -75,7 +76,7 @@ func (r *Release) Forms(decoders, stored []string) []Form {
 	var out []Form
 	if Decodes(decoders, ZstdPatch) {
 		for _, base := range stored {
-			if base == r.sha || !r.cache.Has(base) {
+			if base == r.sha || !r.cached(base) {
 				continue
 			}
 			if _, err := r.bytes(ZstdPatch, base); err == nil {
@@ -99,6 +100,19 @@ func (r *Release) Forms(decoders, stored []string) []Form {
 	return out
 }
 
+// cached reports whether the cache holds the release sha, asking it once
+// for the run (a fleet's hosts mostly keep the same releases).
+func (r *Release) cached(sha string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	has, ok := r.has[sha]
+	if !ok {
+		has = r.cache.Has(sha)
+		r.has[sha] = has
+	}
+	return has
+}
+
 func (r *Release) bytes(enc, base string) ([]byte, error) {
 	r.mu.Lock()
 	k := formKey{enc, base}
@@ -117,6 +131,9 @@ func (r *Release) make(enc, base string) ([]byte, error) {
 	if len(r.data) < minPacked {
 		return nil, ErrNotSmaller
 	}
+	if b, ok := r.cache.form(r.sha, enc, base, len(r.data)); ok {
+		return b, nil
+	}
 	var from []byte
 	if enc == ZstdPatch {
 		b, err := r.cache.Release(base)
@@ -124,9 +141,6 @@ func (r *Release) make(enc, base string) ([]byte, error) {
 			return nil, fmt.Errorf("patch from %s: %w", short(base), err)
 		}
 		from = b
-	}
-	if b, ok := r.cache.form(r.sha, enc, base, len(r.data), from); ok {
-		return b, nil
 	}
 	out, err := Encode(enc, r.data, from)
 	if err != nil {

@@ -77,7 +77,7 @@ func Encode(enc string, data, base []byte) ([]byte, error) {
 		}
 		return b.Bytes(), nil
 	case Zstd, ZstdPatch:
-		opts := []zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedBestCompression), zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(true)}
+		opts := []zstd.EOption{zstd.WithEncoderLevel(zstd.SpeedBestCompression), zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(true), zstd.WithLowerEncoderMem(true)}
 		n := len(data)
 		if enc == ZstdPatch {
 			if len(base) == 0 {

@@ -21,15 +21,18 @@ import (
 // for the whole fleet (Uplink: a rate shared by every connection), the
 // SSH channel's window (a connection has at most Uplink.Window bytes in
 // flight, so it moves at most a window a round trip), and the host's own
-// link (Bandwidth). The Sim sleeps that long; the network's own time is
-// kept apart from the engine's (Trips), so the simulator can say how far
-// the apply is from what the network alone allows.
+// link (Bandwidth). Connecting takes Connect round trips (TCP, the SSH
+// key exchange and authentication, the session's channel) before the
+// first Run. The Sim sleeps that long; the network's own time is kept
+// apart from the engine's (Trips), so the simulator can say how far the
+// apply is from what the network alone allows.
 type Net struct {
 	Latency   time.Duration
 	Jitter    time.Duration
 	Bandwidth int64 // the host's own link, bytes a second; 0: no limit
 	Uplink    *Uplink
 	Restart   time.Duration // a relay's restart, in the round trip that does it
+	Connect   int           // round trips to connect, before the first Run
 
 	mu    sync.Mutex
 	rng   *rand.Rand
@@ -209,18 +212,41 @@ func (n *Net) Reset() {
 	n.mu.Unlock()
 }
 
+// connect is the connection's round trips, as one Trip.
+func (n *Net) connect(ctx context.Context) {
+	if n == nil || n.Connect <= 0 {
+		return
+	}
+	var lat time.Duration
+	for range n.Connect {
+		lat += n.latency()
+	}
+	t0 := time.Now()
+	sleepUntil(ctx, t0.Add(lat))
+	n.mu.Lock()
+	n.slept += lat
+	n.trips = append(n.trips, Trip{Latency: lat, Took: lat})
+	n.mu.Unlock()
+}
+
+// latency is one round trip's: Latency and its jitter.
+func (n *Net) latency() time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	lat := n.Latency
+	if n.Jitter > 0 {
+		lat += time.Duration(n.rng.Int64N(int64(n.Jitter)))
+	}
+	return lat
+}
+
 // trip is one round trip carrying sent bytes (restart: the relay restarts
 // in it): it sleeps the time the network takes, or until ctx ends.
 func (n *Net) trip(ctx context.Context, sent int, restart bool) {
 	if n == nil {
 		return
 	}
-	n.mu.Lock()
-	lat := n.Latency
-	if n.Jitter > 0 {
-		lat += time.Duration(n.rng.Int64N(int64(n.Jitter)))
-	}
-	n.mu.Unlock()
+	lat := n.latency()
 	t0 := time.Now()
 	at := n.carry(ctx, t0, sent, lat).Add(lat)
 	if restart {

@@ -106,7 +106,7 @@ func TestAgentRefusesAPatchFromAnotherBaseBeforeItsBytes(t *testing.T) {
 	k := keepOp(file, sha, new, "0755")
 	k.Packed = []rollout.Packed{packed(wire.ZstdPatch, base, shaOld, encode(t, wire.ZstdPatch, new, old)), packed(wire.Zstd, "", "", zs)}
 	res, err := runOps(h, k)
-	if err != nil || res[0].Form != wire.Zstd || res[0].Sent != len(zs) || len(res[0].Refused) != 1 || !strings.Contains(res[0].Refused[0], "not the "+shaOld+" it was made from") {
+	if err != nil || res[0].Form != wire.Zstd || res[0].Sent != len(zs) || len(res[0].Refused) != 1 || !strings.HasPrefix(res[0].Refused[0], "the zstd-patch form: the patch's base") || !strings.Contains(res[0].Refused[0], "not the "+shaOld+" it was made from") {
 		t.Fatalf("keep: %+v %v; want the patch refused unsent, zstd taken (%d bytes)", res, err, len(zs))
 	}
 	if b, _ := os.ReadFile(file); !bytes.Equal(b, new) {

@@ -28,6 +28,7 @@ type payload struct {
 	args, argv []string
 	data       []byte
 	form       string
+	offered    string // an offer's: the form it names, "" for none
 	keep       *keepState
 }
 
@@ -69,7 +70,7 @@ func keepPayload(o rollout.Op, st *keepState, withData bool) payload {
 		}
 		p := payload{args: packedArgs(o.Args, pk), form: pk.Encoding, data: data, keep: st}
 		if !withData {
-			p.data, p.form = nil, ""
+			p.data, p.form, p.offered = nil, "", pk.Encoding
 		}
 		return p
 	}
@@ -103,8 +104,8 @@ func (p payload) needed(why string) bool {
 	case p.keep == nil:
 		return false
 	case p.form == "" && why == "":
-	case p.form == "":
-		p.keep.refused = append(p.keep.refused, why)
+	case p.form == "" && p.offered != "":
+		p.keep.refused = append(p.keep.refused, "the "+p.offered+" form: "+why)
 		p.keep.next++
 	case p.form != wire.Raw && why != "":
 		p.keep.sent += len(p.data)
