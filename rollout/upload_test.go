@@ -6,6 +6,7 @@ package rollout_test
 // zstd, the next form where the host cannot take the first.
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	release "github.com/relayctl/relayctl/artifact"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/rollout"
@@ -158,4 +160,63 @@ func TestNoPatchWithoutTheBaseBytes(t *testing.T) {
 	if h := u.apply(t, p, io.Discard); h.Upload == nil || h.Upload.Form != wire.Zstd {
 		t.Errorf("receipt's upload %+v; want zstd", h.Upload)
 	}
+}
+
+// A tarball takes the same path: its upgrade is a patch from the tarball
+// the host's store keeps (release.tar), and the host unpacks what it
+// decoded, its files' tree hash checked.
+func TestTarballUpgradeIsSentAsAPatch(t *testing.T) {
+	old, new, err := rollouttest.TwoReleases(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldTar, newTar := tarOf(t, old), tarOf(t, new)
+	cache, _ := wire.OpenCache(filepath.Join(t.TempDir(), "relayctl"))
+	cache.PutRelease(oldTar)
+	s := rollouttest.NewSim("h1")
+	s.Decoders = []string{wire.Gzip, wire.Zstd, wire.ZstdPatch}
+	s.StoreReleaseAs(oldTar, "release.tar")
+	src := strings.Replace(fakeSpec, "release: {version: 1.8.0, artifact: relayd}", "release: {kind: tarball, version: 1.8.0, artifact: relayd.tar, program: relayd}", 1)
+	spec, err := plans.ParseSpec("fake.yaml", []byte(fmt.Sprintf(src, "h1", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := release.Tarball(newTar, "relayd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: []*plans.Facts{s.Facts()}, Steps: rollout.Steps, Uploads: wire.NewRelease(newTar, cache),
+		Artifact: plans.Artifact{SHA256: r.SHA256, Size: int64(len(newTar)), TreeSHA256: r.TreeSHA256, VersionFrom: capability.FromNone}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = reload(t, p)
+	if up := p.Hosts[0].Release.Upload; up == nil || up.Form != wire.ZstdPatch || up.From != plans.SHA256(string(oldTar)) {
+		t.Fatalf("planned upload %+v; want a patch from the kept tarball", up)
+	}
+	rep, err := rollout.Apply(context.Background(), rollouttest.Dialer{"h1": s}, checked(t, p),
+		rollout.ApplyOptions{Artifact: newTar, Cache: cache, VerifyTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := rep.Hosts[0]
+	if h.Outcome != rollout.Applied || h.Upload == nil || h.Upload.Form != wire.ZstdPatch || h.Upload.Bytes*10 > int64(len(newTar)) {
+		t.Errorf("apply: %s (%s), upload %+v; want applied with a patch", h.Outcome, h.Reason, h.Upload)
+	}
+	if got := s.Files["/opt/relay/releases/.sha256/"+r.SHA256+"/release.tar"]; got != string(newTar) {
+		t.Errorf("the host's store holds %d bytes, not the tarball's %d", len(got), len(newTar))
+	}
+}
+
+// tarOf is a plain tarball holding program as relayd.
+func tarOf(t *testing.T, program []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := tar.NewWriter(&b)
+	w.WriteHeader(&tar.Header{Name: "relayd", Mode: 0o755, Size: int64(len(program)), Typeflag: tar.TypeReg})
+	w.Write(program)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }

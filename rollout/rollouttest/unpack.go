@@ -136,14 +136,18 @@ func (s *Sim) bytesOf(c string) []byte {
 // StoreRelease puts a binary release in the Sim's release store as an
 // earlier apply would have (the newest entry): the base a patch is made
 // from. A lean Sim keeps it by its sha256, the fleet one copy of its bytes.
-func (s *Sim) StoreRelease(data []byte) string {
+func (s *Sim) StoreRelease(data []byte) string { return s.StoreReleaseAs(data, "relayd") }
+
+// StoreReleaseAs is StoreRelease for a release the store keeps as name
+// (release.tar for a tarball).
+func (s *Sim) StoreReleaseAs(data []byte, name string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sha := plans.SHA256(string(data))
 	if s.Lean {
 		blobs.LoadOrStore(sha, data)
 	}
-	s.keepFile(s.Paths.Releases+"/.sha256/"+sha+"/relayd", data, sha)
+	s.keepFile(s.Paths.Releases+"/.sha256/"+sha+"/"+name, data, sha)
 	return sha
 }
 
