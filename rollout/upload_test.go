@@ -220,3 +220,27 @@ func tarOf(t *testing.T, program []byte) []byte {
 	}
 	return b.Bytes()
 }
+
+// relayctl stage sends the release the same way, and the apply after it
+// sends nothing.
+func TestStageSendsThePatch(t *testing.T) {
+	u := newUpgrade(t, wire.Gzip, wire.Zstd, wire.ZstdPatch)
+	p := u.planned(t)
+	d := rollouttest.Dialer{"h1": u.sim}
+	o := rollout.ApplyOptions{Artifact: u.new, Cache: u.cache, VerifyTimeout: 300 * time.Millisecond}
+	rep, err := rollout.Stage(context.Background(), d, checked(t, p), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := rep.Hosts[0]
+	if h.Outcome != rollout.Staged || h.Upload == nil || h.Upload.Form != wire.ZstdPatch || h.Upload.Bytes != p.Hosts[0].Release.Upload.Bytes {
+		t.Fatalf("stage: %s (%s), upload %+v; want staged with the planned patch", h.Outcome, h.Reason, h.Upload)
+	}
+	rep, err = rollout.Apply(context.Background(), d, checked(t, p), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := rep.Hosts[0]; h.Outcome != rollout.Applied || h.Upload != nil || h.BytesUploaded != 0 {
+		t.Errorf("apply after stage: %s, upload %+v, %d bytes; want applied with nothing sent", h.Outcome, h.Upload, h.BytesUploaded)
+	}
+}

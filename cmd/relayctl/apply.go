@@ -66,6 +66,13 @@ relayctl stage PLAN (or apply --stage-only) does everything before the
 window ahead of it; apply then finds the release and files staged, checks
 their sha256 on the host and uploads nothing.
 
+The release goes in the smallest form each host decodes: a zstd patch from
+the release it keeps in its store, when relayctl shipped that one (its
+cache, ~/.cache/relayctl), else zstd- or gzip-compressed; the host checks
+the sha256 of what it decoded, and a form it cannot take is followed by the
+release compressed, then as it is. The receipt says what was sent
+(docs/uploads.md).
+
 Before anything connects, the plan is checked against the spec it records
 (a value the spec parser refuses is refused here too), and against its
 approval: when an allowed_signers file is configured (--require-approval
