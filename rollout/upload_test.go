@@ -25,13 +25,12 @@ import (
 )
 
 // upgrade is a host that keeps release old in its store (an earlier apply
-// put it there) and decodes decoders, the cache that shipped old, and a
-// plan of release new for it, its uploads sized.
+// put it there) and decodes decoders, and the cache that shipped old: an
+// upgrade to release new.
 type upgrade struct {
 	old, new []byte
 	sim      *rollouttest.Sim
 	cache    *wire.Cache
-	plan     *plans.Plan
 }
 
 func newUpgrade(t *testing.T, decoders ...string) *upgrade {
