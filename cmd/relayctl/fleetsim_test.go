@@ -26,7 +26,9 @@ package main
 // the session's channel and exec; 8), FLEETSIM_PREVIOUS
 // (1: every host keeps the release before in its store, and relayctl
 // shipped it, so an upgrade goes as a patch; 0: the release goes
-// compressed), FLEETSIM_ARTIFACT_FILE and FLEETSIM_PREVIOUS_FILE (the two
+// compressed), FLEETSIM_DECODERS (what the hosts decode an upload with,
+// gzip,zstd,zstd-patch; "" for nothing: the release goes as it is),
+// FLEETSIM_ARTIFACT_FILE and FLEETSIM_PREVIOUS_FILE (the two
 // releases: bench-sim.sh builds relayd at two commits; without them, the
 // test binary's last FLEETSIM_ARTIFACT bytes, 9,000,000, and a few edits
 // of them: fine for the engine's costs, not for the sizes of patches),
@@ -70,6 +72,7 @@ type simConfig struct {
 	UplinkGbit                 float64
 	Window                     int
 	Previous                   bool
+	Decoders                   []string // what every simulated host decodes an upload with
 	Artifact                   int
 	ArtifactFile, PreviousFile string
 	Fail, Unreachable          float64
@@ -141,6 +144,21 @@ func simEnvFloat(k string, def float64) float64 {
 	return def
 }
 
+// simEnvList is a comma-separated list ("" for none).
+func simEnvList(k, def string) []string {
+	v, ok := os.LookupEnv(k)
+	if !ok {
+		v = def
+	}
+	var out []string
+	for _, w := range strings.Split(v, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 func simEnvDuration(k string, def time.Duration) time.Duration {
 	if v, err := time.ParseDuration(os.Getenv(k)); err == nil {
 		return v
@@ -155,7 +173,7 @@ func simConfigFromEnv() simConfig {
 		Restart: simEnvDuration("FLEETSIM_RESTART", 70*time.Millisecond), Connect: simEnvInt("FLEETSIM_CONNECT", 8),
 		Bandwidth: int64(simEnvFloat("FLEETSIM_BANDWIDTH", 100e6)), Artifact: simEnvInt("FLEETSIM_ARTIFACT", 9_000_000),
 		UplinkGbit: simEnvFloat("FLEETSIM_UPLINK_GBIT", 1), Window: simEnvInt("FLEETSIM_WINDOW", rollouttest.DefaultWindow),
-		Previous:     simEnvInt("FLEETSIM_PREVIOUS", 1) == 1,
+		Previous: simEnvInt("FLEETSIM_PREVIOUS", 1) == 1, Decoders: simEnvList("FLEETSIM_DECODERS", "gzip,zstd,zstd-patch"),
 		ArtifactFile: os.Getenv("FLEETSIM_ARTIFACT_FILE"), PreviousFile: os.Getenv("FLEETSIM_PREVIOUS_FILE"),
 		Fail: simEnvFloat("FLEETSIM_FAIL", 0.002), Unreachable: simEnvFloat("FLEETSIM_UNREACHABLE", 0.001),
 	}
@@ -317,7 +335,7 @@ func buildSimFleet(b *testing.B, cfg simConfig, dir string) *simFleet {
 			fmt.Fprintf(&ini, "%s ansible_host=10.%d.%d.%d\n", name, r%250, i/250, i%250+1)
 			s := rollouttest.NewSim(name)
 			s.Lean = true
-			s.Decoders = []string{wire.Gzip, wire.Zstd, wire.ZstdPatch}
+			s.Decoders = cfg.Decoders
 			if cfg.Previous {
 				s.StoreRelease(fl.prev)
 			}
