@@ -34,6 +34,10 @@ type ApplyOptions struct {
 	// applied. 0 is one read-back for the command manager and a second for
 	// systemd, where Restart=on-failure can hide a crash behind a new PID.
 	StableFor time.Duration
+	// Reconnects is how many times the run dials a host again after it
+	// lost the connection once the window began (resync.go): 0 is
+	// DefaultReconnects, a negative number none.
+	Reconnects int
 
 	// The fleet (waves.go, ledger.go, fleetview.go).
 	Rollout    *plans.Resolved    // waves and budgets; nil: the plan's own
@@ -211,6 +215,12 @@ func Apply(ctx context.Context, d HostDialer, c Checked, o ApplyOptions) (*Repor
 	}
 	if o.StableFor <= 0 && p.Relay.Service.Manager == "systemd" {
 		o.StableFor = time.Second
+	}
+	switch {
+	case o.Reconnects == 0:
+		o.Reconnects = DefaultReconnects
+	case o.Reconnects < 0:
+		o.Reconnects = 0
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard

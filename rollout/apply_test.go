@@ -127,7 +127,8 @@ func TestApplyFleetOutcomes(t *testing.T) {
 		{"first failure stops new hosts", 4, 1, func(s []*rollouttest.Sim, _ rollouttest.Dialer) { s[1].IgnoreRB = true }, "h1=applied h2=rolled back h3=not started h4=not started"},
 		{"unreachable is not failed", 2, 1, func(_ []*rollouttest.Sim, d rollouttest.Dialer) { delete(d, "h1") }, "h1=unreachable h2=not started"},
 		{"lock held elsewhere", 1, 1, func(s []*rollouttest.Sim, _ rollouttest.Dialer) { s[0].LockBusy = true }, "h1=refused"},
-		{"connection lost in the window", 1, 1, func(s []*rollouttest.Sim, _ rollouttest.Dialer) { s[0].DropIn = "restart" }, "h1=failed"},
+		{"connection lost in the window", 1, 1, func(s []*rollouttest.Sim, _ rollouttest.Dialer) { s[0].DropIn = "restart" }, "h1=applied"},
+		{"connection lost in the window, its process too", 1, 1, func(s []*rollouttest.Sim, _ rollouttest.Dialer) { s[0].DropIn, s[0].WindowDies = "restart", true }, "h1=applied"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,8 +167,8 @@ func TestApplyWindowAndRollbackOrder(t *testing.T) {
 	}
 	got := strings.Join(kinds(sims[0].Ops), " ")
 	want := "lock begin dir dir dir dir dir file-ok file-ok file-ok file-ok link-ok exec-ok keep place-release keep keep backup backup backup-link release-sum " +
-		"sysctl rename rename link restart " +
-		"restore-link restore restore sysctl restart " +
+		"detach sysctl rename rename link restart " +
+		"verdict restore-link restore restore sysctl restart " +
 		"commit unlock"
 	if got != want {
 		t.Errorf("primitives:\n got %s\nwant %s", got, want)
@@ -208,16 +209,50 @@ func TestApplyFailedStepKeepsHostError(t *testing.T) {
 	}
 }
 
+// A run that loses its host inside the window and cannot reach it again
+// says the host ends the window by itself, and that its journal will say
+// how; it attempts no rollback blind. The host, meanwhile, did end it.
 func TestApplyLostConnectionSaysJournal(t *testing.T) {
 	d, p, sims := fleet(t, 1, "")
 	sims[0].DropIn = "restart"
-	rep := applyFake(t, context.Background(), d, p, 1)
-	if h := rep.Hosts[0]; !strings.Contains(h.State, "journal") || h.Restarts != 0 {
-		t.Errorf("got state %q, %d restarts; want the journal named and no rollback attempted blind", h.State, h.Restarts)
+	rep, err := rollout.Apply(context.Background(), d, checked(t, p), rollout.ApplyOptions{Artifact: artifact, VerifyTimeout: 300 * time.Millisecond, Reconnects: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := rep.Hosts[0]; !strings.Contains(h.State, "the host ends its window by itself") || !strings.Contains(h.State, "journal") || h.Restarts != 0 || h.Next != rollout.NextResume {
+		t.Errorf("got state %q, %d restarts, next %q; want the host's own end and its journal named, no rollback attempted blind, and --resume", h.State, h.Restarts, h.Next)
 	}
 	for _, o := range sims[0].Ops {
 		if o.Kind == "restore" {
 			t.Error("rolled back over a lost connection without knowing the host's state")
+		}
+	}
+	if e := sims[0].WindowEnd(); e == nil || e.Verdict != rollout.EndKept || e.By != rollout.ByHost {
+		t.Errorf("the host's window ended %+v, want kept by the host", e)
+	}
+}
+
+// A run that loses its host inside the window dials it again and goes on
+// from what the host did by itself: kept when its read-back held, rolled
+// back when it did not; either way the one run converges.
+func TestApplyLostConnectionResyncs(t *testing.T) {
+	for _, bad := range []bool{false, true} {
+		d, p, sims := fleet(t, 1, "")
+		sims[0].DropIn, sims[0].IgnoreRB = "restart", bad
+		rep := applyFake(t, context.Background(), d, p, 1)
+		h := rep.Hosts[0]
+		want, recovery, state := rollout.Applied, rollout.RecoveryCompletedByHost, rollout.StateAsPlanned
+		if bad {
+			want, recovery, state = rollout.RolledBack, rollout.RecoveryRolledBackByHost, rollout.StateAsWas
+		}
+		if h.Outcome != want || h.Recovery != recovery || h.State != state || h.Restarts != sims[0].Restarts {
+			t.Errorf("bad release %v: got %s (%s), recovery %q, %d restarts: %s; want %s, %q, the window's restart counted", bad, h.Outcome, h.State, h.Recovery, h.Restarts, h.Reason, want, recovery)
+		}
+		if sims[0].Journal != "" || sims[0].Owner != "" {
+			t.Errorf("bad release %v: the host keeps a journal %q or a lock owner %q", bad, sims[0].Journal, sims[0].Owner)
+		}
+		if !bad && !asPlanned(sims[0]) || bad && !asWas(sims[0]) {
+			t.Errorf("bad release %v: the host is in between: rb %d, link %s", bad, sims[0].RB, sims[0].Link)
 		}
 	}
 }

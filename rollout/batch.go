@@ -79,6 +79,9 @@ func (hr *hostRun) runSteps(ctx context.Context, phase string, b *stepBatch, tai
 			return nil
 		}
 		hr.res.BytesUploaded += int64(r.Sent)
+		if ops[j].Kind == "detach" {
+			hr.awaiting = true // the host runs the window, and then waits for this run's word
+		}
 		if ops[j].heard != nil {
 			ops[j].heard(r.Value)
 		}

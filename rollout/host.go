@@ -26,8 +26,11 @@ type Host interface {
 	// "lock" must be the first Op of a session; its error wraps ErrLocked
 	// or ErrUnsafeHost, and its answer names the owner of a dead run whose
 	// lock was free and is taken over ("" for none). "observe" answers Result.Facts.
-	// "unlock" ends the session and must end its ops. A lost connection is
-	// an error for which IsConnLost is true.
+	// "unlock" ends the session and must end its ops. "detach" makes the
+	// rest of its call a window the host runs by itself (window.go): their
+	// answers come as any others'; "verdict" is the run's word to it, and
+	// a verdict undo's later ops are the window's rollback. A lost
+	// connection is an error for which IsConnLost is true.
 	Run(ctx context.Context, ops []Op, each func(i int, r Result) error) error
 	// Address is the host:port dialled; User the remote user; Identity
 	// the key the host accepted and its host key, as the receipt records
@@ -67,6 +70,7 @@ type Op struct {
 	Packed []Packed
 	Argv   []string // restart, stop, handoff: the command words
 	Query  *Query   // observe: what to read
+	Window *Window  // detach: the window the later ops of its Run call make
 
 	// expect checks the answer (a sysctl's read-back); an error stops the
 	// run there. An Op with an expect ends its batch unless hostChecked
@@ -176,7 +180,9 @@ func IsConnLost(err error) bool {
 func isConnLost(err error) bool { return IsConnLost(err) }
 
 // lockOp, observeOp and unlockOp are the session's own primitives.
-func lockOp(owner string) Op {
+// With wait, the host waits up to that long for the lock (a run back
+// after a lost connection, whose window is still ending on the host).
+func lockOp(owner string, wait ...time.Duration) Op {
 	// The owner is one line of text in the host's lock owner file.
 	owner = strings.Map(func(r rune) rune {
 		if r < ' ' || r == 0x7f {
@@ -189,6 +195,9 @@ func lockOp(owner string) Op {
 	}
 	if strings.TrimSpace(owner) == "" {
 		owner = "relayctl"
+	}
+	if len(wait) > 0 {
+		return op("lock", owner, strconv.Itoa(int(wait[0].Seconds()+1)))
 	}
 	return op("lock", owner)
 }

@@ -25,7 +25,11 @@ import (
 //	rollback    undo the window when it or its read-back failed
 //	commit      file the receipt and the journal on the host
 //
-// relayctl stage stops after stage, with its own commit.
+// relayctl stage stops after stage, with its own commit. Once the window
+// has begun, a lost connection (or a window the host ended by itself
+// first) does not end the host's apply: the run reads the host again,
+// redialling it within its budget (resync.go), and goes on from what the
+// host's journal says, with resyncPhases.
 func hostPhases(p *plans.Plan, o ApplyOptions) []phase {
 	if o.confirmOnly {
 		return []phase{lockPhase{}, observePhase{}, derivePhase{}, confirmPhase{}}
@@ -60,11 +64,14 @@ type phase interface {
 }
 
 // ending is how a host's apply ended: its outcome, the state the host was
-// left in, why, and what to do next (NextResume, ...).
+// left in, why, and what to do next (NextResume, ...). lost: the host's
+// window went on (or ended) without this run: what became of it is on the
+// host, and the run learns it again there before it ends (resync).
 type ending struct {
 	outcome       Outcome
 	state, reason string
 	next          string
+	lost          bool
 }
 
 func end(out Outcome, state, reason string) *ending {
@@ -83,28 +90,35 @@ type hostRun struct {
 	stored *plans.HostPlan // the plan file's host plan
 	h      *plans.HostPlan // the plan derived from the host as observed: what runs
 	o      ApplyOptions
+	dial   HostDialer // to reach the host again after a lost connection
 	host   Host
 	res    *HostResult
 	pr     *progress
 	q      Query
 	yield  func() func() // gives up the parallel slot while draining; returns how to take one back
 
-	locked     bool                 // the session holds the host lock (until unlock)
-	filing     bool                 // the receipt was sent to the host (commit, record)
-	observeErr error                // the lock's reading of the host failed
-	st         []step               // the steps derived for this host, in order
-	gate       *plans.Facts         // the host when the window begins (the drain gate's last reading)
-	first      *plans.Facts         // the read-back's first reading, made in the window's batch
-	started    int                  // window steps that started
-	stopped    int64                // the host clock when the relay stopped (ns)
-	failure    error                // the window or its read-back failed
-	inWindow   bool                 // failure is a window step's (not the read-back's)
-	outcome    Outcome              // Applied or RolledBack, for commit to file
-	rec        *recovery            // a window a dead run left unfinished, being recovered
-	soak       *plans.Soak          // the soak this host runs, nil for none
-	soakRole   string               // why it soaks: SoakRoleCanary or SoakRoleHost
-	baseline   []plans.DropCounters // the drop counters before the window, oldest first
-	releaseSum string               // the host's description of the release the window switches away from (release-sum)
+	locked        bool                 // the session holds the host lock (until unlock)
+	filing        bool                 // the receipt was sent to the host (commit, record)
+	observeErr    error                // the lock's reading of the host failed
+	st            []step               // the steps derived for this host, in order
+	gate          *plans.Facts         // the host when the window begins (the drain gate's last reading)
+	first         *plans.Facts         // the read-back's first reading, made in the window's batch
+	started       int                  // window steps that started
+	stopped       int64                // the host clock when the relay stopped (ns)
+	failure       error                // the window or its read-back failed
+	inWindow      bool                 // failure is a window step's (not the read-back's)
+	outcome       Outcome              // Applied or RolledBack, for commit to file
+	rec           *recovery            // a window a dead run left unfinished, being recovered
+	awaiting      bool                 // the host's window waits for this run's word (a verdict)
+	now           *plans.Facts         // the host read again after a lost connection (resync)
+	trips         int                  // round trips of the sessions before this one
+	undoing       bool                 // this run decided to roll the window back
+	committed     *ending              // what commit filed, once it was sent
+	switchCounted bool                 // the window's relay switch is counted in the receipt
+	soak          *plans.Soak          // the soak this host runs, nil for none
+	soakRole      string               // why it soaks: SoakRoleCanary or SoakRoleHost
+	baseline      []plans.DropCounters // the drop counters before the window, oldest first
+	releaseSum    string               // the host's description of the release the window switches away from (release-sum)
 	// cut is where the running phase's span ends when that is before the
 	// phase returns (an answer in the same batch as the next phase's).
 	cut time.Time
@@ -124,12 +138,12 @@ func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPl
 		res.Ended = stamp(o.Now())
 		return res
 	}
-	defer host.Close()
 	res.Address = host.Address()
 	if id := host.Identity(); id != (SSHIdentity{}) {
 		res.SSH = &id
 	}
-	hr := &hostRun{p: p, stored: h, h: h, o: o, host: host, res: res, pr: pr, q: QueryForPlan(p), yield: yield}
+	hr := &hostRun{p: p, stored: h, h: h, o: o, dial: d, host: host, res: res, pr: pr, q: QueryForPlan(p), yield: yield}
+	defer func() { hr.host.Close() }()
 	if o.soakRole != "" && o.Rollout != nil && o.Rollout.Soak != nil && !o.StageOnly && !o.confirmOnly {
 		hr.soak, hr.soakRole = o.Rollout.Soak, o.soakRole
 	}
@@ -143,7 +157,9 @@ func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPl
 func (hr *hostRun) run(ctx context.Context) *HostResult {
 	defer hr.unlock()
 	start := time.Now()
-	for _, ph := range hostPhases(hr.p, hr.o) {
+	phases := hostPhases(hr.p, hr.o)
+	for i := 0; i < len(phases); i++ {
+		ph := phases[i]
 		if !ph.runs(hr) {
 			continue
 		}
@@ -155,6 +171,15 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 		}
 		hr.span(ph.title(), start, stop)
 		start = stop
+		if e != nil && e.lost {
+			e = hr.resync(ctx, e)
+			start = time.Now()
+			hr.span("resync", stop, start)
+			if e == nil {
+				phases, i = resyncPhases(), -1
+				continue
+			}
+		}
 		if e != nil {
 			hr.res.Outcome, hr.res.State, hr.res.Reason, hr.res.Next = e.outcome, e.state, e.reason, e.next
 			break
@@ -164,12 +189,12 @@ func (hr *hostRun) run(ctx context.Context) *HostResult {
 		// Every run that held the lock leaves its receipt on the host,
 		// whatever its outcome (a resume's check of a host done before
 		// is not a run of its own there).
-		hr.file(context.WithoutCancel(ctx), "record")
+		hr.file(context.WithoutCancel(ctx), "record", nil)
 	}
 	if hr.res.Ended == "" {
 		hr.res.Ended = stamp(hr.o.Now())
 	}
-	hr.res.RoundTrips = hr.host.RoundTrips()
+	hr.res.RoundTrips = hr.trips + hr.host.RoundTrips()
 	return hr.res
 }
 

@@ -18,6 +18,9 @@ import (
 //	start window / start rollback       the window / a rollback began
 //	ok PRIMITIVE ARG                     a change was made
 //	fail MESSAGE                         a primitive failed
+//	window VERDICT by=BY [why=WHY]       the window ended (window.go): kept,
+//	                                     rolled-back or rollback-failed, by
+//	                                     the host alone or the run's word
 //	end OUTCOME                          the run filed its receipt
 //
 // The journal is host output: read strictly, bounded (observe reads at most
@@ -31,10 +34,30 @@ type Journal struct {
 	// Steps are the steps that began, in order, each with whether it was
 	// done and the changes made while it ran.
 	Steps []JournalStep
+	// End is how the last window ended on the host, nil while it has
+	// not (window.go); Undone the changes of the last rollback.
+	End    *WindowEnd
+	Undone []JournalChange
 	// Ended is the outcome of a run that filed its receipt ("" if none).
 	Ended string
 	Last  string // the last line, for messages
 }
+
+// WindowEnd is a window's end as its journal line says it.
+type WindowEnd struct {
+	Verdict string // EndKept, EndRolledBack or EndRollbackFailed
+	By      string // ByHost (it decided by itself) or ByController (the run's word)
+	Why     string // what made the host roll back
+}
+
+// How a window ended, and who decided.
+const (
+	EndKept           = "kept"
+	EndRolledBack     = "rolled-back"
+	EndRollbackFailed = "rollback-failed"
+	ByHost            = "host"
+	ByController      = "controller"
+)
 
 // JournalStep is one step as the journal tells it.
 type JournalStep struct {
@@ -88,10 +111,10 @@ func (j *Journal) entry(text string, open *JournalStep) (*JournalStep, error) {
 	case "start":
 		switch rest {
 		case "window":
-			j.Window = true
+			j.Window, j.End = true, nil
 			return nil, nil
 		case "rollback":
-			j.Rollback = true
+			j.Rollback, j.End, j.Undone = true, nil, nil
 			return nil, nil
 		}
 		kind, title, ok := strings.Cut(rest, ": ")
@@ -111,10 +134,20 @@ func (j *Journal) entry(text string, open *JournalStep) (*JournalStep, error) {
 		if _, known := primitive(prim); !known {
 			return nil, fmt.Errorf("a change by %q, which is no primitive", clip(prim))
 		}
-		if open != nil {
+		switch {
+		case open != nil:
 			open.Changes = append(open.Changes, JournalChange{Primitive: prim, Arg: arg})
+		case j.Rollback:
+			j.Undone = append(j.Undone, JournalChange{Primitive: prim, Arg: arg})
 		}
 	case "fail":
+	case "window":
+		end, err := windowEnd(rest)
+		if err != nil || !j.Window {
+			return nil, fmt.Errorf("bad window end %q", clip(rest))
+		}
+		j.End = end
+		return nil, nil
 	case "end":
 		j.Ended = rest
 	default:
@@ -145,4 +178,48 @@ func (j *Journal) Step(kind, title string) (JournalStep, bool) {
 		}
 	}
 	return JournalStep{}, false
+}
+
+// windowEnd reads a window line's text: VERDICT by=BY [why=WHY].
+func windowEnd(text string) (*WindowEnd, error) {
+	verdict, rest, _ := strings.Cut(text, " ")
+	by, why, _ := strings.Cut(rest, " ")
+	e := &WindowEnd{Verdict: verdict, By: strings.TrimPrefix(by, "by=")}
+	if why != "" {
+		w, ok := strings.CutPrefix(why, "why=")
+		if !ok {
+			return nil, errJournal
+		}
+		e.Why = w
+	}
+	switch {
+	case e.Verdict != EndKept && e.Verdict != EndRolledBack && e.Verdict != EndRollbackFailed:
+		return nil, errJournal
+	case e.By != ByHost && e.By != ByController || !strings.HasPrefix(by, "by="):
+		return nil, errJournal
+	}
+	return e, nil
+}
+
+// JournalNote says, for people, what a journal left on a host tells of an
+// unfinished run, and the one command that finishes it ("" for none):
+// verify reports it beside its checks.
+func JournalNote(text string) string {
+	if text == "" {
+		return ""
+	}
+	j, err := ReadJournal(text)
+	if err != nil {
+		return "a run left a journal that cannot be read (" + err.Error() + "): check the host, then apply with --clear-journal"
+	}
+	plan := "plan " + j.Plan
+	switch e := j.End; {
+	case e != nil && e.By == ByHost && e.Verdict == EndKept:
+		return "the window of " + plan + " was " + RecoveryCompletedByHost + "; apply --resume of that plan reads it back and files its receipt"
+	case e != nil && e.By == ByHost && e.Verdict == EndRolledBack:
+		return "the window of " + plan + " was " + RecoveryRolledBackByHost + " (" + e.Why + "); apply --resume of that plan reads it back and files its receipt"
+	case j.Window || j.Rollback:
+		return "a run of " + plan + " stopped inside its window; apply --resume of that plan finishes it"
+	}
+	return "a run of " + plan + " stopped before its window (nothing in force changed)"
 }

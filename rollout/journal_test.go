@@ -50,10 +50,46 @@ func TestReadJournal(t *testing.T) {
 	}
 }
 
+// A window's end line: what the host decided, by itself or on the run's
+// word; a rollback or a window begun after it is not ended by it.
+func TestReadJournalWindowEnds(t *testing.T) {
+	const at = "2026-12-01T15:16:43.1Z "
+	tests := []struct {
+		tail string
+		want *WindowEnd
+		undo int
+	}{
+		{at + "window kept by=host\n", &WindowEnd{Verdict: EndKept, By: ByHost}, 0},
+		{at + "window kept by=controller\n", &WindowEnd{Verdict: EndKept, By: ByController}, 0},
+		{at + "start rollback\n" + at + "ok restore-link /opt/relay/current\n" + at + "ok restart command\n" + at + "window rolled-back by=host why=read-back: ss rb: got rb212992, want rb8388608\n",
+			&WindowEnd{Verdict: EndRolledBack, By: ByHost, Why: "read-back: ss rb: got rb212992, want rb8388608"}, 2},
+		{at + "window kept by=host\n" + at + "start rollback\n", nil, 0},
+		{at + "window kept by=host\n" + at + "start window\n", nil, 0},
+	}
+	for _, tt := range tests {
+		j, err := ReadJournal(journalSample + tt.tail)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.tail, err)
+		}
+		if tt.want == nil && j.End != nil || tt.want != nil && (j.End == nil || *j.End != *tt.want) || len(j.Undone) != tt.undo {
+			t.Errorf("%q: end %+v, undone %v; want %+v and %d", tt.tail, j.End, j.Undone, tt.want, tt.undo)
+		}
+	}
+	for _, bad := range []string{"window kept\n", "window kept by=me\n", "window won by=host\n", "window kept by=host because\n"} {
+		if _, err := ReadJournal(journalSample + at + bad); err == nil || !strings.Contains(err.Error(), "bad window end") {
+			t.Errorf("%q: got %v, want a bad window end", bad, err)
+		}
+	}
+	if _, err := ReadJournal("2026-12-01T15:16:42.1Z begin plan=p checksum=c\n" + at + "window kept by=host\n"); err == nil {
+		t.Error("a window end with no window begun was read")
+	}
+}
+
 func FuzzReadJournal(f *testing.F) {
 	f.Add(journalSample)
 	f.Add("2026-12-01T15:16:42.1Z begin plan=p checksum=c\n2026-12-01T15:16:42.1Z start rollback\n2026-12-01T15:16:42.1Z ok restore /x\n2026-12-01T15:16:42.1Z end applied\n")
 	f.Add("")
+	f.Add(journalSample + "2026-12-01T15:16:43.1Z window rolled-back by=host why=read-back: x\n")
 	f.Fuzz(func(t *testing.T, text string) {
 		j, err := ReadJournal(text)
 		if err != nil {
@@ -72,4 +108,21 @@ func FuzzReadJournal(f *testing.F) {
 			}
 		}
 	})
+}
+
+// What verify says of a journal left on a host.
+func TestJournalNote(t *testing.T) {
+	const at = "2026-12-01T15:16:43.1Z "
+	for _, tt := range []struct{ text, want string }{
+		{"", ""},
+		{journalSample + at + "window kept by=host\n", "the window of plan fake was completed by the host after the connection was lost; apply --resume"},
+		{journalSample + at + "window rolled-back by=host why=read-back: relay running: got false, want true\n", "rolled back by the host after the connection was lost (read-back: relay running: got false, want true)"},
+		{journalSample, "a run of plan fake stopped inside its window; apply --resume of that plan finishes it"},
+		{"2026-12-01T15:16:42.1Z begin plan=p checksum=c\n", "stopped before its window"},
+		{"rubbish\n", "cannot be read"},
+	} {
+		if got := JournalNote(tt.text); tt.want == "" && got != "" || !strings.Contains(got, tt.want) {
+			t.Errorf("%q: got %q, want %q", tt.text, got, tt.want)
+		}
+	}
 }

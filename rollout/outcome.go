@@ -106,10 +106,15 @@ type refusedValue struct{ err error }
 func (e *refusedValue) Error() string { return e.err.Error() }
 func (e *refusedValue) Unwrap() error { return e.err }
 
-// What became of a window a dead run left unfinished.
+// What became of a window a dead run left unfinished; or one the host
+// ended by itself (window.go) when its run's connection was lost: for
+// either, the one command that converges is the plan's apply --resume,
+// which reads the host's journal and files the receipt.
 const (
-	RecoveryCompleted  = "completed after a crash"
-	RecoveryRolledBack = "rolled back after a crash"
+	RecoveryCompleted        = "completed after a crash"
+	RecoveryRolledBack       = "rolled back after a crash"
+	RecoveryCompletedByHost  = "completed by the host after the connection was lost"
+	RecoveryRolledBackByHost = "rolled back by the host after the connection was lost"
 )
 
 // Host states after an apply: a failed apply leaves each host as it was or
@@ -151,7 +156,7 @@ type HostAccount struct {
 	// DeadRun is the owner of a dead run whose lock this run found free
 	// and took; Recovery what became of its unfinished window.
 	DeadRun  string `json:"dead_run,omitempty"`
-	Recovery string `json:"recovery,omitempty"` // RecoveryCompleted, RecoveryRolledBack
+	Recovery string `json:"recovery,omitempty"` // RecoveryCompleted, RecoveryRolledBack, …ByHost
 	// Next is what the operator does next for a host that did not end as
 	// planned (Nexts), or runs a release its soak rejected.
 	Next    string `json:"next,omitempty"`

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -11,7 +12,10 @@ import (
 
 // commitPhase files the host's receipt and its journal on the host and
 // releases the lock, in one round trip: applied, rolled back (the window
-// failed and the old state is back and verified), or staged.
+// failed and the old state is back and verified), or staged. A window that
+// waits for this run's word is told to keep in the same round trip (with
+// the prune, when there is one): the old release it could roll back to is
+// pruned only once it no longer can.
 type commitPhase struct{}
 
 func (commitPhase) title() string      { return "commit" }
@@ -21,25 +25,38 @@ func (commitPhase) run(ctx context.Context, hr *hostRun) *ending {
 	ctx = context.WithoutCancel(ctx)
 	switch {
 	case hr.o.StageOnly:
-		hr.commit(ctx, Staged)
-		return end(Staged, StateAsWas, "staged for the window: nothing in force changed")
+		done := end(Staged, StateAsWas, "staged for the window: nothing in force changed")
+		hr.commit(ctx, Staged, nil, done)
+		return done
 	case hr.outcome == RolledBack:
 		if hr.rec != nil {
-			hr.res.Recovery = RecoveryRolledBack
+			hr.res.Recovery = hr.rec.words(RolledBack)
 		}
-		hr.commit(ctx, RolledBack)
-		return end(RolledBack, StateAsWas, hr.failure.Error()).because(hr.rolledBackNext())
+		done := end(RolledBack, StateAsWas, hr.failure.Error()).because(hr.rolledBackNext())
+		if e := hr.commit(ctx, RolledBack, nil, done); e != nil {
+			return e
+		}
+		return done
 	}
 	if hr.rec != nil {
-		hr.res.Recovery = RecoveryCompleted
+		hr.res.Recovery = hr.rec.words(Applied)
 	}
-	hr.prune(ctx)
-	hr.commit(ctx, Applied)
-	e := end(Applied, StateAsPlanned, "")
+	var lead []Op
+	if hr.awaiting {
+		lead = []Op{verdictOp(VerdictKeep)}
+	}
+	lead, e := hr.prune(ctx, lead)
+	if e != nil {
+		return e
+	}
+	done := end(Applied, StateAsPlanned, "")
 	if s := hr.res.Soak; s != nil && s.Verdict == SoakRegression {
-		e.next = NextRejected // kept (on_regression: keep), running a release its soak rejected
+		done.next = NextRejected // kept (on_regression: keep), running a release its soak rejected
 	}
-	return e
+	if e := hr.commit(ctx, Applied, lead, done); e != nil {
+		return e
+	}
+	return done
 }
 
 // rolledBackNext is what to do after the window was rolled back: after a
@@ -59,13 +76,14 @@ func (hr *hostRun) rolledBackNext() string {
 }
 
 // prune removes the old releases and store entries the plan lists, once
-// the window has succeeded (never after one that failed). It changes
-// nothing the host's state depends on, so a failure is a line in the
-// receipt, not a rollback: the next plan lists what is left.
-func (hr *hostRun) prune(ctx context.Context) {
+// the window has succeeded (never after one that failed), behind lead
+// (the window's keep), and returns what of lead is still to send. It
+// changes nothing the host's state depends on, so a failure is a line in
+// the receipt, not a rollback: the next plan lists what is left.
+func (hr *hostRun) prune(ctx context.Context, lead []Op) ([]Op, *ending) {
 	rel := hr.h.Release
 	if len(rel.Prune)+len(rel.PruneStore) == 0 {
-		return
+		return lead, nil
 	}
 	o := op("prune", hr.p.Paths.Releases, hr.p.Paths.Current, strconv.Itoa(len(rel.Prune)+len(rel.PruneStore)))
 	var names []string
@@ -77,32 +95,69 @@ func (hr *hostRun) prune(ctx context.Context) {
 		o.Argv = append(o.Argv, "s:"+sha)
 		names = append(names, "store "+short12(sha))
 	}
-	if err := hr.host.Run(ctx, []Op{o}, nil); err != nil {
+	err := hr.host.Run(ctx, append(lead, o), hr.keepHeard)
+	if e := hr.keepLost(err, "during commit"); e != nil {
+		return nil, e
+	}
+	if err != nil {
 		hr.res.PruneError = plans.Visible(err.Error())
 		hr.pr.say(hr.h.Host, "could not remove every old release: %v", err)
-		return
+		return nil, nil
 	}
 	hr.res.Pruned = names
+	return nil, nil
 }
 
-// commit files the receipt and the journal on the host, and unlocks.
-func (hr *hostRun) commit(ctx context.Context, out Outcome) {
+// keepHeard notes a window's keep answered: the window has ended, kept.
+func (hr *hostRun) keepHeard(i int, r Result) error {
+	if i == 0 && hr.awaiting {
+		hr.awaiting = false
+	}
+	return nil
+}
+
+// keepLost is the ending of a commit round trip whose connection was lost,
+// or whose keep the window refused (it had ended by itself first): what
+// the host did is learned again from its journal (resync).
+func (hr *hostRun) keepLost(err error, where string) *ending {
+	var oe *OpError
+	switch {
+	case isConnLost(err):
+		return lost(hr.stateLost(where), "commit: "+err.Error())
+	case errors.As(err, &oe) && oe.Op.Kind == "verdict":
+		hr.awaiting = false
+		return lost(hr.stateLost(where), "commit: "+oe.Msg)
+	}
+	return nil
+}
+
+// commit files the receipt and the journal on the host, behind lead (the
+// window's keep), and unlocks. done is the host's ending once it is filed:
+// what a run that lost its connection meanwhile finds (the journal gone
+// with the receipt).
+func (hr *hostRun) commit(ctx context.Context, out Outcome, lead []Op, done *ending) *ending {
 	hr.res.Outcome = out
 	hr.res.Soak.settle(out)
-	hr.file(ctx, "commit")
+	hr.committed = done
+	e := hr.file(ctx, "commit", lead)
+	if out == Staged {
+		return nil
+	}
+	return e
 }
 
 // file files the host's receipt under the run's name, keeping the newest
-// HostReceiptsKept, and unlocks, in one round trip: "commit" files the
-// run's journal beside it (the run is over), "record" the receipt alone,
-// for a run that ends before its window without a commit (unchanged,
-// refused under the lock), whose journal, if any, is not this run's. An
-// applied window's commit keeps its backups beside the receipt, for a
-// later rollback.
-func (hr *hostRun) file(ctx context.Context, kind string) {
+// HostReceiptsKept, and unlocks, in one round trip behind lead: "commit"
+// files the run's journal beside it (the run is over), "record" the
+// receipt alone, for a run that ends before its window without a commit
+// (unchanged, refused under the lock), whose journal, if any, is not this
+// run's. An applied window's commit keeps its backups beside the receipt,
+// for a later rollback. A connection lost meanwhile, or a keep the window
+// refused, is the ending it returns (keepLost).
+func (hr *hostRun) file(ctx context.Context, kind string, lead []Op) *ending {
 	hr.filing = true
 	hr.res.Ended = stamp(hr.o.Now())
-	hr.res.RoundTrips = hr.host.RoundTrips() + 1 // with the filing's own
+	hr.res.RoundTrips = hr.trips + hr.host.RoundTrips() + 1 // with the filing's own
 	name := HostReceiptName(hr.p, hr.o.RunInfo.ID)
 	if kind == "commit" && hr.res.Outcome == Applied {
 		hr.res.Undo = hr.undoRecord(name) // the host keeps the window's backups beside this receipt
@@ -110,17 +165,22 @@ func (hr *hostRun) file(ctx context.Context, kind string) {
 	body, err := hostReceiptJSON(hr.p, hr.res, hr.o)
 	if err != nil {
 		hr.pr.say(hr.h.Host, "receipt: %v", err)
-		return
+		return nil
 	}
 	o := op(kind, name, strings.ReplaceAll(string(hr.res.Outcome), " ", "-"), strconv.Itoa(HostReceiptsKept))
 	o.Data = body
 	// The unlock goes in the same batch; if the filing fails the host
 	// skips it, and the run's end unlocks.
-	if err := hr.host.Run(ctx, []Op{o, unlockOp()}, nil); err != nil {
+	err = hr.host.Run(ctx, append(lead, o, unlockOp()), hr.keepHeard)
+	if e := hr.keepLost(err, "during commit"); e != nil {
+		return e
+	}
+	if err != nil {
 		hr.pr.say(hr.h.Host, "could not file the receipt on the host: %v", err)
-		return
+		return nil
 	}
 	hr.locked = false
+	return nil
 }
 
 // stamp is a time as receipts give it: UTC, RFC 3339 to the millisecond.

@@ -48,7 +48,7 @@ func (hr *hostRun) verify(ctx context.Context, before, reading *plans.Facts) (*p
 		if after == nil {
 			var err error
 			if after, err = hr.observe(ctx); err != nil {
-				return nil, &connLost{err}
+				return nil, err // a connection lost is resync's, else the read-back failed
 			}
 		}
 		checks := checksOf(target, &checkCtx{p: hr.p, h: hr.h, before: before, after: after})

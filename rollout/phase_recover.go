@@ -24,14 +24,23 @@ import (
 //   - a journal of another plan, or one that cannot be read, refuses the
 //     host, in between, with the command that recovers it (that plan's
 //     --resume), unless --clear-journal archives it.
+//
+// A window the host ended by itself (the journal's window line: window.go)
+// is not done again: one it kept is completed (read back, committed), one
+// it rolled back is read back as it was and committed so. The same reading
+// serves this run when it lost its connection inside its own window and
+// read the host again (resync.go): then the journal is its own.
 type recoverPhase struct{}
 
 func (recoverPhase) title() string         { return "recover" }
-func (recoverPhase) runs(hr *hostRun) bool { return hr.res.Before.Journal != "" }
+func (recoverPhase) runs(hr *hostRun) bool { return hr.current().Journal != "" }
 
 func (recoverPhase) run(ctx context.Context, hr *hostRun) *ending {
-	raw := hr.res.Before.Journal
+	raw := hr.current().Journal
 	j, err := ReadJournal(raw)
+	if err == nil && hr.now != nil && !j.Window && !j.Rollback {
+		return nil // this run's window never began: its stage stands, and the window runs
+	}
 	switch {
 	case err != nil:
 		if hr.o.ClearJournal {
@@ -64,16 +73,41 @@ func (hr *hostRun) archive(ctx context.Context, why string) *ending {
 	if err := hr.host.Run(ctx, []Op{op("clear")}, nil); err != nil {
 		return end(Failed, StateAsWas, "archive the earlier journal: "+err.Error())
 	}
-	hr.res.Before.Journal = ""
+	hr.current().Journal = ""
 	return nil
 }
 
-// recovery is a window a dead run of this plan left unfinished.
+// recovery is a window a dead run of this plan left unfinished, or this
+// run's own after a lost connection (sameRun).
 type recovery struct {
 	journal  *Journal
 	policy   string // plans.RecoverComplete or RecoverRollback
 	ran      []step // the window steps the journal shows begun, in order
 	switched bool   // the relay switch was done
+	// down: the switch was done but no relay runs: completing starts the
+	// planned release (the window's end made to hold).
+	down       bool
+	rolledBack bool // the journal shows the window rolled back to its end
+	sameRun    bool
+}
+
+// words are what the receipt says of a recovered window that ended in out.
+func (rec *recovery) words(out Outcome) string {
+	end := rec.journal.End
+	byHost := end != nil && end.By == ByHost
+	switch {
+	case byHost && end.Verdict == EndKept && out == Applied:
+		return RecoveryCompletedByHost
+	case byHost && end.Verdict == EndRolledBack && out == RolledBack:
+		return RecoveryRolledBackByHost
+	case rec.sameRun && rec.journal.End != nil:
+		return "" // this run's own word, kept: nothing was recovered
+	case out == Applied:
+		return RecoveryCompleted
+	case out == RolledBack:
+		return RecoveryRolledBack
+	}
+	return ""
 }
 
 // errCrashed says where a dead run stopped.
@@ -85,12 +119,11 @@ func errCrashed(j *Journal) error {
 // steps are the plan's own (the host's facts are in between, which the
 // journal explains), nothing is staged again, the gate is passed.
 func (hr *hostRun) recover(j *Journal) *ending {
-	rec := &recovery{journal: j, policy: hr.o.Rollout.Recover}
-	if j.Rollback {
-		rec.policy = plans.RecoverRollback // the dead run had decided
+	rec := hr.newRecovery(j)
+	if !rec.sameRun {
+		hr.h = hr.stored
 	}
-	hr.h = hr.stored
-	hr.st = steps(hr.p, hr.stored, stepInput{artifact: hr.o.Artifact, fetchTimeout: hr.o.FetchTimeout}, false)
+	hr.st = steps(hr.p, hr.h, stepInput{artifact: hr.o.Artifact, fetchTimeout: hr.o.FetchTimeout}, false)
 	for i, s := range hr.st {
 		d := s.describe()
 		if d.Phase != plans.PhaseWindow {
@@ -104,24 +137,87 @@ func (hr *hostRun) recover(j *Journal) *ending {
 			rec.switched = rec.switched || s.traits().switches && len(rec.recoveredOps(s)) == 0
 		}
 	}
+	rec.down = rec.switched && !hr.current().Service.Running
+	if rec.sameRun {
+		hr.countHostSwitches(rec)
+	}
 	hr.rec, hr.gate = rec, hr.res.Before
 	what := "completing it"
-	if rec.policy == plans.RecoverRollback {
+	switch {
+	case rec.rolledBack:
+		what = "reading back the old state it restored"
+		hr.failure, hr.inWindow = errHostRolledBack(j.End), true
+	case rec.policy == plans.RecoverRollback:
 		what = "rolling it back"
-		hr.failure, hr.inWindow = errCrashed(j), true
-	} else if e := hr.windowForSwitch(); e != nil {
+		if hr.failure == nil {
+			hr.failure = errCrashed(j)
+		}
+		hr.inWindow = true
+	case rec.down:
+		what = "completing it: the relay is not running, so the planned release is started"
+	}
+	if e := hr.windowForSwitch(); e != nil && rec.policy != plans.RecoverRollback {
 		return e
 	}
-	hr.res.Journal = hr.res.Before.Journal
-	hr.pr.say(hr.h.Host, "an earlier run of this plan stopped inside its window after %d step(s) (%s): %s", len(rec.ran), plans.Visible(lastLine(j.Last)), what)
+	hr.res.Journal = hr.current().Journal
+	who := "an earlier run of this plan stopped inside its window"
+	if rec.sameRun {
+		who = "back on the host after the lost connection: its window"
+	}
+	hr.pr.say(hr.h.Host, "%s after %d step(s) (%s): %s", who, len(rec.ran), plans.Visible(lastLine(j.Last)), what)
 	return nil
+}
+
+// countHostSwitches counts in this run's receipt the relay switches its
+// window's process made after the connection was lost: the window's, and
+// its rollback's.
+func (hr *hostRun) countHostSwitches(rec *recovery) {
+	if rec.switched && !hr.switchCounted {
+		hr.countSwitch(rec.ran)
+	}
+	if !rec.rolledBack {
+		return
+	}
+	for _, c := range rec.journal.Undone {
+		switch c.Primitive {
+		case "restart":
+			hr.res.Restarts++
+		case "handoff":
+			hr.res.Handoffs++
+		}
+	}
+}
+
+// newRecovery decides what a run does with a journal's window: what the
+// host ended it with, else the policy (a dead run's rollback, a run that
+// was rolling back, decided already).
+func (hr *hostRun) newRecovery(j *Journal) *recovery {
+	rec := &recovery{journal: j, policy: hr.o.Rollout.Recover, sameRun: hr.now != nil}
+	if rec.sameRun {
+		rec.policy = plans.RecoverComplete // this run was applying
+	}
+	switch end := j.End; {
+	case end != nil && end.Verdict == EndRolledBack:
+		rec.rolledBack = true
+	case end != nil && end.Verdict == EndRollbackFailed, j.Rollback && end == nil, hr.undoing:
+		rec.policy = plans.RecoverRollback
+	}
+	return rec
+}
+
+// errHostRolledBack is the reason of a window the host rolled back.
+func errHostRolledBack(e *WindowEnd) error {
+	if e.By == ByHost {
+		return errors.New("the host rolled its window back by itself after the connection was lost: " + plans.Visible(e.Why))
+	}
+	return errors.New("the window was rolled back")
 }
 
 // windowForSwitch refuses to complete a window outside the plan's window
 // when the relay switch is still to come: completing restarts the relay.
 func (hr *hostRun) windowForSwitch() *ending {
 	w := hr.p.Window
-	if w == nil || hr.o.IgnoreWindow || hr.rec.switched {
+	if w == nil || hr.o.IgnoreWindow || hr.rec.switched || hr.rec.sameRun || hr.rec.rolledBack {
 		return nil
 	}
 	nb, _ := plans.ParseWindowTime(w.NotBefore)
@@ -141,9 +237,12 @@ func (hr *hostRun) windowForSwitch() *ending {
 func (rec *recovery) recoveredOps(s step) []Op {
 	d := s.describe()
 	js, ok := rec.journal.Step(d.Kind, d.Title)
+	st, starts := s.(starter)
 	switch {
 	case !ok:
 		return s.do()
+	case rec.down && starts && s.traits().switches:
+		return st.start() // done, but no relay runs: start the planned release
 	case js.Done:
 		return nil
 	}

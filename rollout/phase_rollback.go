@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,7 +12,10 @@ import (
 )
 
 // rollbackPhase undoes the window when one of its steps or its read-back
-// failed, and proves the old state by reading it back.
+// failed, and proves the old state by reading it back. The rollback runs
+// on the host by itself as the window did (window.go): the window's
+// process, told to undo, runs it; or, the window over, a process of its
+// own. A window the host rolled back already is only read back.
 type rollbackPhase struct{}
 
 func (rollbackPhase) title() string         { return "rollback" }
@@ -20,40 +24,69 @@ func (rollbackPhase) runs(hr *hostRun) bool { return hr.failure != nil }
 func (rollbackPhase) run(ctx context.Context, hr *hostRun) *ending {
 	ctx = context.WithoutCancel(ctx)
 	if isConnLost(hr.failure) {
-		return end(Failed, "unknown: the connection was lost inside the window; the journal on the host says where it stopped",
-			"window: "+hr.failure.Error())
+		return lost(hr.stateLost("inside the window"), "window: "+hr.failure.Error())
 	}
+	if hr.rec != nil && hr.rec.rolledBack {
+		return hr.readBackRolledBack(ctx)
+	}
+	hr.undoing = true
 	hr.unitLog(ctx, hr.stopped)
 	if tail := lastLines(hr.res.UnitLog, 4); tail != "" {
 		// The service's own words, where the operator looks first.
 		hr.failure = fmt.Errorf("%w; its journal ends: %s", hr.failure, tail)
 	}
 	hr.pr.say(hr.h.Host, "window failed: %v; rolling back", hr.failure)
-	ran, before := hr.st[:hr.started], hr.res.Before
-	if hr.rec != nil {
-		// After a crash: the steps the journal shows begun (and any this run
-		// added), checked against the host as the plan found it.
-		if hr.rec.policy == plans.RecoverRollback {
-			ran = hr.rec.ran
-		}
-		before = plannedBefore(hr.stored)
+	ran, before := hr.st[:hr.started], hr.before()
+	if hr.rec != nil && hr.rec.policy == plans.RecoverRollback {
+		ran = hr.rec.ran // after a crash: the steps the journal shows begun
 	}
 	state, err := hr.rollback(ctx, ran, hr.inWindow, before)
-	if err != nil {
+	switch {
+	case isConnLost(err) || errors.Is(err, errWindowEnded):
+		return lost(hr.stateLost("during rollback"), "window: "+hr.failure.Error()+"; rollback: "+err.Error())
+	case err != nil:
 		return end(Failed, state, "window: "+hr.failure.Error()+"; rollback: "+err.Error())
 	}
 	hr.outcome = RolledBack
 	return nil
 }
 
-// rollback undoes the window steps that started, last first, with the
-// relay switched back (restarted, handed back, or stopped) once after
-// everything else is back, and verifies the old state. lastFailed says the
-// last step's do failed, which a handoff undoes differently (undoOf). It
-// returns the host's state in words when that is not "as it was".
-func (hr *hostRun) rollback(ctx context.Context, ran []step, lastFailed bool, before *plans.Facts) (string, error) {
-	var ops, last []Op
+// before is the host before the window, for the checks of a rollback: the
+// lock's reading, or after a crash the host as the plan found it (this
+// run's reading is the host in between).
+func (hr *hostRun) before() *plans.Facts {
+	if hr.rec != nil && !hr.rec.sameRun {
+		return plannedBefore(hr.stored)
+	}
+	return hr.res.Before
+}
+
+// readBackRolledBack proves the old state of a window the host rolled back
+// (by itself, or on this run's word before the connection was lost).
+func (hr *hostRun) readBackRolledBack(ctx context.Context) *ending {
+	hr.pr.say(hr.h.Host, "%v; reading the old state back", hr.failure)
 	var undone []step
+	for i := len(hr.rec.ran) - 1; i >= 0; i-- {
+		undone = append(undone, hr.rec.ran[i])
+	}
+	state, err := hr.readBackRestored(ctx, undone, &checkCtx{p: hr.p, h: hr.h, before: hr.before()})
+	if err != nil {
+		return end(Failed, state, hr.failure.Error()+"; "+err.Error())
+	}
+	hr.outcome = RolledBack
+	return nil
+}
+
+// errWindowEnded is a verdict the host refused: its window had ended by
+// itself first (its journal says how).
+var errWindowEnded = errors.New("the window on the host ended by itself first")
+
+// rollbackOps are the primitives that undo the window steps that started
+// (ran), last first, with the relay switched back once after everything
+// else (its undo last), each marked undoing; undone are those steps, last
+// first. lastFailed says the last step's do failed (undoOf).
+func rollbackOps(ran []step, lastFailed bool) (ops []Op, undone []step) {
+	var last []Op
 	for i := len(ran) - 1; i >= 0; i-- {
 		s := ran[i]
 		if s.describe().Phase != plans.PhaseWindow {
@@ -71,12 +104,22 @@ func (hr *hostRun) rollback(ctx context.Context, ran []step, lastFailed bool, be
 	for i := range ops {
 		ops[i].undoing = true
 	}
+	return ops, undone
+}
+
+// rollback undoes the window steps that started, last first, with the
+// relay switched back (restarted, handed back, or stopped) once after
+// everything else is back, and verifies the old state. lastFailed says the
+// last step's do failed, which a handoff undoes differently (undoOf). It
+// returns the host's state in words when that is not "as it was".
+func (hr *hostRun) rollback(ctx context.Context, ran []step, lastFailed bool, before *plans.Facts) (string, error) {
+	ops, undone := rollbackOps(ran, lastFailed)
 	d := plans.Step{Phase: "rollback", Kind: "rollback", Title: "roll back the window"}
 	c := &checkCtx{p: hr.p, h: hr.h, before: before}
-	if err := hr.host.Run(ctx, ops, nil); err != nil {
+	if err := hr.undo(ctx, ops); err != nil {
 		hr.record("rollback", d, "failed", err.Error())
-		if isConnLost(err) {
-			return "unknown: the connection was lost during rollback; see the journal on the host", err
+		if isConnLost(err) || errors.Is(err, errWindowEnded) {
+			return "", err
 		}
 		// Read back anyway: say exactly what the host looks like. A
 		// rollback whose primitives complained (a journal it could not
@@ -94,8 +137,8 @@ func (hr *hostRun) rollback(ctx context.Context, ran []step, lastFailed bool, be
 		return "in between: " + failed(checks), err
 	}
 	hr.record("rollback", d, "done", "")
-	if len(last) > 0 { // the relay switched back (a stop is no switch)
-		switch last[0].Kind {
+	if slices.ContainsFunc(undone, func(s step) bool { return s.traits().switches }) {
+		switch ops[len(ops)-1].Kind { // the relay switched back (a stop is no switch)
 		case "restart":
 			hr.res.Restarts++
 		case "handoff":
@@ -105,6 +148,33 @@ func (hr *hostRun) rollback(ctx context.Context, ran []step, lastFailed bool, be
 	return hr.readBackRestored(ctx, undone, c)
 }
 
+// undo sends a rollback (ops) to run on the host by itself: to the window
+// that waits for this run's word, or, with none, as a window of its own.
+// A window that ended by itself first is errWindowEnded; a host that
+// cannot start a process of its own rolls back in the session.
+func (hr *hostRun) undo(ctx context.Context, ops []Op) error {
+	lead := detachOp(&Window{ID: windowID(), Rollback: true})
+	if hr.awaiting {
+		lead = verdictOp(VerdictUndo)
+	}
+	err := hr.host.Run(ctx, append([]Op{lead}, ops...), func(i int, r Result) error {
+		if i == 0 {
+			hr.awaiting = false
+		}
+		return nil
+	})
+	var oe *OpError
+	switch {
+	case err == nil || !errors.As(err, &oe) || oe.Op.Kind != lead.Kind:
+		return err
+	case lead.Kind == "verdict":
+		hr.awaiting = false
+		return fmt.Errorf("%w: %s", errWindowEnded, oe.Msg)
+	}
+	hr.pr.say(hr.h.Host, "%v; rolling back in the session", err)
+	return hr.host.Run(ctx, ops, nil)
+}
+
 // readBackRestored reads the host back until it is as it was, or time runs
 // out.
 func (hr *hostRun) readBackRestored(ctx context.Context, undone []step, c *checkCtx) (string, error) {
@@ -112,7 +182,7 @@ func (hr *hostRun) readBackRestored(ctx context.Context, undone []step, c *check
 	for {
 		after, err := hr.observe(ctx)
 		if err != nil {
-			return "unknown: the host could not be read back after rollback", &connLost{err}
+			return "unknown: the host could not be read back after rollback", err
 		}
 		c.after = after
 		checks := restoredChecks(undone, c)

@@ -9,13 +9,14 @@ import (
 
 // windowPhase runs the window's steps in order, the one moment players
 // notice, with the read-back's first reading right behind them in the same
-// batch. From here on the host finishes or rolls back whatever happens to
-// ctx: an interrupt stops other hosts, not this one.
+// batch, as a window the host runs by itself (window.go): from here on the
+// host finishes or rolls back whatever happens to ctx, to relayctl or to
+// the connection; an interrupt stops other hosts, not this one.
 type windowPhase struct{}
 
 func (windowPhase) title() string { return "window" }
 func (windowPhase) runs(hr *hostRun) bool {
-	return hr.rec == nil || hr.rec.policy == plans.RecoverComplete
+	return hr.rec == nil || hr.rec.policy == plans.RecoverComplete && !hr.rec.rolledBack
 }
 
 func (windowPhase) run(ctx context.Context, hr *hostRun) *ending {
@@ -30,8 +31,12 @@ func (windowPhase) run(ctx context.Context, hr *hostRun) *ending {
 			return hr.rec.recoveredOps(s)
 		}
 		return s.do()
-	}, []Op{op("step", "start window")})
+	}, []Op{{Kind: "detach"}, op("step", "start window")})
+	if len(b.spans) == 0 && hr.rec != nil {
+		return nil // nothing is left of the recovered window: the read-back follows
+	}
 	tail := observeOp(hr.q)
+	b.ops[0] = detachOp(hr.windowProgram(b))
 	started, err := hr.runSteps(context.WithoutCancel(ctx), plans.PhaseWindow, b, &tail, func(r Result) {
 		if r.Facts != nil {
 			r.Facts.Host = hr.h.Host
@@ -39,19 +44,73 @@ func (windowPhase) run(ctx context.Context, hr *hostRun) *ending {
 		}
 	})
 	hr.started = max(hr.started, started) // a recovered window began before this run
+	var done []step
 	for _, sp := range b.spans[:b.done] {
-		switch t := hr.st[sp.index].traits(); {
-		case t.handsOver:
-			hr.res.Handoffs++
-		case t.switches:
-			hr.res.Restarts++
-		}
+		done = append(done, hr.st[sp.index])
 	}
+	hr.countSwitch(done)
 	if err != nil {
 		hr.failure, hr.inWindow = err, true
 		hr.playerImpact(nil)
 	}
 	return nil
+}
+
+// countSwitch counts the relay switch among steps done, once a run.
+func (hr *hostRun) countSwitch(done []step) {
+	for _, s := range done {
+		switch t := s.traits(); {
+		case hr.switchCounted:
+		case t.handsOver:
+			hr.res.Handoffs++
+			hr.switchCounted = true
+		case t.switches:
+			hr.res.Restarts++
+			hr.switchCounted = true
+		}
+	}
+}
+
+// windowProgram is what the host needs to end window b (its ops after the
+// detach, then the read-back) by itself: its own read-back, the checks it makes of
+// it, and for a stop at any op, or checks that do not hold, the rollback
+// this run would send (rollbackOps).
+func (hr *hostRun) windowProgram(b *stepBatch) *Window {
+	w := &Window{ID: windowID(), Await: hr.windowAwait(), Judge: hr.o.VerifyTimeout, Stable: hr.o.StableFor, Observe: &hr.q}
+	c := &checkCtx{p: hr.p, h: hr.h, before: hr.res.Before}
+	if hr.rec != nil && !hr.rec.sameRun {
+		c.before = nil // a dead run's switch: its before is unknown
+	}
+	last := hr.started
+	for _, s := range hr.st {
+		if d := s.describe().Phase; d == plans.PhaseWindow || d == plans.PhaseVerify {
+			w.Checks = append(w.Checks, s.hostChecks(c)...)
+		}
+	}
+	variant := func(ran []step, lastFailed bool) int {
+		ops, _ := rollbackOps(ran, lastFailed)
+		if len(ops) == 1 { // its journal line alone: nothing to undo
+			return 0
+		}
+		w.Undo = append(w.Undo, ops)
+		return len(w.Undo)
+	}
+	n := len(b.ops) // the window's ops: b.ops after the detach, and tail
+	w.UndoAt = make([]int, n+1)
+	before := variant(hr.st[:hr.started], false) // a stop before any step began: what a dead run began
+	for i := range w.UndoAt {
+		w.UndoAt[i] = before
+	}
+	for _, sp := range b.spans {
+		v := variant(hr.st[:sp.index+1], true)
+		for i := sp.first; i < sp.end; i++ {
+			w.UndoAt[i-1] = v
+		}
+		last = max(last, sp.index+1)
+	}
+	w.UndoAt[n-1] = variant(hr.st[:last], false) // the read-back, and then its checks
+	w.UndoAt[n] = w.UndoAt[n-1]
+	return w
 }
 
 // unitLog keeps systemd's own account of a failed start in the receipt.

@@ -82,6 +82,10 @@ var Primitives = []Primitive{
 	{Kind: "record", Args: "NAME OUTCOME KEEP", Payload: DataPayload,
 		Doc: "file the receipt (the data) of a run that ends without a commit (unchanged, refused under the lock) as NAME.json, the journal untouched (it is not this run's), then keep the newest KEEP receipts"},
 	{Kind: "receipts", Args: "N", Doc: "the newest N receipts filed, newest first (DATA: for each, NAME SIZE on a line, then its bytes); read-only, and the one request a session may begin with instead of lock, without taking it"},
+	{Kind: "detach", Args: "ID", Payload: DataPayload,
+		Doc: "the ops after it in its Run call are a window the host runs by itself, outside the session, holding the lock (Op.Window: its read-back, checks and rollbacks, sent as its data): their answers follow; then it waits for a verdict, or, the session gone, ends the window by itself"},
+	{Kind: "verdict", Args: "keep|undo", Payload: DataPayload,
+		Doc: "the run's word to the window waiting for it: keep (it ends, kept), or undo (the ops after it, the rollback, are the window's, sent as its data); fails, saying how, when the window ended by itself first"},
 	{Kind: "unlock", Doc: "release the host lock and end the session; the last of a session"},
 }
 
@@ -131,6 +135,12 @@ func (o Op) Validate() error {
 		}
 		return o.Query.Validate()
 	}
+	if o.Kind == "detach" && o.Window == nil {
+		return fmt.Errorf("detach without its window")
+	}
+	if o.Kind == "verdict" && (len(o.Args) != 1 || o.Args[0] != VerdictKeep && o.Args[0] != VerdictUndo) {
+		return fmt.Errorf("verdict: want keep or undo, got %q", o.Args)
+	}
 	if o.Kind == "sample" {
 		if err := validSample(o.Args); err != nil {
 			return fmt.Errorf("sample: %w", err)
@@ -143,6 +153,33 @@ func (o Op) Validate() error {
 		return fmt.Errorf("%s takes no %s", o.Kind, map[bool]string{true: "data", false: "command words"}[len(o.Data) > 0])
 	}
 	return nil
+}
+
+// ValidateRun checks the ops of one Run call, as a backend must before it
+// sends any: each Op (Validate), and a detach's, or a verdict undo's, ops
+// (the rest of the call) as a window the host runs by itself.
+func ValidateRun(ops []Op) error {
+	for i, o := range ops {
+		if err := o.Validate(); err != nil {
+			return err
+		}
+		if o.Kind == "unlock" && i != len(ops)-1 {
+			return fmt.Errorf("run on host: unlock must end the ops")
+		}
+		switch {
+		case o.Kind == "detach":
+			return o.Window.Validate(ops[i+1:])
+		case o.Kind == "verdict" && o.Args[0] == VerdictUndo:
+			return windowOps(ops[i+1:])
+		}
+	}
+	return nil
+}
+
+// Encloses says the ops after this one in its Run call run inside the
+// host's window: a detach's, a verdict undo's.
+func (o Op) Encloses() bool {
+	return o.Kind == "detach" || o.Kind == "verdict" && len(o.Args) == 1 && o.Args[0] == VerdictUndo
 }
 
 // Mutates reports whether the Op changes the host (the journal notes it).

@@ -3,9 +3,11 @@ package rollout_test
 // A run that dies leaves its journal on the host; the next apply reads it
 // and finishes or undoes the dead run's window (rollout/phase_recover.go).
 // Each test kills a run at one place (the Sim loses the connection before
-// or after a primitive), then runs the one recovery command, apply again,
-// and checks the host ends as planned or as it was, never in between, with
-// outcome words that say so.
+// or after a primitive, and the run does not come back), then runs the one
+// recovery command, apply again, and checks the host ends as planned or as
+// it was, never in between, with outcome words that say so. The window
+// goes on on the host by itself and ends there (window.go), unless its
+// process dies too (WindowDies: the host rebooted, say).
 
 import (
 	"context"
@@ -22,13 +24,37 @@ import (
 // again with policy, and returns both reports.
 func crashThenRecover(t *testing.T, d rollouttest.Dialer, p *plans.Plan, policy string) (first, second *rollout.HostResult) {
 	t.Helper()
-	r1 := applyFake(t, context.Background(), d, p, 1)
+	r1 := applyOnce(t, d, p)
+	if s := d[p.Hosts[0].Host].(*rollouttest.Sim); !s.WindowDies && strings.HasPrefix(r1.Hosts[0].State, "unknown: the connection was lost inside the window; the host ends") {
+		if e := s.WindowEnd(); e == nil {
+			t.Errorf("the host did not end its window by itself; its journal:\n%s", s.Journal)
+		}
+	}
 	o := rollout.ApplyOptions{Artifact: artifact, VerifyTimeout: 300 * time.Millisecond, Rollout: &plans.Resolved{Waves: plans.DefaultWaves, Recover: policy}}
 	r2, err := rollout.Apply(context.Background(), d, checked(t, p), o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r1.Hosts[0], r2.Hosts[0]
+}
+
+// applyOnce applies p with a run that does not dial a host again once it
+// lost it: as relayctl killed would.
+func applyOnce(t *testing.T, d rollouttest.Dialer, p *plans.Plan) *rollout.Report {
+	t.Helper()
+	rep, err := rollout.Apply(context.Background(), d, checked(t, p), rollout.ApplyOptions{Artifact: artifact, VerifyTimeout: 300 * time.Millisecond, Reconnects: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// dies is a crash at a place where the window's process dies too.
+func dies(crash func(*rollouttest.Sim)) func(*rollouttest.Sim) {
+	return func(s *rollouttest.Sim) {
+		crash(s)
+		s.WindowDies = true
+	}
 }
 
 // asPlanned and asWas say whether the Sim is as the plan promised or as it
@@ -57,26 +83,41 @@ func TestRecoveryFromEveryPlace(t *testing.T) {
 	}{
 		{"before the window", func(s *rollouttest.Sim) { s.CrashAfter = "place-release" }, "as it was", plans.RecoverComplete,
 			true, "", 1, 1, rollout.Applied, ""},
-		{"in the window after a sysctl: complete", func(s *rollouttest.Sim) { s.CrashAfter = "sysctl" }, "unknown", plans.RecoverComplete,
+		{"in the window after a sysctl: complete", dies(func(s *rollouttest.Sim) { s.CrashAfter = "sysctl" }), "unknown", plans.RecoverComplete,
 			true, rollout.RecoveryCompleted, 1, 1, rollout.Applied, ""},
-		{"in the window after a sysctl: rollback", func(s *rollouttest.Sim) { s.CrashAfter = "sysctl" }, "unknown", plans.RecoverRollback,
+		{"in the window after a sysctl: rollback", dies(func(s *rollouttest.Sim) { s.CrashAfter = "sysctl" }), "unknown", plans.RecoverRollback,
 			false, rollout.RecoveryRolledBack, 0, 0, rollout.RolledBack, "stopped inside its window"},
-		{"after a file was put in place: complete", func(s *rollouttest.Sim) { s.CrashAfter = "rename" }, "unknown", plans.RecoverComplete,
+		{"after a file was put in place: complete", dies(func(s *rollouttest.Sim) { s.CrashAfter = "rename" }), "unknown", plans.RecoverComplete,
 			true, rollout.RecoveryCompleted, 1, 1, rollout.Applied, ""},
-		{"after a file was put in place: rollback", func(s *rollouttest.Sim) { s.CrashAfter = "rename" }, "unknown", plans.RecoverRollback,
+		{"after a file was put in place: rollback", dies(func(s *rollouttest.Sim) { s.CrashAfter = "rename" }), "unknown", plans.RecoverRollback,
 			false, rollout.RecoveryRolledBack, 0, 0, rollout.RolledBack, ""},
-		{"after the release switched: complete", func(s *rollouttest.Sim) { s.CrashAfter = "link" }, "unknown", plans.RecoverComplete,
+		{"after the release switched: complete", dies(func(s *rollouttest.Sim) { s.CrashAfter = "link" }), "unknown", plans.RecoverComplete,
 			true, rollout.RecoveryCompleted, 1, 1, rollout.Applied, ""},
-		{"after the release switched: rollback", func(s *rollouttest.Sim) { s.CrashAfter = "link" }, "unknown", plans.RecoverRollback,
+		{"after the release switched: rollback", dies(func(s *rollouttest.Sim) { s.CrashAfter = "link" }), "unknown", plans.RecoverRollback,
 			false, rollout.RecoveryRolledBack, 0, 0, rollout.RolledBack, ""},
-		{"after the restart, before the read-back: complete", func(s *rollouttest.Sim) { s.CrashAfter = "restart" }, "unknown", plans.RecoverComplete,
+		{"after the restart, before the read-back: complete", dies(func(s *rollouttest.Sim) { s.CrashAfter = "restart" }), "unknown", plans.RecoverComplete,
 			true, rollout.RecoveryCompleted, 1, 0, rollout.Applied, ""},
-		{"after the restart, before the read-back: rollback", func(s *rollouttest.Sim) { s.CrashAfter = "restart" }, "unknown", plans.RecoverRollback,
+		{"after the restart, before the read-back: rollback", dies(func(s *rollouttest.Sim) { s.CrashAfter = "restart" }), "unknown", plans.RecoverRollback,
 			false, rollout.RecoveryRolledBack, 2, 1, rollout.RolledBack, ""},
-		{"in the restart (before it ran)", func(s *rollouttest.Sim) { s.DropIn = "restart" }, "unknown", plans.RecoverComplete,
+		{"in the restart (before it ran)", dies(func(s *rollouttest.Sim) { s.DropIn = "restart" }), "unknown", plans.RecoverComplete,
 			true, rollout.RecoveryCompleted, 1, 1, rollout.Applied, ""},
-		{"during commit", func(s *rollouttest.Sim) { s.DropIn = "commit" }, "", plans.RecoverComplete,
+		// The window's restart marked done, and no relay running (it died
+		// since): completing starts the planned release and reads it back.
+		{"after the restart, the relay gone since: complete", dies(func(s *rollouttest.Sim) { s.CrashAfter = "restart"; s.StopAfterCrash = true }), "unknown", plans.RecoverComplete,
+			true, rollout.RecoveryCompleted, 2, 1, rollout.Applied, ""},
+		{"during commit", func(s *rollouttest.Sim) { s.DropIn = "commit" }, "unknown", plans.RecoverComplete,
 			true, rollout.RecoveryCompleted, 1, 0, rollout.Applied, ""},
+		// The window goes on on the host without the run, and ends there:
+		// kept, since its read-back holds.
+		{"after a sysctl, the host goes on: complete", func(s *rollouttest.Sim) { s.CrashAfter = "sysctl" }, "unknown", plans.RecoverComplete,
+			true, rollout.RecoveryCompletedByHost, 1, 0, rollout.Applied, ""},
+		{"after a sysctl, the host goes on: rollback", func(s *rollouttest.Sim) { s.CrashAfter = "sysctl" }, "unknown", plans.RecoverRollback,
+			false, rollout.RecoveryRolledBack, 2, 1, rollout.RolledBack, ""},
+		{"in the restart, the host goes on", func(s *rollouttest.Sim) { s.DropIn = "restart" }, "unknown", plans.RecoverComplete,
+			true, rollout.RecoveryCompletedByHost, 1, 0, rollout.Applied, ""},
+		// ... and rolled back there, since its read-back does not hold.
+		{"in the restart, a release that does not hold", func(s *rollouttest.Sim) { s.DropIn = "restart"; s.IgnoreRB = true }, "unknown", plans.RecoverComplete,
+			false, rollout.RecoveryRolledBackByHost, 2, 0, rollout.RolledBack, "the host rolled its window back by itself after the connection was lost: read-back: ss rb"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,8 +161,8 @@ const StateAsWasPrefix = rollout.StateAsWas
 // refused, in between, with the command that recovers it.
 func TestRecoveryOfAnotherPlansWindowIsRefused(t *testing.T) {
 	d, p, sims := fleet(t, 1, "")
-	sims[0].CrashAfter = "link"
-	applyFake(t, context.Background(), d, p, 1)
+	sims[0].CrashAfter, sims[0].WindowDies = "link", true
+	applyOnce(t, d, p)
 	other := reload(t, p)
 	other.Checksum = "sha256:" + strings.Repeat("9", 64) // as if another plan's run had died there
 	sims[0].Journal = strings.Replace(sims[0].Journal, p.Checksum, other.Checksum, 1)

@@ -29,6 +29,10 @@ type step interface {
 	checks(c *checkCtx) []Check
 	// restored compare the host read back after a rollback with before.
 	restored(c *checkCtx) []Check
+	// hostChecks are what the host checks of its own reading when it ends
+	// the window by itself (window.go): a few of checks', in words the
+	// agent evaluates.
+	hostChecks(c *checkCtx) []HostCheck
 	traits() traits
 }
 
@@ -50,12 +54,13 @@ type traits struct {
 // do not need.
 type noStep struct{}
 
-func (noStep) prepare() []Op              { return nil }
-func (noStep) do() []Op                   { return nil }
-func (noStep) undo() []Op                 { return nil }
-func (noStep) checks(*checkCtx) []Check   { return nil }
-func (noStep) restored(*checkCtx) []Check { return nil }
-func (noStep) traits() traits             { return traits{} }
+func (noStep) prepare() []Op                    { return nil }
+func (noStep) do() []Op                         { return nil }
+func (noStep) undo() []Op                       { return nil }
+func (noStep) checks(*checkCtx) []Check         { return nil }
+func (noStep) restored(*checkCtx) []Check       { return nil }
+func (noStep) hostChecks(*checkCtx) []HostCheck { return nil }
+func (noStep) traits() traits                   { return traits{} }
 
 // undoOf is what rollback runs for a step whose do started; failed says
 // its do failed.

@@ -44,6 +44,10 @@ func (s readBack) checks(c *checkCtx) []Check {
 	return out
 }
 
+func (s readBack) hostChecks(*checkCtx) []HostCheck {
+	return []HostCheck{{Kind: "rb", Args: []string{strconv.Itoa(s.expected)}}}
+}
+
 func (s readBack) restored(c *checkCtx) []Check {
 	if !c.before.Socket.Found {
 		return nil

@@ -84,6 +84,20 @@ func (s restart) do() []Op {
 	return []Op{s.service("restart")}
 }
 
+// starter is a switch that can start the planned release on its own: what
+// completing a window does when its switch was done and no relay runs.
+type starter interface{ start() []Op }
+
+// start starts the planned release whatever the switch (a handoff or a
+// reload needs a running relay): the manager's restart, from an empty
+// store when the window empties it.
+func (s restart) start() []Op {
+	if s.clearStore == "window" {
+		return s.cleared()
+	}
+	return []Op{s.service("restart")}
+}
+
 // cleared is a restart from an empty store: stop (which empties it on
 // systemd 252), clear what a preserved store (254+) kept, then start the
 // release, which binds its own socket.
@@ -191,6 +205,20 @@ func (s restart) checks(c *checkCtx) []Check {
 		out = append(out, check("systemd restarts of "+s.svc.Name+" on its own since the window", "0", strconv.Itoa(c.after.Service.Restarts)))
 	}
 	return out
+}
+
+// hostChecks: the relay runs, a new process where the plan restarts a
+// running one (a reload keeps its process: nothing to tell apart), from the
+// planned release's folder when the plan ships one.
+func (s restart) hostChecks(c *checkCtx) []HostCheck {
+	old, dir := "-", "-"
+	if s.planned && !s.reload && c.before != nil && c.before.Service.Running && c.before.Service.PID > 0 {
+		old = strconv.Itoa(c.before.Service.PID)
+	}
+	if c.p.Relay.Kind != plans.ReleaseKindNone {
+		dir = releaseDir(c.p)
+	}
+	return []HostCheck{{Kind: "pid", Args: []string{old, dir}}}
 }
 
 func (s restart) restored(c *checkCtx) []Check {

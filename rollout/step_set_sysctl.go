@@ -51,6 +51,10 @@ func (s setSysctl) checks(c *checkCtx) []Check {
 	return []Check{check("sysctl "+s.key, s.value, tune.Normalize(c.after.Sysctls[s.key].Value))}
 }
 
+func (s setSysctl) hostChecks(*checkCtx) []HostCheck {
+	return []HostCheck{{Kind: "sysctl", Args: []string{s.key, s.value}}}
+}
+
 func (s setSysctl) restored(c *checkCtx) []Check {
 	return []Check{check("sysctl "+s.key, tune.Normalize(c.before.Sysctls[s.key].Value), tune.Normalize(c.after.Sysctls[s.key].Value))}
 }

@@ -55,6 +55,11 @@ func (s switchRelease) checks(c *checkCtx) []Check {
 	return []Check{check("release "+s.link, s.dir, got)}
 }
 
+// hostChecks: the link holds exactly what the window's link op wrote.
+func (s switchRelease) hostChecks(*checkCtx) []HostCheck {
+	return []HostCheck{{Kind: "link", Args: []string{s.dir}}}
+}
+
 func (s switchRelease) restored(c *checkCtx) []Check {
 	return []Check{check("release link "+s.link, orAbsent(c.before.Release.CurrentRaw), orAbsent(c.after.Release.CurrentRaw))}
 }

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # chaos.sh: the long run of the chaos test (cmd/relayctl/lab_chaos_test.go,
-# docs/recovery.md). Each trial plans the other release on three lab hosts,
-# applies it, and 30-700 ms in kills relayctl, cuts a host's SSH
-# connection, kills a host's agent or fills a disk; then the one recovery
-# command (apply --resume) must leave every host as planned or as it was,
-# with one relay process and a receipt and ledger that say so. Prints the
-# figures by fault, phase and recovery, and writes them as JSON.
+# docs/recovery.md). Each trial plans the other release on three lab hosts
+# (a third of the trials on two hosts with a real systemd), applies it,
+# and at a random moment of its stage, window, read-back or commit kills
+# relayctl, cuts a host's SSH session and everything under it, kills every
+# relayctl process on a host or fills a disk; 2 s after a cut every relay
+# must run, and the one recovery command (apply --resume) must leave every
+# host as planned or as it was, with one relay process and a receipt and
+# ledger that say so. Prints the figures by fault, phase and recovery, and
+# writes them as JSON.
 #
 # Needs root (the lab). Takes the machine's global sysctl lock for the
 # whole run, as the Go lab tests do.

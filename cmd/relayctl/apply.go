@@ -110,6 +110,7 @@ Examples:
 			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal of an unfinished run that cannot be recovered with this plan (another plan's, or unreadable), after checking the host, and apply"},
 			&cli.DurationFlag{Name: "verify-timeout", Value: 15 * time.Second, Usage: "how long to wait for the restarted relay to read back as planned"},
 			&cli.DurationFlag{Name: "stable-for", DefaultText: "1s under systemd, where Restart= can hide a crash; else one read-back", Usage: "how long the restarted relay must keep reading back as planned, the same process, before the host counts as applied"},
+			&cli.IntFlag{Name: "reconnects", Value: rollout.DefaultReconnects, Usage: "how many times to dial a host again after its connection was lost inside the window (the host finishes the window by itself meanwhile, and its journal says how); 0 dials none"},
 			&cli.StringFlag{Name: "waves", Usage: "wave `SIZES`, e.g. 1,5,25%,100%: hosts, or a share of the hosts left; the last repeats (default: the plan's rollout, else 1,100%)"},
 			&cli.StringFlag{Name: "max-failures", Usage: "failed, rolled back or refused hosts a wave may have for the rollout to go on: `N` or N% of the wave (default: the plan's rollout, else 0)"},
 			&cli.StringFlag{Name: "max-unreachable", Usage: "unreachable hosts a wave may have for the rollout to go on: `N` or N% of the wave (default: the plan's rollout, else 0)"},
@@ -173,6 +174,7 @@ func runApply(c *cli.Context, e *env) error {
 		Progress:      e.stderr,
 		VerifyTimeout: c.Duration("verify-timeout"),
 		StableFor:     c.Duration("stable-for"),
+		Reconnects:    reconnects(c.Int("reconnects")),
 		Rollout:       fleet.rollout,
 		Resume:        fleet.resume,
 		Only:          fleet.only,
@@ -237,7 +239,7 @@ func printRecap(w io.Writer, rep *rollout.Report) {
 			fmt.Fprintf(w, "%s: applied, soak: %s: %s (%s)\n", plans.Visible(h.Host), s.Verdict, plans.Visible(s.Why), s.Action)
 		}
 		if h.Recovery != "" && h.Outcome == rollout.Applied {
-			fmt.Fprintf(w, "%s: applied, %s (the run that died: %s)\n", plans.Visible(h.Host), h.Recovery, plans.Visible(h.DeadRun))
+			fmt.Fprintf(w, "%s: applied, %s%s\n", plans.Visible(h.Host), h.Recovery, deadRun(h.DeadRun))
 		}
 	}
 	if rep.Stopped != "" {
@@ -364,6 +366,22 @@ func inspectPlan(file string) (*plans.Plan, []byte, error) {
 	}
 	c, err := checkLoaded(file, p)
 	return c.Plan(), data, err
+}
+
+// deadRun names the run whose window a host's apply recovered, if another.
+func deadRun(owner string) string {
+	if owner == "" {
+		return ""
+	}
+	return " (the run that died: " + plans.Visible(owner) + ")"
+}
+
+// reconnects is --reconnects as the engine takes it (0 there is its default).
+func reconnects(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 func owner(p *plans.Plan) string {

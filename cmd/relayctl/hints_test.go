@@ -165,7 +165,7 @@ func TestEveryHintMovesForward(t *testing.T) {
 			setup: func(w *hintWorld) []string {
 				w.change("h1", func(s *rollouttest.Sim) { s.CrashAfter = "restart" })
 				w.mustPlan()
-				return plain(w)
+				return append(plain(w), "--reconnects", "0") // a host it cannot dial again
 			},
 			follow: [][]string{{"apply", "PLAN", "--resume"}}, moved: applied("x.plan", "h1")},
 		{name: "a host key refused", host: "h1", outcome: rollout.Refused, next: rollout.NextFix,
@@ -294,12 +294,12 @@ func TestEveryHintMovesForward(t *testing.T) {
 				w.run("plan", other, "--out", w.dir+"/other.plan")
 				w.mustPlan()
 				w.change("h1", func(s *rollouttest.Sim) { s.DropIn = "restart" })
-				w.run("apply", w.dir+"/other.plan")
+				w.run("apply", w.dir+"/other.plan", "--reconnects", "0")
 				return plain(w)
 			},
 			follow: [][]string{{"apply", "THAT_PLAN", "--resume"}},
 			moved: func(w *hintWorld, code int) {
-				if h := w.host(w.dir+"/other.plan", "h1"); h.Outcome != rollout.Applied || h.Recovery != rollout.RecoveryCompleted {
+				if h := w.host(w.dir+"/other.plan", "h1"); h.Outcome != rollout.Applied || h.Recovery != rollout.RecoveryCompletedByHost {
 					w.t.Errorf("that plan's --resume: %s (%s)\n%s", h.Outcome, h.Recovery, w.lastErr)
 				}
 			}},

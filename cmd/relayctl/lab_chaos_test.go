@@ -6,12 +6,19 @@ package main
 // own, and at a random moment of a phase it picks (the stage, the window,
 // the read-back and commit, or any time in the first 700 ms, each found by
 // watching the victim host's journal) does one of: SIGKILL relayctl, cut a
-// host's SSH connection, kill the agent on a host, or fill a disk on a
-// host (its releases or its state folder). The relay's stop takes 300 ms,
-// as a relay that drains does, so a window is long enough to be hit. Then it runs the
-// one documented recovery, `relayctl apply PLAN --resume`, and checks
-// every host: as planned or as it was (never in between), one relay process,
-// rb as its outcome says, the ledger and the receipt's words true to it.
+// host's SSH connection (its session and everything under it killed on
+// the host, lab.Host.CutSessions: the per-connection sshd, its process
+// tree and its sessions; under systemd the session scope's whole cgroup),
+// kill every relayctl process on a host (its agent and its window's), or
+// fill a disk on a host (its releases or its state folder). The relay's
+// stop takes 300 ms, as a relay that drains does, so a window is long
+// enough to be hit. 2 s after a cut every relay must be running again.
+// Then it runs the one documented recovery, `relayctl apply PLAN
+// --resume`, and checks every host: as planned or as it was (never in
+// between), one relay process, rb as its outcome says, the ledger and the
+// receipt's words true to it. A third of the trials run on hosts with a
+// real systemd (relayd.service, logind sessions), the rest under the
+// command manager.
 //
 // RELAYCTL_CHAOS_TRIALS (default 4: the CI run) and RELAYCTL_CHAOS_SEED
 // choose the run; RELAYCTL_CHAOS_OUT=FILE writes its figures as JSON
@@ -51,52 +58,74 @@ var chaosPhases = []chaosPhase{
 	{"read-back and commit", "done restart", 150},
 }
 
-// chaosFaults are the faults a trial picks from.
+// chaosFaults are the faults a trial picks from (systemd hosts have no
+// small disks of their own to fill).
 var chaosFaults = []string{"kill relayctl", "cut a connection", "kill an agent", "fill a disk"}
 
 // chaosFigures are a run's counts, for docs/recovery.md.
 type chaosFigures struct {
-	Seed        int64          `json:"seed"`
-	Trials      int            `json:"trials"`
-	Faults      map[string]int `json:"faults"`           // by kind
-	Aimed       map[string]int `json:"aimed_at"`         // the phase each trial aimed at
-	Policies    map[string]int `json:"recover_policies"` // --recover of each recovery
-	Phases      map[string]int `json:"faults_by_phase"`  // where each host was when it hit
-	Recoveries  map[string]int `json:"recoveries"`       // what the recovering run did, by host
-	InBetween   int            `json:"hosts_in_between"`
-	MoreThanOne int            `json:"recoveries_needing_more_than_one_command"`
-	Problems    []string       `json:"problems,omitempty"`
+	Seed       int64          `json:"seed"`
+	Trials     int            `json:"trials"`
+	Faults     map[string]int `json:"faults"`           // by kind
+	Aimed      map[string]int `json:"aimed_at"`         // the phase each trial aimed at
+	Policies   map[string]int `json:"recover_policies"` // --recover of each recovery
+	Phases     map[string]int `json:"faults_by_phase"`  // where each host was when it hit
+	Recoveries map[string]int `json:"recoveries"`       // what the recovering run did, by host
+	Managers   map[string]int `json:"trials_by_manager"`
+	CutsAimed  map[string]int `json:"cuts_aimed_at"` // the phase each cut aimed at
+	// Cuts: the hosts' relays checked 2 s after each cut (hosts x cuts),
+	// those not running then, and the cut trials whose own run converged.
+	RelaysAfterCut   int      `json:"relays_checked_2s_after_a_cut"`
+	DownAfterCut     int      `json:"relays_down_2s_after_a_cut"`
+	CutsConvergedRun int      `json:"cut_trials_converged_by_the_cut_run"`
+	InBetween        int      `json:"hosts_in_between"`
+	MoreThanOne      int      `json:"recoveries_needing_more_than_one_command"`
+	Problems         []string `json:"problems,omitempty"`
 }
 
 func TestLabChaos(t *testing.T) {
 	trials := envInt(t, "RELAYCTL_CHAOS_TRIALS", 4)
 	seed := int64(envInt(t, "RELAYCTL_CHAOS_SEED", int(time.Now().UnixNano()%1e9)))
 	rng := rand.New(rand.NewPCG(uint64(seed), 20))
-	c := newChaos(t)
-	fig := &chaosFigures{Seed: seed, Trials: trials, Faults: map[string]int{}, Aimed: map[string]int{}, Policies: map[string]int{}, Phases: map[string]int{}, Recoveries: map[string]int{}}
+	fig := &chaosFigures{Seed: seed, Trials: trials, Faults: map[string]int{}, Aimed: map[string]int{}, Policies: map[string]int{},
+		Phases: map[string]int{}, Recoveries: map[string]int{}, Managers: map[string]int{}, CutsAimed: map[string]int{}}
 	t.Logf("chaos: seed %d, %d trials", seed, trials)
-	for n := range trials {
-		c.trial(n, rng, fig)
+	systemd := trials / 3
+	for _, m := range []struct {
+		name   string
+		trials int
+	}{{"command", trials - systemd}, {"systemd", systemd}} {
+		t.Run(m.name, func(t *testing.T) {
+			if m.trials == 0 {
+				t.Skip("no trials")
+			}
+			c := newChaos(t, m.name == "systemd")
+			for n := range m.trials {
+				c.trial(n, rng, fig)
+				fig.Managers[m.name]++
+			}
+		})
 	}
 	t.Logf("chaos: %+v", *fig)
 	if out := os.Getenv("RELAYCTL_CHAOS_OUT"); out != "" {
 		b, _ := json.MarshalIndent(fig, "", "  ")
 		os.WriteFile(out, b, 0o644)
 	}
-	if fig.InBetween > 0 || fig.MoreThanOne > 0 {
-		t.Errorf("%d host(s) in between, %d recoveries needing more than one command (seed %d):\n%s",
-			fig.InBetween, fig.MoreThanOne, seed, strings.Join(fig.Problems, "\n"))
+	if fig.InBetween > 0 || fig.MoreThanOne > 0 || fig.DownAfterCut > 0 || len(fig.Problems) > 0 {
+		t.Errorf("%d host(s) in between, %d recoveries needing more than one command, %d relays down 2 s after a cut (seed %d):\n%s",
+			fig.InBetween, fig.MoreThanOne, fig.DownAfterCut, seed, strings.Join(fig.Problems, "\n"))
 	}
 }
 
-// chaos is the test's lab: three hosts, both releases, and relayctl built
-// as a program of its own (it is killed).
+// chaos is the test's lab: three hosts (two with systemd), both
+// releases, and relayctl built as a program of its own (it is killed).
 type chaos struct {
-	t     *testing.T
-	e     *labEnv
-	bin   string
-	specs [2]string // 1.8.0, then 1.7.0
-	want  [2]chaosHost
+	t       *testing.T
+	e       *labEnv
+	bin     string
+	specs   [2]string // 1.8.0, then 1.7.0
+	want    [2]chaosHost
+	systemd bool
 }
 
 // chaosHost is what a host is: the release its link names, its rb.
@@ -105,9 +134,16 @@ type chaosHost struct {
 	rb      uint64
 }
 
-func newChaos(t *testing.T) *chaos {
-	c := &chaos{t: t}
-	c.e = startLab(t, make([]lab.HostOptions, 3), nil)
+func newChaos(t *testing.T, systemd bool) *chaos {
+	c := &chaos{t: t, systemd: systemd}
+	if systemd {
+		c.e = startLab(t, []lab.HostOptions{{Systemd: true, Logind: true}, {Systemd: true, Logind: true}}, func(s string) string {
+			return strings.Replace(s, "    manager: command\n    start: ["+lab.ServiceScript+", start]\n    stop: ["+lab.ServiceScript+", stop]\n    pid_file: "+lab.RelayPIDFile+"\n",
+				"    manager: systemd\n    name: relayd\n", 1)
+		})
+	} else {
+		c.e = startLab(t, make([]lab.HostOptions, 3), nil)
+	}
 	c.bin = filepath.Join(t.TempDir(), "relayctl")
 	if out, err := exec.Command("go", "build", "-o", c.bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build relayctl: %v %s", err, out)
@@ -122,6 +158,15 @@ func newChaos(t *testing.T) *chaos {
 	c.specs[1] = filepath.Join(c.e.dir, "older.yaml")
 	os.WriteFile(c.specs[1], []byte(older), 0o644)
 	c.want = [2]chaosHost{{"1.8.0", 8388608}, {"1.7.0", 4194304}}
+	if systemd {
+		// The unit's stop takes 300 ms too.
+		for _, h := range c.e.lab.Hosts {
+			c.sh(h, `set -e
+printf '[Service]\nExecStopPost=/bin/sleep 0.3\n' > /etc/systemd/system/relayd.service.d/chaos-slow-stop.conf
+systemctl daemon-reload`)
+		}
+		return c
+	}
 	// Small disks of their own for the releases and the state folder, so a
 	// fault can fill them.
 	for _, h := range c.e.lab.Hosts {
@@ -164,12 +209,17 @@ func (c *chaos) trial(n int, rng *rand.Rand, fig *chaosFigures) {
 	if out, err := c.run(args...).CombinedOutput(); err != nil {
 		t.Fatalf("trial %d: plan: %v %s", n, err, out)
 	}
-	fault := chaosFaults[rng.IntN(len(chaosFaults))]
+	faults := chaosFaults
+	if c.systemd {
+		faults = faults[:3]
+	}
+	fault := faults[rng.IntN(len(faults))]
 	victim := c.e.lab.Hosts[rng.IntN(len(c.e.lab.Hosts))]
 	fig.Faults[fault]++
 	first := c.run("apply", plan, "--waves", "100%", "--parallel", "3", "--max-failures", "3", "--max-unreachable", "3")
 	var out strings.Builder
 	first.Stdout, first.Stderr = &out, &out
+	began := time.Now()
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -179,12 +229,20 @@ func (c *chaos) trial(n int, rng *rand.Rand, fig *chaosFigures) {
 	fig.Aimed[phase.name]++
 	ended := c.await(victim, phase, done, rng)
 	undo := c.inject(fault, victim, first, rng)
+	if fault == "cut a connection" {
+		fig.CutsAimed[phase.name]++
+		c.relaysAfterCut(n, fig)
+	}
 	select {
 	case <-ended:
 	case <-time.After(3 * time.Minute):
 		first.Process.Kill()
 		<-done
 		t.Fatalf("trial %d: the faulty apply never ended:\n%s", n, out.String())
+	}
+	faulty := time.Since(began)
+	if fault == "cut a connection" && c.converged(plan) {
+		fig.CutsConvergedRun++
 	}
 	c.waitAgents()
 	for _, h := range c.e.lab.Hosts {
@@ -196,8 +254,11 @@ func (c *chaos) trial(n int, rng *rand.Rand, fig *chaosFigures) {
 	policy := []string{"complete", "rollback"}[rng.IntN(2)]
 	fig.Policies[policy]++
 	rec := c.run("apply", plan, "--resume", "--recover", policy, "--waves", "100%", "--parallel", "3", "--max-failures", "3", "--max-unreachable", "3")
+	began = time.Now()
 	recOut, err := rec.CombinedOutput()
 	code := exitOf(err)
+	t.Logf("trial %d: %s on %s aimed at %s: the faulty apply %.1f s (exit %d); the recovery, --recover %s, %.1f s (exit %d)",
+		n, fault, victim.Name, phase.name, faulty.Seconds(), first.ProcessState.ExitCode(), policy, time.Since(began).Seconds(), code)
 	c.check(n, target, fault, before, plan, code, string(recOut), fig)
 }
 
@@ -207,7 +268,9 @@ func (c *chaos) inject(fault string, h *lab.Host, apply *exec.Cmd, rng *rand.Ran
 	case "kill relayctl":
 		apply.Process.Signal(syscall.SIGKILL)
 	case "cut a connection":
-		exec.Command("pkill", "-KILL", "-P", strconv.Itoa(h.SSHDPID)).Run()
+		if _, err := h.CutSessions(); err != nil {
+			c.t.Errorf("cut: %v", err)
+		}
 	case "kill an agent":
 		for _, pid := range c.agents(h) {
 			syscall.Kill(pid, syscall.SIGKILL)
@@ -248,8 +311,35 @@ func (c *chaos) await(h *lab.Host, ph chaosPhase, done chan error, rng *rand.Ran
 	return done
 }
 
-// agents are the PIDs of relayctl agents running on h (in its mount
-// namespace).
+// relaysAfterCut checks, 2 s after a cut, that every host's relay runs.
+func (c *chaos) relaysAfterCut(n int, fig *chaosFigures) {
+	time.Sleep(2 * time.Second)
+	for _, h := range c.e.lab.Hosts {
+		fig.RelaysAfterCut++
+		if k := c.relays(h); k < 1 {
+			fig.DownAfterCut++
+			fig.Problems = append(fig.Problems, fmt.Sprintf("trial %d (cut a connection): %s: no relay running 2 s after the cut", n, h.Name))
+		}
+	}
+}
+
+// converged says the faulty run's own receipt has every host applied,
+// unchanged or rolled back: the run that was cut off converged.
+func (c *chaos) converged(plan string) bool {
+	var r rollout.FleetReceipt
+	if b, err := os.ReadFile(plan + ".receipt.json"); err != nil || json.Unmarshal(b, &r) != nil || len(r.Hosts) == 0 {
+		return false
+	}
+	for _, h := range r.Hosts {
+		if h.Outcome != rollout.Applied && h.Outcome != rollout.Unchanged && h.Outcome != rollout.RolledBack {
+			return false
+		}
+	}
+	return true
+}
+
+// agents are the PIDs of relayctl's processes on h (in its mount
+// namespace): its sessions' agents and its windows'.
 func (c *chaos) agents(h *lab.Host) []int {
 	var pids []int
 	procs, _ := os.ReadDir("/proc")
@@ -260,17 +350,19 @@ func (c *chaos) agents(h *lab.Host) []int {
 		}
 		cmdline, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline")
 		ns, _ := os.Readlink("/proc/" + p.Name() + "/ns/mnt")
-		if strings.Contains(string(cmdline), "relayctl-agent") && ns == h.MountNS {
+		if (strings.Contains(string(cmdline), "relayctl-agent\x00") || strings.Contains(string(cmdline), "relayctl-window\x00")) && ns == h.MountNS {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
 }
 
-// waitAgents waits until no agent runs on any host: an agent whose
-// relayctl is gone goes on with its batch until it next writes to it.
+// waitAgents waits until no agent runs on any host: a window whose
+// relayctl is gone ends by itself (its read-back, at most
+// --verify-timeout), and an agent goes on with its batch until it next
+// writes to relayctl.
 func (c *chaos) waitAgents() {
-	for range 600 {
+	for range 1200 {
 		busy := false
 		for _, h := range c.e.lab.Hosts {
 			busy = busy || len(c.agents(h)) > 0
@@ -280,7 +372,7 @@ func (c *chaos) waitAgents() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	c.t.Fatal("agents still running 30 s after the faulty apply ended")
+	c.t.Fatal("agents still running 60 s after the faulty apply ended")
 }
 
 // phaseOf is where the faulty run left a host, from its journal.
@@ -323,8 +415,19 @@ func (c *chaos) host(h *lab.Host) chaosHost {
 	return ch
 }
 
-// relays counts the relayd processes in h's relay network namespace.
+// relays counts the relayd processes in h's relay network namespace (on
+// a systemd host, in relayd.service's cgroup).
 func (c *chaos) relays(h *lab.Host) int {
+	if h.Kind == lab.KindSystemd {
+		n := 0
+		procs, _ := os.ReadFile(filepath.Join(h.Cgroup, "system.slice", "relayd.service", "cgroup.procs"))
+		for _, p := range strings.Fields(string(procs)) {
+			if exe, _ := os.Readlink("/proc/" + p + "/exe"); strings.Contains(exe, "/opt/relay/releases/") {
+				n++
+			}
+		}
+		return n
+	}
 	want, err := os.Stat("/run/netns/" + h.RelayNetns)
 	if err != nil {
 		return -1
@@ -370,7 +473,7 @@ func (c *chaos) check(n, target int, fault string, before []chaosHost, plan stri
 			}
 		case rh.State == rollout.StateAsWas:
 			if !was {
-				problem("%s: the receipt says %s (as it was), the host is not: %+v", h.Name, rh.Outcome, now)
+				problem("%s: the receipt says %s (as it was: %s), the host is not: %+v", h.Name, rh.Outcome, rh.Reason, now)
 			}
 		default:
 			// Neither applied nor as it was: a recovery that did not converge.

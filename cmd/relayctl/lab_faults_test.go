@@ -18,6 +18,7 @@ import (
 
 	"github.com/relayctl/relayctl/internal/kerneltest"
 	"github.com/relayctl/relayctl/internal/lab"
+	"github.com/relayctl/relayctl/rollout"
 )
 
 // slowStop makes the relay's stop take a while, so a test can act while a
@@ -90,36 +91,41 @@ func TestLabSecondApplyIsRefused(t *testing.T) {
 	}
 }
 
+// A run whose connection is killed inside the window, and that does not
+// dial the host again (--reconnects 0), says the host ends the window by
+// itself; the host does, and the one recovery command reports it.
 func TestLabConnectionKilledInWindow(t *testing.T) {
 	e := startLab(t, []lab.HostOptions{{}}, slowStop)
 	h := e.lab.Hosts[0]
-	first := e.applyIntoWindow(h)
+	if code, _, errs := e.relayctl("plan", e.spec, "-out", e.plan, "--detailed-exitcode"); code != 2 {
+		t.Fatalf("plan: exit %d: %s", code, errs)
+	}
+	first := e.applyAsync("--reconnects", "0")
+	waitJournal(t, h, "start restart")
 	// Kill the SSH connection: the per-connection sshd processes are the
 	// listening sshd's children.
 	if out, err := exec.Command("pkill", "-KILL", "-P", strconv.Itoa(h.SSHDPID)).CombinedOutput(); err != nil {
 		t.Fatalf("pkill: %v %s", err, out)
 	}
 	r := <-first
-	if r.code != 1 || !strings.Contains(r.out, "failed:") || !strings.Contains(r.out, "journal") {
-		t.Errorf("killed apply: exit %d, want 1, failed, pointing at the journal\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.err)
+	if r.code != 1 || !strings.Contains(r.out, "failed:") || !strings.Contains(r.out, "the host ends its window by itself") || !strings.Contains(r.out, "journal") {
+		t.Errorf("killed apply: exit %d, want 1, failed, the host ending its window, its journal named\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.err)
 	}
-	// The orphaned window goes on until it next writes to the dead
-	// connection; wait until it is done with the relay before looking.
-	waitJournal(t, h, "ok restart command")
+	// The window goes on on the host, reads itself back, and keeps it.
+	waitJournal(t, h, "window kept by=host")
 
-	// The one recovery command: --resume. The journal shows the window got
-	// through its restart, so the run that died is completed: no restart,
-	// the read-back, the receipt, the journal filed with it.
+	// The one recovery command: --resume. The journal shows the host kept
+	// the window: no restart, the read-back, the receipt, the journal filed.
 	pid, _, _ := e.socket(h)
 	code, out, errs := e.relayctl("apply", e.plan, "--resume")
-	if code != 0 || !strings.Contains(out, "lab-1: applied, completed after a crash") || !strings.Contains(errs, "a dead run's lock was left") {
-		t.Errorf("apply --resume: exit %d, want 0, completed after a crash, the dead run's lock named\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	if code != 0 || !strings.Contains(out, "lab-1: applied, "+rollout.RecoveryCompletedByHost) || !strings.Contains(errs, "a dead run's lock was left") {
+		t.Errorf("apply --resume: exit %d, want 0, %s, the dead run's lock named\nstdout:\n%s\nstderr:\n%s", code, rollout.RecoveryCompletedByHost, out, errs)
 	}
 	if p2, rb, _ := e.socket(h); p2 != pid || rb != 8388608 {
 		t.Errorf("after the recovery: pid %d → %d, rb %d; want no restart and rb 8388608", pid, p2, rb)
 	}
-	if r := readReceipt(t, e.plan+".receipt.json"); r.Hosts[0].Outcome != "applied" || r.Hosts[0].Recovery != "completed after a crash" || r.Hosts[0].Restarts != 0 {
-		t.Errorf("receipt: %+v; want applied, completed after a crash, no restart", r.Hosts[0])
+	if r := readReceipt(t, e.plan+".receipt.json"); r.Hosts[0].Outcome != "applied" || r.Hosts[0].Recovery != rollout.RecoveryCompletedByHost || r.Hosts[0].Restarts != 0 {
+		t.Errorf("receipt: %+v; want applied, %s, no restart", r.Hosts[0], rollout.RecoveryCompletedByHost)
 	}
 	if out, err := h.Exec(context.Background(), "sh", "-c", "test ! -e /var/lib/relayctl/journal && test ! -e /var/lib/relayctl/lock.owner && ls /var/lib/relayctl/receipts/*.journal"); err != nil {
 		t.Errorf("after the recovery the journal or the lock owner is still there, or no journal was filed: %v %s", err, out)

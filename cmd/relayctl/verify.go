@@ -75,7 +75,8 @@ func runVerify(c *cli.Context, e *env) error {
 			rep.Summary.Unreachable++
 			continue
 		}
-		vh := verifyHost{Host: h.Host, Address: h.Address, OK: true, Checks: append([]rollout.Check{}, rollout.PlannedChecks(p, h, nil, f)...)}
+		vh := verifyHost{Host: h.Host, Address: h.Address, OK: true, Checks: append([]rollout.Check{}, rollout.PlannedChecks(p, h, nil, f)...),
+			Unfinished: plans.Visible(rollout.JournalNote(f.Journal))}
 		for _, ch := range vh.Checks {
 			vh.OK = vh.OK && ch.OK
 		}
@@ -210,6 +211,9 @@ type verifyHost struct {
 	// Unreachable is why the host could not be read (now, or when the
 	// plan was made); it then has no checks and no drops.
 	Unreachable string `json:"unreachable,omitempty"`
+	// Unfinished is what a run's journal left on the host says (a window
+	// the host ended by itself after its run's connection was lost, say).
+	Unfinished string `json:"unfinished,omitempty"`
 }
 
 // printVerifyTable prints the checks that differ, one row each, and one
@@ -265,6 +269,11 @@ func printVerifyTable(e *env, rep verifyReport) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s %g/s\t\n", plans.Visible(h.Host), d.Now.SSDrops, d.Now.RcvbufErrors, rx, plans.Visible(since), rate, verdict, d.Allowed)
 	}
 	tw.Flush()
+	for _, h := range rep.Hosts {
+		if h.Unfinished != "" {
+			notes = append(notes, plans.Visible(h.Host)+": "+h.Unfinished)
+		}
+	}
 	for _, n := range notes {
 		fmt.Fprintln(e.stdout, n)
 	}

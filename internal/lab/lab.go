@@ -122,6 +122,12 @@ type HostOptions struct {
 	// namespace, which is the machine's, where a bench in the test
 	// process reaches it (give it a port of its own: lab.FreePort).
 	Systemd bool
+	// Logind registers a systemd host's SSH sessions with logind (sshd's
+	// UsePAM with pam_systemd, as on a stock Debian host): each session is
+	// a scope unit of its own, whose cgroup a session teardown or an OOM
+	// kill takes whole (Host.CutSessions). Without it the sessions run in
+	// ssh.service's cgroup.
+	Logind bool
 	// Services are units of Debian packages installed on the machine that
 	// the host runs in its relay network namespace (systemd hosts only;
 	// services.go). The packaged UDP servers the lab knows (unbound,
@@ -181,10 +187,12 @@ type Host struct {
 
 	dir           string        // lab-N directory
 	noNetnsDropIn bool          // systemd host: relayd in the host's (the machine's) network namespace
+	logind        bool          // systemd host: SSH sessions in logind's session scopes
 	vethBlock     int           // its /30 in 10.231.0.0/16 (SSHDInNetns)
 	services      []Service     // HostOptions.Services
 	sshdv         *exec.Cmd     // nil for a loaded lab
 	done          chan struct{} // closed when sshdv has been reaped
+	mountPin      *os.File      // the sshd's mount namespace, held open until stop (procTracker)
 }
 
 // Host returns the host with the given alias, or nil.
@@ -464,7 +472,14 @@ func (h *Host) stop() error {
 			nets[id] = true
 		}
 	}
-	tr := &procTracker{mnt: h.MountNS, nets: nets, seen: map[int]bool{}}
+	tr := trackHost(h.MountNS, nets, h.mountPin, h.SSHDPID)
+	defer tr.release()
+	defer func() {
+		if h.mountPin != nil {
+			h.mountPin.Close()
+			h.mountPin = nil
+		}
+	}()
 	procs := func() []int {
 		ps := tr.scan()
 		// An sshd that never became ready has no MountNS yet. Until we reap

@@ -65,10 +65,63 @@ func labProcs(mnt string, nets map[string]bool) []int {
 // process drops its namespaces before it becomes a zombie, so a pid once
 // seen stays tracked until it has exited, unless it shows namespaces of
 // others (its pid was reused).
+//
+// The kernel hands a freed namespace's number to the next namespace made, so
+// a scan by number after the host's last process exited would find another
+// host's processes. A tracker therefore matches by mount namespace only
+// while it holds that namespace open (an open descriptor keeps it, and its
+// number, alive): pinned from the host's own first process.
 type procTracker struct {
-	mnt  string
-	nets map[string]bool
-	seen map[int]bool
+	mnt    string
+	nets   map[string]bool
+	seen   map[int]bool
+	pinned *os.File
+}
+
+// trackHost tracks the processes in mount namespace mnt, held open by pin
+// (or, without one, pinned through owner, the process that made it), and
+// in the network namespaces nets. When mnt cannot be pinned, its number may
+// already be another's, and the tracker leaves it out.
+func trackHost(mnt string, nets map[string]bool, pin *os.File, owner int) *procTracker {
+	t := &procTracker{nets: nets, seen: map[int]bool{}}
+	if mnt == "" {
+		return t
+	}
+	if pin != nil {
+		if f, err := dupFile(pin); err == nil {
+			t.mnt, t.pinned = mnt, f
+		}
+		return t
+	}
+	if f, err := pinMountNS(owner, mnt); err == nil {
+		t.mnt, t.pinned = mnt, f
+	}
+	return t
+}
+
+// pinMountNS opens pid's mount namespace, if it is still mnt.
+func pinMountNS(pid int, mnt string) (*os.File, error) {
+	if pid <= 0 {
+		return nil, fmt.Errorf("no process to pin %s through", mnt)
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/mnt", pid))
+	if err != nil {
+		return nil, err
+	}
+	if id, err := nsID("mnt", fmt.Sprintf("/proc/self/fd/%d", f.Fd())); err != nil || id != mnt {
+		f.Close()
+		return nil, fmt.Errorf("pid %d is not in %s any more", pid, mnt)
+	}
+	return f, nil
+}
+
+func dupFile(f *os.File) (*os.File, error) {
+	fd, err := syscall.Dup(int(f.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 // scan returns the host's live processes.
@@ -85,6 +138,14 @@ func (t *procTracker) scan() []int {
 		}
 	}
 	return ps
+}
+
+// release lets the pinned namespace go.
+func (t *procTracker) release() {
+	if t.pinned != nil {
+		t.pinned.Close()
+		t.pinned = nil
+	}
 }
 
 func (t *procTracker) ours(pid int) bool {

@@ -150,6 +150,7 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 			// reaches it through /proc/INIT/root.
 			h.Kind, h.Root = KindSystemd, ""
 			h.noNetnsDropIn = o.Hosts[i].NoRelayNetns
+			h.logind = o.Hosts[i].Logind
 		}
 		h.services = o.Hosts[i].Services
 		for _, s := range h.services {
@@ -531,6 +532,11 @@ func (h *Host) startSSHD(ctx context.Context, l *Lab) error {
 		return fmt.Errorf("%s: sshd runs in the machine's mount namespace", h.Name)
 	}
 	h.MountNS = id
+	// Held until stop: while it is open, no other namespace takes the
+	// number stop finds the host's processes by.
+	if h.mountPin, err = pinMountNS(h.SSHDPID, id); err != nil {
+		return fmt.Errorf("%s: %w", h.Name, err)
+	}
 	return nil
 }
 

@@ -217,7 +217,7 @@ AuthorizedKeysFile %s
 # non-root user (sudo -n).
 AuthorizedKeysCommand /bin/cat %s
 AuthorizedKeysCommandUser root
-UsePAM no
+UsePAM %s
 PermitRootLogin prohibit-password
 StrictModes no
 UseDNS no
@@ -229,7 +229,7 @@ X11Forwarding no
 MaxStartups 200:30:400
 MaxSessions 64
 Subsystem sftp /usr/lib/openssh/sftp-server
-`, h.Name, h.Addr, sshdHostKey, sshdAuthorizedKeys, sshdAuthorizedKeys)
+`, h.Name, h.Addr, sshdHostKey, sshdAuthorizedKeys, sshdAuthorizedKeys, map[bool]string{false: "no", true: "yes"}[h.logind])
 }
 
 // startSystemd boots the host: unshare runs systemd-boot.sh as PID 1 of new

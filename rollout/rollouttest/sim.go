@@ -64,15 +64,17 @@ type Sim struct {
 	SocketFrom    string
 
 	// Faults.
-	LockBusy   bool
-	FailOp     string        // a primitive kind that fails with the host's message FailMsg
-	FailMsg    string        // what the host says when FailOp fails
-	IgnoreRB   bool          // the restarted relay keeps the default buffer
-	DropIn     string        // a primitive kind at which the connection is lost, before it is done
-	CrashAfter string        // a primitive kind after which the connection is lost (it was done)
-	RestartAt  int           // the relay restarts by itself (a new socket) on this sample of the run, counted from 1
-	InWindow   chan struct{} `json:"-"` // closed when the restart is reached
-	ReleaseIn  chan struct{} `json:"-"` // the restart waits for it
+	LockBusy       bool
+	FailOp         string        // a primitive kind that fails with the host's message FailMsg
+	FailMsg        string        // what the host says when FailOp fails
+	IgnoreRB       bool          // the restarted relay keeps the default buffer
+	DropIn         string        // a primitive kind at which the connection is lost, before it is done (in a window the host does it still)
+	CrashAfter     string        // a primitive kind after which the connection is lost (it was done)
+	WindowDies     bool          // a window's process dies with the connection (as after a reboot): its journal is left unfinished
+	StopAfterCrash bool          // the relay dies with the connection (after a DropIn or CrashAfter in a window)
+	RestartAt      int           // the relay restarts by itself (a new socket) on this sample of the run, counted from 1
+	InWindow       chan struct{} `json:"-"` // closed when the restart is reached
+	ReleaseIn      chan struct{} `json:"-"` // the restart waits for it
 	// Fetch is what the host gets for a release url (nil: no network).
 	Fetch func(url string) ([]byte, error) `json:"-"`
 	// RefuseDial: the client refuses the connection (a host key that
@@ -104,6 +106,9 @@ type Sim struct {
 	// ReleaseSHA is each installed release's program's sha256.
 	ReleaseSHA map[string]string
 	locked     bool
+	lost       bool       // the session's connection is lost: nothing but a new lock
+	win        *simWindow // a window waiting for the run's word
+	ended      string     // how the last window ended
 	trips      int
 	needs      int // the Run's keeps that answered NEED: a round trip each
 
@@ -272,8 +277,12 @@ func (s *Sim) RoundTrips() int {
 // host.
 func (s *Sim) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.locked = false
+	w := s.win
+	s.locked, s.lost = false, false
+	s.mu.Unlock()
+	if w != nil {
+		s.judge(w) // the session is gone: the window ends by itself
+	}
 	return nil
 }
 
@@ -373,18 +382,29 @@ func (s *Sim) Run(ctx context.Context, ops []rollout.Op, each func(int, rollout.
 		}
 		s.Net.trip(ctx, sent, restarts)
 	}()
+	if err := rollout.ValidateRun(ops); err != nil {
+		return err
+	}
 	for i, o := range ops {
 		sent += requestBytes(o)
 		restarts = restarts || o.Kind == "restart" || o.Kind == "handoff"
-		if err := o.Validate(); err != nil {
-			return err
+		if o.Encloses() {
+			for _, w := range ops[i+1:] {
+				sent += requestBytes(w)
+				restarts = restarts || w.Kind == "restart" || w.Kind == "handoff"
+			}
+			return s.enclose(i, ops, each)
 		}
-		if o.Kind == "restart" && s.InWindow != nil {
-			close(s.InWindow)
-			<-s.ReleaseIn
-			s.InWindow = nil
+		var r rollout.Result
+		var err error
+		if o.Kind == "verdict" {
+			r, err = s.verdictKeep(o)
+		} else {
+			r, err = s.step(o, false)
 		}
-		r, err := s.one(o)
+		if rollout.IsConnLost(err) {
+			s.sessionLost()
+		}
 		if err != nil {
 			return err
 		}
@@ -399,8 +419,38 @@ func (s *Sim) Run(ctx context.Context, ops []rollout.Op, each func(int, rollout.
 	return nil
 }
 
+// step carries out one primitive for the run's session, or for the host's
+// window (the window's process holds the lock, and the faults that cut the
+// run off are windowOps').
+func (s *Sim) step(o rollout.Op, window bool) (rollout.Result, error) {
+	if o.Kind == "restart" && s.InWindow != nil {
+		close(s.InWindow)
+		<-s.ReleaseIn
+		s.InWindow = nil
+	}
+	s.mu.Lock()
+	lost := s.lost && o.Kind != "lock" && !window
+	if lost || !window && o.Kind == s.DropIn {
+		if !lost && !s.Lean {
+			s.Ops = append(s.Ops, o)
+		}
+		s.DropIn, s.lost, s.locked = "", true, false // the session is gone; its lock owner file stays
+		s.mu.Unlock()
+		return rollout.Result{}, rollout.ConnLost(errLost{})
+	}
+	s.mu.Unlock()
+	r, err := s.one(o, window)
+	if err == nil && !window && o.Kind == s.CrashAfter {
+		s.mu.Lock()
+		s.CrashAfter, s.lost, s.locked = "", true, false // done, then the connection is lost
+		s.mu.Unlock()
+		return rollout.Result{}, rollout.ConnLost(errLost{})
+	}
+	return r, err
+}
+
 // one carries out one primitive, or fails it as the Sim's faults say.
-func (s *Sim) one(o rollout.Op) (rollout.Result, error) {
+func (s *Sim) one(o rollout.Op, window bool) (rollout.Result, error) {
 	if o.Kind == "observe" {
 		f := s.Facts()
 		if o.Query != nil && o.Query.UndoOf != "" && !o.Query.LastApply {
@@ -417,13 +467,10 @@ func (s *Sim) one(o rollout.Op) (rollout.Result, error) {
 		s.Ops = append(s.Ops, o)
 	}
 	switch {
-	case o.Kind == s.DropIn:
-		s.DropIn, s.locked = "", false // the session is gone; its lock owner file stays
-		return rollout.Result{}, rollout.ConnLost(errLost{})
 	case o.Kind == s.FailOp:
 		s.jlog("fail " + s.FailMsg)
 		return rollout.Result{}, &rollout.OpError{Op: o, Msg: s.FailMsg}
-	case o.Kind != "lock" && o.Kind != "observe" && o.Kind != "receipts" && !s.locked:
+	case o.Kind != "lock" && o.Kind != "observe" && o.Kind != "receipts" && !s.locked && !window:
 		return rollout.Result{}, fmt.Errorf("run on host: the host is not locked")
 	}
 	r, err := s.apply(o)
@@ -436,10 +483,6 @@ func (s *Sim) one(o rollout.Op) (rollout.Result, error) {
 	}
 	if o.Mutates() {
 		s.jlog("ok " + o.Kind + " " + o.Args[0])
-	}
-	if o.Kind == s.CrashAfter {
-		s.CrashAfter, s.locked = "", false // done, then the connection is lost
-		return rollout.Result{}, rollout.ConnLost(errLost{})
 	}
 	if o.Kind != "keep" && o.Kind != "fetch" {
 		r.Sent = len(o.Data) // a keep's upload says its own (store)
@@ -495,10 +538,15 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 			return rollout.Result{}, fmt.Errorf("%w: relayctl devel (pid 1 on elsewhere), plan other", rollout.ErrLocked)
 		}
 		dead := s.Owner
-		s.locked, s.Owner = true, o.Args[0]
+		s.locked, s.lost, s.Owner = true, false, o.Args[0]
 		return rollout.Result{Value: dead}, nil
 	case "unlock":
 		s.locked, s.Owner = false, ""
+		if w := s.win; w != nil { // the session ends: the window ends by itself
+			s.mu.Unlock()
+			s.judge(w)
+			s.mu.Lock()
+		}
 	case "begin":
 		s.Backups = map[string]*string{}
 		s.Journal = ""
@@ -509,6 +557,8 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 		s.keep(o)
 		s.Journal, s.Backups = "", map[string]*string{} // filed with the receipt
 		s.fileReceipt(o)
+	case "detach", "verdict":
+		return rollout.Result{}, fmt.Errorf("%s alone: its window's ops come after it", o.Kind)
 	case "record":
 		s.fileReceipt(o)
 	case "receipts":

@@ -1,6 +1,7 @@
 # shellcheck shell=sh
 # relayctl agent: runs on a host for the length of one apply, as
-#   sh -c AGENT relayctl-agent STATE_DIR OBSERVE_SCRIPT
+#   sh -c 'eval "$1"' relayctl-agent AGENT STATE_DIR OBSERVE_SCRIPT
+# (AGENT is this script: the window's process, below, is this script too)
 # and carries out the primitives relayctl sends on stdin. It is a constant
 # of relayctl: everything from a plan reaches it as data, validated first,
 # never as code. The primitives, their arguments and which of them change
@@ -24,23 +25,37 @@
 # request up to the sync is answered SKIP (its payload read and dropped),
 # and the sync answers OK and ends the skipping.
 #
-# The first line must be "lock<TAB>OWNER": the agent checks that STATE_DIR
-# and every folder above it belong to root and nobody else can write them,
-# then takes the host lock (flock on STATE_DIR/lock) and holds it until it
-# exits, which it does on "unlock" or when relayctl goes away (stdin
-# closes). It answers LOCKED, LOCKED <owner of a dead run> (the lock was
-# free, but a run that died left its owner file), BUSY <owner> or UNSAFE
-# <reason>.
+# The first line must be "lock<TAB>OWNER[<TAB>WAIT]": the agent checks that
+# STATE_DIR and every folder above it belong to root and nobody else can
+# write them, then takes the host lock (flock on STATE_DIR/lock; with WAIT,
+# waiting up to WAIT seconds for it) and holds it until it exits, which it
+# does on "unlock" or when relayctl goes away (stdin closes). It answers
+# LOCKED, LOCKED <owner of a dead run> (the lock was free, but a run that
+# died left its owner file), BUSY <owner> or UNSAFE <reason>.
+#
+# A window runs outside this session ("The window's process" below): a
+# detach request carries its program, which a process of its own (this
+# script again, in a session of its own and, where systemd runs the host,
+# in a unit of its own) carries out, holding the host lock, whatever
+# becomes of this session; this session relays its answers.
 set -u
 LC_ALL=C
 export LC_ALL
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 umask 022
-state=$1
-observe_script=${2:-}
+agent_script=$1
+state=$2
+observe_script=${3:-}
 journal=$state/journal
 stage=$state/stage
+# Runtime files (a window's program and answers, observe's output) go to
+# /run, in RAM, which a full state disk does not fill: root's alone, one
+# folder per window (hosts that share /run, as the lab's do, never meet).
+windows=/run/relayctl
+[ -d /run ] || windows=$state/run
+win=
 tab=$(printf '\t')
+msg=
 
 # clean TEXT: one line of at most 2000 bytes without control characters.
 # Most text is already clean (no byte below 32, no DEL; UTF-8 is kept):
@@ -951,7 +966,7 @@ p_relay_drain() { # PID HOST:PORT POST|DELETE: the relay's no-new-lobbies mode, 
 	esac
 	out=$(nsenter -t "$a" -n timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
 printf "%s /drain HTTP/1.0\r\n\r\n" "$2" >&3
-head -c 200 <&3' "${b%:*}" "${b##*:}" "$c" 2>&1)
+head -c 200 <&3' "${b%:*}" "${b##*:}" "$c" 2>&1 9>&-)
 	case $out in "HTTP/"*" 200 "*) ok ;; *) err "$c /drain: $(printf '%s' "$out" | head -n 1)" ;; esac
 }
 # frame NAME CMD [ARGS...]: CMD's output as one section of observe.sh's
@@ -968,7 +983,7 @@ frame() {
 relay_status() {
 	nsenter -t "$1" -n timeout 3 bash -c 'exec 3<>"/dev/tcp/$0/$1" || exit 1
 printf "GET /status HTTP/1.0\r\n\r\n" >&3
-head -c 65536 <&3' "$2" "$3" 2>&1
+head -c 65536 <&3' "$2" "$3" 2>&1 9>&-
 }
 p_sample() { # BOUNDARY PID PORT CONTROL|-: DATA the relay socket's drop counters, framed
 	# Only what the soak needs, read in the relay's network namespace: ss
@@ -999,7 +1014,7 @@ p_sample() { # BOUNDARY PID PORT CONTROL|-: DATA the relay socket's drop counter
 		err "the relay (pid $b) is not running"
 		return
 	}
-	f=$state/sample.out
+	f=$windows/sample.$$.out
 	{
 		frame clock date +%s%N
 		frame ss nsenter -t "$b" -n ss -H -O -u -a -n -m -e "sport = :$c"
@@ -1024,7 +1039,7 @@ p_unit_log() { # UNIT SINCE_NS [INVOCATION]: DATA, the unit's journal lines sinc
 	*)
 		i=0
 		while [ $i -lt 20 ] && [ -z "$(journalctl -q --no-pager -n 1 -o cat "INVOCATION_ID=$c" MESSAGE_ID=98e322203f7a4ed290d09fe03c09fe15 2>/dev/null)" ]; do
-			sleep 0.1
+			nap 0.1
 			i=$((i + 1))
 		done
 		journalctl --sync >/dev/null 2>&1 || :
@@ -1042,7 +1057,7 @@ p_observe() { # BOUNDARY, then the argv lines (observe.sh's arguments): DATA its
 	# (a command substitution would eat the final newline). Not read_argv:
 	# observe's words may be empty (a unit name under the command manager),
 	# and splitting at tabs drops them.
-	f=$state/observe.out
+	f=$windows/observe.$$.out
 	(
 		n=$argv_left
 		set --
@@ -1072,6 +1087,7 @@ p_clear() { # archive an unfinished run's journal and stage
 		err "archive $stage"
 		return
 	}; fi
+	[ -z "$win" ] || rm -rf -- "$win"
 	val "$old"
 }
 # file_receipt NAME KEEP: the receipt (the request's data) as
@@ -1130,6 +1146,7 @@ p_commit() { # NAME OUTCOME KEEP, then the receipt as data: filed with the journ
 	# (the stage folder is 0700): relayctl rollback puts the files back
 	# from them. Those of older receipts than the newest keep_backups go.
 	if [ "$b" = applied ] && [ -d "$stage" ] && mv -- "$stage" "$r.backups"; then prune_backups; else rm -rf -- "$stage"; fi
+	[ -z "$win" ] || rm -rf -- "$win"
 	prune_receipts "$c"
 	ok
 }
@@ -1184,8 +1201,530 @@ p_unlock() { # remove the owner file and exit
 	exit 0
 }
 
+# The window's process. A detach request's data is a window's program:
+#   relayctl-window 1
+#   kind window|rollback
+#   await MS     how long to wait for relayctl's word once the window's
+#                requests are done, while this session lives
+#   judge MS     how long the host's own read-back may take
+#   stable MS    how long it must hold, the same relay process
+#   checks N     then N bytes: the host's own checks, one a line
+#   observe N    then N bytes: the request that reads the host
+#   undo-at I... which rollback (1 on, 0 for none) follows a stop at each
+#                request of the window, and last, at checks that failed
+#   undo N       then N bytes of requests: one rollback (as many as needed)
+#   window N     then N bytes of requests: the window itself
+# The session writes it to /run/relayctl/window-ID (root's alone, made
+# afresh, in RAM: a full state disk leaves it be), checks its sha256
+# against the request's, and starts the window's process with that sha256,
+# which checks it again before it reads a line of it. The process answers
+# the window's requests into window-ID/answers/1, 2, ...
+# (relayed by the session as they come), then waits for relayctl's word
+# (a verdict request: keep, or undo with relayctl's rollback as its
+# requests). When the session is gone (relayctl or its connection lost)
+# or the await runs out, it decides by itself: a window that failed is
+# rolled back; one that did not is read back (observe and the checks)
+# until it holds, stably, and kept, or rolled back when the judge time
+# runs out. Its end is the journal's last line ("window kept by=host",
+# "window rolled-back by=host why=...", ...) and window-ID/end; then it exits,
+# and the host lock it held with the session is free.
+
+# started_at PID: the process's start time (clock ticks since boot): with
+# the pid, it names one process, whatever pid is reused later. Nothing for
+# a process that has exited (a zombie waits for a parent that reaps late).
+started_at() {
+	IFS= read -r sa_ 2>/dev/null <"/proc/$1/stat" || return 1
+	sa_=${sa_##*) }
+	set -f
+	# shellcheck disable=SC2086 # the stat line's fields
+	set -- $sa_
+	set +f
+	[ $# -ge 20 ] || return 1
+	case $1 in Z | X | x) return 1 ;; esac
+	shift 19
+	printf '%s' "$1"
+}
+
+# alive FILE: the process FILE names ("PID START") is alive.
+alive() {
+	IFS=' ' read -r al_pid al_start <"$1" 2>/dev/null || return 1
+	case $al_pid in '' | *[!0-9]*) return 1 ;; esac
+	[ "$(started_at "$al_pid")" = "$al_start" ]
+}
+
+# nap SECONDS: sleep, without the host lock's descriptor: a sleep that
+# outlives a killed agent or window must not keep the host locked.
+nap() { sleep "$1" 9>&-; }
+
+# now_ms: the host clock in milliseconds.
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# skip_n N: N answers SKIP (requests relayctl sent inside a program that
+# did not run).
+skip_n() {
+	sk_=$1
+	while [ "$sk_" -gt 0 ]; do
+		printf 'SKIP\n'
+		sk_=$((sk_ - 1))
+	done
+}
+
+# relay FROM N: the window's answers FROM..FROM+N-1, to relayctl as the
+# window's process writes them. If it ends first, the next is ERR and the
+# rest SKIP. A relayctl gone ends this session here (the window goes on).
+relay() {
+	rl_i=$1 rl_end=$(($1 + $2)) rl_tries=0
+	while [ "$rl_i" -lt "$rl_end" ]; do
+		if [ -f "$win/answers/$rl_i" ]; then
+			# An answer the window could not write whole: this session ends
+			# here, and the window, its session gone, ends by itself.
+			whole "$win/answers/$rl_i" || exit 1
+			cat -- "$win/answers/$rl_i" || exit 1
+			rl_i=$((rl_i + 1)) rl_tries=0
+			continue
+		fi
+		if ! alive "$win/pid"; then
+			[ -f "$win/answers/$rl_i" ] && continue
+			err "the window's process on the host ended before it answered: $(head -c 300 "$win/log" 2>/dev/null)"
+			skip_n $((rl_end - rl_i - 1))
+			return
+		fi
+		# 5 ms at first (most answers come quickly), then 20 ms
+		rl_tries=$((rl_tries + 1))
+		if [ "$rl_tries" -le 20 ]; then nap 0.005; else nap 0.02; fi
+	done
+}
+
+# whole FILE: FILE holds one answer, all of it.
+whole() {
+	IFS= read -r wh_l <"$1" || return 1
+	case $wh_l in
+	"DATA "*)
+		wh_n=${wh_l#DATA }
+		case $wh_n in '' | *[!0-9]*) return 1 ;; esac
+		[ "$(wc -c <"$1")" -eq $((${#wh_l} + 1 + wh_n)) ]
+		;;
+	esac
+}
+
+# take_program FILE SHA256: the request's data as FILE, which must hash
+# to SHA256 (what relayctl sent is what the window's process reads); why
+# says why not.
+take_program() {
+	tp_out=$(take "$data_left" "$1")
+	tp_rc=$?
+	data_left=0
+	why="write $1: $tp_out"
+	[ "$tp_rc" = 0 ] || return 1
+	tp_sum=$(sha256_of "$1")
+	why="$1 holds sha256 ${tp_sum:-none}, relayctl sent $2"
+	[ "$tp_sum" = "$2" ]
+}
+
+p_detach() { # ID SHA256 N, with the program as data: its window, run by a
+	# process of its own outside this session; the N answers of its
+	# requests follow this one's OK, relayed.
+	n=$c
+	case $n in '' | *[!0-9]*) n=0 ;; esac
+	case $a in '' | *[!0-9a-f]*) a= ;; esac
+	if [ ${#a} != 16 ]; then
+		err "bad window id"
+		skip_n "$n"
+		return
+	fi
+	if [ -n "$win" ] && alive "$win/pid"; then
+		err "a window is in flight on the host already"
+		skip_n "$n"
+		return
+	fi
+	win=$windows/window-$a
+	forget_windows
+	if ! out=$(rm -rf -- "$win" 2>&1 && mkdir -m 0700 -- "$win" "$win/answers" 2>&1); then
+		err "cannot make $win: $out"
+		skip_n "$n"
+		return
+	fi
+	if ! take_program "$win/program" "$b"; then
+		err "$why"
+		skip_n "$n"
+		return
+	fi
+	if ! why=$(start_window "$a" "$b"); then
+		err "could not start the window outside this session: $why (nothing in force changed)"
+		skip_n "$n"
+		return
+	fi
+	win_n=$n
+	printf 'OK\n'
+	relay 1 "$n"
+}
+
+# forget_windows: the folders of windows whose process is gone, a minute
+# after (a window in another host's hands, where hosts share /run, is
+# alive, or younger).
+forget_windows() {
+	find "$windows" -mindepth 1 -maxdepth 1 -name 'window-*' -type d -mmin +1 2>/dev/null | while IFS= read -r fw_d; do
+		alive "$fw_d/pid" || rm -rf -- "$fw_d"
+	done
+}
+
+# start_window ID SHA256: the window's process, reparented away from this
+# session (a double fork), in a session of its own (setsid), its standard
+# files off the connection, and where systemd runs the host in a scope
+# unit of its own, relayctl-window-ID, out of the SSH session's cgroup
+# (which a logind session teardown or an OOM kill takes whole). It
+# inherits the host lock (fd 9). Waits until it runs: its pid file.
+start_window() {
+	set -- "$agent_script" "$state" "$observe_script" window "$1" "$2" "$$" "$(started_at $$)"
+	unit=relayctl-window-$5
+	if [ -d /run/systemd/system ]; then
+		(setsid systemd-run --scope --quiet --collect --unit="$unit" -- sh -c 'eval "$1"' relayctl-window "$@" </dev/null >/dev/null 2>>"$win/log" &)
+	else
+		(setsid sh -c 'eval "$1"' relayctl-window "$@" </dev/null >/dev/null 2>>"$win/log" &)
+	fi
+	sw_i=0
+	while ! [ -s "$win/pid" ]; do
+		sw_i=$((sw_i + 1))
+		if [ "$sw_i" -gt 1000 ]; then
+			head -c 300 "$win/log" 2>/dev/null
+			echo " (no process after 5 s)"
+			return 1
+		fi
+		nap 0.005
+	done
+}
+
+p_verdict() { # keep|undo SHA256 N (undo: N requests as data, relayctl's
+	# rollback): relayctl's word to the window waiting for it. keep: VAL
+	# how it ended; undo: OK, then the N answers, relayed. If the window
+	# decided by itself first: ERR saying how it ended.
+	n=$c
+	case $n in '' | *[!0-9]*) n=0 ;; esac
+	[ "$a" = undo ] || n=0
+	case $a in keep | undo) ;; *) err "bad verdict $a"; return ;; esac
+	if ! alive "$win/pid" && ! [ -s "$win/end" ]; then
+		err "no window is in flight on the host"
+		skip_n "$n"
+		return
+	fi
+	if [ "$a" = undo ] && ! take_program "$win/undo.req" "$b"; then
+		err "$why"
+		skip_n "$n"
+		return
+	fi
+	printf '%s %s\n' "$a" "$b" >"$win/verdict.new" && mv -f -- "$win/verdict.new" "$win/verdict"
+	if ! mkdir -- "$win/decided" 2>/dev/null; then
+		rm -f -- "$win/verdict"
+		wait_end
+		err "the window on the host ended by itself: $(head -c 1000 "$win/end" 2>/dev/null || echo 'its process is gone')"
+		skip_n "$n"
+		return
+	fi
+	if [ "$a" = keep ]; then
+		wait_end
+		val "$(head -c 1000 "$win/end" 2>/dev/null)"
+		return
+	fi
+	printf 'OK\n'
+	relay $((${win_n:-0} + 1)) "$n"
+}
+
+# wait_end: until the window's process has ended (its end file), or is gone.
+wait_end() {
+	while ! [ -s "$win/end" ] && alive "$win/pid"; do nap 0.005; done
+}
+
+# window_main ID SHA256 SESSION_PID SESSION_START: the window's process.
+window_main() {
+	trap '' HUP
+	win=$windows/window-$1
+	answers=$win/answers locked=1
+	printf '%s %s\n' "$$" "$(started_at $$)" >"$win/pid.new" && mv -f -- "$win/pid.new" "$win/pid"
+	printf '%s %s\n' "$3" "$4" >"$win/session"
+	# It runs only holding the host lock, and reads only what relayctl sent.
+	if ! [ -e "/proc/$$/fd/9" ]; then
+		echo "the window's process does not hold the host lock" >>"$win/log"
+		exit 1
+	fi
+	if ! window_split "$2"; then
+		echo "$split_err" >>"$win/log"
+		exit 1
+	fi
+	serve <"$win/window.req"
+	window_stop=$stop_at window_msg=$stop_msg
+	if [ "$w_kind" = rollback ]; then
+		if [ -n "$window_stop" ]; then window_end "rollback-failed by=controller why=$window_msg"; else window_end "rolled-back by=controller"; fi
+		return
+	fi
+	await_word
+	case $word in
+	keep) window_end "kept by=controller" ;;
+	undo)
+		serve <"$win/undo.req"
+		if [ -n "$stop_at" ]; then window_end "rollback-failed by=controller why=$stop_msg"; else window_end "rolled-back by=controller"; fi
+		;;
+	*) judge_alone ;;
+	esac
+}
+
+# window_end TEXT: how the window ended, in the journal, then window/end.
+window_end() {
+	jlog "window $1"
+	printf '%s\n' "$(clean "$1")" >"$win/end.new" && mv -f -- "$win/end.new" "$win/end"
+}
+
+# window_split SHA256: the program, checked, into its settings (w_kind,
+# w_await, w_judge, w_stable, w_undo_at) and parts (checks, observe.req,
+# undo.N.req, window.req); split_err says why not.
+window_split() {
+	split_err="the window's program is not the one relayctl sent"
+	[ "$(sha256_of "$win/program")" = "$1" ] || return 1
+	split_err="the window's program cannot be read"
+	{
+		IFS= read -r l && [ "$l" = "relayctl-window 1" ] &&
+			read -r k w_kind && [ "$k" = kind ] &&
+			read -r k w_await && [ "$k" = await ] &&
+			read -r k w_judge && [ "$k" = judge ] &&
+			read -r k w_stable && [ "$k" = stable ] &&
+			read -r k n && [ "$k" = checks ] && read_n "$n" >"$win/checks" &&
+			read -r k n && [ "$k" = observe ] && read_n "$n" >"$win/observe.req" &&
+			read -r k w_undo_at && [ "$k" = undo-at ] || return 1
+		v=0
+		while read -r k n && [ "$k" = undo ]; do
+			v=$((v + 1))
+			read_n "$n" >"$win/undo.$v.req" || return 1
+		done
+		[ "$k" = window ] && read_n "$n" >"$win/window.req" || return 1
+	} <"$win/program"
+	split_err="the window's program has a bad setting"
+	for v in "$w_await" "$w_judge" "$w_stable" $w_undo_at; do
+		case $v in '' | *[!0-9]*) return 1 ;; esac
+	done
+	case $w_kind in window | rollback) ;; *) return 1 ;; esac
+}
+
+# await_word: until relayctl's word arrives (word: keep or undo), or the
+# session is gone or the await runs out (word: judge). window-ID/decided is
+# made once, by whichever side comes first: that side's word stands.
+await_word() {
+	aw_start=$(now_ms)
+	aw_now=$aw_start
+	while ! [ -d "$win/decided" ]; do
+		if ! alive "$win/session" || [ "$aw_now" -ge $((aw_start + w_await)) ]; then
+			if mkdir -- "$win/decided" 2>/dev/null; then
+				word=judge
+				return
+			fi
+			continue
+		fi
+		# Every 10 ms while relayctl reads the host back (its keep comes
+		# with the commit), then every 100 ms.
+		if [ $((aw_now - aw_start)) -lt 3000 ]; then nap 0.01; else nap 0.1; fi
+		aw_now=$(now_ms)
+	done
+	read -r word sum _ <"$win/verdict" 2>/dev/null || word=judge
+	# relayctl's rollback as relayctl sent it, or none: then alone.
+	if [ "$word" = undo ] && [ "$(sha256_of "$win/undo.req")" != "$sum" ]; then word=judge; fi
+}
+
+# judge_alone: the window decided on the host. A window that stopped is
+# rolled back; else it is read back until the checks hold, twice w_stable
+# apart with the same relay process, or the judge time runs out.
+judge_alone() {
+	if [ -n "$window_stop" ]; then
+		undo_at "$window_stop" "window: $window_msg"
+		return
+	fi
+	ja_end=$(($(now_ms) + w_judge)) ja_pid=
+	while :; do
+		read_back
+		if [ -z "$hc_fail" ]; then
+			if [ "$w_stable" = 0 ] || [ "$ja_pid" = "$hc_pid" ]; then
+				window_end "kept by=host"
+				return
+			fi
+			ja_pid=$hc_pid
+			nap "$((w_stable / 1000)).$(printf '%03d' $((w_stable % 1000)))"
+			continue
+		fi
+		ja_pid=
+		[ "$(now_ms)" -lt "$ja_end" ] || break
+		nap 0.2
+	done
+	set -f
+	# shellcheck disable=SC2086 # numbers, one a field
+	set -- $w_undo_at
+	set +f
+	undo_at $# "read-back: $hc_fail"
+}
+
+# undo_at I WHY: the rollback planned for a stop at request I (the last
+# entry: checks that did not hold), then the window's end.
+undo_at() {
+	ua_i=$1 ua_why=$2
+	set -f
+	# shellcheck disable=SC2086 # numbers, one a field
+	set -- $w_undo_at
+	set +f
+	[ "$ua_i" -le $# ] || ua_i=$#
+	shift $((ua_i - 1))
+	if [ "$1" = 0 ]; then
+		window_end "rolled-back by=host why=$ua_why"
+		return
+	fi
+	serve <"$win/undo.$1.req"
+	if [ -n "$stop_at" ]; then window_end "rollback-failed by=host why=$ua_why; rollback: $stop_msg"; else window_end "rolled-back by=host why=$ua_why"; fi
+}
+
+# read_back: the host read as the program's observe request reads it, and
+# the checks against that: hc_fail, hc_pid (host_checks).
+read_back() {
+	serve <"$win/observe.req"
+	IFS=$tab read -r _ _ _ _ rb_b _ <"$win/observe.req"
+	tail -n +2 -- "$answers/$nans" >"$win/reading"
+	rm -f -- "$answers/$nans"
+	host_checks "$win/reading" "$rb_b"
+}
+
+# section FILE BOUNDARY NAME: the content of observe's first frame NAME in
+# FILE (without the newline observe adds before its end line).
+section() {
+	awk -v h="$2 $3" -v e="$2 end " '
+		!seen && $0 == h { on = 1; seen = 1; next }
+		on && index($0, e) == 1 { exit }
+		on { if (n++) printf "\n"; printf "%s", $0 }
+	' "$1"
+}
+
+# host_checks FILE BOUNDARY: the window's checks, one a line (KIND and its
+# words, tab-separated), against a reading (observe's framed output).
+# hc_fail says what does not hold ("" when all do); hc_pid is the relay
+# process read. The checks are few and simple on purpose; relayctl, when
+# it is there, reads the host back in full:
+#   sysctl KEY VALUE  /proc/sys/KEY reads VALUE (blanks squeezed)
+#   link TARGET       the current link points at TARGET
+#   pid OLD DIR       the relay runs, as a pid other than OLD (- any),
+#                     from the release folder DIR (- any)
+#   rb WANT           every socket of that pid on the port, in its network
+#                     namespace, has rb WANT (and there is one)
+host_checks() {
+	hc_fail='' hc_pid=$(section "$1" "$2" service)
+	case $hc_pid in *[!0-9]*) hc_pid= ;; esac
+	while IFS=$tab read -r hk hx hy; do
+		case $hk in
+		sysctl)
+			hg=$(squeeze "$(section "$1" "$2" "sysctl $hx")")
+			[ "$hg" = "$(squeeze "$hy")" ] || hc_fail="$hc_fail; sysctl $hx: got $hg, want $hy"
+			;;
+		link)
+			hg=$(section "$1" "$2" current-link)
+			[ "$hg" = "$hx" ] || hc_fail="$hc_fail; release link: got ${hg:-none}, want $hx"
+			;;
+		pid)
+			hg=$(section "$1" "$2" relay-exe)
+			if [ -z "$hc_pid" ]; then
+				hc_fail="$hc_fail; relay running: got false, want true"
+			elif [ "$hc_pid" = "$hx" ]; then
+				hc_fail="$hc_fail; relay restarted: got the same pid $hx, want a new one"
+			elif [ "$hy" != - ]; then
+				# /proc/PID/exe is resolved: so is the folder.
+				hd=$(readlink -f -- "$hy" 2>/dev/null) || hd=$hy
+				case $hg in "$hd"/*) ;; *) hc_fail="$hc_fail; relay runs the release in $hy: got ${hg:-nothing}" ;; esac
+			fi
+			;;
+		rb)
+			hg=$(section "$1" "$2" ss | grep -v '^ESTAB' | grep -F "pid=$hc_pid,")
+			if [ -z "$hc_pid" ] || [ -z "$hg" ]; then
+				hc_fail="$hc_fail; ss rb: no socket of the relay on its port"
+			elif printf '%s\n' "$hg" | grep -v -q -F "rb$hx,"; then
+				hg=$(printf '%s\n' "$hg" | grep -o 'rb[0-9]*' | tr '\n' ' ')
+				hc_fail="$hc_fail; ss rb: got ${hg% }, want rb$hx"
+			fi
+			;;
+		*) hc_fail="$hc_fail; unknown check $hk" ;;
+		esac
+	done <"$win/checks"
+	hc_fail=${hc_fail#; }
+}
+
+# serve: answer requests from stdin until it ends. In the session the
+# answers go to stdout; in the window's process ($answers set) each goes
+# to a file of its own, numbered on from $nans, which the session relays.
+# serve notes the first request that fails (stop_at, its number among the
+# requests served; stop_msg, what it said).
+serve() {
+	skipping='' stop_at='' stop_msg='' served=0
+	while IFS= read -r line; do
+		IFS=$tab read -r op jmode data_left argv_left a b c d e f g h <<EOF
+$line
+EOF
+		# The payload's sizes must be numbers, or the stream cannot be kept
+		# in step: the agent stops.
+		case $data_left:$argv_left in
+		*[!0-9:]* | :* | *:)
+			printf 'ERR bad request line\n'
+			exit 2
+			;;
+		esac
+		served=$((served + 1))
+		if [ -n "$answers" ]; then
+			nans=$((nans + 1))
+			request >"$answers/.next"
+			mv -f -- "$answers/.next" "$answers/$nans"
+		else
+			request
+		fi
+		# What the primitive left of its payload is read and dropped.
+		[ "$data_left" -gt 0 ] && read_n "$data_left" >/dev/null
+		while [ "$argv_left" -gt 0 ]; do
+			IFS= read -r _ || exit 2
+			argv_left=$((argv_left - 1))
+		done
+	done
+}
+
+# request: carry out the request read (op, its journal mode, a b c d e f g h).
+request() {
+	# JOURNAL: 1, note the change, and fail if the journal cannot; 2 (an
+	# undo), note it if the journal can.
+	case $jmode in 1 | 2) done_op_after=1 ;; *) done_op_after='' jmode='' ;; esac
+	fn=
+	case $op in
+	'' | *[!a-z-]*) ;;
+	*)
+		fn=p_$op
+		while :; do
+			case $fn in *-*) fn=${fn%%-*}_${fn#*-} ;; *) break ;; esac
+		done
+		;;
+	esac
+	# The window's process carries out a window's primitives, nothing of
+	# the session's.
+	if [ -n "$answers" ]; then
+		case $op in lock | unlock | sync | detach | verdict | begin | commit | clear | keep | fetch | prune) fn= ;; esac
+	fi
+	was=$skipping
+	if [ -n "$skipping" ] && [ "$op" != sync ] && [ "$op" != unlock ]; then
+		printf 'SKIP\n'
+	elif [ -n "$fn" ] && command -v "$fn" >/dev/null 2>&1; then
+		"$fn"
+	else
+		err "unknown request $op"
+	fi
+	if [ -z "$was" ] && [ -n "$skipping" ] && [ -z "$stop_at" ]; then
+		stop_at=$served stop_msg=$msg
+	fi
+}
+
+answers=
+nans=0
+if [ "${4:-}" = window ]; then
+	shift 4
+	window_main "$@"
+	exit 0
+fi
 IFS= read -r first || exit 0
-IFS=$tab read -r cmd owner <<EOF
+IFS=$tab read -r cmd owner wait_s <<EOF
 $first
 EOF
 if [ "$cmd" = receipts ]; then
@@ -1213,11 +1752,19 @@ for d in "$state/receipts" "$state/stage"; do
 		exit 77
 	fi
 done
+# The runtime folder too (made, root's alone all the way up, else refused).
+why=$(safe_dir "$windows") || {
+	printf 'UNSAFE %s\n' "$(clean "$why")"
+	exit 77
+}
 exec 9>>"$state/lock" || {
 	printf 'UNSAFE cannot open %s/lock\n' "$state"
 	exit 77
 }
-if ! flock -n 9; then
+# With a wait (relayctl back after a lost connection, whose window may
+# still be finishing on the host), up to that many seconds.
+case ${wait_s:-} in '' | *[!0-9]*) wait_s=0 ;; esac
+if ! flock -n 9 && { [ "$wait_s" = 0 ] || ! flock -w "$wait_s" 9; }; then
 	printf 'BUSY %s\n' "$(clean "$(head -c 2000 "$state/lock.owner" 2>/dev/null)")"
 	exit 75
 fi
@@ -1230,44 +1777,5 @@ printf '%s\n' "$owner" >"$state/lock.owner"
 locked=1
 if [ -n "$dead" ]; then printf 'LOCKED %s\n' "$dead"; else printf 'LOCKED\n'; fi
 
-skipping=
-while IFS= read -r line; do
-	IFS=$tab read -r op jmode data_left argv_left a b c d e f g h <<EOF
-$line
-EOF
-	# The payload's sizes must be numbers, or the stream cannot be kept
-	# in step: the agent stops.
-	case $data_left:$argv_left in
-	*[!0-9:]* | :* | *:)
-		printf 'ERR bad request line\n'
-		exit 2
-		;;
-	esac
-	# JOURNAL: 1, note the change, and fail if the journal cannot; 2 (an
-	# undo), note it if the journal can.
-	case $jmode in 1 | 2) done_op_after=1 ;; *) done_op_after='' jmode='' ;; esac
-	fn=
-	case $op in
-	'' | *[!a-z-]*) ;;
-	*)
-		fn=p_$op
-		while :; do
-			case $fn in *-*) fn=${fn%%-*}_${fn#*-} ;; *) break ;; esac
-		done
-		;;
-	esac
-	if [ -n "$skipping" ] && [ "$op" != sync ] && [ "$op" != unlock ]; then
-		printf 'SKIP\n'
-	elif [ -n "$fn" ] && command -v "$fn" >/dev/null 2>&1; then
-		"$fn"
-	else
-		err "unknown request $op"
-	fi
-	# What the primitive left of its payload is read and dropped.
-	[ "$data_left" -gt 0 ] && read_n "$data_left" >/dev/null
-	while [ "$argv_left" -gt 0 ]; do
-		IFS= read -r _ || exit 2
-		argv_left=$((argv_left - 1))
-	done
-done
+serve
 exit 0

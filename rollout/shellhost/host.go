@@ -97,15 +97,8 @@ func (h *Host) Run(ctx context.Context, ops []rollout.Op, each func(i int, r rol
 	if len(ops) == 0 {
 		return nil
 	}
-	for _, o := range ops {
-		if err := o.Validate(); err != nil {
-			return err
-		}
-	}
-	for i, o := range ops {
-		if o.Kind == "unlock" && i != len(ops)-1 {
-			return errors.New("run on host: unlock must end the ops")
-		}
+	if err := rollout.ValidateRun(ops); err != nil {
+		return err
 	}
 	h.mu.Lock()
 	a := h.agent
@@ -145,7 +138,7 @@ func (h *Host) observeAlone(ctx context.Context, o rollout.Op, each func(int, ro
 // (history --hosts): agent.sh answers a first request "receipts" and
 // exits, so it runs as one command and waits on no apply.
 func (h *Host) receiptsAlone(ctx context.Context, o rollout.Op, each func(int, rollout.Result) error) error {
-	cmd := Command("sh", "-c", agentScript, "relayctl-agent", h.state, "")
+	cmd := agentCommand(h.state)
 	out := &limitedBuffer{max: MaxObserveOutput + 64}
 	var errb bytes.Buffer
 	if err := h.count.Run(ctx, cmd, strings.NewReader("receipts\t"+o.Args[0]+"\n"), out, &errb); err != nil {

@@ -32,7 +32,19 @@ func (l localRunner) Run(ctx context.Context, cmd string, stdin io.Reader, stdou
 	if l.netns {
 		c = exec.CommandContext(ctx, "unshare", "-n", "sh", "-c", cmd)
 	}
-	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+	if stdin != nil {
+		w, err := c.StdinPipe()
+		if err != nil {
+			return err
+		}
+		go func() {
+			io.Copy(w, stdin)
+			w.Close()
+		}()
+	}
+	c.Stdout, c.Stderr = stdout, stderr
+	// A session killed on the host ends its command, as an SSH channel
+	// does, whatever its stdin still holds.
 	err := c.Run()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

@@ -259,7 +259,7 @@ func TestAgentSampleRefusesBadArguments(t *testing.T) {
 		fmt.Fprintf(&in, "sample\t0\t0\t0\t@@relayctl-x\t%s\t%s\t%s\nsync\t0\t0\t0\n", b[0], b[1], b[2])
 	}
 	in.WriteString("unlock\t0\t0\t0\n")
-	cmd := exec.Command("sh", "-c", agentScript, "relayctl-agent", state, observeScript)
+	cmd := exec.Command("sh", "-c", `eval "$1"`, "relayctl-agent", agentScript, state, observeScript)
 	cmd.Stdin = strings.NewReader(in.String())
 	out, err := cmd.Output()
 	if err != nil {

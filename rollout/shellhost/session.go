@@ -42,7 +42,7 @@ func (a *session) close() {
 // per-command timeout, and an interrupt of the apply does not cut a host
 // off inside its window.
 func (h *Host) start(ctx context.Context) *session {
-	cmd := Command("sh", "-c", agentScript, "relayctl-agent", h.state, observeScript)
+	cmd := agentCommand(h.state)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	a := &session{in: inW, out: bufio.NewReader(outR), stderr: &bytes.Buffer{}, done: make(chan error, 1), once: make(chan struct{})}
@@ -56,6 +56,13 @@ func (h *Host) start(ctx context.Context) *session {
 	return a
 }
 
+// agentCommand runs agent.sh with its state folder. The script reaches the
+// shell as an argument it evaluates, so the agent has its own text, and
+// starts its window's process with it (agent.sh, "The window's process").
+func agentCommand(state string) string {
+	return Command("sh", "-c", `eval "$1"`, "relayctl-agent", agentScript, state, observeScript)
+}
+
 // lockAndRun starts the agent and sends the lock request and, behind it
 // without waiting, the first batch of the rest: one round trip for the
 // lock and (say) the first observe. The agent reads the rest only once it
@@ -66,7 +73,11 @@ func (h *Host) lockAndRun(ctx context.Context, ops []rollout.Op, each func(int, 
 	h.mu.Lock()
 	h.batches++
 	h.mu.Unlock()
-	if _, err := fmt.Fprintf(a.in, "lock\t%s\n", lock.Args[0]); err != nil {
+	line := "lock\t" + lock.Args[0]
+	if len(lock.Args) > 1 {
+		line += "\t" + lock.Args[1] // how long to wait for it, in seconds
+	}
+	if _, err := fmt.Fprintf(a.in, "%s\n", line); err != nil {
 		a.close()
 		return rollout.ConnLost(err)
 	}
@@ -149,11 +160,15 @@ func (h *Host) send(ctx context.Context, a *session, ops []rollout.Op, base int,
 			return err
 		}
 		pl := payloads(batch, calls, withData, keeps, start)
+		encl, err := h.enclosings(batch, calls)
+		if err != nil {
+			return err
+		}
 		// Written while the answers are read: a batch with a release in it
 		// is larger than what the connection buffers, and the agent answers
 		// as it goes.
 		wrote := make(chan error, 1)
-		go func() { wrote <- writeBatch(a.in, batch, pl, !last) }()
+		go func() { wrote <- writeBatch(a.in, batch, pl, encl, !last) }()
 		if first != nil {
 			if err := first(); err != nil {
 				<-wrote
@@ -244,12 +259,10 @@ func (h *Host) answers(a *session, batch []rollout.Op, pl []payload, calls map[i
 	stopped := false // the host stopped the batch
 	var failure error
 	for i, o := range batch {
-		line, err := readLine(a.out)
+		word, r, err := readAnswer(a.out, o)
 		if err != nil {
-			return -1, rollout.ConnLost(err)
+			return -1, err
 		}
-		word, rest, _ := strings.Cut(line, " ")
-		r := rollout.Result{At: time.Now()}
 		switch word {
 		case "SKIP":
 			if !stopped {
@@ -257,7 +270,7 @@ func (h *Host) answers(a *session, batch []rollout.Op, pl []payload, calls map[i
 			}
 			continue
 		case "NEED":
-			if !o.Offer || stopped || !pl[i].needed(rest) {
+			if !o.Offer || stopped || !pl[i].needed(r.Value) {
 				return -1, outOfStep("run on host: unexpected NEED to %s", o.Kind)
 			}
 			need, stopped = i, true
@@ -268,18 +281,9 @@ func (h *Host) answers(a *session, batch []rollout.Op, pl []payload, calls map[i
 			}
 			stopped = true
 			if failure == nil {
-				failure = &rollout.OpError{Op: o, Msg: rest}
+				failure = &rollout.OpError{Op: o, Msg: r.Value}
 			}
 			continue
-		case "OK":
-		case "VAL":
-			r.Value = rest
-		case "DATA":
-			if r.Value, err = readData(a.out, rest); err != nil {
-				return -1, err
-			}
-		default:
-			return -1, outOfStep("run on host: unexpected answer %q to %s", clip(line), o.Kind)
 		}
 		if stopped {
 			return -1, outOfStep("run on host: %s answered %s after the batch stopped", o.Kind, word)
@@ -305,18 +309,50 @@ func (h *Host) answers(a *session, batch []rollout.Op, pl []payload, calls map[i
 		}
 	}
 	if synced {
-		line, err := readLine(a.out)
-		if err != nil {
-			return -1, rollout.ConnLost(err)
-		}
-		if line != "OK" {
-			return -1, outOfStep("run on host: unexpected answer %q to sync", clip(line))
+		if err := readSync(a.out); err != nil {
+			return -1, err
 		}
 	}
 	if failure != nil {
 		return -1, failure
 	}
 	return need, nil
+}
+
+// readAnswer reads the answer to o: its word, and in r.Value what came
+// with it (a VAL's value, a DATA's bytes, an ERR's message, a NEED's why).
+func readAnswer(out *bufio.Reader, o rollout.Op) (string, rollout.Result, error) {
+	r := rollout.Result{}
+	line, err := readLine(out)
+	if err != nil {
+		return "", r, rollout.ConnLost(err)
+	}
+	r.At = time.Now()
+	word, rest, _ := strings.Cut(line, " ")
+	switch word {
+	case "SKIP", "OK":
+	case "ERR", "VAL", "NEED": // a NEED may say why the form offered will not do
+		r.Value = rest
+	case "DATA":
+		if r.Value, err = readData(out, rest); err != nil {
+			return "", r, err
+		}
+	default:
+		return "", r, outOfStep("run on host: unexpected answer %q to %s", clip(line), o.Kind)
+	}
+	return word, r, nil
+}
+
+// readSync reads the agent's answer to a batch's sync line.
+func readSync(out *bufio.Reader) error {
+	line, err := readLine(out)
+	if err != nil {
+		return rollout.ConnLost(err)
+	}
+	if line != "OK" {
+		return outOfStep("run on host: unexpected answer %q to sync", clip(line))
+	}
+	return nil
 }
 
 // readData reads a DATA answer's bytes.
@@ -337,11 +373,17 @@ func readData(r *bufio.Reader, size string) (string, error) {
 // command words, then "sync" (unless the batch ends the agent); pl is
 // what each sends (payloads: a keep's offer, or its bytes in a form).
 // Data is written from its own slice, never copied: every host shares
-// the one copy of a release, and of each of its forms, in memory.
-func writeBatch(w io.Writer, batch []rollout.Op, pl []payload, sync bool) error {
+// the one copy of a release, and of each of its forms, in memory. An
+// enclosing request (a window's) holds the rest of the batch in its data:
+// nothing after it is written on its own.
+func writeBatch(w io.Writer, batch []rollout.Op, pl []payload, encl map[int]enclosing, sync bool) error {
 	var b bytes.Buffer
 	for i, o := range batch {
-		data := pl[i].data
+		args, data, argv := pl[i].args, pl[i].data, pl[i].argv
+		e, encloses := encl[i]
+		if encloses {
+			args, data = e.args, e.data
+		}
 		journal := "0"
 		switch {
 		case o.Undoing():
@@ -349,8 +391,8 @@ func writeBatch(w io.Writer, batch []rollout.Op, pl []payload, sync bool) error 
 		case o.Mutates():
 			journal = "1"
 		}
-		fmt.Fprintf(&b, "%s\t%s\t%d\t%d", o.Kind, journal, len(data), len(pl[i].argv))
-		for _, a := range pl[i].args {
+		fmt.Fprintf(&b, "%s\t%s\t%d\t%d", o.Kind, journal, len(data), len(argv))
+		for _, a := range args {
 			b.WriteByte('\t')
 			b.WriteString(a)
 		}
@@ -364,9 +406,12 @@ func writeBatch(w io.Writer, batch []rollout.Op, pl []payload, sync bool) error 
 				return err
 			}
 		}
-		for _, arg := range pl[i].argv {
+		for _, arg := range argv {
 			b.WriteString(arg)
 			b.WriteByte('\n')
+		}
+		if encloses {
+			break
 		}
 	}
 	if sync {

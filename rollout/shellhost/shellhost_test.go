@@ -29,7 +29,7 @@ func TestWriteBatchDoesNotCopyData(t *testing.T) {
 	data := []byte(strings.Repeat("x", 1<<20))
 	w := recordingWriter{shared: data}
 	batch := []Op{op("begin", "p", "sha256:x"), keepOp("/opt/relay/r", "abc", data, "0755"), op("dir", "/opt")}
-	if err := writeBatch(&w, batch, payloads(batch, nil, true, map[int]*keepState{}, 0), true); err != nil {
+	if err := writeBatch(&w, batch, payloads(batch, nil, true, map[int]*keepState{}, 0), nil, true); err != nil {
 		t.Fatal(err)
 	}
 	var text strings.Builder
@@ -46,7 +46,7 @@ func TestWriteBatchDoesNotCopyData(t *testing.T) {
 	// An offer carries no bytes.
 	w = recordingWriter{shared: data}
 	batch = []Op{keepOp("/opt/relay/r", "abc", data, "0755")}
-	writeBatch(&w, batch, payloads(batch, nil, false, map[int]*keepState{}, 0), false)
+	writeBatch(&w, batch, payloads(batch, nil, false, map[int]*keepState{}, 0), nil, false)
 	if len(w.writes) != 1 || string(w.writes[0]) != "keep\t1\t0\t0\t/opt/relay/r\tabc\t1048576\t0755\n" {
 		t.Errorf("offer: %q", w.writes)
 	}

@@ -1,0 +1,289 @@
+package shellhost
+
+// The window's process (agent.sh): the real script, as root, locally. A
+// window outlives the session that started it (killed, process tree and
+// all), holds the host lock until it has ended, ends by itself when the
+// session is gone, and waits for relayctl's word while it is not.
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/rollout"
+)
+
+// windowRig is a state folder, a release link and a query that reads it.
+type windowRig struct {
+	root, state, link, release, marker string
+	q                                  Query
+}
+
+func newWindowRig(t *testing.T) *windowRig {
+	root := rootDir(t)
+	w := &windowRig{root: root, state: filepath.Join(root, "state"), link: filepath.Join(root, "current"),
+		release: filepath.Join(root, "releases", "1.8.0"), marker: filepath.Join(root, "started")}
+	os.MkdirAll(w.release, 0o755)
+	paths := plans.PlanPaths(plans.DefaultPaths)
+	paths.Current, paths.Releases, paths.StateDir = w.link, filepath.Join(root, "releases"), w.state
+	w.q = Query{Port: 7788, Paths: paths, Service: plans.PlanService{Manager: "none"}}
+	return w
+}
+
+// window is a detach whose ops switch the link and restart with a slow
+// stop (stopFor) and a start that leaves the marker, then read back; its
+// only check is the link, and its rollback points the link back.
+func (w *windowRig) window(stopFor string, await time.Duration) []Op {
+	touch, _ := exec.LookPath("touch")
+	restart := restartOp(plans.PlanService{Manager: "command", Stop: []string{"/bin/sh", "-c", "sleep " + stopFor}, Start: []string{touch, w.marker}})
+	ops := []Op{op("step", "start window"), op("link", w.link, w.release), restart, {Kind: "observe", Query: &w.q}}
+	undo := []Op{op("step", "start rollback"), op("remove", w.link)}
+	win := &rollout.Window{ID: "0123456789abcdef", Await: await, Judge: 2 * time.Second, Observe: &w.q,
+		Checks: []rollout.HostCheck{{Kind: "link", Args: []string{w.release}}}, Undo: [][]Op{undo}, UndoAt: []int{0, 1, 1, 1, 1}}
+	return append([]Op{{Kind: "detach", Args: []string{win.ID}, Window: win}}, ops...)
+}
+
+func (w *windowRig) journal() string {
+	b, _ := os.ReadFile(filepath.Join(w.state, "journal"))
+	return string(b)
+}
+
+// waitJournal waits (bounded) until the journal holds want.
+func (w *windowRig) waitJournal(t *testing.T, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(w.journal(), want); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the journal never said %q:\n%s", want, w.journal())
+		}
+	}
+}
+
+// lockFree says whether the host lock is free.
+func (w *windowRig) lockFree() bool {
+	f, err := os.OpenFile(filepath.Join(w.state, "lock"), os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		return false
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return true
+}
+
+// killSessions kills every agent session of state, and every process
+// under each (as a session teardown would), but no window's process.
+func killSessions(t *testing.T, state string) {
+	t.Helper()
+	for range 5 {
+		for _, pid := range sessionTree(state) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sessionTree are the agent sessions of state and their descendants.
+func sessionTree(state string) []int {
+	parent := map[int]int{}
+	var roots []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+		if len(f) > 1 {
+			parent[pid], _ = strconv.Atoi(f[1])
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if strings.Contains(string(cmd), "relayctl-agent\x00") && strings.Contains(string(cmd), "\x00"+state+"\x00") {
+			roots = append(roots, pid)
+		}
+	}
+	tree := append([]int(nil), roots...)
+	for grew := true; grew; {
+		grew = false
+		for pid, pp := range parent {
+			if hasPID(tree, pp) && !hasPID(tree, pid) {
+				tree, grew = append(tree, pid), true
+			}
+		}
+	}
+	return tree
+}
+
+func hasPID(s []int, n int) bool {
+	for _, x := range s {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+// A window whose session is killed while its relay is stopped goes on: the
+// start runs, the window reads itself back, keeps it, and the lock is free
+// only once it has ended.
+func TestAgentWindowOutlivesItsSession(t *testing.T) {
+	w := newWindowRig(t)
+	h := lockedAgent(t, w.state)
+	if _, err := runOps(h, op("begin", "p", "sha256:x")); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := runOps(h, w.window("1", time.Minute)...); done <- err }()
+	w.waitJournal(t, "start window")
+	killSessions(t, w.state)
+	if err := <-done; !rollout.IsConnLost(err) {
+		t.Fatalf("the window's batch: %v, want the connection lost", err)
+	}
+	if w.lockFree() {
+		t.Error("the lock was free while the window was still running")
+	}
+	w.waitJournal(t, "window kept by=host")
+	if _, err := os.Stat(w.marker); err != nil {
+		t.Errorf("the relay's start did not run after the session died: %v", err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !w.lockFree(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the lock is still held after the window ended")
+		}
+	}
+}
+
+// While its session lives, a window waits for relayctl's word: keep ends it
+// kept; undo runs relayctl's rollback; a window that decided by itself
+// first (its await run out) refuses the word, saying how it ended.
+func TestAgentWindowWaitsForTheVerdict(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		await   time.Duration
+		verdict []Op
+		want    string
+		refused bool
+	}{
+		{"keep", time.Minute, []Op{op("verdict", "keep")}, "window kept by=controller", false},
+		{"undo", time.Minute, []Op{op("verdict", "undo"), op("step", "start rollback"), op("remove", "LINK")}, "window rolled-back by=controller", false},
+		{"too late", 300 * time.Millisecond, []Op{op("verdict", "keep")}, "window kept by=host", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newWindowRig(t)
+			h := lockedAgent(t, w.state)
+			if _, err := runOps(h, append([]Op{op("begin", "p", "sha256:x")}, w.window("0", tt.await)...)...); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := observeOn(h, w.q); err != nil { // the session serves while the window waits
+				t.Fatalf("observe beside the waiting window: %v", err)
+			}
+			if tt.refused {
+				time.Sleep(2 * tt.await) // the window decides by itself meanwhile
+			}
+			for i := range tt.verdict {
+				if len(tt.verdict[i].Args) == 1 && tt.verdict[i].Args[0] == "LINK" {
+					tt.verdict[i].Args[0] = w.link
+				}
+			}
+			res, err := runOps(h, tt.verdict...)
+			var oe *OpError
+			switch {
+			case tt.refused && (!errors.As(err, &oe) || !strings.Contains(oe.Msg, "ended by itself: kept by=host")):
+				t.Errorf("a late word: %v, want refused saying it was kept by the host", err)
+			case !tt.refused && err != nil:
+				t.Fatalf("verdict: %v", err)
+			case tt.name == "keep" && res[0].Value != "kept by=controller":
+				t.Errorf("keep answered %q", res[0].Value)
+			}
+			if !strings.Contains(w.journal(), tt.want) {
+				t.Errorf("journal lacks %q:\n%s", tt.want, w.journal())
+			}
+			if _, err := os.Lstat(w.link); (err == nil) != (tt.name != "undo") {
+				t.Errorf("the link after %s: %v", tt.name, err)
+			}
+			if w.lockFree() {
+				t.Error("the lock is free while the session holds it")
+			}
+		})
+	}
+}
+
+// The window's process reads only the program relayctl sent: a program
+// whose sha256 is not the one it was started with is not run at all.
+func TestAgentWindowRunsOnlyWhatWasSent(t *testing.T) {
+	w := newWindowRig(t)
+	h := lockedAgent(t, w.state)
+	ops := w.window("0", time.Minute)
+	calls, _ := h.framedCalls(ops)
+	encl, err := h.enclosings(ops, calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	win := "/run/relayctl/window-0123456789abcdef"
+	t.Cleanup(func() { os.RemoveAll(win) })
+	os.MkdirAll(filepath.Join(win, "answers"), 0o700)
+	os.WriteFile(filepath.Join(win, "program"), encl[0].data, 0o600)
+	lock, _ := os.OpenFile(filepath.Join(w.state, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	defer lock.Close()
+	run := func(sum string) {
+		cmd := exec.Command("sh", "-c", `eval "$1"`, "relayctl-window", agentScript, w.state, observeScript, "window", "0123456789abcdef", sum, "1", "1")
+		cmd.ExtraFiles = make([]*os.File, 7)
+		cmd.ExtraFiles[6] = lock // fd 9, the lock's
+		if out, err := cmd.CombinedOutput(); err == nil || len(out) > 0 {
+			t.Errorf("a window process with a program not sent: %v %s, want exit 1 and nothing said", err, out)
+		}
+	}
+	run(strings.Repeat("0", 64))
+	if _, err := os.Lstat(w.link); err == nil || strings.Contains(w.journal(), "start window") {
+		t.Errorf("a program that is not the one sent ran (link: %v):\n%s", err, w.journal())
+	}
+	if log, _ := os.ReadFile(filepath.Join(win, "log")); !strings.Contains(string(log), "not the one relayctl sent") {
+		t.Errorf("its log says %q", log)
+	}
+}
+
+// The host's own checks, against readings as observe frames them: each
+// kind holds on what it should and names what it finds otherwise.
+func TestAgentHostChecks(t *testing.T) {
+	root := rootDir(t)
+	rel := filepath.Join(root, "releases", "1.8.0")
+	os.MkdirAll(rel, 0o755)
+	const B = testBoundary
+	frame := func(name, body string) string { return B + " " + name + "\n" + body + "\n\n" + B + " end 0\n" }
+	reading := frame("sysctl net.core.rmem_max", "8388608") + frame("current-link", rel) + B + " service\n4242\n" + B + " end 0\n" +
+		B + " relay-exe\n" + rel + "/relayd\n" + B + " end 0\n" +
+		frame("ss", "UNCONN 0 0 0.0.0.0:7788 0.0.0.0:* users:((\"relayd\",pid=4242,fd=3)) ino:7 sk:1 skmem:(r0,rb8388608,t0,tb212992,f0,w0,o0,bl0,d0)\n"+
+			"ESTAB 0 0 10.0.0.1:7788 10.0.0.2:5 users:((\"relayd\",pid=4242,fd=9)) ino:8 sk:2 skmem:(r0,rb212992,t0,tb212992,f0,w0,o0,bl0,d0)")
+	tests := []struct{ checks, fails string }{
+		{"sysctl\tnet.core.rmem_max\t8388608\nlink\t" + rel + "\npid\t100\t" + rel + "\nrb\t8388608\n", ""},
+		{"sysctl\tnet.core.rmem_max\t4194304\n", "sysctl net.core.rmem_max: got 8388608, want 4194304"},
+		{"link\t/opt/relay/releases/1.7.0\n", "release link: got " + rel + ", want /opt/relay/releases/1.7.0"},
+		{"pid\t4242\t-\n", "relay restarted: got the same pid 4242, want a new one"},
+		{"pid\t-\t/opt/relay/releases/1.7.0\n", "relay runs the release in /opt/relay/releases/1.7.0: got " + rel + "/relayd"},
+		{"rb\t4194304\n", "ss rb: got rb8388608, want rb4194304"},
+		{"rubbish\tx\n", "unknown check rubbish"},
+	}
+	funcs := agentFunc(t, "squeeze") + agentFunc(t, "section") + agentFunc(t, "host_checks")
+	for _, tt := range tests {
+		win := t.TempDir()
+		os.WriteFile(filepath.Join(win, "checks"), []byte(tt.checks), 0o600)
+		os.WriteFile(filepath.Join(win, "reading"), []byte(reading), 0o600)
+		script := "set -u\ntab=$(printf '\\t')\nwin=$1\n" + funcs + "host_checks \"$win/reading\" '" + B + "'\nprintf '%s|%s' \"$hc_fail\" \"$hc_pid\"\n"
+		out, err := exec.Command("sh", "-c", script, "x", win).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v %s", err, out)
+		}
+		if got := string(out); got != tt.fails+"|4242" {
+			t.Errorf("checks %q: got %q, want %q", tt.checks, got, tt.fails+"|4242")
+		}
+	}
+}
