@@ -61,6 +61,11 @@ type Op struct {
 	// the bytes follow), and a host that has them already (staged ahead,
 	// or the same release under another version) is sent nothing.
 	Offer bool
+	// Send: the host was seen lacking the bytes (observe, in the session
+	// that holds the lock), so they go with the request, in its first form,
+	// and no offer costs a round trip. The host still refuses a form it
+	// cannot take (NEED and why), and the next follows.
+	Send bool
 	// Packed are smaller forms of Data for the wire (package wire), best
 	// first: a keep sends the host the first one it can decode and Data
 	// itself after them all, so a host that cannot decode a form (no

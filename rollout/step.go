@@ -169,7 +169,7 @@ func releaseSteps(p *plans.Plan, h *plans.HostPlan, in stepInput) []step {
 	case p.Relay.URL != "":
 		return []step{fetchRelease{release: r, url: p.Relay.URL, timeout: in.fetchTimeout}}
 	}
-	return []step{placeRelease{release: r, data: in.artifact, packed: packedRelease(p, in)}}
+	return []step{placeRelease{release: r, data: in.artifact, packed: packedRelease(p, in), lacks: lacksRelease(p, in)}}
 }
 
 func releaseDir(p *plans.Plan) string { return p.Paths.Releases + "/" + p.Relay.Version }

@@ -63,6 +63,7 @@ type placeRelease struct {
 	release
 	data   []byte
 	packed []Packed
+	lacks  bool // observe found the store without it: its bytes go at once
 }
 
 func (s placeRelease) describe() plans.Step {
@@ -72,8 +73,14 @@ func (s placeRelease) describe() plans.Step {
 
 func (s placeRelease) do() []Op {
 	keep := keepOp(s.store, s.sha, s.data, "0755")
-	keep.Packed, keep.upload = s.packed, true
+	keep.Packed, keep.upload, keep.Send = s.packed, true, s.lacks
 	return []Op{keep, s.place()}
+}
+
+// lacksRelease: observe read the host's store, and the planned release's
+// bytes are not in it.
+func lacksRelease(p *plans.Plan, in stepInput) bool {
+	return in.facts != nil && !slices.Contains(in.facts.Release.Stored, p.Relay.SHA256)
 }
 
 // packedRelease are the forms of the release a host is sent, best first

@@ -123,8 +123,10 @@ func TestHostWithoutZstdIsSentGzip(t *testing.T) {
 }
 
 // A host whose stored release is not the one the plan knows (its bytes
-// changed since) refuses the patch before its bytes are sent, and is sent
-// the release compressed: the receipt and the progress say so.
+// changed since) refuses the patch, and is sent the release compressed:
+// the receipt and the progress say so. The patch went with the request
+// (observe had found the store without the release: Op.Send), so its bytes
+// count.
 func TestPatchFromAChangedBaseFallsBack(t *testing.T) {
 	u := newUpgrade(t, wire.Gzip, wire.Zstd, wire.ZstdPatch)
 	p := u.planned(t)
@@ -134,8 +136,8 @@ func TestPatchFromAChangedBaseFallsBack(t *testing.T) {
 	var progress strings.Builder
 	h := u.apply(t, p, &progress)
 	zs, _ := wire.Encode(wire.Zstd, u.new, nil)
-	if got := h.Upload; got == nil || got.Form != wire.Zstd || got.Bytes != int64(len(zs)) || len(got.Fallback) != 1 || !strings.Contains(got.Fallback[0], "is not the "+oldSHA) {
-		t.Errorf("receipt's upload %+v; want zstd (%d bytes), the patch refused unsent (planned %+v)", got, len(zs), planned)
+	if got := h.Upload; got == nil || got.Form != wire.Zstd || got.Bytes != int64(len(zs))+planned.Bytes || len(got.Fallback) != 1 || !strings.Contains(got.Fallback[0], "is not the "+oldSHA) {
+		t.Errorf("receipt's upload %+v; want zstd (%d bytes) after the patch (%+v) refused", got, len(zs), planned)
 	}
 	if !strings.Contains(progress.String(), "h1: upload: the zstd-patch form: the patch's base") || !strings.Contains(progress.String(), "sent the release zstd-compressed instead") {
 		t.Errorf("progress does not say the patch was refused:\n%s", progress.String())

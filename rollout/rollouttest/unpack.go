@@ -11,7 +11,8 @@ import (
 
 // unpack is a keep's upload as the shell backend sends it and the agent
 // takes it (shellhost/packed.go, agent.sh p_keep): the first keep of a
-// Run the host lacks the bytes of answers its offer NEED, and the rest of
+// Run the host lacks the bytes of (unless they were sent at once,
+// Op.Send) answers its offer NEED, and the rest of
 // the Run follows with the keeps' bytes (a round trip more: s.needs); the
 // offer names the first form, which a host that cannot decode it refuses
 // before its bytes are sent. Then each form's bytes until one decodes to
@@ -20,7 +21,7 @@ import (
 // were sent; it returns the bytes the host ends with.
 func (s *Sim) unpack(o rollout.Op) ([]byte, rollout.Result) {
 	r := rollout.Result{Form: wire.Raw}
-	offered := s.needs == 0
+	offered := s.needs == 0 && !o.Send // sent at once: no offer, no NEED
 	if offered {
 		s.needs++
 	}

@@ -34,7 +34,8 @@ type payload struct {
 
 // payloads lays out a batch: observe's and sample's framed words, and
 // each keep's offer or data. withData: the batch follows a NEED, and its
-// keeps send their bytes instead of offering them. keeps holds each keep's
+// keeps send their bytes instead of offering them; so does a keep whose
+// host was seen lacking them (Op.Send). keeps holds each keep's
 // state by its index in the batch plus base.
 func payloads(batch []rollout.Op, calls map[int]framed, withData bool, keeps map[int]*keepState, base int) []payload {
 	pl := make([]payload, len(batch))
@@ -49,7 +50,7 @@ func payloads(batch []rollout.Op, calls map[int]framed, withData bool, keeps map
 				st = &keepState{}
 				keeps[base+i] = st
 			}
-			p = keepPayload(o, st, withData)
+			p = keepPayload(o, st, withData || o.Send)
 		}
 		pl[i] = p
 	}
