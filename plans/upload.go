@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // Upload is how the release crosses the controller's uplink to a host
@@ -17,7 +17,7 @@ import (
 // what was sent. Nothing compares it: a plan whose upload changed is not
 // stale.
 type Upload struct {
-	// Form is wire.ZstdPatch, wire.Zstd, wire.Gzip, wire.Raw, or
+	// Form is uplink.ZstdPatch, uplink.Zstd, uplink.Gzip, uplink.Raw, or
 	// UploadStored.
 	Form string `json:"form"`
 	// From is a patch's base: the sha256 of the release in the host's
@@ -35,9 +35,9 @@ type Upload struct {
 const UploadStored = "stored"
 
 // Uploads makes the forms of the plan's release for a host that decodes
-// decoders and keeps stored (wire.Release.Forms).
+// decoders and keeps stored (uplink.Release.Forms).
 type Uploads interface {
-	Forms(decoders, stored []string) []wire.Form
+	Forms(decoders, stored []string) []uplink.Form
 }
 
 // uploads says the release crosses the uplink to the host: apply places
@@ -55,7 +55,7 @@ func planUpload(h *HostPlan, p *Plan, f *Facts, up Uploads) (*Upload, error) {
 	if slices.Contains(f.Release.Stored, p.Relay.SHA256) {
 		return &Upload{Form: UploadStored}, nil
 	}
-	u := &Upload{Form: wire.Raw, Bytes: p.Relay.Size}
+	u := &Upload{Form: uplink.Raw, Bytes: p.Relay.Size}
 	if forms := up.Forms(f.Release.Decoders, f.Release.Stored); len(forms) > 0 {
 		b, err := forms[0].Bytes()
 		if err != nil {
@@ -77,15 +77,15 @@ func uploadNote(u *Upload, f *Facts, p *Plan) string {
 		}
 	}
 	switch {
-	case u.Form == wire.ZstdPatch:
+	case u.Form == uplink.ZstdPatch:
 		return ""
-	case u.Form == wire.Raw && len(f.Release.Decoders) == 0:
+	case u.Form == uplink.Raw && len(f.Release.Decoders) == 0:
 		return "the host has neither gzip nor zstd"
-	case u.Form == wire.Raw:
+	case u.Form == uplink.Raw:
 		return "compressed, it would not be smaller"
 	case others == 0:
 		return ""
-	case !wire.Decodes(f.Release.Decoders, wire.ZstdPatch):
+	case !uplink.Decodes(f.Release.Decoders, uplink.ZstdPatch):
 		return "no patch: the host's zstd cannot decode one (it has none, or one older than 1.4.5)"
 	}
 	return fmt.Sprintf("no patch: relayctl's release cache has none of the %d release(s) in the host's store", others)
@@ -103,9 +103,9 @@ func uploadText(u *Upload, size int64) string {
 	switch u.Form {
 	case UploadStored:
 		return "nothing: the host's release store holds the release already"
-	case wire.ZstdPatch:
+	case uplink.ZstdPatch:
 		s = fmt.Sprintf("%d bytes, a zstd patch from the release the host keeps (sha256 %s)%s", u.Bytes, MDCode(short(u.From)), pct())
-	case wire.Zstd, wire.Gzip:
+	case uplink.Zstd, uplink.Gzip:
 		s = fmt.Sprintf("%d bytes, %s-compressed%s", u.Bytes, u.Form, pct())
 	default:
 		s = fmt.Sprintf("%d bytes, the release as it is", u.Bytes)
@@ -132,7 +132,7 @@ func uplinkText(p *Plan) string {
 		return ""
 	}
 	var parts []string
-	for _, f := range []string{wire.ZstdPatch, wire.Zstd, wire.Gzip, wire.Raw} {
+	for _, f := range []string{uplink.ZstdPatch, uplink.Zstd, uplink.Gzip, uplink.Raw} {
 		if forms[f] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", forms[f], formName[f]))
 		}
@@ -143,4 +143,4 @@ func uplinkText(p *Plan) string {
 }
 
 // formName is how the review names a form for a count of hosts.
-var formName = map[string]string{wire.ZstdPatch: "as a zstd patch", wire.Zstd: "zstd-compressed", wire.Gzip: "gzip-compressed", wire.Raw: "as it is"}
+var formName = map[string]string{uplink.ZstdPatch: "as a zstd patch", uplink.Zstd: "zstd-compressed", uplink.Gzip: "gzip-compressed", uplink.Raw: "as it is"}

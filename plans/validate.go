@@ -13,7 +13,7 @@ import (
 
 	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/tune"
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // ErrPlanEdited is a plan whose content is not what its recorded spec and
@@ -322,8 +322,8 @@ func factReleases(f *Facts) error {
 		}
 	}
 	for _, d := range f.Release.Decoders {
-		if !slices.Contains(wire.Encodings, d) {
-			return fmt.Errorf("decoder %q is not one of %s", clip(d), strings.Join(wire.Encodings, ", "))
+		if !slices.Contains(uplink.Encodings, d) {
+			return fmt.Errorf("decoder %q is not one of %s", clip(d), strings.Join(uplink.Encodings, ", "))
 		}
 	}
 	return nil

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/relayctl/relayctl/plans"
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // Primitive is one kind of Op a host carries out. This table is the one
@@ -220,13 +220,13 @@ func validPacked(o Op) error {
 		switch {
 		case pk.Data == nil:
 			return fmt.Errorf("a %s form without data", pk.Encoding)
-		case pk.Encoding != wire.Gzip && pk.Encoding != wire.Zstd && pk.Encoding != wire.ZstdPatch:
+		case pk.Encoding != uplink.Gzip && pk.Encoding != uplink.Zstd && pk.Encoding != uplink.ZstdPatch:
 			return fmt.Errorf("%q is not an encoding", pk.Encoding)
-		case pk.Encoding != wire.ZstdPatch && (pk.Base != "" || pk.BaseSHA != ""):
+		case pk.Encoding != uplink.ZstdPatch && (pk.Base != "" || pk.BaseSHA != ""):
 			return fmt.Errorf("a %s form has a base", pk.Encoding)
-		case pk.Encoding == wire.ZstdPatch && (validField(pk.Base) != nil || !path.IsAbs(pk.Base) || path.Clean(pk.Base) != pk.Base):
+		case pk.Encoding == uplink.ZstdPatch && (validField(pk.Base) != nil || !path.IsAbs(pk.Base) || path.Clean(pk.Base) != pk.Base):
 			return fmt.Errorf("patch base %q is not a clean absolute path", pk.Base)
-		case pk.Encoding == wire.ZstdPatch && (len(pk.BaseSHA) != 64 || strings.Trim(pk.BaseSHA, "0123456789abcdef") != ""):
+		case pk.Encoding == uplink.ZstdPatch && (len(pk.BaseSHA) != 64 || strings.Trim(pk.BaseSHA, "0123456789abcdef") != ""):
 			return fmt.Errorf("patch base sha256 %q is not a sha256", pk.BaseSHA)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/relayctl/relayctl/plans"
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // ReceiptMarkdown is the receipt for people (WriteReceiptMarkdown's
@@ -465,7 +465,7 @@ func uploadWords(u *UploadRecord) string {
 		return ""
 	}
 	s := " (the release as it is)"
-	if u.Form != wire.Raw {
+	if u.Form != uplink.Raw {
 		s = fmt.Sprintf(" (the release as %s", formWords(u.Form))
 		if u.From != "" {
 			s += " from " + code(short12(u.From))

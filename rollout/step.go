@@ -6,7 +6,7 @@ import (
 
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/tune"
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // step is one step of a host's apply, one type per file (step_*.go): its
@@ -84,7 +84,7 @@ type checkCtx struct {
 // a release from the plan's url.
 type stepInput struct {
 	artifact     []byte
-	wire         *wire.Release
+	wire         *uplink.Release
 	facts        *plans.Facts
 	fetchTimeout time.Duration
 	// releaseSum hears what the host says of the release a window

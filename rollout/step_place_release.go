@@ -84,7 +84,7 @@ func lacksRelease(p *plans.Plan, in stepInput) bool {
 }
 
 // packedRelease are the forms of the release a host is sent, best first
-// (wire.Release.Forms, from what observe found it decodes and keeps): none
+// (uplink.Release.Forms, from what observe found it decodes and keeps): none
 // when its store holds the release already (nothing is sent), or without
 // the release's forms (a plan's step list).
 func packedRelease(p *plans.Plan, in stepInput) []Packed {

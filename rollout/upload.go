@@ -3,7 +3,7 @@ package rollout
 import (
 	"strings"
 
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // UploadRecord is how the release crossed the uplink to a host: the form
@@ -42,9 +42,9 @@ func (hr *hostRun) uploaded(o Op, r Result) {
 // formWords names a form for people.
 func formWords(form string) string {
 	switch form {
-	case wire.Raw:
+	case uplink.Raw:
 		return "the release as it is"
-	case wire.ZstdPatch:
+	case uplink.ZstdPatch:
 		return "a zstd patch"
 	}
 	return "the release " + form + "-compressed"

@@ -21,7 +21,7 @@ import (
 	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/rollout"
 	"github.com/relayctl/relayctl/rollout/rollouttest"
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // upgrade is a host that keeps release old in its store (an earlier apply
@@ -30,7 +30,7 @@ import (
 type upgrade struct {
 	old, new []byte
 	sim      *rollouttest.Sim
-	cache    *wire.Cache
+	cache    *uplink.Cache
 }
 
 func newUpgrade(t *testing.T, decoders ...string) *upgrade {
@@ -39,7 +39,7 @@ func newUpgrade(t *testing.T, decoders ...string) *upgrade {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache, err := wire.OpenCache(filepath.Join(t.TempDir(), "relayctl"))
+	cache, err := uplink.OpenCache(filepath.Join(t.TempDir(), "relayctl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func (u *upgrade) planned(t *testing.T) *plans.Plan {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: []*plans.Facts{u.sim.Facts()}, Steps: rollout.Steps, Uploads: wire.NewRelease(u.new, u.cache),
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: []*plans.Facts{u.sim.Facts()}, Steps: rollout.Steps, Uploads: uplink.NewRelease(u.new, u.cache),
 		Artifact: plans.Artifact{SHA256: plans.SHA256(string(u.new)), Size: int64(len(u.new)), VersionFrom: capability.FromNone}})
 	if err != nil {
 		t.Fatal(err)
@@ -84,11 +84,11 @@ func (u *upgrade) apply(t *testing.T, p *plans.Plan, progress io.Writer) *rollou
 }
 
 func TestReleaseUpgradeIsSentAsAPatch(t *testing.T) {
-	u := newUpgrade(t, wire.Gzip, wire.Zstd, wire.ZstdPatch)
+	u := newUpgrade(t, uplink.Gzip, uplink.Zstd, uplink.ZstdPatch)
 	p := u.planned(t)
 	want := p.Hosts[0].Release.Upload
 	oldSHA := plans.SHA256(string(u.old))
-	if want == nil || want.Form != wire.ZstdPatch || want.From != oldSHA || want.Bytes*10 > int64(len(u.new)) {
+	if want == nil || want.Form != uplink.ZstdPatch || want.From != oldSHA || want.Bytes*10 > int64(len(u.new)) {
 		t.Fatalf("planned upload %+v; want a patch from %s, a tenth of the release at most", want, oldSHA[:12])
 	}
 	if md := string(p.Markdown("x.plan")); !strings.Contains(md, fmt.Sprintf("- Upload: %d bytes, a zstd patch from the release the host keeps", want.Bytes)) ||
@@ -97,7 +97,7 @@ func TestReleaseUpgradeIsSentAsAPatch(t *testing.T) {
 	}
 	var progress strings.Builder
 	h := u.apply(t, p, &progress)
-	if got := h.Upload; got == nil || got.Form != wire.ZstdPatch || got.From != oldSHA || got.Bytes != want.Bytes || got.Size != int64(len(u.new)) || len(got.Fallback) != 0 {
+	if got := h.Upload; got == nil || got.Form != uplink.ZstdPatch || got.From != oldSHA || got.Bytes != want.Bytes || got.Size != int64(len(u.new)) || len(got.Fallback) != 0 {
 		t.Errorf("receipt's upload %+v; want the planned patch, %d bytes", got, want.Bytes)
 	}
 	if h.BytesUploaded < want.Bytes || h.BytesUploaded > want.Bytes+4096 {
@@ -111,13 +111,13 @@ func TestReleaseUpgradeIsSentAsAPatch(t *testing.T) {
 // A host without zstd is sent the release gzip-compressed, though it
 // keeps the release before: gzip is what it can decode.
 func TestHostWithoutZstdIsSentGzip(t *testing.T) {
-	u := newUpgrade(t, wire.Gzip)
+	u := newUpgrade(t, uplink.Gzip)
 	p := u.planned(t)
 	want := p.Hosts[0].Release.Upload
-	if want == nil || want.Form != wire.Gzip || want.Bytes*100 > int64(len(u.new))*45 || !strings.Contains(want.Note, "cannot decode one") {
+	if want == nil || want.Form != uplink.Gzip || want.Bytes*100 > int64(len(u.new))*45 || !strings.Contains(want.Note, "cannot decode one") {
 		t.Fatalf("planned upload %+v; want gzip, 45%% of the release at most, and why no patch", want)
 	}
-	if h := u.apply(t, p, io.Discard); h.Upload == nil || h.Upload.Form != wire.Gzip || h.Upload.Bytes != want.Bytes {
+	if h := u.apply(t, p, io.Discard); h.Upload == nil || h.Upload.Form != uplink.Gzip || h.Upload.Bytes != want.Bytes {
 		t.Errorf("receipt's upload %+v; want gzip, %d bytes", h.Upload, want.Bytes)
 	}
 }
@@ -128,15 +128,15 @@ func TestHostWithoutZstdIsSentGzip(t *testing.T) {
 // (observe had found the store without the release: Op.Send), so its bytes
 // count.
 func TestPatchFromAChangedBaseFallsBack(t *testing.T) {
-	u := newUpgrade(t, wire.Gzip, wire.Zstd, wire.ZstdPatch)
+	u := newUpgrade(t, uplink.Gzip, uplink.Zstd, uplink.ZstdPatch)
 	p := u.planned(t)
 	planned := p.Hosts[0].Release.Upload
 	oldSHA := plans.SHA256(string(u.old))
 	u.sim.Files["/opt/relay/releases/.sha256/"+oldSHA+"/relayd"] = "other bytes"
 	var progress strings.Builder
 	h := u.apply(t, p, &progress)
-	zs, _ := wire.Encode(wire.Zstd, u.new, nil)
-	if got := h.Upload; got == nil || got.Form != wire.Zstd || got.Bytes != int64(len(zs))+planned.Bytes || len(got.Fallback) != 1 || !strings.Contains(got.Fallback[0], "is not the "+oldSHA) {
+	zs, _ := uplink.Encode(uplink.Zstd, u.new, nil)
+	if got := h.Upload; got == nil || got.Form != uplink.Zstd || got.Bytes != int64(len(zs))+planned.Bytes || len(got.Fallback) != 1 || !strings.Contains(got.Fallback[0], "is not the "+oldSHA) {
 		t.Errorf("receipt's upload %+v; want zstd (%d bytes) after the patch (%+v) refused", got, len(zs), planned)
 	}
 	if !strings.Contains(progress.String(), "h1: upload: the zstd-patch form: the patch's base") || !strings.Contains(progress.String(), "sent the release zstd-compressed instead") {
@@ -151,14 +151,14 @@ func TestPatchFromAChangedBaseFallsBack(t *testing.T) {
 // A host whose store holds no release relayctl has the bytes of is sent
 // the release compressed; the review says why there is no patch.
 func TestNoPatchWithoutTheBaseBytes(t *testing.T) {
-	u := newUpgrade(t, wire.Gzip, wire.Zstd, wire.ZstdPatch)
-	cache, _ := wire.OpenCache(filepath.Join(t.TempDir(), "empty"))
+	u := newUpgrade(t, uplink.Gzip, uplink.Zstd, uplink.ZstdPatch)
+	cache, _ := uplink.OpenCache(filepath.Join(t.TempDir(), "empty"))
 	u.cache = cache
 	p := u.planned(t)
-	if up := p.Hosts[0].Release.Upload; up == nil || up.Form != wire.Zstd || !strings.Contains(up.Note, "relayctl's release cache has none of the 1 release(s) in the host's store") {
+	if up := p.Hosts[0].Release.Upload; up == nil || up.Form != uplink.Zstd || !strings.Contains(up.Note, "relayctl's release cache has none of the 1 release(s) in the host's store") {
 		t.Fatalf("planned upload %+v; want zstd, and why no patch", up)
 	}
-	if h := u.apply(t, p, io.Discard); h.Upload == nil || h.Upload.Form != wire.Zstd {
+	if h := u.apply(t, p, io.Discard); h.Upload == nil || h.Upload.Form != uplink.Zstd {
 		t.Errorf("receipt's upload %+v; want zstd", h.Upload)
 	}
 }
@@ -172,10 +172,10 @@ func TestTarballUpgradeIsSentAsAPatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldTar, newTar := tarOf(t, old), tarOf(t, new)
-	cache, _ := wire.OpenCache(filepath.Join(t.TempDir(), "relayctl"))
+	cache, _ := uplink.OpenCache(filepath.Join(t.TempDir(), "relayctl"))
 	cache.PutRelease(oldTar)
 	s := rollouttest.NewSim("h1")
-	s.Decoders = []string{wire.Gzip, wire.Zstd, wire.ZstdPatch}
+	s.Decoders = []string{uplink.Gzip, uplink.Zstd, uplink.ZstdPatch}
 	s.StoreReleaseAs(oldTar, "release.tar")
 	src := strings.Replace(fakeSpec, "release: {version: 1.8.0, artifact: relayd}", "release: {kind: tarball, version: 1.8.0, artifact: relayd.tar, program: relayd}", 1)
 	spec, err := plans.ParseSpec("fake.yaml", []byte(fmt.Sprintf(src, "h1", "")))
@@ -186,13 +186,13 @@ func TestTarballUpgradeIsSentAsAPatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: []*plans.Facts{s.Facts()}, Steps: rollout.Steps, Uploads: wire.NewRelease(newTar, cache),
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: []*plans.Facts{s.Facts()}, Steps: rollout.Steps, Uploads: uplink.NewRelease(newTar, cache),
 		Artifact: plans.Artifact{SHA256: r.SHA256, Size: int64(len(newTar)), TreeSHA256: r.TreeSHA256, VersionFrom: capability.FromNone}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p = reload(t, p)
-	if up := p.Hosts[0].Release.Upload; up == nil || up.Form != wire.ZstdPatch || up.From != plans.SHA256(string(oldTar)) {
+	if up := p.Hosts[0].Release.Upload; up == nil || up.Form != uplink.ZstdPatch || up.From != plans.SHA256(string(oldTar)) {
 		t.Fatalf("planned upload %+v; want a patch from the kept tarball", up)
 	}
 	rep, err := rollout.Apply(context.Background(), rollouttest.Dialer{"h1": s}, checked(t, p),
@@ -201,7 +201,7 @@ func TestTarballUpgradeIsSentAsAPatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := rep.Hosts[0]
-	if h.Outcome != rollout.Applied || h.Upload == nil || h.Upload.Form != wire.ZstdPatch || h.Upload.Bytes*10 > int64(len(newTar)) {
+	if h.Outcome != rollout.Applied || h.Upload == nil || h.Upload.Form != uplink.ZstdPatch || h.Upload.Bytes*10 > int64(len(newTar)) {
 		t.Errorf("apply: %s (%s), upload %+v; want applied with a patch", h.Outcome, h.Reason, h.Upload)
 	}
 	if got := s.Files["/opt/relay/releases/.sha256/"+r.SHA256+"/release.tar"]; got != string(newTar) {
@@ -225,7 +225,7 @@ func tarOf(t *testing.T, program []byte) []byte {
 // relayctl stage sends the release the same way, and the apply after it
 // sends nothing.
 func TestStageSendsThePatch(t *testing.T) {
-	u := newUpgrade(t, wire.Gzip, wire.Zstd, wire.ZstdPatch)
+	u := newUpgrade(t, uplink.Gzip, uplink.Zstd, uplink.ZstdPatch)
 	p := u.planned(t)
 	d := rollouttest.Dialer{"h1": u.sim}
 	o := rollout.ApplyOptions{Artifact: u.new, Cache: u.cache, VerifyTimeout: 300 * time.Millisecond}
@@ -234,7 +234,7 @@ func TestStageSendsThePatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := rep.Hosts[0]
-	if h.Outcome != rollout.Staged || h.Upload == nil || h.Upload.Form != wire.ZstdPatch || h.Upload.Bytes != p.Hosts[0].Release.Upload.Bytes {
+	if h.Outcome != rollout.Staged || h.Upload == nil || h.Upload.Form != uplink.ZstdPatch || h.Upload.Bytes != p.Hosts[0].Release.Upload.Bytes {
 		t.Fatalf("stage: %s (%s), upload %+v; want staged with the planned patch", h.Outcome, h.Reason, h.Upload)
 	}
 	rep, err = rollout.Apply(context.Background(), d, checked(t, p), o)

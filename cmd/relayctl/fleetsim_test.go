@@ -60,7 +60,7 @@ import (
 
 	"github.com/relayctl/relayctl/rollout"
 	"github.com/relayctl/relayctl/rollout/rollouttest"
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // simConfig is one simulated fleet.
@@ -314,7 +314,7 @@ func buildSimFleet(b *testing.B, cfg simConfig, dir string) *simFleet {
 	fl := &simFleet{sims: map[string]*rollouttest.Sim{}, uplink: &rollouttest.Uplink{Rate: int64(cfg.UplinkGbit * 1e9 / 8), Window: cfg.Window}}
 	fl.release, fl.prev = simReleases(b, cfg)
 	if cfg.Previous {
-		c, err := wire.OpenCache(filepath.Join(dir, "cache", "relayctl"))
+		c, err := uplink.OpenCache(filepath.Join(dir, "cache", "relayctl"))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -26,7 +26,7 @@ import (
 	"github.com/relayctl/relayctl/internal/kerneltest"
 	"github.com/relayctl/relayctl/internal/lab"
 	"github.com/relayctl/relayctl/rollout"
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // specFor writes a spec for some of the lab's hosts, the lab spec's other
@@ -415,7 +415,7 @@ func TestLabStageAheadUploadsOnce(t *testing.T) {
 	for _, h := range r.Hosts {
 		// The lab's hosts have zstd: the release goes compressed (package wire).
 		u := h.Upload
-		if h.Outcome != rollout.Staged || u == nil || u.Form != wire.Zstd || u.Size != int64(len(release)) || u.Bytes*100 > u.Size*45 ||
+		if h.Outcome != rollout.Staged || u == nil || u.Form != uplink.Zstd || u.Size != int64(len(release)) || u.Bytes*100 > u.Size*45 ||
 			h.BytesUploaded <= u.Bytes || h.BytesUploaded > u.Bytes+4096 {
 			t.Errorf("%s: %s with %d bytes uploaded (%+v); want staged with the release zstd-compressed (of %d bytes), config and drop-in", h.Host, h.Outcome, h.BytesUploaded, u, len(release))
 		}

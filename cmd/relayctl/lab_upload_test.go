@@ -20,7 +20,7 @@ import (
 	"github.com/relayctl/relayctl/internal/lab"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout"
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // hideZstd makes zstd vanish from a lab host: an empty file that is not
@@ -96,9 +96,9 @@ func TestLabUploadsPackedForEachHost(t *testing.T) {
 	}
 	up := uploads(t, e.plan+".receipt.json")
 	for _, h := range hosts {
-		want := wire.Zstd
+		want := uplink.Zstd
 		if h == hosts[1] {
-			want = wire.Gzip
+			want = uplink.Gzip
 		}
 		if u := up[h.Name]; u == nil || u.Form != want || u.Bytes*100 > u.Size*45 || u.Size != int64(len(first)) {
 			t.Errorf("%s: upload %+v; want %s, 45%% of the release's %d bytes at most", h.Name, u, want, len(first))
@@ -126,13 +126,13 @@ func TestLabUploadsPackedForEachHost(t *testing.T) {
 		t.Fatalf("apply 1.9.0: exit %d\n%s\n%s", code, out, errs)
 	}
 	up = uploads(t, plan+".receipt.json")
-	if u := up["lab-1"]; u == nil || u.Form != wire.ZstdPatch || u.From != plans.SHA256(string(first)) || u.Bytes*10 > u.Size || len(u.Fallback) != 0 {
+	if u := up["lab-1"]; u == nil || u.Form != uplink.ZstdPatch || u.From != plans.SHA256(string(first)) || u.Bytes*10 > u.Size || len(u.Fallback) != 0 {
 		t.Errorf("lab-1: upload %+v; want a patch from 1.8.0, a tenth of the release at most", u)
 	}
-	if u := up["lab-2"]; u == nil || u.Form != wire.Gzip {
+	if u := up["lab-2"]; u == nil || u.Form != uplink.Gzip {
 		t.Errorf("lab-2: upload %+v; want gzip", u)
 	}
-	if u := up["lab-3"]; u == nil || u.Form != wire.Zstd || len(u.Fallback) != 1 || !strings.Contains(u.Fallback[0], "not the "+plans.SHA256(string(first))+" it was made from") {
+	if u := up["lab-3"]; u == nil || u.Form != uplink.Zstd || len(u.Fallback) != 1 || !strings.Contains(u.Fallback[0], "not the "+plans.SHA256(string(first))+" it was made from") {
 		t.Errorf("lab-3: upload %+v; want zstd, the patch refused before its bytes", u)
 	}
 	if !strings.Contains(errs, "lab-3: upload: the zstd-patch form: the patch's base "+base) {
@@ -153,7 +153,7 @@ func TestLabUploadsPackedForEachHost(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("apply 1.9.0 with a damaged patch: exit %d\n%s\n%s", code, out, errs)
 	}
-	if u := uploads(t, plan+".receipt.json")["lab-4"]; u == nil || u.Form != wire.Zstd || len(u.Fallback) != 1 || !strings.Contains(u.Fallback[0], "the zstd-patch form: zstd -d exit") {
+	if u := uploads(t, plan+".receipt.json")["lab-4"]; u == nil || u.Form != uplink.Zstd || len(u.Fallback) != 1 || !strings.Contains(u.Fallback[0], "the zstd-patch form: zstd -d exit") {
 		t.Errorf("lab-4: upload %+v; want zstd after the patch failed to decode", u)
 	}
 	e.holdsRelease(hosts[3], "1.9.0", next)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/relayctl/relayctl/plans"
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // releaseCache opens relayctl's cache of the releases it ships (package
@@ -13,11 +13,11 @@ import (
 // in it. A cache that cannot be used (a folder another user owns or can
 // write) costs the patches, nothing else: it is said once, and nil is
 // returned.
-func releaseCache(e *env, data []byte) *wire.Cache {
-	dir, err := wire.DefaultCacheDir()
-	var c *wire.Cache
+func releaseCache(e *env, data []byte) *uplink.Cache {
+	dir, err := uplink.DefaultCacheDir()
+	var c *uplink.Cache
 	if err == nil {
-		c, err = wire.OpenCache(dir)
+		c, err = uplink.OpenCache(dir)
 	}
 	if err == nil {
 		err = c.PutRelease(data)
@@ -37,12 +37,12 @@ func planUploads(e *env, sc *specFindings) plans.Uploads {
 	if sc.release == nil {
 		return nil
 	}
-	return wire.NewRelease(sc.release, releaseCache(e, sc.release))
+	return uplink.NewRelease(sc.release, releaseCache(e, sc.release))
 }
 
 // shippedCache is the release cache for an apply or stage that uploads
 // artifact (nil for one that uploads nothing).
-func shippedCache(e *env, artifact []byte) *wire.Cache {
+func shippedCache(e *env, artifact []byte) *uplink.Cache {
 	if artifact == nil {
 		return nil
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/relayctl/relayctl/relay/config"
 	"github.com/relayctl/relayctl/rollout"
 	"github.com/relayctl/relayctl/tune"
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // Sim is a relay host in memory: its files, sysctls, release link and
@@ -240,7 +240,7 @@ func NewSim(name string) *Sim {
 		Files:      map[string]string{plans.DefaultPaths.RelayConfig: string(cfg.Render())},
 		Link:       "/opt/relay/releases/1.7.0",
 		Releases:   map[string]bool{"1.7.0": true},
-		Decoders:   []string{wire.Gzip},
+		Decoders:   []string{uplink.Gzip},
 		PID:        100,
 		RB:         212992,
 		Inode:      1,

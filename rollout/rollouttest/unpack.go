@@ -6,7 +6,7 @@ import (
 
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout"
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // unpack is a keep's upload as the shell backend sends it and the agent
@@ -20,7 +20,7 @@ import (
 // bytes a round trip more. The result's Sent is every form's bytes that
 // were sent; it returns the bytes the host ends with.
 func (s *Sim) unpack(o rollout.Op) ([]byte, rollout.Result) {
-	r := rollout.Result{Form: wire.Raw}
+	r := rollout.Result{Form: uplink.Raw}
 	offered := s.needs == 0 && !o.Send // sent at once: no offer, no NEED
 	if offered {
 		s.needs++
@@ -55,10 +55,10 @@ func (s *Sim) unpack(o rollout.Op) ([]byte, rollout.Result) {
 // decodable says why the Sim cannot decode a form ("" when it can): its
 // decoder missing, or a patch's base not the file planned.
 func (s *Sim) decodable(pk rollout.Packed) string {
-	if !wire.Decodes(s.Decoders, pk.Encoding) {
+	if !uplink.Decodes(s.Decoders, pk.Encoding) {
 		return "no decoder for it on the host"
 	}
-	if pk.Encoding != wire.ZstdPatch {
+	if pk.Encoding != uplink.ZstdPatch {
 		return ""
 	}
 	if c, ok := s.Files[pk.Base]; !ok || contentSHA(c) != pk.BaseSHA {
@@ -75,11 +75,11 @@ func (s *Sim) decodable(pk rollout.Packed) string {
 // decodes to them.
 func (s *Sim) decode(pk rollout.Packed, b []byte, want string, size int) ([]byte, string) {
 	var base []byte
-	if pk.Encoding == wire.ZstdPatch {
+	if pk.Encoding == uplink.ZstdPatch {
 		base = s.bytesOf(s.Files[pk.Base])
 	}
 	if !s.Lean {
-		out, err := wire.Decode(pk.Encoding, b, base, size)
+		out, err := uplink.Decode(pk.Encoding, b, base, size)
 		if err != nil {
 			return nil, err.Error()
 		}
@@ -89,7 +89,7 @@ func (s *Sim) decode(pk rollout.Packed, b []byte, want string, size int) ([]byte
 	v, _ := decodes.LoadOrStore(k, &decoded{})
 	d := v.(*decoded)
 	d.once.Do(func() {
-		out, err := wire.Decode(pk.Encoding, b, base, size)
+		out, err := uplink.Decode(pk.Encoding, b, base, size)
 		if err != nil {
 			d.why = err.Error()
 			return

@@ -18,7 +18,7 @@ import (
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout"
 	"github.com/relayctl/relayctl/rollout/rollouttest"
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // twoReleases are a program's bytes and a new build of it
@@ -47,7 +47,7 @@ func packed(enc, base, baseSHA string, data []byte) rollout.Packed {
 
 func encode(t *testing.T, enc string, data, base []byte) []byte {
 	t.Helper()
-	b, err := wire.Encode(enc, data, base)
+	b, err := uplink.Encode(enc, data, base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,11 +73,11 @@ func TestAgentKeepsAPatchFromTheStoredRelease(t *testing.T) {
 	h := lockedAgent(t, filepath.Join(root, "state"))
 	sha := plans.SHA256(string(new))
 	file := filepath.Join(root, "releases", ".sha256", sha, "relayd")
-	patch, zs := encode(t, wire.ZstdPatch, new, old), encode(t, wire.Zstd, new, nil)
+	patch, zs := encode(t, uplink.ZstdPatch, new, old), encode(t, uplink.Zstd, new, nil)
 	k := keepOp(file, sha, new, "0755")
-	k.Packed = []rollout.Packed{packed(wire.ZstdPatch, base, shaOld, patch), packed(wire.Zstd, "", "", zs)}
+	k.Packed = []rollout.Packed{packed(uplink.ZstdPatch, base, shaOld, patch), packed(uplink.Zstd, "", "", zs)}
 	res, err := runOps(h, k, op("clock"))
-	if err != nil || len(res) != 2 || res[0].Form != wire.ZstdPatch || res[0].Sent != len(patch) || len(res[0].Refused) != 0 {
+	if err != nil || len(res) != 2 || res[0].Form != uplink.ZstdPatch || res[0].Sent != len(patch) || len(res[0].Refused) != 0 {
 		t.Fatalf("keep: %+v %v; want the patch taken, %d bytes sent", res, err, len(patch))
 	}
 	if b, _ := os.ReadFile(file); !bytes.Equal(b, new) {
@@ -102,11 +102,11 @@ func TestAgentRefusesAPatchFromAnotherBaseBeforeItsBytes(t *testing.T) {
 	h := lockedAgent(t, filepath.Join(root, "state"))
 	sha := plans.SHA256(string(new))
 	file := filepath.Join(root, "releases", ".sha256", sha, "relayd")
-	zs := encode(t, wire.Zstd, new, nil)
+	zs := encode(t, uplink.Zstd, new, nil)
 	k := keepOp(file, sha, new, "0755")
-	k.Packed = []rollout.Packed{packed(wire.ZstdPatch, base, shaOld, encode(t, wire.ZstdPatch, new, old)), packed(wire.Zstd, "", "", zs)}
+	k.Packed = []rollout.Packed{packed(uplink.ZstdPatch, base, shaOld, encode(t, uplink.ZstdPatch, new, old)), packed(uplink.Zstd, "", "", zs)}
 	res, err := runOps(h, k)
-	if err != nil || res[0].Form != wire.Zstd || res[0].Sent != len(zs) || len(res[0].Refused) != 1 || !strings.HasPrefix(res[0].Refused[0], "the zstd-patch form: the patch's base") || !strings.Contains(res[0].Refused[0], "not the "+shaOld+" it was made from") {
+	if err != nil || res[0].Form != uplink.Zstd || res[0].Sent != len(zs) || len(res[0].Refused) != 1 || !strings.HasPrefix(res[0].Refused[0], "the zstd-patch form: the patch's base") || !strings.Contains(res[0].Refused[0], "not the "+shaOld+" it was made from") {
 		t.Fatalf("keep: %+v %v; want the patch refused unsent, zstd taken (%d bytes)", res, err, len(zs))
 	}
 	if b, _ := os.ReadFile(file); !bytes.Equal(b, new) {
@@ -128,13 +128,13 @@ func TestAgentFallsBackFromFormsThatDoNotDecode(t *testing.T) {
 	h := lockedAgent(t, filepath.Join(root, "state"))
 	sha := plans.SHA256(string(new))
 	file := filepath.Join(root, "releases", ".sha256", sha, "relayd")
-	damaged := encode(t, wire.ZstdPatch, new, old)
+	damaged := encode(t, uplink.ZstdPatch, new, old)
 	damaged[len(damaged)/2] ^= 0xff
-	other := encode(t, wire.ZstdPatch, new, new[:len(new)/2]) // made from other bytes than the base
-	longer := encode(t, wire.Gzip, append(bytes.Clone(new), "and more"...), nil)
+	other := encode(t, uplink.ZstdPatch, new, new[:len(new)/2]) // made from other bytes than the base
+	longer := encode(t, uplink.Gzip, append(bytes.Clone(new), "and more"...), nil)
 	notGzip := bytes.Repeat([]byte("not gzip\n"), 100000)
 	k := keepOp(file, sha, new, "0755")
-	k.Packed = []rollout.Packed{packed(wire.Gzip, "", "", notGzip), packed(wire.ZstdPatch, base, shaOld, damaged), packed(wire.ZstdPatch, base, shaOld, other), packed(wire.Gzip, "", "", longer)}
+	k.Packed = []rollout.Packed{packed(uplink.Gzip, "", "", notGzip), packed(uplink.ZstdPatch, base, shaOld, damaged), packed(uplink.ZstdPatch, base, shaOld, other), packed(uplink.Gzip, "", "", longer)}
 	conf := []byte("RELAYD_LISTEN=0.0.0.0:7788\n")
 	confFile := filepath.Join(root, "relayd.env.relayctl-new")
 	res, err := runOps(h, k, keepOp(confFile, plans.SHA256(string(conf)), conf, "0644"), op("clock"))
@@ -142,7 +142,7 @@ func TestAgentFallsBackFromFormsThatDoNotDecode(t *testing.T) {
 		t.Fatalf("keeps: %+v %v", res, err)
 	}
 	r := res[0]
-	if r.Form != wire.Raw || r.Sent != len(notGzip)+len(damaged)+len(other)+len(longer)+len(new) || len(r.Refused) != 4 {
+	if r.Form != uplink.Raw || r.Sent != len(notGzip)+len(damaged)+len(other)+len(longer)+len(new) || len(r.Refused) != 4 {
 		t.Fatalf("keep: form %s, %d bytes, refused %q; want the release as it is after four refused forms", r.Form, r.Sent, r.Refused)
 	}
 	for i, want := range []string{"the gzip form: gzip -d exit 1: gzip: stdin: not in gzip format", "the zstd-patch form: zstd -d exit", "the zstd-patch form", "the gzip form: it decoded to"} {
@@ -167,11 +167,11 @@ func TestPackedFormsAreValidated(t *testing.T) {
 	k := keepOp("/opt/relay/releases/.sha256/x/relayd", strings.Repeat("a", 64), []byte("x"), "0755")
 	for _, pk := range []rollout.Packed{
 		packed("bzip2", "", "", []byte("x")),
-		packed(wire.ZstdPatch, "relative/base", strings.Repeat("b", 64), []byte("x")),
-		packed(wire.ZstdPatch, "/base\tx", strings.Repeat("b", 64), []byte("x")),
-		packed(wire.ZstdPatch, "/base", "not-a-sha", []byte("x")),
-		packed(wire.Gzip, "/base", "", []byte("x")),
-		{Encoding: wire.Gzip},
+		packed(uplink.ZstdPatch, "relative/base", strings.Repeat("b", 64), []byte("x")),
+		packed(uplink.ZstdPatch, "/base\tx", strings.Repeat("b", 64), []byte("x")),
+		packed(uplink.ZstdPatch, "/base", "not-a-sha", []byte("x")),
+		packed(uplink.Gzip, "/base", "", []byte("x")),
+		{Encoding: uplink.Gzip},
 	} {
 		k.Packed = []rollout.Packed{pk}
 		if err := k.Validate(); err == nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/relay/sockstat"
 	"github.com/relayctl/relayctl/rollout"
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // frameSet is observe.sh's sections by name.
@@ -299,20 +299,20 @@ var zstdVersion = regexp.MustCompile(`\bv(\d+)\.(\d+)\.(\d+)\b`)
 func (by frameSet) decoders() []string {
 	var d []string
 	if v, ok := by.text("gzip"); ok && v == "found" {
-		d = append(d, wire.Gzip)
+		d = append(d, uplink.Gzip)
 	}
 	v, ok := by.text("zstd")
 	m := zstdVersion.FindStringSubmatch(v)
 	if !ok || m == nil {
 		return d
 	}
-	d = append(d, wire.Zstd)
+	d = append(d, uplink.Zstd)
 	var n [3]int
 	for i := range n {
 		n[i], _ = strconv.Atoi(m[i+1])
 	}
 	if n[0] > 1 || n[0] == 1 && (n[1] > 4 || n[1] == 4 && n[2] >= 5) {
-		d = append(d, wire.ZstdPatch)
+		d = append(d, uplink.ZstdPatch)
 	}
 	return d
 }

@@ -18,7 +18,7 @@ import (
 	"testing"
 
 	"github.com/relayctl/relayctl/plans"
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // localRunner runs commands on this machine with sh -c: the observe script
@@ -242,10 +242,10 @@ func TestObserveThisMachine(t *testing.T) {
 	}
 	var want []string // what an upload to this machine may be packed in
 	if _, err := exec.LookPath("gzip"); err == nil {
-		want = append(want, wire.Gzip)
+		want = append(want, uplink.Gzip)
 	}
 	if _, err := exec.LookPath("zstd"); err == nil {
-		want = append(want, wire.Zstd, wire.ZstdPatch) // Debian's since bullseye: 1.4.8 and later
+		want = append(want, uplink.Zstd, uplink.ZstdPatch) // Debian's since bullseye: 1.4.8 and later
 	}
 	if !slices.Equal(f.Release.Decoders, want) {
 		t.Errorf("decoders %v, want %v", f.Release.Decoders, want)

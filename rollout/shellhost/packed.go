@@ -2,7 +2,7 @@ package shellhost
 
 import (
 	"github.com/relayctl/relayctl/rollout"
-	"github.com/relayctl/relayctl/wire"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // A keep with packed forms of its data (rollout.Packed) sends them in
@@ -22,7 +22,7 @@ type keepState struct {
 }
 
 // payload is what one Op of a batch sends: its arguments, data and
-// command words, and for a keep the form its data is in (wire.Raw or an
+// command words, and for a keep the form its data is in (uplink.Raw or an
 // encoding; "" for an offer, which sends no data).
 type payload struct {
 	args, argv []string
@@ -75,7 +75,7 @@ func keepPayload(o rollout.Op, st *keepState, withData bool) payload {
 		}
 		return p
 	}
-	p := payload{args: o.Args, data: o.Data, form: wire.Raw, keep: st}
+	p := payload{args: o.Args, data: o.Data, form: uplink.Raw, keep: st}
 	if !withData {
 		p.data, p.form = nil, ""
 	}
@@ -108,7 +108,7 @@ func (p payload) needed(why string) bool {
 	case p.form == "" && p.offered != "":
 		p.keep.refused = append(p.keep.refused, "the "+p.offered+" form: "+why)
 		p.keep.next++
-	case p.form != wire.Raw && why != "":
+	case p.form != uplink.Raw && why != "":
 		p.keep.sent += len(p.data)
 		p.keep.refused = append(p.keep.refused, why)
 		p.keep.next++

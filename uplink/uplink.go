@@ -1,4 +1,4 @@
-// Package wire is how a release crosses the controller's uplink to a
+// Package uplink is how a release crosses the controller's uplink to a
 // host: compressed, in a format the host can decode (gzip, which every
 // Debian base has; zstd, only where observe found the host's zstd), or as
 // a zstd patch from a release the host keeps in its release store, which
@@ -11,7 +11,7 @@
 // raw-content dictionary (WithEncoderDictRaw), which is exactly what the
 // zstd CLI's --patch-from decodes against; TestZstdCLIDecodes holds the
 // two to each other.
-package wire
+package uplink
 
 import (
 	"bytes"

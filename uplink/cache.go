@@ -1,4 +1,4 @@
-package wire
+package uplink
 
 import (
 	"bytes"

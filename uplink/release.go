@@ -1,4 +1,4 @@
-package wire
+package uplink
 
 import (
 	"crypto/sha256"
@@ -16,7 +16,7 @@ var ErrNotSmaller = errors.New("not smaller than the release itself")
 // headers eat what compression saves.
 const minPacked = 4 << 10
 
-// Release is one release and its forms for the wire. Each form is made the
+// Release is one release and its forms for the uplink. Each form is made the
 // first time a host needs it (the hosts that need it meanwhile wait for
 // it), then shared by every host, as the release's own bytes are: a fleet
 // holds one copy of each. With a cache, a patch's base comes from the
