@@ -16,12 +16,14 @@
 # Settings (environment):
 #   TRIALS=250    trials (CI runs 4 in make test)
 #   SEED=2026     the random seed (the same seed, the same faults)
+#   FAULTS=LIST   the faults drawn from, comma-separated (default all: kill
+#                 relayctl,cut a connection,kill an agent,fill a disk)
 #   OUT=FILE      the figures as JSON (default: chaos-SEED.json here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 trials=${TRIALS:-250}
 seed=${SEED:-2026}
 out=${OUT:-$PWD/chaos-$seed.json}
-RELAYCTL_CHAOS_TRIALS=$trials RELAYCTL_CHAOS_SEED=$seed RELAYCTL_CHAOS_OUT=$out \
+RELAYCTL_CHAOS_TRIALS=$trials RELAYCTL_CHAOS_SEED=$seed RELAYCTL_CHAOS_OUT=$out RELAYCTL_CHAOS_FAULTS=${FAULTS:-} \
 	go test -count=1 -run '^TestLabChaos$' -v -timeout 3h ./cmd/relayctl | grep -E 'chaos:|^(--- |ok|FAIL)'
 echo "figures: $out"

@@ -21,8 +21,9 @@ package main
 // command manager.
 //
 // RELAYCTL_CHAOS_TRIALS (default 4: the CI run) and RELAYCTL_CHAOS_SEED
-// choose the run; RELAYCTL_CHAOS_OUT=FILE writes its figures as JSON
-// (scripts/chaos.sh runs the long one).
+// choose the run; RELAYCTL_CHAOS_FAULTS (a comma-separated list of
+// chaosFaults, default all) the faults it draws from; RELAYCTL_CHAOS_OUT=FILE
+// writes its figures as JSON (scripts/chaos.sh runs the long one).
 
 import (
 	"context"
@@ -32,6 +33,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -126,6 +128,7 @@ type chaos struct {
 	specs   [2]string // 1.8.0, then 1.7.0
 	want    [2]chaosHost
 	systemd bool
+	faults  []string // what a trial draws its fault from
 }
 
 // chaosHost is what a host is: the release its link names, its rb.
@@ -135,7 +138,7 @@ type chaosHost struct {
 }
 
 func newChaos(t *testing.T, systemd bool) *chaos {
-	c := &chaos{t: t, systemd: systemd}
+	c := &chaos{t: t, systemd: systemd, faults: chaosFaultsFrom(t)}
 	if systemd {
 		c.e = startLab(t, []lab.HostOptions{{Systemd: true, Logind: true}, {Systemd: true, Logind: true}}, func(s string) string {
 			return strings.Replace(s, "    manager: command\n    start: ["+lab.ServiceScript+", start]\n    stop: ["+lab.ServiceScript+", stop]\n    pid_file: "+lab.RelayPIDFile+"\n",
@@ -209,9 +212,9 @@ func (c *chaos) trial(n int, rng *rand.Rand, fig *chaosFigures) {
 	if out, err := c.run(args...).CombinedOutput(); err != nil {
 		t.Fatalf("trial %d: plan: %v %s", n, err, out)
 	}
-	faults := chaosFaults
-	if c.systemd {
-		faults = faults[:3]
+	faults := c.faults
+	if c.systemd && len(faults) > 1 {
+		faults = slices.DeleteFunc(slices.Clone(faults), func(f string) bool { return f == "fill a disk" })
 	}
 	fault := faults[rng.IntN(len(faults))]
 	victim := c.e.lab.Hosts[rng.IntN(len(c.e.lab.Hosts))]
@@ -502,6 +505,23 @@ func exitOf(err error) int {
 		return ee.ExitCode()
 	}
 	return -1
+}
+
+// chaosFaultsFrom is RELAYCTL_CHAOS_FAULTS's list, each one of chaosFaults.
+func chaosFaultsFrom(t *testing.T) []string {
+	v := os.Getenv("RELAYCTL_CHAOS_FAULTS")
+	if v == "" {
+		return chaosFaults
+	}
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(chaosFaults, f) {
+			t.Fatalf("RELAYCTL_CHAOS_FAULTS: %q is not a fault; want some of %q", f, chaosFaults)
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 func envInt(t *testing.T, name string, def int) int {
