@@ -145,7 +145,8 @@ func TestPruneKeepsCurrentAndRollbackTarget(t *testing.T) {
 	})
 	f := incidentFacts()
 	f.Release.Installed = []string{"1.10.0", "1.5.0", "1.6.0", "1.7.0", "1.9.0"}
-	f.Release.Stored = []string{"c", "b", "a", strings.Repeat("ab", 32)}
+	a, b, c := strings.Repeat("a", 64), strings.Repeat("b", 64), strings.Repeat("c", 64)
+	f.Release.Stored = []string{c, b, a, strings.Repeat("ab", 32)}
 	p, err := Make(Input{Spec: s, Facts: []*Facts{f}, Artifact: Artifact{SHA256: strings.Repeat("ab", 32), Size: 9, VersionFrom: capability.FromMarker}, Steps: testSteps})
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +156,7 @@ func TestPruneKeepsCurrentAndRollbackTarget(t *testing.T) {
 	if strings.Join(r.Prune, " ") != "1.5.0 1.6.0 1.9.0" {
 		t.Errorf("prune %v, want 1.5.0 1.6.0 1.9.0", r.Prune)
 	}
-	if strings.Join(r.PruneStore, " ") != "a" {
+	if strings.Join(r.PruneStore, " ") != a {
 		t.Errorf("prune store %v, want the oldest entry but the planned one", r.PruneStore)
 	}
 	if md := string(p.Markdown("x.plan")); !strings.Contains(md, "After a window that succeeds, removes: `/opt/relay/releases/1.5.0`") {

@@ -109,6 +109,11 @@ type RelayRelease struct {
 	// Stored are the release store's entries (sha256), the most recently
 	// stored first.
 	Stored []string `json:"stored,omitempty"`
+	// Decoders are the forms of an upload the host can decode (package
+	// wire): gzip, zstd, and zstd-patch where its zstd takes --patch-from
+	// (1.4.5 and later). Never part of the fingerprint: a host that gains
+	// or loses one is sent another form, nothing else changes.
+	Decoders []string `json:"decoders,omitempty"`
 }
 
 // File is the fact of a file a template renders; absent when observe

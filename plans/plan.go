@@ -225,6 +225,10 @@ type ReleaseChange struct {
 	// rollback target), PruneStore the store entries (by sha256).
 	Prune      []string `json:"prune,omitempty"`
 	PruneStore []string `json:"prune_store,omitempty"`
+	// Upload is how the release will cross the uplink to the host, when
+	// it is sent one (upload.go); a plan made without Input.Uploads has
+	// none.
+	Upload *Upload `json:"upload,omitempty"`
 }
 
 // Readback is what the kernel will report for the relay socket.
@@ -318,6 +322,9 @@ type Input struct {
 	// Steps lists the steps apply takes on a host of the plan: the engine's
 	// (rollout.Steps), which plans cannot import.
 	Steps StepsFunc
+	// Uploads sizes the release's upload to each host (Upload); nil: the
+	// plan says nothing of it.
+	Uploads Uploads
 }
 
 // StepsFunc lists the steps apply takes on a host of a plan, in order.
@@ -367,6 +374,12 @@ func Make(in Input) (*Plan, error) {
 		}
 		h := planHost(p, id, f)
 		h.Steps = in.Steps(p, h)
+		if in.Uploads != nil {
+			var err error
+			if h.Release.Upload, err = planUpload(h, p, f, in.Uploads); err != nil {
+				return nil, err
+			}
+		}
 		p.Hosts = append(p.Hosts, h)
 	}
 	return p, nil

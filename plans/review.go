@@ -98,6 +98,9 @@ func (r *review) header(planFile string) {
 		r.w(", %d unreachable (not planned: apply leaves them alone, a new plan reads them again)", n)
 	}
 	r.w("\n")
+	if line := uplinkText(p); line != "" {
+		r.w("- Uplink: %s\n", line)
+	}
 	if q := p.reached(); len(q.Hosts) > 0 {
 		r.w("%s", rolloutMarkdown(q))
 	}
@@ -182,6 +185,9 @@ func (r *review) hostBody(h *HostPlan) {
 	}
 	r.sysctlTable(h)
 	r.w("- Release: %s\n", releaseText(h.Release))
+	if u := h.Release.Upload; u != nil {
+		r.w("- Upload: %s\n", uploadText(u, r.p.Relay.Size))
+	}
 	if len(h.Release.Prune)+len(h.Release.PruneStore) > 0 {
 		r.w("- After a window that succeeds, removes: %s (a failed window removes nothing)\n", pruneText(r.p, h.Release))
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/tune"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // ErrPlanEdited is a plan whose content is not what its recorded spec and
@@ -310,6 +311,19 @@ func factReleases(f *Facts) error {
 	for _, v := range f.Release.Installed {
 		if ValidVersion(v) != nil {
 			return fmt.Errorf("installed release %q is not a version", clip(v))
+		}
+	}
+	if len(f.Release.Stored) > MaxHostFiles {
+		return fmt.Errorf("%d release store entries (at most %d)", len(f.Release.Stored), MaxHostFiles)
+	}
+	for _, sha := range f.Release.Stored {
+		if len(sha) != 64 || strings.Trim(sha, "0123456789abcdef") != "" {
+			return fmt.Errorf("release store entry %q is not a sha256", clip(sha))
+		}
+	}
+	for _, d := range f.Release.Decoders {
+		if !slices.Contains(uplink.Encodings, d) {
+			return fmt.Errorf("decoder %q is not one of %s", clip(d), strings.Join(uplink.Encodings, ", "))
 		}
 	}
 	return nil

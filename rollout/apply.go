@@ -11,12 +11,17 @@ import (
 	"github.com/relayctl/relayctl/artifact"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/relay/capability"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // ApplyOptions travel from the CLI to the engine.
 type ApplyOptions struct {
-	Parallel      int    // hosts in flight after the canary
-	Artifact      []byte // the release file, checked against the plan's sha256
+	Parallel int    // hosts in flight after the canary
+	Artifact []byte // the release file, checked against the plan's sha256
+	// Cache holds the releases relayctl shipped before (a patch's base)
+	// and the forms of this one a plan made (uplink.Cache); nil: the
+	// release goes compressed, never as a patch.
+	Cache         *uplink.Cache
 	Now           func() time.Time
 	IgnoreWindow  bool      // apply outside the plan's window
 	ClearJournal  bool      // archive an unfinished run's journal that cannot be recovered with this plan, and go on
@@ -49,9 +54,10 @@ type ApplyOptions struct {
 	StageOnly    bool          // stop each host after its stage (relayctl stage)
 	FetchTimeout time.Duration // a host's fetch of a url release
 
-	confirmOnly bool      // check a host the ledger shows done is as planned, and change nothing
-	soakRole    string    // this host soaks (Rollout.Soak), as its wave's canary or as every host
-	Approval    *Approval // how the caller decided the plan may run, for the receipt
+	confirmOnly bool            // check a host the ledger shows done is as planned, and change nothing
+	wire        *uplink.Release // the artifact's forms for the wire, shared by every host
+	soakRole    string          // this host soaks (Rollout.Soak), as its wave's canary or as every host
+	Approval    *Approval       // how the caller decided the plan may run, for the receipt
 	// RunInfo is the run's id, kind, operator and relayctl, for every
 	// receipt; Apply gives it an id and a kind when the caller did not.
 	RunInfo RunInfo
@@ -184,6 +190,7 @@ func Apply(ctx context.Context, d HostDialer, c Checked, o ApplyOptions) (*Repor
 		if err := fromArtifact(p, program); err != nil {
 			return nil, err
 		}
+		o.wire = uplink.NewRelease(o.Artifact, o.Cache)
 	}
 	if o.Now == nil {
 		o.Now = time.Now

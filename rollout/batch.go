@@ -85,6 +85,9 @@ func (hr *hostRun) runSteps(ctx context.Context, phase string, b *stepBatch, tai
 		if ops[j].heard != nil {
 			ops[j].heard(r.Value)
 		}
+		if ops[j].upload {
+			hr.uploaded(ops[j], r)
+		}
 		if ops[j].clock {
 			fmt.Sscan(r.Value, &hr.stopped)
 		}

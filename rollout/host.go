@@ -60,7 +60,19 @@ type Op struct {
 	// their sha256 (the host answers NEED when it does not hold them, and
 	// the bytes follow), and a host that has them already (staged ahead,
 	// or the same release under another version) is sent nothing.
-	Offer  bool
+	Offer bool
+	// Send: the host was seen lacking the bytes (observe, in the session
+	// that holds the lock), so they go with the request, in its first form,
+	// and no offer costs a round trip. The host still refuses a form it
+	// cannot take (NEED and why), and the next follows.
+	Send bool
+	// Packed are smaller forms of Data for the wire (package wire), best
+	// first: a keep sends the host the first one it can decode and Data
+	// itself after them all, so a host that cannot decode a form (no
+	// zstd, a patch's base that is not the one planned, bytes that do not
+	// decode to the sha256) is sent the next. The host checks the sha256
+	// of whatever it decoded, as of Data.
+	Packed []Packed
 	Argv   []string // restart, stop, handoff: the command words
 	Query  *Query   // observe: what to read
 	Window *Window  // detach: the window the later ops of its Run call make
@@ -78,6 +90,9 @@ type Op struct {
 	// clock: the answer is the host clock (ns) when the relay stopped, the
 	// start of the window as players see it.
 	clock bool
+	// upload: the release's own upload, whose answer is the receipt's
+	// Upload.
+	upload bool
 	// undoing: part of a rollback, which a host carries out even when its
 	// journal cannot note it (a full disk): an undo is better done than not.
 	undoing bool
@@ -106,13 +121,35 @@ func (o Op) Check(r Result) error {
 // host does not.
 func (o Op) EndsBatch() bool { return o.expect != nil && !o.hostChecked }
 
+// Packed is one form of an Op's Data on the wire.
+type Packed struct {
+	Encoding string // wire.ZstdPatch, wire.Zstd or wire.Gzip
+	// Base and BaseSHA are a patch's: the file on the host it is made
+	// from, and that file's sha256, which the host checks before it
+	// decodes (a base that is not the one planned is no base).
+	Base, BaseSHA string
+	// Data are the form's bytes, made when first asked for and then shared
+	// by every host (an error: relayctl could not make them, and the host
+	// is sent the next form).
+	Data func() ([]byte, error)
+}
+
 // Result is what the host answered to one Op.
 type Result struct {
-	Value string              // VAL's text, or DATA's bytes
-	Sent  int                 // bytes of the Op's Data that went to the host
-	Facts *plans.Facts        // observe's answer
-	Drops *plans.DropCounters // sample's answer
-	At    time.Time           // when the answer came (relayctl's clock)
+	Value string // VAL's text, or DATA's bytes
+	// Sent is the bytes of the Op's data that went to the host: of Data,
+	// or of the forms of it it was sent (Packed), those it refused
+	// included.
+	Sent int
+	// Form is what a keep that sent its bytes sent last, the form the host
+	// took: a Packed encoding, or wire.Raw for Data itself; "" when
+	// nothing was sent (the host had the bytes). Refused says why the host
+	// took none of the forms before it, one reason each.
+	Form    string
+	Refused []string
+	Facts   *plans.Facts        // observe's answer
+	Drops   *plans.DropCounters // sample's answer
+	At      time.Time           // when the answer came (relayctl's clock)
 }
 
 // OpError is an Op the host refused or failed, with the host's own words.

@@ -186,9 +186,11 @@ type HostAccount struct {
 	// BytesUploaded counts the file bytes relayctl sent to the host
 	// (release, config, drop-in; not the receipt): 0 when all of it was
 	// staged ahead.
-	BytesUploaded int64         `json:"bytes_uploaded"`
-	TowardPlan    []plans.Drift `json:"toward_plan,omitempty"` // facts that moved toward the plan since it was made (staged ahead)
-	FromLedger    string        `json:"from_ledger,omitempty"` // not touched: its outcome is an earlier run's (apply --resume)
+	BytesUploaded int64 `json:"bytes_uploaded"`
+	// Upload is how the release crossed the uplink, when it was sent.
+	Upload     *UploadRecord `json:"upload,omitempty"`
+	TowardPlan []plans.Drift `json:"toward_plan,omitempty"` // facts that moved toward the plan since it was made (staged ahead)
+	FromLedger string        `json:"from_ledger,omitempty"` // not touched: its outcome is an earlier run's (apply --resume)
 	// Pruned are the old releases and store entries removed after the
 	// window (HostPlan.Release.Prune); PruneError why some were not (the
 	// host stays applied; the next plan lists them again).

@@ -50,7 +50,7 @@ func (derivePhase) run(ctx context.Context, hr *hostRun) *ending {
 			return end(Refused, StateAsWas, "the "+fc.Role+" derived now does not hash to the reviewed one; make a new plan").because(NextNewPlan)
 		}
 	}
-	hr.st = steps(p, derived, stepInput{artifact: hr.o.Artifact, fetchTimeout: hr.o.FetchTimeout, releaseSum: func(v string) { hr.releaseSum = v }}, false)
+	hr.st = steps(p, derived, stepInput{artifact: hr.o.Artifact, wire: hr.o.wire, facts: before, fetchTimeout: hr.o.FetchTimeout, releaseSum: func(v string) { hr.releaseSum = v }}, false)
 	if hr.o.StageOnly {
 		hr.st = stageSteps(hr.st)
 	}

@@ -2,10 +2,12 @@ package rollout
 
 import (
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // Primitive is one kind of Op a host carries out. This table is the one
@@ -42,8 +44,8 @@ var Primitives = []Primitive{
 	{Kind: "file-ok", Args: "PATH", Doc: "PATH is absent or a regular file, not a symlink"},
 	{Kind: "link-ok", Args: "PATH", Doc: "PATH is absent or a symlink"},
 	{Kind: "exec-ok", Args: "PATH", Doc: "PATH is a regular executable only root can change"},
-	{Kind: "keep", Args: "PATH SHA256 SIZE MODE [LIKE]", Mutates: true, Payload: DataPayload,
-		Doc: "PATH holds those bytes: kept when it does already, else NEED without data, or written from the data (temp file, sha256 checked, rename); LIKE gives its mode and owner"},
+	{Kind: "keep", Args: "PATH SHA256 SIZE MODE [LIKE [ENCODING BASE BASESHA]]", Mutates: true, Payload: DataPayload,
+		Doc: "PATH holds those bytes: kept when it does already, else NEED without data, or written from the data (temp file, sha256 checked, rename); LIKE (- for none) gives its mode and owner; with ENCODING (gzip, zstd, zstd-patch from BASE, whose sha256 is BASESHA; - for none) the data is decoded first, and a form the host cannot decode is answered NEED and a reason (the next form follows)"},
 	{Kind: "fetch", Args: "PATH SHA256 URL MAXSIZE TIMEOUT", Mutates: true,
 		Doc: "the same, the host fetching URL itself (http(s) only, at most MAXSIZE bytes, TIMEOUT seconds)"},
 	{Kind: "place-release", Args: "DIR FILE SHA256 PROGRAM TREE", Mutates: true,
@@ -144,6 +146,9 @@ func (o Op) Validate() error {
 			return fmt.Errorf("sample: %w", err)
 		}
 	}
+	if err := validPacked(o); err != nil {
+		return fmt.Errorf("%s: %w", o.Kind, err)
+	}
 	if len(o.Data) > 0 && p.Payload != DataPayload || len(o.Argv) > 0 && p.Payload != ArgvPayload {
 		return fmt.Errorf("%s takes no %s", o.Kind, map[bool]string{true: "data", false: "command words"}[len(o.Data) > 0])
 	}
@@ -200,6 +205,30 @@ func validSample(args []string) error {
 	}
 	if args[2] != "-" {
 		return plans.ValidControl(args[2])
+	}
+	return nil
+}
+
+// validPacked checks an Op's forms of its data: only a keep's, each a
+// known encoding, a patch's base an absolute path with its sha256, and
+// nothing that cannot travel as one field.
+func validPacked(o Op) error {
+	if len(o.Packed) > 0 && o.Kind != "keep" {
+		return fmt.Errorf("only keep sends packed forms")
+	}
+	for _, pk := range o.Packed {
+		switch {
+		case pk.Data == nil:
+			return fmt.Errorf("a %s form without data", pk.Encoding)
+		case pk.Encoding != uplink.Gzip && pk.Encoding != uplink.Zstd && pk.Encoding != uplink.ZstdPatch:
+			return fmt.Errorf("%q is not an encoding", pk.Encoding)
+		case pk.Encoding != uplink.ZstdPatch && (pk.Base != "" || pk.BaseSHA != ""):
+			return fmt.Errorf("a %s form has a base", pk.Encoding)
+		case pk.Encoding == uplink.ZstdPatch && (validField(pk.Base) != nil || !path.IsAbs(pk.Base) || path.Clean(pk.Base) != pk.Base):
+			return fmt.Errorf("patch base %q is not a clean absolute path", pk.Base)
+		case pk.Encoding == uplink.ZstdPatch && (len(pk.BaseSHA) != 64 || strings.Trim(pk.BaseSHA, "0123456789abcdef") != ""):
+			return fmt.Errorf("patch base sha256 %q is not a sha256", pk.BaseSHA)
+		}
 	}
 	return nil
 }

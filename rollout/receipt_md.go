@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // ReceiptMarkdown is the receipt for people (WriteReceiptMarkdown's
@@ -121,7 +122,7 @@ func (m *receiptMD) host(r HostReceipt) {
 		m.w("- Why: %s\n", md(r.Reason))
 	}
 	if r.FromLedger == "" && r.Outcome != NotStarted {
-		m.w("- Wave %d; %d bytes uploaded\n", r.Wave, r.BytesUploaded)
+		m.w("- Wave %d; %d bytes uploaded%s\n", r.Wave, r.BytesUploaded, uploadWords(r.Upload))
 	}
 	if s := r.SSH; s != nil && (s.Key != "" || s.HostKey != "") {
 		m.w("- Reached as %s with key %s; host key %s\n", md(orDash(s.User)), code(orDash(s.Key)), code(orDash(s.HostKey)))
@@ -456,4 +457,23 @@ func rbText(rb map[uint64]int) string {
 		parts = append(parts, fmt.Sprintf("%d (%d)", v, rb[v]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// uploadWords says how the release crossed the uplink, for a host's line.
+func uploadWords(u *UploadRecord) string {
+	if u == nil {
+		return ""
+	}
+	s := " (the release as it is)"
+	if u.Form != uplink.Raw {
+		s = fmt.Sprintf(" (the release as %s", formWords(u.Form))
+		if u.From != "" {
+			s += " from " + code(short12(u.From))
+		}
+		s += fmt.Sprintf(": %d bytes on the wire for its %d)", u.Bytes, u.Size)
+	}
+	if len(u.Fallback) > 0 {
+		s += "; not the planned form: " + md(strings.Join(u.Fallback, "; "))
+	}
+	return s
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/tune"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // step is one step of a host's apply, one type per file (step_*.go): its
@@ -77,10 +78,14 @@ type checkCtx struct {
 	before, after *plans.Facts // before is nil for verify
 }
 
-// stepInput is what steps need besides the plan: the bytes they upload,
-// and how long a host may take to fetch a release from the plan's url.
+// stepInput is what steps need besides the plan: the bytes they upload
+// and their forms for the wire with the host as observed (what it decodes
+// and keeps: the forms it is sent), and how long a host may take to fetch
+// a release from the plan's url.
 type stepInput struct {
 	artifact     []byte
+	wire         *uplink.Release
+	facts        *plans.Facts
 	fetchTimeout time.Duration
 	// releaseSum hears what the host says of the release a window
 	// switches away from (its sha256, tree hash and capabilities): the
@@ -164,7 +169,7 @@ func releaseSteps(p *plans.Plan, h *plans.HostPlan, in stepInput) []step {
 	case p.Relay.URL != "":
 		return []step{fetchRelease{release: r, url: p.Relay.URL, timeout: in.fetchTimeout}}
 	}
-	return []step{placeRelease{release: r, data: in.artifact}}
+	return []step{placeRelease{release: r, data: in.artifact, packed: packedRelease(p, in), lacks: lacksRelease(p, in)}}
 }
 
 func releaseDir(p *plans.Plan) string { return p.Paths.Releases + "/" + p.Relay.Version }

@@ -1,6 +1,10 @@
 package rollout
 
-import "github.com/relayctl/relayctl/plans"
+import (
+	"slices"
+
+	"github.com/relayctl/relayctl/plans"
+)
 
 // release is the planned release as its steps need it: where it goes,
 // what it is (a binary's sha256, or a tarball's and its files' tree hash),
@@ -51,11 +55,15 @@ func (r release) what() string {
 // the store does not hold those bytes yet: store.go) and installs it from
 // there in its own folder under the releases dir: a binary copied, a
 // tarball unpacked, checked on the host. Nothing in force changes: the
-// current link still points at the running release.
+// current link still points at the running release. The bytes go in the
+// smallest form the host can decode (packed), the release as it is after
+// them.
 type placeRelease struct {
 	noStep
 	release
-	data []byte
+	data   []byte
+	packed []Packed
+	lacks  bool // observe found the store without it: its bytes go at once
 }
 
 func (s placeRelease) describe() plans.Step {
@@ -64,5 +72,32 @@ func (s placeRelease) describe() plans.Step {
 }
 
 func (s placeRelease) do() []Op {
-	return []Op{keepOp(s.store, s.sha, s.data, "0755"), s.place()}
+	keep := keepOp(s.store, s.sha, s.data, "0755")
+	keep.Packed, keep.upload, keep.Send = s.packed, true, s.lacks
+	return []Op{keep, s.place()}
+}
+
+// lacksRelease: observe read the host's store, and the planned release's
+// bytes are not in it.
+func lacksRelease(p *plans.Plan, in stepInput) bool {
+	return in.facts != nil && !slices.Contains(in.facts.Release.Stored, p.Relay.SHA256)
+}
+
+// packedRelease are the forms of the release a host is sent, best first
+// (uplink.Release.Forms, from what observe found it decodes and keeps): none
+// when its store holds the release already (nothing is sent), or without
+// the release's forms (a plan's step list).
+func packedRelease(p *plans.Plan, in stepInput) []Packed {
+	if in.wire == nil || in.facts == nil || in.wire.SHA256() != p.Relay.SHA256 || slices.Contains(in.facts.Release.Stored, p.Relay.SHA256) {
+		return nil
+	}
+	var out []Packed
+	for _, f := range in.wire.Forms(in.facts.Release.Decoders, in.facts.Release.Stored) {
+		pk := Packed{Encoding: f.Encoding, Data: f.Bytes}
+		if f.Base != "" {
+			pk.Base, pk.BaseSHA = storeFile(p, f.Base), f.Base
+		}
+		out = append(out, pk)
+	}
+	return out
 }

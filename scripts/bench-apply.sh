@@ -8,8 +8,13 @@
 #   - ansible-playbook doing the smaller job (set net.core.rmem_max with
 #     ansible.posix.sysctl, restart the relay);
 #   - parallel-ssh running `true` (the floor: one SSH command a host).
-# relayctl is timed twice: a full apply (the upload included), and an
-# apply of a plan whose release `relayctl stage` put on the hosts first.
+# relayctl is timed three times: a full apply (the upload included, the
+# release zstd-compressed: the hosts keep no release relayctl shipped), the
+# same as a release upgrade (the hosts keep 1.7.0 in their release store,
+# as relayctl's earlier apply leaves it, and relayctl's cache has it: the
+# release goes as a zstd patch from it), and an apply of a plan whose
+# release `relayctl stage` put on the hosts first. Each prints the bytes
+# relayctl sent a host, from the receipts.
 # Prints medians and ratios, never asserts on a time (ratios in one run, no timed assertions). See
 # docs/bench-apply.md.
 #
@@ -137,6 +142,13 @@ build_tool ./internal/cmd/relaylab "$WORK/relaylab"
 build_tool ./internal/cmd/delayproxy "$WORK/delayproxy"
 RELAYCTL=$REPO/bin/relayctl
 RELAYLAB=$WORK/relaylab
+# relayctl's cache of the releases it shipped (package wire), the bench's
+# own: 1.7.0 in it, as if relayctl had shipped it (the base of the
+# upgrade's patch; the layout is wire.Cache's, folders 0700, files 0600).
+export XDG_CACHE_HOME=$WORK/cache
+SHA_OLD=$(sha256sum "$WORK/relayd-1.7.0" | cut -d' ' -f1)
+install -d -m 0700 "$XDG_CACHE_HOME" "$XDG_CACHE_HOME/relayctl" "$XDG_CACHE_HOME/relayctl/releases"
+install -m 0600 "$WORK/relayd-1.7.0" "$XDG_CACHE_HOME/relayctl/releases/$SHA_OLD"
 RELEASE_SHA1=$(sha1sum "$WORK/relayd-1.8.0" | cut -d' ' -f1)
 RELEASE_MIB=$(awk -v b="$(stat -c %s "$WORK/relayd-1.8.0")" 'BEGIN { printf "%.1f", b / 1048576 }')
 
@@ -389,9 +401,11 @@ FULL_RECAP="ok=8 +changed=6"
 # --- reset to the pre-apply state (not timed) -------------------------------
 # Each host's private trees are directories on the machine (lab-N/root,
 # bind-mounted into the host's sshd): put back what relaylab up left there,
-# then restart relayd 1.7.0 on every host through relay-service.
+# then restart relayd 1.7.0 on every host through relay-service. With
+# "kept", each host's release store holds 1.7.0, as relayctl's apply of it
+# would have left it.
 reset_hosts() {
-	local n r
+	local n r kept=${1:-}
 	sysctl_set net.core.rmem_max "$INCIDENT"
 	sysctl_set net.core.rmem_default "$INCIDENT"
 	for n in "${NAMES[@]}"; do
@@ -400,6 +414,7 @@ reset_hosts() {
 		# The release and relayctl's store of releases by content (a
 		# staged or earlier upload would otherwise be reused).
 		rm -rf "$r/opt/relay/releases/1.8.0" "$r/opt/relay/releases/.sha256"
+		[ -z "$kept" ] || install -D -m 0755 "$WORK/relayd-1.7.0" "$r/opt/relay/releases/.sha256/$SHA_OLD/relayd"
 		ln -sfn releases/1.7.0 "$r/opt/relay/current"
 		printf '%s' "$LAB_RELAY_CONFIG" >"$r/etc/relay/relayd.env"
 		find "$r/var/lib/relayctl" -mindepth 1 -delete
@@ -459,15 +474,17 @@ PY
 }
 
 # receipt_rows NAME RUN FILE: append to RES/NAME-hosts.tsv, per host, "RUN
-# HOST CANARY WINDOW_MS ROUND_TRIPS BYTES_UPLOADED PHASE=START+MS...", the
-# host's timeline from its receipt (ms since the host's own start).
+# HOST CANARY WINDOW_MS ROUND_TRIPS BYTES_UPLOADED PHASE=START+MS... FORM
+# RELEASE_BYTES", the host's timeline from its receipt (ms since the host's
+# own start), and the form and bytes its release went in (- 0: not sent).
 receipt_rows() {
 	/usr/bin/python3 - "$2" "$3" >>"$RES/$1-hosts.tsv" <<'PY'
 import json, sys
 for i, h in enumerate(json.load(open(sys.argv[2]))["hosts"]):
     tl = " ".join("%s=%d+%d" % (p["name"], p.get("start_ms", 0), p.get("ms", 0)) for p in h.get("timeline") or [])
+    up = h.get("upload") or {}
     print("\t".join(str(x) for x in (sys.argv[1], h["host"], int(i == 0), h.get("window_ms", 0),
-                                      h.get("round_trips", 0), h.get("bytes_uploaded", 0), tl)))
+                                      h.get("round_trips", 0), h.get("bytes_uploaded", 0), tl, up.get("form", "-"), up.get("bytes", 0))))
 PY
 }
 
@@ -559,6 +576,7 @@ table_size() {
 	local n=$1 name label med mn mx cnt
 	local rows=(
 		"relayctl-apply|relayctl apply (full: upload included)"
+		"relayctl-apply-patch|  the same, an upgrade (patch from 1.7.0)"
 		"relayctl-stage|relayctl stage (the day before)"
 		"relayctl-apply-staged|relayctl apply (release staged)"
 		"relayctl-apply-nocanary|  the same, --waves 100% (no canary)"
@@ -579,18 +597,21 @@ table_size() {
 	done
 	printf 'ratios of medians\n'
 	printf '  relayctl apply (full) / parallel-ssh             %s   (target <= 2.5)\n' "$(ratio "${MED[relayctl-apply]}" "${MED[pssh]}")"
+	printf '  relayctl apply (full, a patch) / parallel-ssh    %s\n' "$(ratio "${MED[relayctl-apply-patch]}" "${MED[pssh]}")"
 	printf '  relayctl apply (staged) / parallel-ssh           %s   (target <= 1.5)\n' "$(ratio "${MED[relayctl-apply-staged]}" "${MED[pssh]}")"
 	printf '  relayctl apply (staged, no canary) / parallel-ssh %s\n' "$(ratio "${MED[relayctl-apply-nocanary]}" "${MED[pssh]}")"
 	printf '  relayctl apply (full) / ansible, same job        %s\n' "$(ratio "${MED[relayctl-apply]}" "${MED[ansible-full]:--}")"
+	printf '  ansible, same job / relayctl apply (full)        %s   (target >= 10)\n' "$(ratio "${MED[ansible-full]:--}" "${MED[relayctl-apply]}")"
 	if [ "$MITOGEN" = 1 ]; then
 		printf '  relayctl apply (full) / ansible+mitogen, same job %s\n' "$(ratio "${MED[relayctl-apply]}" "${MED[ansible-mitogen]}")"
 	fi
 	printf '  relayctl apply (full) / ansible, sysctl+restart  %s\n' "$(ratio "${MED[relayctl-apply]}" "${MED[ansible-small]:--}")"
 	printf '  (relayctl plan + apply) / ansible, same job      %s\n' "$(ratio "$(sum "${MED[relayctl-apply]}" "${MED[relayctl-plan]}")" "${MED[ansible-full]:--}")"
+	bytes_table
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "${MED[relayctl-apply]}" "${MED[relayctl-apply-staged]}" "${MED[relayctl-plan]}" \
 		"${MED[ansible-full]:--}" "${MED[ansible-mitogen]:--}" "${MED[pssh]}" >>"$RES_ALL/curve.tsv"
 	# Per-host phases from the receipts (medians, ms since the host's start).
-	for name in relayctl-apply relayctl-apply-staged relayctl-apply-nocanary; do
+	for name in relayctl-apply relayctl-apply-patch relayctl-apply-staged relayctl-apply-nocanary; do
 		[ -s "$RES/$name-hosts.tsv" ] || continue
 		/usr/bin/python3 - "$RES/$name-hosts.tsv" "$name" <<'PY'
 import statistics, sys
@@ -616,6 +637,35 @@ for label, group in (("canary", [r for r in rows if r[2] == "1"]), ("others", [r
 PY
 	done
 	printf '  (phase START+MS: median ms from the host'"'"'s start, and its duration)\n'
+}
+
+# bytes_table: what relayctl sent a host, from the receipts (medians over
+# the host-runs of the runs that succeeded): in all, and of it the
+# release, in which form; Ansible's copy sends the release whole.
+bytes_table() {
+	local name label
+	printf 'bytes sent a host (median, from the receipts; the release is %s bytes)\n' "$(stat -c %s "$WORK/relayd-1.8.0")"
+	for row in "relayctl-apply|relayctl apply (full)" "relayctl-apply-patch|relayctl apply (full, an upgrade)" \
+		"relayctl-stage|relayctl stage" "relayctl-apply-staged|relayctl apply (release staged)"; do
+		name=${row%%|*} label=${row#*|}
+		[ -s "$RES/$name-hosts.tsv" ] || continue
+		/usr/bin/python3 - "$RES/$name-hosts.tsv" "$label" "$(stat -c %s "$WORK/relayd-1.8.0")" "$RES/$name.failed" <<'PY'
+import collections, os, statistics, sys
+failed = {l.split("\t")[0] for l in open(sys.argv[4])} if os.path.exists(sys.argv[4]) else set()
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+rows = [r for r in rows if r[0] not in failed and len(r) >= 9]
+if not rows:
+    sys.exit(0)
+size = int(sys.argv[3])
+sent, release = statistics.median(int(r[5]) for r in rows), statistics.median(int(r[8]) for r in rows)
+forms = collections.Counter(r[7] for r in rows)
+print("  %-34s %10d (%5.1f%% of the release); the release %d (%s)" % (sys.argv[2], sent, 100 * sent / size, release,
+      ", ".join("%s %d" % (f if f != "-" else "not sent", n) for f, n in sorted(forms.items()))))
+PY
+	done
+	if [ "$ANSIBLE" = 1 ]; then
+		printf '  %-34s %10s (copy sends the release whole, unless the host holds it by sha1)\n' "ansible-playbook, same job" "$(stat -c %s "$WORK/relayd-1.8.0")"
+	fi
 }
 
 # profile_apply full|staged: one more apply (untimed) under perf record -a,
@@ -673,6 +723,16 @@ for n in "${SIZES[@]}"; do
 			not_run relayctl-apply "$run" "no plan"
 		fi
 
+		# The same as a release upgrade: the hosts keep 1.7.0, which
+		# relayctl shipped, and 1.8.0 goes as a zstd patch from it.
+		reset_hosts kept
+		plan=$SW/run-$run-patch.plan
+		if run_plan "$run" "$plan" relayctl-plan-patch; then
+			run_relayctl_apply relayctl-apply-patch "$run" "$plan"
+		else
+			not_run relayctl-apply-patch "$run" "no plan"
+		fi
+
 		# relayctl: plan, stage (the day before), then the apply.
 		reset_hosts
 		plan=$SW/run-$run-staged.plan
@@ -682,6 +742,7 @@ for n in "${SIZES[@]}"; do
 		else
 			timed relayctl-stage "$run" "$RELAYCTL" stage "$plan" --parallel "$n" \
 				--ssh-config "$SSH_CONFIG" --known-hosts "$KNOWN_HOSTS" --identity "$IDENTITY"
+			receipt_rows relayctl-stage "$run" "$plan.stage.json" 2>/dev/null || true
 			if [ "$TIMED_RC" != 0 ]; then
 				mark_failed relayctl-stage "$run" "exit $TIMED_RC; see $RES/relayctl-stage-$run.err"
 				not_run relayctl-apply-staged "$run" "stage failed"

@@ -4,7 +4,10 @@
 # procps (sysctl), sudo (a lab test logs in as a non-root user), and systemd
 # and dbus for the systemd lab hosts (systemd only runs inside them; the
 # machine's PID 1 stays what it is), and openssl (the host agent hashes
-# releases with it when a host has it, sha256sum otherwise; tests cover both). Debian packages; needs root to install.
+# releases with it when a host has it, sha256sum otherwise; tests cover both),
+# and zstd (the lab's hosts decode relayctl's compressed uploads and patches
+# with the machine's zstd; a test hides it from a host for gzip). Debian
+# packages; needs root to install.
 set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
@@ -21,6 +24,8 @@ have setpriv || need+=(util-linux)
 [ -x /lib/systemd/systemd ] || need+=(systemd)
 have dbus-daemon || need+=(dbus)
 have openssl || need+=(openssl)
+have zstd || need+=(zstd)
+have gzip || need+=(gzip)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "lab-deps: missing ${need[*]}; install them as root (apt-get install ${need[*]})" >&2

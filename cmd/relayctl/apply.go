@@ -66,6 +66,13 @@ relayctl stage PLAN (or apply --stage-only) does everything before the
 window ahead of it; apply then finds the release and files staged, checks
 their sha256 on the host and uploads nothing.
 
+The release goes in the smallest form each host decodes: a zstd patch from
+the release it keeps in its store, when relayctl shipped that one (its
+cache, ~/.cache/relayctl), else zstd- or gzip-compressed; the host checks
+the sha256 of what it decoded, and a form it cannot take is followed by the
+release compressed, then as it is. The receipt says what was sent
+(docs/uploads.md).
+
 Before anything connects, the plan is checked against the spec it records
 (a value the spec parser refuses is refused here too), and against its
 approval: when an allowed_signers file is configured (--require-approval
@@ -160,6 +167,7 @@ func runApply(c *cli.Context, e *env) error {
 	rep, err := rollout.Apply(ctx, sshHosts(c, targets(p)), checked, rollout.ApplyOptions{
 		Parallel:      c.Int("parallel"),
 		Artifact:      artifact,
+		Cache:         shippedCache(e, artifact),
 		IgnoreWindow:  c.Bool("ignore-window"),
 		ClearJournal:  c.Bool("clear-journal"),
 		Owner:         owner(p),

@@ -43,19 +43,28 @@ func specRelative(specFile, p string) string {
 	return filepath.Join(filepath.Dir(specFile), p)
 }
 
-// readArtifact finds the release relative to the spec and reads it. A
-// binary that hosts fetch from a url needs no local file: its sha256 is the
-// spec's (an artifact given as well must match it), and its version cannot
-// be checked. A release of kind none has no artifact. The warnings say what
-// could not be checked.
-func readArtifact(s *plans.Spec) (plans.Artifact, []*plans.SpecError, error) {
+// readArtifact finds the release relative to the spec and reads it: what
+// a plan records of it, and its bytes (nil for a release the hosts fetch).
+// A binary that hosts fetch from a url needs no local file: its sha256 is
+// the spec's (an artifact given as well must match it), and its version
+// cannot be checked. A release of kind none has no artifact. The warnings
+// say what could not be checked.
+func readArtifact(s *plans.Spec) (plans.Artifact, []byte, []*plans.SpecError, error) {
+	art, data, warns, err := readArtifactFile(s)
+	if s.Relay.Release.URL != "" {
+		data = nil // each host fetches it: nothing crosses relayctl's uplink
+	}
+	return art, data, warns, err
+}
+
+func readArtifactFile(s *plans.Spec) (plans.Artifact, []byte, []*plans.SpecError, error) {
 	rel := s.Relay.Release
 	if !rel.Ships() {
-		return plans.Artifact{}, nil, nil
+		return plans.Artifact{}, nil, nil, nil
 	}
 	if rel.URL != "" && rel.Artifact == "" {
 		warn := &plans.SpecError{File: s.File, Field: "relay.release.url", Msg: fmt.Sprintf("the version of the release the hosts fetch from %s cannot be checked, since relayctl reads no copy of it; a release that is not %s shows only at the read-back, after the restart: give the same file as relay.release.artifact to have it checked", rel.URL, rel.Version)}
-		return plans.Artifact{SHA256: rel.SHA256, VersionFrom: capability.FromNone}, []*plans.SpecError{warn}, nil
+		return plans.Artifact{SHA256: rel.SHA256, VersionFrom: capability.FromNone}, nil, []*plans.SpecError{warn}, nil
 	}
 	fail := func(msg string) error {
 		return &plans.SpecError{File: s.File, Line: rel.Line, Field: "relay.release.artifact", Msg: msg}
@@ -67,13 +76,13 @@ func readArtifact(s *plans.Spec) (plans.Artifact, []*plans.SpecError, error) {
 		if errors.Is(err, os.ErrNotExist) {
 			msg = fmt.Sprintf("cannot read %s (%v); the path is relative to the spec's folder (build it with make build)", p, errors.Unwrap(err))
 		}
-		return plans.Artifact{}, nil, fail(msg)
+		return plans.Artifact{}, nil, nil, fail(msg)
 	}
 	// What the release can do (a handoff) is read from its program's bytes,
 	// never by running it.
 	caps, err := capability.Capabilities(r.Program)
 	if err != nil {
-		return plans.Artifact{}, nil, fail(err.Error())
+		return plans.Artifact{}, nil, nil, fail(err.Error())
 	}
 	// So is the version it was built as, where the build recorded it.
 	program := p
@@ -82,13 +91,13 @@ func readArtifact(s *plans.Spec) (plans.Artifact, []*plans.SpecError, error) {
 	}
 	from, warn, err := checkArtifactVersion(s, program, r.Program)
 	if err != nil {
-		return plans.Artifact{}, nil, err
+		return plans.Artifact{}, nil, nil, err
 	}
 	var warns []*plans.SpecError
 	if warn != nil {
 		warns = append(warns, warn)
 	}
-	return plans.Artifact{SHA256: r.SHA256, Size: int64(len(r.Data)), Capabilities: caps, TreeSHA256: r.TreeSHA256, VersionFrom: from}, warns, nil
+	return plans.Artifact{SHA256: r.SHA256, Size: int64(len(r.Data)), Capabilities: caps, TreeSHA256: r.TreeSHA256, VersionFrom: from}, r.Data, warns, nil
 }
 
 // readTemplates reads the spec's templates, relative to its folder.

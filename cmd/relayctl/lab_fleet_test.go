@@ -26,6 +26,7 @@ import (
 	"github.com/relayctl/relayctl/internal/kerneltest"
 	"github.com/relayctl/relayctl/internal/lab"
 	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // specFor writes a spec for some of the lab's hosts, the lab spec's other
@@ -412,8 +413,11 @@ func TestLabStageAheadUploadsOnce(t *testing.T) {
 	}
 	r := readReceipt(t, e.plan+".stage.json")
 	for _, h := range r.Hosts {
-		if h.Outcome != rollout.Staged || h.BytesUploaded <= int64(len(release)) || h.BytesUploaded > int64(len(release))+4096 {
-			t.Errorf("%s: %s with %d bytes uploaded; want staged with the release (%d bytes), config and drop-in", h.Host, h.Outcome, h.BytesUploaded, len(release))
+		// The lab's hosts have zstd: the release goes compressed (package wire).
+		u := h.Upload
+		if h.Outcome != rollout.Staged || u == nil || u.Form != uplink.Zstd || u.Size != int64(len(release)) || u.Bytes*100 > u.Size*45 ||
+			h.BytesUploaded <= u.Bytes || h.BytesUploaded > u.Bytes+4096 {
+			t.Errorf("%s: %s with %d bytes uploaded (%+v); want staged with the release zstd-compressed (of %d bytes), config and drop-in", h.Host, h.Outcome, h.BytesUploaded, u, len(release))
 		}
 	}
 	for _, h := range e.lab.Hosts {

@@ -38,6 +38,7 @@ const incidentRmem = "212992"
 func startLab(t *testing.T, hosts []lab.HostOptions, specEdit func(string) string) *labEnv {
 	t.Helper()
 	lab.Require(t)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // the releases this lab's relayctl ships, its own
 	kerneltest.Lock(t)
 	kerneltest.Set(t, "net.core.rmem_max", incidentRmem)
 	kerneltest.Set(t, "net.core.rmem_default", incidentRmem)

@@ -27,12 +27,20 @@ import (
 // scripts get $WORK/etc/relayctl/allowed_signers (absent unless a script
 // writes it), the in-process tests a path that does not exist unless a test
 // sets systemAllowedSigners itself.
+//
+// Nor the user's release cache (wire.Cache): the in-process tests share
+// one under the temporary folder (a test that needs its own sets
+// XDG_CACHE_HOME), each script has $WORK/.cache.
 func TestMain(m *testing.M) {
 	systemAllowedSigners = filepath.Join(os.TempDir(), "relayctl-tests-have-no-system-signers", "allowed_signers")
+	os.Setenv("XDG_CACHE_HOME", filepath.Join(os.TempDir(), "relayctl-tests-cache"))
 	testscript.Main(m, map[string]func(){
 		"relayctl": func() {
 			if v := os.Getenv(testSystemSigners); v != "" {
 				systemAllowedSigners = v
+			}
+			if v := os.Getenv(testCache); v != "" {
+				os.Setenv("XDG_CACHE_HOME", v)
 			}
 			if d := os.Getenv(testSimDir); d != "" {
 				testHosts = rollouttest.FileDialer{Dir: d}
@@ -46,6 +54,9 @@ func TestMain(m *testing.M) {
 // allowed_signers file.
 const testSystemSigners = "RELAYCTL_TEST_SYSTEM_ALLOWED_SIGNERS"
 
+// testCache is a script's release cache folder ($WORK/.cache).
+const testCache = "RELAYCTL_TEST_CACHE"
+
 // testSimDir is where a script's simulated hosts live ("sim" makes them):
 // with it set, relayctl talks to them instead of over SSH.
 const testSimDir = "RELAYCTL_TEST_SIM_DIR"
@@ -58,6 +69,7 @@ func TestScripts(t *testing.T) {
 			// The kernel the shipped list of sysctls comes from, for cmpenv.
 			env.Setenv("KNOWN_KERNEL", tune.KnownSysctlsKernel())
 			env.Setenv(testSystemSigners, filepath.Join(env.WorkDir, "etc", "relayctl", "allowed_signers"))
+			env.Setenv(testCache, filepath.Join(env.WorkDir, ".cache"))
 			// The repository's example files, as the README names them.
 			return copyExamples(filepath.Join("..", "..", "plans", "examples"), filepath.Join(env.WorkDir, "plans", "examples"))
 		},
@@ -84,7 +96,8 @@ func relayctlExit(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	cmd := exec.Command("relayctl", args[1:]...)
 	cmd.Dir = ts.Getenv("WORK")
-	cmd.Env = append(os.Environ(), "PATH="+ts.Getenv("PATH"), testSystemSigners+"="+ts.Getenv(testSystemSigners), testSimDir+"="+ts.Getenv(testSimDir))
+	cmd.Env = append(os.Environ(), "PATH="+ts.Getenv("PATH"), testSystemSigners+"="+ts.Getenv(testSystemSigners), testSimDir+"="+ts.Getenv(testSimDir),
+		testCache+"="+ts.Getenv(testCache))
 	cmd.Stdout, cmd.Stderr = ts.Stdout(), ts.Stderr()
 	got := 0
 	if err := cmd.Run(); err != nil {

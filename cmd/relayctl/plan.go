@@ -27,7 +27,9 @@ func planCommand(e *env) *cli.Command {
 parallel), and computes what one window will change: sysctls in force and
 persisted, the relay release, its config, how the relay is switched
 (restarted, handed over, reloaded, or not at all), and the SO_RCVBUF the
-kernel will report on the relay socket afterwards. With --out it writes
+kernel will report on the relay socket afterwards, and how the release
+will cross the uplink to each host (a zstd patch from the release it
+keeps, compressed, or as it is) and its size. With --out it writes
 the plan (JSON) and PLAN.md, the review, and PLAN.readings.json, what was
 read that is not the plan (drop counters, clocks, players); without it,
 prints the review. With --json it prints the plan's JSON on stdout
@@ -81,7 +83,8 @@ func runPlan(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Unreachable: down, Artifact: ls.artifact, Templates: ls.templates, AllowDowngrade: c.Bool("allow-downgrade"), Steps: rollout.Steps})
+	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Unreachable: down, Artifact: ls.artifact, Templates: ls.templates, AllowDowngrade: c.Bool("allow-downgrade"), Steps: rollout.Steps,
+		Uploads: planUploads(e, ls)})
 	if err != nil {
 		return err
 	}

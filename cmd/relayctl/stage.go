@@ -32,8 +32,10 @@ Releases are kept on each host by content (RELEASES_DIR/.sha256/SHA256):
 bytes a host already has, checked by their sha256, are never sent again, so
 a second stage uploads nothing, and apply inside the window finds what was
 staged, checks it and uploads nothing: the window is the restart, not the
-transfer. A receipt is kept on each host and beside the plan in
-PLAN.receipts/, under the run's own name, with the bytes uploaded per host;
+transfer. The release goes as apply sends it: in the smallest form each
+host decodes (a zstd patch from the release it keeps, zstd, gzip),
+decoded and checked by its sha256 on the host. A receipt is kept on each host and beside the plan in
+PLAN.receipts/, under the run's own name, with the bytes uploaded per host and the form the release went in;
 PLAN.stage.json and PLAN.stage.md point at the newest stage.
 
 The plan's approval is checked as apply checks it: when an allowed_signers
@@ -98,6 +100,7 @@ func runStage(c *cli.Context, e *env) error {
 	rep, err := rollout.Stage(ctx, sshHosts(c, targets(checked.Plan())), checked, rollout.ApplyOptions{
 		Parallel:     c.Int("parallel"),
 		Artifact:     artifact,
+		Cache:        shippedCache(e, artifact),
 		ClearJournal: c.Bool("clear-journal"),
 		Owner:        owner(p),
 		Progress:     e.stderr,

@@ -104,6 +104,7 @@ func runValidate(c *cli.Context, e *env) error {
 type specFindings struct {
 	spec      *plans.Spec // nil when it could not be read at all
 	artifact  plans.Artifact
+	release   []byte            // the artifact's bytes, when relayctl uploads them
 	templates map[string]string // the templates' texts, by source
 	readErr   error             // the file could not be read
 	errs      plans.SpecErrors
@@ -134,7 +135,7 @@ func examineSpec(file string) *specFindings {
 	// A release the hosts fetch from a url may have no local artifact:
 	// readArtifact then gives the spec's sha256.
 	if sc.spec.Relay.Release.Artifact != "" || sc.spec.Relay.Release.URL != "" {
-		art, warns, err := readArtifact(sc.spec)
+		art, data, warns, err := readArtifact(sc.spec)
 		sc.warnings = append(sc.warnings, warns...)
 		var se *plans.SpecError
 		switch {
@@ -146,7 +147,7 @@ func examineSpec(file string) *specFindings {
 			sc.errs = append(sc.errs, &plans.SpecError{File: file, Line: sc.spec.Relay.Release.Line, Field: "relay.release.artifact",
 				Msg: fmt.Sprintf("%s has sha256 %s, but relay.release.sha256 says %s; rebuild it or fix the spec", sc.spec.Relay.Release.Artifact, art.SHA256, sc.spec.Relay.Release.SHA256)})
 		}
-		sc.artifact = art
+		sc.artifact, sc.release = art, data
 	}
 	plans.SortSpecErrors(sc.errs)
 	return sc

@@ -16,11 +16,15 @@ import (
 // Dialer hands out hosts by name; a name missing from it is unreachable.
 type Dialer map[string]rollout.Host
 
-// DialHost returns the named host.
+// DialHost returns the named host, once a Sim's network has connected to
+// it (Net.Connect).
 func (d Dialer) DialHost(ctx context.Context, name string) (rollout.Host, error) {
 	h, ok := d[name]
 	if !ok {
 		return nil, errors.New("dial tcp " + name + ":22: connection refused")
+	}
+	if s, ok := h.(*Sim); ok {
+		s.Net.connect(ctx)
 	}
 	return h, nil
 }

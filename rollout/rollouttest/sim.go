@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/relayctl/relayctl/relay/config"
 	"github.com/relayctl/relayctl/rollout"
 	"github.com/relayctl/relayctl/tune"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // Sim is a relay host in memory: its files, sysctls, release link and
@@ -29,12 +31,17 @@ type Sim struct {
 	Files    map[string]string // path → content (sysctl.d files, the relay config)
 	Link     string            // the current link's target, "" for none
 	Releases map[string]bool   // versions installed
-	PID      int               // 0: the relay is not running
-	RB       uint64            // the relay socket's rb
-	Inode    uint64            // the relay socket's inode: a restart makes a new socket, a handoff keeps it
-	Exe      string            // the running relay's executable
-	Journal  string            // the journal of the run in progress, or of a run that died
-	Owner    string            // the lock's owner file: a dead run's, while no session holds it
+	// Stored are the release store's entries (sha256), the newest first,
+	// as observe lists them; Decoders what the host decodes an upload
+	// with (package wire: gzip on a stock host).
+	Stored   []string
+	Decoders []string
+	PID      int    // 0: the relay is not running
+	RB       uint64 // the relay socket's rb
+	Inode    uint64 // the relay socket's inode: a restart makes a new socket, a handoff keeps it
+	Exe      string // the running relay's executable
+	Journal  string // the journal of the run in progress, or of a run that died
+	Owner    string // the lock's owner file: a dead run's, while no session holds it
 	Paths    plans.PlanPaths
 	// Key and HostKey stand for the SSH key the host accepts and its host
 	// key, for tests of what receipts record of them.
@@ -89,7 +96,8 @@ type Sim struct {
 	Draining bool               // the relay refuses new lobbies (relay-drain POST)
 	Players  []int              // what /status reports, one reading after another; the last repeats
 	Ops      []rollout.Op       `json:"-"` // every primitive received, in order
-	Uploaded int                // bytes received
+	Uploaded int                // bytes of uploads received (every form sent, as on the wire)
+	Wire     int                // bytes of every request received: lines, data, words
 	Fetched  int                // bytes the host fetched from a url
 	Backups  map[string]*string // what backup kept, by name (nil: the file was absent)
 	// The backups an applied window left beside its receipt
@@ -102,6 +110,7 @@ type Sim struct {
 	win        *simWindow // a window waiting for the run's word
 	ended      string     // how the last window ended
 	trips      int
+	needs      int // the Run's keeps that answered NEED: a round trip each
 
 	// For the fleet simulator (net.go): Net makes each round trip take
 	// time; Lean keeps no list of the primitives and large files by their
@@ -231,6 +240,7 @@ func NewSim(name string) *Sim {
 		Files:      map[string]string{plans.DefaultPaths.RelayConfig: string(cfg.Render())},
 		Link:       "/opt/relay/releases/1.7.0",
 		Releases:   map[string]bool{"1.7.0": true},
+		Decoders:   []string{uplink.Gzip},
 		PID:        100,
 		RB:         212992,
 		Inode:      1,
@@ -305,6 +315,8 @@ func (s *Sim) Facts() *plans.Facts {
 		}
 	}
 	sort.Strings(f.Release.Installed)
+	f.Release.Stored = append([]string(nil), s.Stored...)
+	f.Release.Decoders = append([]string(nil), s.Decoders...)
 	if s.PID > 0 {
 		f.Service = plans.ServiceFact{Running: true, PID: s.PID, FDStoreMax: s.FDStoreMax}
 		c := s.counters()
@@ -354,14 +366,33 @@ func (errLost) Error() string { return "ssh: connection lost" }
 func (s *Sim) Run(ctx context.Context, ops []rollout.Op, each func(int, rollout.Result) error) error {
 	s.mu.Lock()
 	s.trips++
+	s.needs = 0
 	s.mu.Unlock()
-	sent := 0
-	defer func() { s.Net.trip(ctx, sent) }()
+	sent, restarts := 0, false
+	defer func() {
+		// A keep that answered NEED waited a round trip for its bytes (the
+		// agent's offer): before the trip that carried them.
+		s.mu.Lock()
+		needs := s.needs
+		s.trips += needs
+		s.Wire += sent
+		s.mu.Unlock()
+		for range needs {
+			s.Net.trip(ctx, 0, false)
+		}
+		s.Net.trip(ctx, sent, restarts)
+	}()
 	if err := rollout.ValidateRun(ops); err != nil {
 		return err
 	}
 	for i, o := range ops {
+		sent += requestBytes(o)
+		restarts = restarts || o.Kind == "restart" || o.Kind == "handoff"
 		if o.Encloses() {
+			for _, w := range ops[i+1:] {
+				sent += requestBytes(w)
+				restarts = restarts || w.Kind == "restart" || w.Kind == "handoff"
+			}
 			return s.enclose(i, ops, each)
 		}
 		var r rollout.Result
@@ -453,8 +484,8 @@ func (s *Sim) one(o rollout.Op, window bool) (rollout.Result, error) {
 	if o.Mutates() {
 		s.jlog("ok " + o.Kind + " " + o.Args[0])
 	}
-	if o.Offer && r.Value != "kept" || !o.Offer {
-		r.Sent = len(o.Data)
+	if o.Kind != "keep" && o.Kind != "fetch" {
+		r.Sent = len(o.Data) // a keep's upload says its own (store)
 	}
 	return r, nil
 }
@@ -568,34 +599,53 @@ func (s *Sim) store(o rollout.Op) (rollout.Result, error) {
 	if c, ok := s.Files[a[0]]; ok && contentSHA(c) == a[1] {
 		return rollout.Result{Value: "kept"}, nil
 	}
-	data := o.Data
+	var r rollout.Result
+	var got string
 	if o.Kind == "fetch" {
 		if s.Fetch == nil {
 			return rollout.Result{}, fmt.Errorf("fetch %s: Could not resolve host (nothing was written)", a[2])
 		}
-		var err error
-		if data, err = s.Fetch(a[2]); err != nil {
+		data, err := s.Fetch(a[2])
+		if err != nil {
 			return rollout.Result{}, fmt.Errorf("fetch %s: %v (nothing was written)", a[2], err)
 		}
 		s.Fetched += len(data)
-	} else {
-		s.Uploaded += len(data)
+		if got = s.sum(data); got != a[1] {
+			return rollout.Result{}, fmt.Errorf("the file fetched from %s has sha256 %s, want %s (nothing was written)", a[2], got, a[1])
+		}
+		s.keepFile(a[0], data, got)
+		return rollout.Result{Value: "fetch " + strconv.Itoa(len(data))}, nil
 	}
-	var got string
+	data, r := s.unpack(o)
+	s.Uploaded += r.Sent
+	if got = s.sum(data); got != a[1] {
+		return rollout.Result{}, fmt.Errorf("the bytes received for %s have sha256 %s, want %s", a[0], got, a[1])
+	}
+	s.keepFile(a[0], data, got)
+	r.Value = "sent " + strconv.Itoa(len(data))
+	return r, nil
+}
+
+// sum is the sha256 of bytes the Sim received.
+func (s *Sim) sum(data []byte) string {
 	if s.Lean {
-		got = sumOf(data)
-	} else {
-		got = plans.SHA256(string(data))
+		return sumOf(data)
 	}
-	if got != a[1] {
-		return rollout.Result{}, fmt.Errorf("the file fetched from %s has sha256 %s, want %s (nothing was written)", a[2], got, a[1])
-	}
+	return plans.SHA256(string(data))
+}
+
+// keepFile writes a file the Sim received: a lean Sim keeps large ones by
+// their sha256 alone. A file in the release store is its newest entry.
+func (s *Sim) keepFile(path string, data []byte, sha string) {
 	if s.Lean && len(data) >= leanSize {
-		s.Files[a[0]] = leanPrefix + got
+		s.Files[path] = leanPrefix + sha
 	} else {
-		s.Files[a[0]] = string(data)
+		s.Files[path] = string(data)
 	}
-	return rollout.Result{Value: o.Kind + " " + strconv.Itoa(len(data))}, nil
+	store := s.Paths.Releases + "/.sha256/"
+	if rest, ok := strings.CutPrefix(path, store); ok && strings.HasPrefix(rest, sha+"/") {
+		s.Stored = append([]string{sha}, slices.DeleteFunc(s.Stored, func(x string) bool { return x == sha })...)
+	}
 }
 
 // file carries out a primitive on the Sim's files, releases and link.

@@ -470,13 +470,18 @@ holds() {
 
 # settle TEMP PATH SHA256 MODE LIKE HOW: TEMP, once its sha256 is checked,
 # becomes PATH (mode MODE, or LIKE's): VAL HOW SIZE, or ERR with nothing left
-# behind.
+# behind; for bytes decoded from a packed form (HOW decoded), NEED and why
+# instead of ERR: the next form follows.
 settle() {
 	got=$(size_of "$1")
 	sum=$(sha256_of "$1" "$got")
 	if [ "$sum" != "$3" ]; then
 		rm -f -- "$1"
-		if [ "$6" = fetched ]; then err "the file fetched from $c has sha256 $sum, want $3 (nothing was written)"; else err "the bytes received for $2 have sha256 $sum, want $3"; fi
+		case $6 in
+		fetched) err "the file fetched from $c has sha256 $sum, want $3 (nothing was written)" ;;
+		decoded) need "the $f form decoded to bytes with sha256 $sum, want $3" ;;
+		*) err "the bytes received for $2 have sha256 $sum, want $3" ;;
+		esac
 		return
 	fi
 	if out=$(chmod "$4" -- "$1" 2>&1 && mode_like "$5" "$1" 2>&1 && mv -fT -- "$1" "$2" 2>&1); then val "$6 $got"; else
@@ -485,23 +490,96 @@ settle() {
 	fi
 }
 
-p_keep() { # PATH SHA256 SIZE MODE [LIKE], with the SIZE bytes as data or none
+# need [WHY]: the rest of the batch waits for this keep's bytes (NEED),
+# or, with WHY, for them in another form than the one named (NEED WHY).
+need() {
+	skipping=1
+	if [ -n "$1" ]; then printf 'NEED %s\n' "$(clean "$1")"; else printf 'NEED\n'; fi
+}
+
+# decodable ENCODING BASE BASESHA: the host can decode that packed form
+# (package wire): its decoder is here, and a patch's base is a regular
+# file root alone can change, in a folder root alone can change, whose
+# sha256 is BASESHA (a patch from other bytes decodes to other bytes).
+# Prints why not.
+decodable() {
+	case $1 in
+	gzip) dec_=gzip ;;
+	zstd | zstd-patch) dec_=zstd ;;
+	*)
+		echo "$1 is not a form the agent decodes"
+		return 1
+		;;
+	esac
+	command -v "$dec_" >/dev/null 2>&1 || {
+		echo "no $dec_ on the host"
+		return 1
+	}
+	[ "$1" = zstd-patch ] || return 0
+	if [ -L "$2" ] || [ ! -f "$2" ] || ! owned_by_root_only "$2"; then
+		echo "the patch's base $2 is not a regular file of root's alone"
+		return 1
+	fi
+	safe_dir "$(parent "$2")" || return 1
+	sum_=$(sha256_of "$2")
+	[ "$sum_" = "$3" ] && return 0
+	echo "the patch's base $2 has sha256 ${sum_:-none}, not the $3 it was made from"
+	return 1
+}
+
+# take_decoded ENCODING BASE N SIZE FILE: decode the N bytes of stdin that
+# follow into FILE, at most SIZE+1 bytes of output (more is not the
+# release). All N bytes are read whatever the decoder does, so the next
+# request line is the next request. Prints the decoder's words when it
+# fails.
+take_decoded() {
+	read_n "$3" | {
+		{
+			case $1 in
+			gzip) gzip -dc ;;
+			zstd) zstd -dcq ;;
+			*) zstd -dcq --patch-from="$2" ;;
+			esac 2>"$5.err"
+			echo $? >"$5.rc"
+		} | read_n "$(($4 + 1))" >"$5"
+		cat >/dev/null
+	}
+	td_=$(cat -- "$5.rc" 2>/dev/null)
+	tdw_=$(head -c 300 -- "$5.err" 2>/dev/null)
+	tdw_=${tdw_#"${tdw_%%[![:space:]]*}"} # gzip starts its words with a newline
+	rm -f -- "$5.rc" "$5.err"
+	[ "$td_" = 0 ] && return 0
+	echo "${1%-patch} -d exit ${td_:-unknown}${tdw_:+: $tdw_}"
+	return 1
+}
+
+p_keep() { # PATH SHA256 SIZE MODE [LIKE [ENCODING BASE BASESHA]], with the bytes as data or none
 	# VAL kept when PATH holds those bytes already; else with no data NEED
 	# (the rest of the batch waits for the bytes), with data the bytes
 	# written through a temp file and a rename, sha256 checked: VAL sent
-	# SIZE. LIKE: the file whose mode and owner PATH takes.
-	why=$(holds "$a" "$b" "$c" "$e")
+	# SIZE. LIKE (- for none): the file whose mode and owner PATH takes.
+	# With ENCODING the data is that packed form of the bytes, decoded
+	# first (keep_packed); a form the host cannot decode is answered NEED
+	# and why, before its bytes are sent when it is named by an offer.
+	like=${e:-}
+	[ "$like" = - ] && like=
+	why=$(holds "$a" "$b" "$c" "$like")
 	case $? in
 	0) val kept; return ;;
 	2) err "$why"; return ;;
 	esac
 	if [ "$data_left" = 0 ]; then
-		skipping=1
-		printf 'NEED\n'
+		why=
+		[ -z "${f:-}" ] || why=$(decodable "$f" "$g" "$h")
+		need "$why"
 		return
 	fi
 	dir=$(parent "$a")
 	t=$(fresh_temp "$dir") || { err "cannot create a file in $dir"; return; }
+	if [ -n "${f:-}" ]; then
+		keep_packed "$t"
+		return
+	fi
 	# take reads every byte whatever happens to the write; in a command
 	# substitution it cannot say so itself.
 	out=$(take "$data_left" "$t")
@@ -518,7 +596,33 @@ p_keep() { # PATH SHA256 SIZE MODE [LIKE], with the SIZE bytes as data or none
 		err "received $got of $c bytes for $a"
 		return
 	fi
-	settle "$t" "$a" "$b" "$d" "$e" sent
+	settle "$t" "$a" "$b" "$d" "$like" sent
+}
+
+# keep_packed TEMP: the data is keep's bytes in the packed form ENCODING
+# (from BASE, BASESHA: f g h), decoded into TEMP, then settled (its sha256
+# checked as any upload's). A form the host cannot decode, or that decodes
+# to other bytes, leaves nothing behind and is answered NEED and why: the
+# next form follows, the release as it is last.
+keep_packed() {
+	if why=$(decodable "$f" "$g" "$h"); then
+		why=$(take_decoded "$f" "$g" "$data_left" "$c" "$1")
+		rc=$?
+	else
+		rc=1
+		read_n "$data_left" >/dev/null
+	fi
+	data_left=0
+	if [ "$rc" = 0 ]; then
+		got=$(size_of "$1")
+		[ "$got" = "$c" ] || rc=1 why="it decoded to $got bytes, want $c"
+	fi
+	if [ "$rc" != 0 ]; then
+		rm -f -- "$1"
+		need "the $f form: $why"
+		return
+	fi
+	settle "$1" "$a" "$b" "$d" "$like" decoded
 }
 p_fetch() { # PATH SHA256 URL MAXSIZE TIMEOUT: the same, but the host fetches URL
 	# itself (fetch_url: curl, else wget), at most MAXSIZE bytes in TIMEOUT
@@ -1551,7 +1655,7 @@ host_checks() {
 serve() {
 	skipping='' stop_at='' stop_msg='' served=0
 	while IFS= read -r line; do
-		IFS=$tab read -r op jmode data_left argv_left a b c d e <<EOF
+		IFS=$tab read -r op jmode data_left argv_left a b c d e f g h <<EOF
 $line
 EOF
 		# The payload's sizes must be numbers, or the stream cannot be kept
@@ -1579,7 +1683,7 @@ EOF
 	done
 }
 
-# request: carry out the request read (op, its journal mode, a b c d e).
+# request: carry out the request read (op, its journal mode, a b c d e f g h).
 request() {
 	# JOURNAL: 1, note the change, and fail if the journal cannot; 2 (an
 	# undo), note it if the journal can.

@@ -3,6 +3,7 @@ package shellhost
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/relay/sockstat"
 	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // frameSet is observe.sh's sections by name.
@@ -205,6 +207,7 @@ func (by frameSet) release(f *plans.Facts, paths plans.PlanPaths) {
 			}
 		}
 	}
+	f.Release.Decoders = by.decoders()
 	if list, ok := by.text("releases"); ok {
 		for _, v := range strings.Fields(list) {
 			if plans.ValidVersion(v) == nil {
@@ -285,4 +288,31 @@ func (by frameSet) socket(f *plans.Facts, port int) error {
 	f.Socket.ProcUDPDrops, f.Socket.RcvbufErrors, f.Socket.InErrors = r.ProcUDPDrops, r.RcvbufErrors, r.InErrors
 	f.Socket.InDatagrams, f.Socket.Sockets = r.InDatagrams, r.Sockets
 	return nil
+}
+
+// zstdVersion finds the version zstd -V prints ("*** Zstandard CLI (64-bit)
+// v1.5.4, by Yann Collet ***").
+var zstdVersion = regexp.MustCompile(`\bv(\d+)\.(\d+)\.(\d+)\b`)
+
+// decoders are what observe found to unpack an upload with: gzip; zstd;
+// and zstd-patch where that zstd takes --patch-from (1.4.5 and later).
+func (by frameSet) decoders() []string {
+	var d []string
+	if v, ok := by.text("gzip"); ok && v == "found" {
+		d = append(d, uplink.Gzip)
+	}
+	v, ok := by.text("zstd")
+	m := zstdVersion.FindStringSubmatch(v)
+	if !ok || m == nil {
+		return d
+	}
+	d = append(d, uplink.Zstd)
+	var n [3]int
+	for i := range n {
+		n[i], _ = strconv.Atoi(m[i+1])
+	}
+	if n[0] > 1 || n[0] == 1 && (n[1] > 4 || n[1] == 4 && n[2] >= 5) {
+		d = append(d, uplink.ZstdPatch)
+	}
+	return d
 }

@@ -133,6 +133,11 @@ if [ "$program" = - ]; then
 	if [ -d "$releases" ]; then emit releases ls -1 "$releases"; else emit releases absent; fi
 	# the release store, most recently stored first (store.go)
 	[ -d "$releases/.sha256" ] && emit store ls -1t "$releases/.sha256"
+	# What an upload may be packed in (package wire): gzip, and zstd with
+	# its version (a patch needs --patch-from: zstd 1.4.5 and later). The
+	# shell finds them without a process; zstd -V is the only one.
+	command -v gzip >/dev/null 2>&1 && value gzip 0 found
+	command -v zstd >/dev/null 2>&1 && emit zstd zstd -V
 fi
 # A file relayctl writes may hold secrets (the relay config above all): it
 # is read only where root alone could have put it, never through a symlink

@@ -12,11 +12,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // localRunner runs commands on this machine with sh -c: the observe script
@@ -238,6 +240,16 @@ func TestObserveThisMachine(t *testing.T) {
 	if !f.InitialNetns {
 		t.Error("this test runs in the initial network namespace, observe says otherwise")
 	}
+	var want []string // what an upload to this machine may be packed in
+	if _, err := exec.LookPath("gzip"); err == nil {
+		want = append(want, uplink.Gzip)
+	}
+	if _, err := exec.LookPath("zstd"); err == nil {
+		want = append(want, uplink.Zstd, uplink.ZstdPatch) // Debian's since bullseye: 1.4.8 and later
+	}
+	if !slices.Equal(f.Release.Decoders, want) {
+		t.Errorf("decoders %v, want %v", f.Release.Decoders, want)
+	}
 	var buf bytes.Buffer
 	for _, cf := range f.SysctlFiles {
 		buf.WriteString(cf.Path + "\n")
@@ -372,5 +384,27 @@ func TestObserveBoundsHostFiles(t *testing.T) {
 	lb.Write([]byte("0123456789abc"))
 	if !lb.over || lb.Len() != 10 {
 		t.Errorf("limitedBuffer kept %d bytes, over %v", lb.Len(), lb.over)
+	}
+}
+
+// zstd takes --patch-from from 1.4.5: an older one decodes zstd, not
+// patches; a zstd that cannot say its version is none.
+func TestDecodersByZstdVersion(t *testing.T) {
+	for _, c := range []struct {
+		out    string
+		status int
+		want   string
+	}{
+		{"*** Zstandard CLI (64-bit) v1.5.4, by Yann Collet ***", 0, "gzip zstd zstd-patch"},
+		{"*** zstd command line interface 64-bits v1.4.5, by Yann Collet ***", 0, "gzip zstd zstd-patch"},
+		{"*** zstd command line interface 64-bits v1.4.4, by Yann Collet ***", 0, "gzip zstd"},
+		{"*** Zstandard CLI (64-bit) v2.0.0 ***", 0, "gzip zstd zstd-patch"},
+		{"zstd: error while loading shared libraries", 127, "gzip"},
+		{"no version here", 0, "gzip"},
+	} {
+		by := frameSet{"gzip": {Name: "gzip", Data: []byte("found")}, "zstd": {Name: "zstd", Data: []byte(c.out), Status: c.status}}
+		if got := strings.Join(by.decoders(), " "); got != c.want {
+			t.Errorf("%q (status %d): decoders %q, want %q", c.out, c.status, got, c.want)
+		}
 	}
 }

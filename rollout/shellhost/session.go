@@ -131,12 +131,14 @@ func lockAnswer(line, state string) (dead string, err error) {
 // of a batch and answers SKIP to the rest, so nothing runs after a
 // failure. A batch ends early after an Op whose answer relayctl must check
 // before anything else runs (EndsBatch), and when the host lacks a keep's
-// bytes (NEED): the keep is sent again with its bytes, and the Ops after
-// it, in the next batch. base is the index in the caller's ops of ops[0];
+// bytes (NEED): the keep is sent again with its bytes (in the form the
+// host can take: packed.go), and the Ops after it, in the next batch.
+// base is the index in the caller's ops of ops[0];
 // first, when set, reads an answer that comes before the first batch's
 // (the lock's), once that batch is written.
 func (h *Host) send(ctx context.Context, a *session, ops []rollout.Op, base int, each func(int, rollout.Result) error, first func() error) error {
 	withData := false // after a NEED: the batch's keeps carry their bytes
+	keeps := map[int]*keepState{}
 	for start := 0; start < len(ops); {
 		end := start
 		for end < len(ops) {
@@ -157,6 +159,7 @@ func (h *Host) send(ctx context.Context, a *session, ops []rollout.Op, base int,
 		if err != nil {
 			return err
 		}
+		pl := payloads(batch, calls, withData, keeps, start)
 		encl, err := h.enclosings(batch, calls)
 		if err != nil {
 			return err
@@ -165,7 +168,7 @@ func (h *Host) send(ctx context.Context, a *session, ops []rollout.Op, base int,
 		// is larger than what the connection buffers, and the agent answers
 		// as it goes.
 		wrote := make(chan error, 1)
-		go func(withData bool) { wrote <- writeBatch(a.in, batch, calls, encl, withData, !last) }(withData)
+		go func() { wrote <- writeBatch(a.in, batch, pl, encl, !last) }()
 		if first != nil {
 			if err := first(); err != nil {
 				<-wrote
@@ -173,7 +176,7 @@ func (h *Host) send(ctx context.Context, a *session, ops []rollout.Op, base int,
 			}
 			first = nil
 		}
-		need, err := h.answers(a, batch, calls, base+start, withData, !last, each)
+		need, err := h.answers(a, batch, pl, calls, base+start, !last, each)
 		var oos *errOutOfStep
 		if err != nil && (rollout.IsConnLost(err) || errors.As(err, &oos)) {
 			// The session is of no more use (lost, or out of step): end
@@ -251,7 +254,7 @@ func outOfStep(format string, a ...any) error { return &errOutOfStep{fmt.Sprintf
 // host stopped the batch (ERR, NEED) every answer must be SKIP; after
 // relayctl stopped caring (each failed, facts it cannot read) the host goes
 // on and its answers are read and dropped.
-func (h *Host) answers(a *session, batch []rollout.Op, calls map[int]framed, base int, withData, synced bool, each func(int, rollout.Result) error) (int, error) {
+func (h *Host) answers(a *session, batch []rollout.Op, pl []payload, calls map[int]framed, base int, synced bool, each func(int, rollout.Result) error) (int, error) {
 	need := -1
 	stopped := false // the host stopped the batch
 	var failure error
@@ -267,7 +270,7 @@ func (h *Host) answers(a *session, batch []rollout.Op, calls map[int]framed, bas
 			}
 			continue
 		case "NEED":
-			if !o.Offer || withData || stopped {
+			if !o.Offer || stopped || !pl[i].needed(r.Value) {
 				return -1, outOfStep("run on host: unexpected NEED to %s", o.Kind)
 			}
 			need, stopped = i, true
@@ -294,9 +297,7 @@ func (h *Host) answers(a *session, batch []rollout.Op, calls map[int]framed, bas
 		if failure != nil {
 			continue
 		}
-		if !o.Offer || withData {
-			r.Sent = len(o.Data) // a keep's bytes go whether or not the host had them
-		}
+		pl[i].took(&r) // a keep's bytes go whether or not the host had them
 		if c := calls[i]; c != nil {
 			if failure = c.parse([]byte(r.Value), &r); failure != nil {
 				continue
@@ -319,7 +320,7 @@ func (h *Host) answers(a *session, batch []rollout.Op, calls map[int]framed, bas
 }
 
 // readAnswer reads the answer to o: its word, and in r.Value what came
-// with it (a VAL's value, a DATA's bytes, an ERR's message).
+// with it (a VAL's value, a DATA's bytes, an ERR's message, a NEED's why).
 func readAnswer(out *bufio.Reader, o rollout.Op) (string, rollout.Result, error) {
 	r := rollout.Result{}
 	line, err := readLine(out)
@@ -329,8 +330,8 @@ func readAnswer(out *bufio.Reader, o rollout.Op) (string, rollout.Result, error)
 	r.At = time.Now()
 	word, rest, _ := strings.Cut(line, " ")
 	switch word {
-	case "SKIP", "NEED", "OK":
-	case "ERR", "VAL":
+	case "SKIP", "OK":
+	case "ERR", "VAL", "NEED": // a NEED may say why the form offered will not do
 		r.Value = rest
 	case "DATA":
 		if r.Value, err = readData(out, rest); err != nil {
@@ -369,22 +370,16 @@ func readData(r *bufio.Reader, size string) (string, error) {
 
 // writeBatch writes a batch as agent.sh reads it: each Op's request line
 // (KIND, JOURNAL, NDATA, NARGV, its arguments), then its data and its
-// command words, then "sync" (unless the batch ends the agent). A keep
-// goes as an offer (no bytes), or with withData with its bytes. Data is
-// written from the Op's own slice, never copied: every host shares the one
-// copy of a release in memory. An enclosing request (a window's) holds the
-// rest of the batch in its data: nothing after it is written on its own.
-func writeBatch(w io.Writer, batch []rollout.Op, calls map[int]framed, encl map[int]enclosing, withData, sync bool) error {
+// command words, then "sync" (unless the batch ends the agent); pl is
+// what each sends (payloads: a keep's offer, or its bytes in a form).
+// Data is written from its own slice, never copied: every host shares
+// the one copy of a release, and of each of its forms, in memory. An
+// enclosing request (a window's) holds the rest of the batch in its data:
+// nothing after it is written on its own.
+func writeBatch(w io.Writer, batch []rollout.Op, pl []payload, encl map[int]enclosing, sync bool) error {
 	var b bytes.Buffer
 	for i, o := range batch {
-		args, argv := o.Args, o.Argv
-		if c := calls[i]; c != nil {
-			args, argv = c.words()
-		}
-		data := o.Data
-		if o.Offer && !withData {
-			data = nil
-		}
+		args, data, argv := pl[i].args, pl[i].data, pl[i].argv
 		e, encloses := encl[i]
 		if encloses {
 			args, data = e.args, e.data

@@ -28,7 +28,8 @@ func (w *recordingWriter) Write(p []byte) (int, error) {
 func TestWriteBatchDoesNotCopyData(t *testing.T) {
 	data := []byte(strings.Repeat("x", 1<<20))
 	w := recordingWriter{shared: data}
-	if err := writeBatch(&w, []Op{op("begin", "p", "sha256:x"), keepOp("/opt/relay/r", "abc", data, "0755"), op("dir", "/opt")}, nil, nil, true, true); err != nil {
+	batch := []Op{op("begin", "p", "sha256:x"), keepOp("/opt/relay/r", "abc", data, "0755"), op("dir", "/opt")}
+	if err := writeBatch(&w, batch, payloads(batch, nil, true, map[int]*keepState{}, 0), nil, true); err != nil {
 		t.Fatal(err)
 	}
 	var text strings.Builder
@@ -44,7 +45,8 @@ func TestWriteBatchDoesNotCopyData(t *testing.T) {
 	}
 	// An offer carries no bytes.
 	w = recordingWriter{shared: data}
-	writeBatch(&w, []Op{keepOp("/opt/relay/r", "abc", data, "0755")}, nil, nil, false, false)
+	batch = []Op{keepOp("/opt/relay/r", "abc", data, "0755")}
+	writeBatch(&w, batch, payloads(batch, nil, false, map[int]*keepState{}, 0), nil, false)
 	if len(w.writes) != 1 || string(w.writes[0]) != "keep\t1\t0\t0\t/opt/relay/r\tabc\t1048576\t0755\n" {
 		t.Errorf("offer: %q", w.writes)
 	}

@@ -98,7 +98,7 @@ func section(b *bytes.Buffer, name string, data []byte) {
 // window has nobody to ask for bytes) and no sync.
 func requests(ops []rollout.Op, calls map[int]framed) ([]byte, error) {
 	var b bytes.Buffer
-	if err := writeBatch(&b, ops, calls, nil, true, false); err != nil {
+	if err := writeBatch(&b, ops, payloads(ops, calls, true, map[int]*keepState{}, 0), nil, false); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
