@@ -472,3 +472,41 @@ func TestApplyDrainGate(t *testing.T) {
 		})
 	}
 }
+
+// batchLog is a host that notes the kinds of each Run call: one a round
+// trip.
+type batchLog struct {
+	rollout.Host
+	batches *[]string
+}
+
+func (h batchLog) Run(ctx context.Context, ops []rollout.Op, each func(int, rollout.Result) error) error {
+	*h.batches = append(*h.batches, strings.Join(kinds(ops), " "))
+	return h.Host.Run(ctx, ops, each)
+}
+
+// A full apply of a host that lacks the release is four round trips: lock
+// and observe; the stage with the release's bytes and the files' (no
+// offer first: observe saw the store without them); the window with its
+// first read-back; the keep with the receipt and the unlock
+// (docs/bench-apply.md, "Round trips").
+func TestFullApplyIsFourRoundTrips(t *testing.T) {
+	d, p, _ := fleet(t, 1, "")
+	var batches []string
+	for name, h := range d {
+		d[name] = batchLog{h, &batches}
+	}
+	rep := applyFake(t, context.Background(), d, p, 1)
+	h := rep.Hosts[0]
+	if h.Outcome != rollout.Applied || h.RoundTrips != 4 || len(batches) != 4 {
+		t.Fatalf("%s, %d round trips in the receipt; batches:\n%s\nwant applied in 4", h.Outcome, h.RoundTrips, strings.Join(batches, "\n"))
+	}
+	for i, want := range []string{"lock observe", "begin ", "detach ", "verdict "} {
+		if !strings.HasPrefix(batches[i], want) {
+			t.Errorf("batch %d: %s; want it to begin %q", i+1, batches[i], want)
+		}
+	}
+	if !strings.Contains(batches[1], "keep place-release") || !strings.HasSuffix(batches[2], "restart observe") || !strings.HasSuffix(batches[3], "commit unlock") {
+		t.Errorf("batches:\n%s\nwant the release in the stage, the read-back in the window, the receipt with the keep", strings.Join(batches, "\n"))
+	}
+}

@@ -73,7 +73,8 @@ func (s placeRelease) describe() plans.Step {
 
 func (s placeRelease) do() []Op {
 	keep := keepOp(s.store, s.sha, s.data, "0755")
-	keep.Packed, keep.upload, keep.Send = s.packed, true, s.lacks
+	keep.Packed, keep.upload = s.packed, true
+	keep.Send = keep.Send || s.lacks
 	return []Op{keep, s.place()}
 }
 
