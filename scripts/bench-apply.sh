@@ -150,7 +150,7 @@ SHA_OLD=$(sha256sum "$WORK/relayd-1.7.0" | cut -d' ' -f1)
 install -d -m 0700 "$XDG_CACHE_HOME" "$XDG_CACHE_HOME/relayctl" "$XDG_CACHE_HOME/relayctl/releases"
 install -m 0600 "$WORK/relayd-1.7.0" "$XDG_CACHE_HOME/relayctl/releases/$SHA_OLD"
 RELEASE_SHA1=$(sha1sum "$WORK/relayd-1.8.0" | cut -d' ' -f1)
-RELEASE_MIB=$(awk -v b="$(stat -c %s "$WORK/relayd-1.8.0")" 'BEGIN { printf "%.1f", b / 1048576 }')
+RELEASE_MIB=$(awk -v b="$(command stat -c %s "$WORK/relayd-1.8.0")" 'BEGIN { printf "%.1f", b / 1048576 }')
 
 # --- the global sysctls: lock, save, restore at exit ------------------------
 # (sysctl_read, sysctl_set and the kernel_lock_* functions come from
@@ -644,12 +644,12 @@ PY
 # release, in which form; Ansible's copy sends the release whole.
 bytes_table() {
 	local name label
-	printf 'bytes sent a host (median, from the receipts; the release is %s bytes)\n' "$(stat -c %s "$WORK/relayd-1.8.0")"
+	printf 'bytes sent a host (median, from the receipts; the release is %s bytes)\n' "$(command stat -c %s "$WORK/relayd-1.8.0")"
 	for row in "relayctl-apply|relayctl apply (full)" "relayctl-apply-patch|relayctl apply (full, an upgrade)" \
 		"relayctl-stage|relayctl stage" "relayctl-apply-staged|relayctl apply (release staged)"; do
 		name=${row%%|*} label=${row#*|}
 		[ -s "$RES/$name-hosts.tsv" ] || continue
-		/usr/bin/python3 - "$RES/$name-hosts.tsv" "$label" "$(stat -c %s "$WORK/relayd-1.8.0")" "$RES/$name.failed" <<'PY'
+		/usr/bin/python3 - "$RES/$name-hosts.tsv" "$label" "$(command stat -c %s "$WORK/relayd-1.8.0")" "$RES/$name.failed" <<'PY'
 import collections, os, statistics, sys
 failed = {l.split("\t")[0] for l in open(sys.argv[4])} if os.path.exists(sys.argv[4]) else set()
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
@@ -664,7 +664,7 @@ print("  %-34s %10d (%5.1f%% of the release); the release %d (%s)" % (sys.argv[2
 PY
 	done
 	if [ "$ANSIBLE" = 1 ]; then
-		printf '  %-34s %10s (copy sends the release whole, unless the host holds it by sha1)\n' "ansible-playbook, same job" "$(stat -c %s "$WORK/relayd-1.8.0")"
+		printf '  %-34s %10s (copy sends the release whole, unless the host holds it by sha1)\n' "ansible-playbook, same job" "$(command stat -c %s "$WORK/relayd-1.8.0")"
 	fi
 }
 
