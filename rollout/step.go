@@ -123,14 +123,16 @@ func steps(p *plans.Plan, h *plans.HostPlan, in stepInput, target bool) []step {
 	var st []step
 	if !target {
 		st = append(st, newCheckFolders(p, h))
-		st = append(st, releaseSteps(p, h, in)...)
+		rel := releaseSteps(p, h, in)
+		st = append(st, rel...)
+		send := len(rel) > 0 && lacksRelease(p, in)
 		for _, fc := range h.Files {
 			switch {
 			case !fc.Change || fc.Remove:
 			case fc.Restore != "":
 				st = append(st, newRestoreFile(p, h.Undo, fc))
 			default:
-				st = append(st, stageFile{fc: fc})
+				st = append(st, stageFile{fc: fc, send: send})
 			}
 		}
 	}

@@ -73,15 +73,14 @@ func (s placeRelease) describe() plans.Step {
 
 func (s placeRelease) do() []Op {
 	keep := keepOp(s.store, s.sha, s.data, "0755")
-	keep.Packed, keep.upload = s.packed, true
-	keep.Send = keep.Send || s.lacks
+	keep.Packed, keep.upload, keep.Send = s.packed, true, s.lacks
 	return []Op{keep, s.place()}
 }
 
 // lacksRelease: observe read the host's store, and the planned release's
 // bytes are not in it.
 func lacksRelease(p *plans.Plan, in stepInput) bool {
-	return in.facts != nil && !slices.Contains(in.facts.Release.Stored, p.Relay.SHA256)
+	return in.facts != nil && p.Relay.SHA256 != "" && !slices.Contains(in.facts.Release.Stored, p.Relay.SHA256)
 }
 
 // packedRelease are the forms of the release a host is sent, best first

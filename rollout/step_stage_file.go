@@ -7,7 +7,8 @@ import "github.com/relayctl/relayctl/plans"
 // with the same content (relayctl stage) is not sent again.
 type stageFile struct {
 	noStep
-	fc plans.FileChange
+	fc   plans.FileChange
+	send bool // the host lacks the release: it was not staged ahead, so neither was this
 }
 
 func (s stageFile) describe() plans.Step {
@@ -20,5 +21,10 @@ func (s stageFile) do() []Op {
 	// replace (a 0600 config holding a secret stays 0600); 0644 when new.
 	o := keepOp(s.fc.Path+".relayctl-new", s.fc.SHA256, []byte(s.fc.Content), "0644")
 	o.Args = append(o.Args, s.fc.Path)
+	// A host being sent the release was not staged ahead: its bytes go at
+	// once rather than cost the round trip of an offer (observe cannot see
+	// a file staged beside its place, so a host that has the release is
+	// offered them, and one staged ahead answers kept).
+	o.Send = s.send
 	return []Op{o}
 }

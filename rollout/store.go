@@ -29,14 +29,9 @@ func storeFile(p *plans.Plan, sha string) string {
 func storeDir(p *plans.Plan) string { return p.Paths.Releases + "/.sha256" }
 
 // keepOp has the host hold data at path, sent only if it does not
-// already (see agent.sh keep). Bytes as few as a request's own go at once
-// (Op.Send): to offer them first would cost a round trip to save nothing.
+// already (see agent.sh keep).
 func keepOp(path, sha string, data []byte, mode string) Op {
 	o := op("keep", path, sha, strconv.Itoa(len(data)), mode)
-	o.Data, o.Offer, o.Send = data, true, len(data) <= sendAtOnce
+	o.Data, o.Offer = data, true
 	return o
 }
-
-// sendAtOnce is the most a keep sends without offering it first: a config
-// or a drop-in, not a release.
-const sendAtOnce = 64 << 10

@@ -413,7 +413,7 @@ func TestLabStageAheadUploadsOnce(t *testing.T) {
 	}
 	r := readReceipt(t, e.plan+".stage.json")
 	for _, h := range r.Hosts {
-		// The lab's hosts have zstd: the release goes compressed (package wire).
+		// The lab's hosts have zstd: the release goes compressed (package uplink).
 		u := h.Upload
 		if h.Outcome != rollout.Staged || u == nil || u.Form != uplink.Zstd || u.Size != int64(len(release)) || u.Bytes*100 > u.Size*45 ||
 			h.BytesUploaded <= u.Bytes || h.BytesUploaded > u.Bytes+4096 {
