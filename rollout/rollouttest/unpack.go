@@ -144,7 +144,7 @@ func (s *Sim) StoreRelease(data []byte) string { return s.StoreReleaseAs(data, "
 func (s *Sim) StoreReleaseAs(data []byte, name string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sha := plans.SHA256(string(data))
+	sha := s.sum(data) // a lean Sim's is hashed once for the fleet
 	if s.Lean {
 		blobs.LoadOrStore(sha, data)
 	}
