@@ -473,13 +473,8 @@ func (h *Host) stop() error {
 		}
 	}
 	tr := trackHost(h.MountNS, nets, h.mountPin, h.SSHDPID)
+	h.mountPin = nil // the tracker's now
 	defer tr.release()
-	defer func() {
-		if h.mountPin != nil {
-			h.mountPin.Close()
-			h.mountPin = nil
-		}
-	}()
 	procs := func() []int {
 		ps := tr.scan()
 		// An sshd that never became ready has no MountNS yet. Until we reap

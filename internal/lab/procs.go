@@ -79,22 +79,20 @@ type procTracker struct {
 }
 
 // trackHost tracks the processes in mount namespace mnt, held open by pin
-// (or, without one, pinned through owner, the process that made it), and
-// in the network namespaces nets. When mnt cannot be pinned, its number may
-// already be another's, and the tracker leaves it out.
+// (which the tracker then owns and release closes) or, without one,
+// pinned through owner, the process that made it, and in the network
+// namespaces nets. When mnt cannot be pinned, its number may already be
+// another's, and the tracker leaves it out.
 func trackHost(mnt string, nets map[string]bool, pin *os.File, owner int) *procTracker {
 	t := &procTracker{nets: nets, seen: map[int]bool{}}
 	if mnt == "" {
 		return t
 	}
-	if pin != nil {
-		if f, err := dupFile(pin); err == nil {
-			t.mnt, t.pinned = mnt, f
-		}
-		return t
+	if pin == nil {
+		pin, _ = pinMountNS(owner, mnt)
 	}
-	if f, err := pinMountNS(owner, mnt); err == nil {
-		t.mnt, t.pinned = mnt, f
+	if pin != nil {
+		t.mnt, t.pinned = mnt, pin
 	}
 	return t
 }
@@ -113,15 +111,6 @@ func pinMountNS(pid int, mnt string) (*os.File, error) {
 		return nil, fmt.Errorf("pid %d is not in %s any more", pid, mnt)
 	}
 	return f, nil
-}
-
-func dupFile(f *os.File) (*os.File, error) {
-	fd, err := syscall.Dup(int(f.Fd()))
-	if err != nil {
-		return nil, err
-	}
-	syscall.CloseOnExec(fd)
-	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 // scan returns the host's live processes.
