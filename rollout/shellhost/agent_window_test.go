@@ -204,6 +204,11 @@ func TestAgentWindowWaitsForTheVerdict(t *testing.T) {
 			case tt.name == "keep" && res[0].Value != "kept by=controller":
 				t.Errorf("keep answered %q", res[0].Value)
 			}
+			// The window notes its end after its last answer, which the
+			// session may already have relayed: give it a moment.
+			for deadline := time.Now().Add(2 * time.Second); !strings.Contains(w.journal(), tt.want) && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
 			if !strings.Contains(w.journal(), tt.want) {
 				t.Errorf("journal lacks %q:\n%s", tt.want, w.journal())
 			}
