@@ -68,11 +68,31 @@ func (hr *hostRun) drifted(derived *plans.HostPlan) *ending {
 	drift := plans.Diff(hr.stored.Facts, derived.Facts)
 	if !towardPlan(hr.p, drift) || !subsequence(derived.Steps, hr.stored.Steps) {
 		hr.res.Drift = drift
+		if hr.o.confirmOnly {
+			// The drift from the plan's facts is mostly the run's own work:
+			// what is left to do names what moved since.
+			return end(Refused, StateAsWas, "it is no longer as planned: "+stillToDo(derived)+"; make a new plan").because(NextNewPlan)
+		}
 		return end(Refused, StateAsWas, fmt.Sprintf("the plan is stale: %d fact(s) changed since it was made (%s); make a new plan", len(drift), driftNames(drift))).because(NextNewPlan)
 	}
 	hr.res.TowardPlan = drift
 	hr.pr.say(hr.h.Host, "%s", towardText(hr.p, drift))
 	return nil
+}
+
+// stillToDo says what the plan would still do on a host, by its window
+// steps' titles.
+func stillToDo(h *plans.HostPlan) string {
+	var todo []string
+	for _, st := range h.Steps {
+		if st.Phase == "window" {
+			todo = append(todo, st.Title)
+		}
+	}
+	if len(todo) == 0 {
+		return "its read-back does not hold"
+	}
+	return "the plan would still " + plans.Visible(strings.Join(todo, "; "))
 }
 
 func undoName(u *plans.Undo) string {

@@ -305,6 +305,24 @@ func TestResumeDoesNotTrustAnEditedLedger(t *testing.T) {
 	}
 }
 
+// A host the ledger shows applied whose sysctl has since been set back is
+// refused by the resume with what the plan would still do there, not with
+// the facts the applying run itself changed.
+func TestResumeNamesWhatMovedOnAnAppliedHost(t *testing.T) {
+	d, p, sims := fleet(t, 2, "")
+	var led ledgers
+	applyWith(t, context.Background(), d, p, rollout.ApplyOptions{Parallel: 1, SaveLedger: led.save})
+	sims[0].Sysctls["net.core.rmem_max"] = "212992" // someone sets it back
+	rep := applyWith(t, context.Background(), d, p, rollout.ApplyOptions{Parallel: 2, Resume: led.last(t, p)})
+	h := rep.Hosts[0]
+	if h.Outcome != rollout.Refused || !strings.Contains(h.Reason, "no longer as planned: the plan would still set sysctl: net.core.rmem_max = 8388608") || strings.Contains(h.Reason, "stale") {
+		t.Errorf("h1: %s: %s", h.Outcome, h.Reason)
+	}
+	if rep.Hosts[1].Outcome != rollout.Applied || rep.Hosts[1].FromLedger == "" {
+		t.Errorf("h2: %s (%q)", rep.Hosts[1].Outcome, rep.Hosts[1].FromLedger)
+	}
+}
+
 // An interrupt leaves the ledger with the hosts in flight finished and the
 // rest not started; the resume finishes the fleet.
 func TestResumeAfterInterrupt(t *testing.T) {

@@ -40,6 +40,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relayctl/relayctl/internal/kerneltest"
 	"github.com/relayctl/relayctl/internal/lab"
 	"github.com/relayctl/relayctl/relay/sockstat"
 	"github.com/relayctl/relayctl/rollout"
@@ -147,6 +148,14 @@ func newChaos(t *testing.T, systemd bool) *chaos {
 	} else {
 		c.e = startLab(t, make([]lab.HostOptions, 3), nil)
 	}
+	// The lab's hosts share the machine's net.core.rmem_max (the kernel
+	// keeps one for every network namespace): one host's rollback would set
+	// it back under the others, which no fleet of real machines does, and
+	// a resume would then rightly refuse them. The trials start with it at
+	// the value both specs plan, so no trial's window changes what the
+	// hosts share; the sysctl's set and rollback under a fault are the
+	// single-host cut tests' (lab_cut_test.go).
+	kerneltest.Set(t, "net.core.rmem_max", "8388608")
 	c.bin = filepath.Join(t.TempDir(), "relayctl")
 	if out, err := exec.Command("go", "build", "-o", c.bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build relayctl: %v %s", err, out)
