@@ -72,6 +72,18 @@ clean() {
 	esac
 	printf '%s' "$clean_" | tr '\n\t\r' '   ' | tr -d '\000-\037\177' | head -c 2000
 }
+
+# clean_v TEXT: clean's line, in cleaned, without the subshell of a
+# $(clean ...) where the text is clean already (every answer and journal
+# line, on twenty hosts sharing two cores).
+clean_v() {
+	cleaned=$*
+	case $cleaned in
+	*[[:cntrl:]]*) ;;
+	*) [ ${#cleaned} -le 2000 ] && return ;;
+	esac
+	cleaned=$(clean "$cleaned")
+}
 # ok and val answer a primitive that succeeded. One that changed the host
 # is noted in the journal first; if the journal cannot be written (a full
 # disk), the answer is ERR, so relayctl undoes the change rather than go on
@@ -82,7 +94,8 @@ ok() {
 }
 val() {
 	journaled || return
-	printf 'VAL %s\n' "$(clean "$*")"
+	clean_v "$*"
+	printf 'VAL %s\n' "$cleaned"
 }
 journaled() {
 	[ -n "${done_op_after:-}" ] || return 0
@@ -94,12 +107,16 @@ journaled() {
 }
 err() {
 	skipping=1
-	msg=$(clean "$*")
+	clean_v "$*"
+	msg=$cleaned
 	[ -d "$state" ] && [ -n "${locked:-}" ] && printf '%s fail %s\n' "$(now)" "$msg" >>"$journal"
 	printf 'ERR %s\n' "$msg"
 }
 now() { date -u +%Y-%m-%dT%H:%M:%S.%NZ; }
-jlog() { printf '%s %s\n' "$(now)" "$(clean "$*")" >>"$journal" 2>/dev/null; }
+jlog() {
+	clean_v "$*"
+	printf '%s %s\n' "$(now)" "$cleaned" >>"$journal" 2>/dev/null
+}
 
 # owned_by_root_only PATH: PATH (not followed) belongs to root and, unless
 # it is a symlink, neither its group nor others may write it.
@@ -1233,31 +1250,78 @@ p_unlock() { # remove the owner file and exit
 # the pid, it names one process, whatever pid is reused later. Nothing for
 # a process that has exited (a zombie waits for a parent that reaps late).
 started_at() {
-	IFS= read -r sa_ 2>/dev/null <"/proc/$1/stat" || return 1
-	sa_=${sa_##*) }
+	start_of "$1" && printf '%s' "$so_start"
+}
+
+# start_of PID: started_at's answer in so_start, without a process of its
+# own: the waits below ask it every few milliseconds, and a subshell each
+# time, on twenty hosts' windows at once, was CPU the windows lacked.
+start_of() {
+	IFS= read -r so_start 2>/dev/null <"/proc/$1/stat" || return 1
+	so_start=${so_start##*) }
 	set -f
 	# shellcheck disable=SC2086 # the stat line's fields
-	set -- $sa_
+	set -- $so_start
 	set +f
 	[ $# -ge 20 ] || return 1
 	case $1 in Z | X | x) return 1 ;; esac
 	shift 19
-	printf '%s' "$1"
+	so_start=$1
 }
 
 # alive FILE: the process FILE names ("PID START") is alive.
 alive() {
 	IFS=' ' read -r al_pid al_start <"$1" 2>/dev/null || return 1
 	case $al_pid in '' | *[!0-9]*) return 1 ;; esac
-	[ "$(started_at "$al_pid")" = "$al_start" ]
+	start_of "$al_pid" && [ "$so_start" = "$al_start" ]
 }
 
 # nap SECONDS: sleep, without the host lock's descriptor: a sleep that
 # outlives a killed agent or window must not keep the host locked.
 nap() { sleep "$1" 9>&-; }
 
+# doze FILE SECONDS UNTIL: unless UNTIL (a test, evaluated) holds, sleep
+# up to SECONDS or until the other side of the window wakes this one
+# (wake FILE). The files the sides write are the truth; a wake-up only
+# cuts a wait short, so one that is lost costs SECONDS at most. FILE names
+# the sleep's process ("PID START") before UNTIL is tested, so a change
+# the other side makes after the test finds the sleep to end. Twenty
+# windows polling every few milliseconds, each poll a sleep process, were
+# a fifth of the CPU of an apply on twenty hosts sharing two cores.
+doze() {
+	sleep "$2" 9>&- &
+	dz_pid=$!
+	start_of "$dz_pid" && printf '%s %s\n' "$dz_pid" "$so_start" >"$1"
+	if eval "$3"; then
+		kill "$dz_pid" 2>/dev/null
+	fi
+	wait "$dz_pid"
+	return 0
+}
+
+# wake FILE: ends the sleep of the doze FILE names, if that process is
+# still the one named there (a pid and its start time).
+wake() {
+	alive "$1" && kill "$al_pid" 2>/dev/null
+	return 0
+}
+
 # now_ms: the host clock in milliseconds.
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# uptime_ms: milliseconds since boot in up_ms (10 ms steps), read without a
+# process of its own, for the waits' deadlines; the host clock where
+# /proc/uptime cannot be read.
+uptime_ms() {
+	if IFS=' .' read -r up_s up_cs _ </proc/uptime 2>/dev/null; then
+		case $up_s$up_cs in '' | *[!0-9]*) ;; *)
+			up_ms=$((up_s * 1000 + ${up_cs#0} * 10))
+			return
+			;;
+		esac
+	fi
+	up_ms=$(now_ms)
+}
 
 # skip_n N: N answers SKIP (requests relayctl sent inside a program that
 # did not run).
@@ -1273,14 +1337,18 @@ skip_n() {
 # window's process writes them. If it ends first, the next is ERR and the
 # rest SKIP. A relayctl gone ends this session here (the window goes on).
 relay() {
-	rl_i=$1 rl_end=$(($1 + $2)) rl_tries=0
+	rl_i=$1 rl_end=$(($1 + $2))
 	while [ "$rl_i" -lt "$rl_end" ]; do
 		if [ -f "$win/answers/$rl_i" ]; then
 			# An answer the window could not write whole: this session ends
 			# here, and the window, its session gone, ends by itself.
-			whole "$win/answers/$rl_i" || exit 1
-			cat -- "$win/answers/$rl_i" || exit 1
-			rl_i=$((rl_i + 1)) rl_tries=0
+			if one_line "$win/answers/$rl_i"; then
+				printf '%s\n' "$ol_l"
+			else
+				whole "$win/answers/$rl_i" || exit 1
+				cat -- "$win/answers/$rl_i" || exit 1
+			fi
+			rl_i=$((rl_i + 1))
 			continue
 		fi
 		if ! alive "$win/pid"; then
@@ -1289,10 +1357,16 @@ relay() {
 			skip_n $((rl_end - rl_i - 1))
 			return
 		fi
-		# 5 ms at first (most answers come quickly), then 20 ms
-		rl_tries=$((rl_tries + 1))
-		if [ "$rl_tries" -le 20 ]; then nap 0.005; else nap 0.02; fi
+		# The window wakes this session with each answer, and at its end.
+		doze "$win/doze.session" 0.1 '[ -f "$win/answers/$rl_i" ] || ! alive "$win/pid"'
 	done
+}
+
+# one_line FILE: FILE is one line and no DATA answer, in ol_l: most answers
+# are, and the shell passes them on without a cat of their own.
+one_line() {
+	{ IFS= read -r ol_l && ! { IFS= read -r ol_x || [ -n "$ol_x" ]; }; } <"$1" 2>/dev/null || return 1
+	case $ol_l in "DATA "*) return 1 ;; esac
 }
 
 # whole FILE: FILE holds one answer, all of it.
@@ -1420,6 +1494,7 @@ p_verdict() { # keep|undo SHA256 N (undo: N requests as data, relayctl's
 		skip_n "$n"
 		return
 	fi
+	wake "$win/doze.window"
 	if [ "$a" = keep ]; then
 		wait_end
 		val "$(head -c 1000 "$win/end" 2>/dev/null)"
@@ -1431,7 +1506,9 @@ p_verdict() { # keep|undo SHA256 N (undo: N requests as data, relayctl's
 
 # wait_end: until the window's process has ended (its end file), or is gone.
 wait_end() {
-	while ! [ -s "$win/end" ] && alive "$win/pid"; do nap 0.005; done
+	while ! [ -s "$win/end" ] && alive "$win/pid"; do
+		doze "$win/doze.session" 0.1 '[ -s "$win/end" ] || ! alive "$win/pid"'
+	done
 }
 
 # window_main ID SHA256 SESSION_PID SESSION_START: the window's process.
@@ -1471,6 +1548,7 @@ window_main() {
 window_end() {
 	jlog "window $1"
 	printf '%s\n' "$(clean "$1")" >"$win/end.new" && mv -f -- "$win/end.new" "$win/end"
+	wake "$win/doze.session"
 }
 
 # window_split SHA256: the program, checked, into its settings (w_kind,
@@ -1507,8 +1585,8 @@ window_split() {
 # session is gone or the await runs out (word: judge). window-ID/decided is
 # made once, by whichever side comes first: that side's word stands.
 await_word() {
-	aw_start=$(now_ms)
-	aw_now=$aw_start
+	uptime_ms
+	aw_start=$up_ms aw_now=$up_ms
 	while ! [ -d "$win/decided" ]; do
 		if ! alive "$win/session" || [ "$aw_now" -ge $((aw_start + w_await)) ]; then
 			if mkdir -- "$win/decided" 2>/dev/null; then
@@ -1517,10 +1595,11 @@ await_word() {
 			fi
 			continue
 		fi
-		# Every 10 ms while relayctl reads the host back (its keep comes
-		# with the commit), then every 100 ms.
-		if [ $((aw_now - aw_start)) -lt 3000 ]; then nap 0.01; else nap 0.1; fi
-		aw_now=$(now_ms)
+		# relayctl's verdict wakes it (p_verdict); the session's end and
+		# the await's are seen within 100 ms.
+		doze "$win/doze.window" 0.1 '[ -d "$win/decided" ]'
+		uptime_ms
+		aw_now=$up_ms
 	done
 	read -r word sum _ <"$win/verdict" 2>/dev/null || word=judge
 	# relayctl's rollback as relayctl sent it, or none: then alone.
@@ -1671,6 +1750,7 @@ EOF
 			nans=$((nans + 1))
 			request >"$answers/.next"
 			mv -f -- "$answers/.next" "$answers/$nans"
+			wake "$win/doze.session"
 		else
 			request
 		fi
