@@ -686,7 +686,7 @@ profile_apply() {
 			{ log "profile: relayctl stage failed (not in this commit?): no staged profile"; return 0; }
 	fi
 	t0=$(date +%s%N)
-	RELAYCTL_CPUPROFILE=$pp perf record -q -a -e cpu-clock -F 499 -o "$data" -- "$RELAYCTL" apply "$plan" --parallel "${#NAMES[@]}" \
+	RELAYCTL_CPUPROFILE=$pp perf record -q -a -e cpu-clock -F 499 -e sched:sched_process_exec -o "$data" -- "$RELAYCTL" apply "$plan" --parallel "${#NAMES[@]}" \
 		--ssh-config "$SSH_CONFIG" --known-hosts "$KNOWN_HOSTS" --identity "$IDENTITY" >"$RES/profile-$kind.out" 2>&1 || rc=$?
 	t1=$(date +%s%N)
 	{
@@ -694,10 +694,20 @@ profile_apply() {
 			"$(awk -v a="$t0" -v b="$t1" 'BEGIN { print (b - a) / 1e9 }')" "$rc"
 		printf '  CPU by process name, whole machine (perf cpu-clock samples at 499 Hz; seconds):\n'
 		perf report -i "$data" --sort comm --stdio -F period,comm 2>/dev/null | awk '
-			/^#/ || NF < 2 { next }
+			/^# Samples: .* of event / { ev = $NF; next }
+			/^#/ || NF < 2 || ev != "\047cpu-clock\047" { next }
 			{ sum += $1; n[NR] = $2; p[NR] = $1 }
 			END { for (i in p) if (p[i] / sum >= 0.01) printf "    %-16s %6.2f s  %4.1f%%\n", n[i], p[i] / 1e9, 100 * p[i] / sum
 			      printf "    %-16s %6.2f s\n", "(all)", sum / 1e9 }' | sort -k2 -rn
+		# Every program started on the machine during the apply (the
+		# tracepoint names the program after its exec), a host's share.
+		printf '  programs started (exec), whole machine, and per host:\n'
+		perf report -i "$data" --sort comm --stdio -F period,comm 2>/dev/null | awk -v hosts="${#NAMES[@]}" '
+			/^# Samples: .* of event / { ev = $NF; next }
+			/^#/ || NF < 2 || ev != "\047sched:sched_process_exec\047" { next }
+			{ sum += $1; n[NR] = $2; p[NR] = $1 }
+			END { for (i in p) if (p[i] / sum >= 0.02) printf "    %-16s %6d  %6.1f a host\n", n[i], p[i], p[i] / hosts
+			      printf "    %-16s %6d  %6.1f a host\n", "(all)", sum, sum / hosts }' | sort -k2 -rn
 		if [ -s "$pp" ]; then
 			printf '  relayctl, top functions (go tool pprof -top):\n'
 			go tool pprof -top -nodecount=12 "$pp" 2>>"$RES/pprof.err" | sed -n '/flat%/,$p' | sed 's/^/    /'
