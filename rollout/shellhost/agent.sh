@@ -1287,9 +1287,11 @@ nap() { sleep "$1" 9>&-; }
 # the sleep's process ("PID START") before UNTIL is tested, so a change
 # the other side makes after the test finds the sleep to end. Twenty
 # windows polling every few milliseconds, each poll a sleep process, were
-# a fifth of the CPU of an apply on twenty hosts sharing two cores.
+# a fifth of the CPU of an apply on twenty hosts sharing two cores. The
+# sleep is off the session's output: one that outlives its session must
+# not hold the connection open.
 doze() {
-	sleep "$2" 9>&- &
+	sleep "$2" >/dev/null 2>&1 9>&- &
 	dz_pid=$!
 	start_of "$dz_pid" && printf '%s %s\n' "$dz_pid" "$so_start" >"$1"
 	if eval "$3"; then
