@@ -1280,7 +1280,8 @@ alive() {
 # outlives a killed agent or window must not keep the host locked.
 nap() { sleep "$1" 9>&-; }
 
-# doze FILE SECONDS UNTIL: unless UNTIL (a test, evaluated) holds, sleep
+# doze FILE SECONDS UNTIL: unless UNTIL (a test, evaluated here: it sees
+# globals, not the caller's arguments) holds, sleep
 # up to SECONDS or until the other side of the window wakes this one
 # (wake FILE). The files the sides write are the truth; a wake-up only
 # cuts a wait short, so one that is lost costs SECONDS at most. FILE names
@@ -1297,7 +1298,9 @@ doze() {
 	if eval "$3"; then
 		kill "$dz_pid" 2>/dev/null
 	fi
-	wait "$dz_pid"
+	# The shell reports a sleep ended by a wake ("Terminated") on the
+	# wait's standard error: nothing to tell.
+	wait "$dz_pid" 2>/dev/null
 	return 0
 }
 
