@@ -100,13 +100,7 @@ for key in $keys; do
 		case $rest in *.*) rest=${rest#*.} ;; *) break ;; esac
 	done
 	if [ -e "$f" ]; then
-		# A one-line value (nearly every sysctl) with the shell's own read;
-		# anything longer as the file has it.
-		if { IFS= read -r v && ! { IFS= read -r x || [ -n "$x" ]; }; } <"$f" 2>/dev/null && [ ${#v} -le 4096 ]; then
-			value "sysctl $key" 0 "$v"
-		else
-			emit "sysctl $key" head -c 4096 "$f"
-		fi
+		emit "sysctl $key" head -c 4096 "$f"
 		emit "sysctl-writable $key" writable "$f"
 	else
 		emit "sysctl $key" absent
