@@ -156,7 +156,8 @@ func (j *Journal) entry(text string, open *JournalStep) (*JournalStep, error) {
 	return open, nil
 }
 
-// journalTime is the agent's time stamp: 2026-12-01T14:02:16.123456789Z.
+// journalTime is the agent's time stamp: 2026-12-01T14:02:16.123Z (to the
+// millisecond; earlier agents wrote nanoseconds, which read the same).
 func journalTime(s string) bool {
 	if len(s) < 20 || len(s) > 40 || !strings.HasSuffix(s, "Z") || s[4] != '-' || s[10] != 'T' {
 		return false

@@ -109,13 +109,44 @@ err() {
 	skipping=1
 	clean_v "$*"
 	msg=$cleaned
-	[ -d "$state" ] && [ -n "${locked:-}" ] && printf '%s fail %s\n' "$(now)" "$msg" >>"$journal"
+	[ -d "$state" ] && [ -n "${locked:-}" ] && now_v && printf '%s fail %s\n' "$t_now" "$msg" >>"$journal"
 	printf 'ERR %s\n' "$msg"
 }
-now() { date -u +%Y-%m-%dT%H:%M:%S.%NZ; }
+# now_v: the host's UTC time for a journal line, to the millisecond, in t_now.
+# One `date` a process gives the clock; after it the time is that plus how
+# far /proc/uptime moved, formatted by arithmetic (a `date` a line was the
+# agent's second most started program). The steps are /proc/uptime's 10 ms;
+# the lines' order, not their times, is what recovery reads.
+now_v() {
+	uptime_ms
+	if [ -z "${t_base_ms:-}" ]; then
+		t_base_ms=$(date -u +%s%3N) t_base_up=$up_ms
+		case $t_base_ms in '' | *[!0-9]*) t_base_ms=$(($(date -u +%s) * 1000)) ;; esac
+	fi
+	t_=$((t_base_ms + up_ms - t_base_up))
+	t_ms=$((t_ % 1000)) t_=$((t_ / 1000))
+	t_sod=$((t_ % 86400)) t_z=$((t_ / 86400 + 719468))
+	# days since 1970-01-01 to a civil date (H. Hinnant's days_from_civil, inverted)
+	t_era=$((t_z / 146097)) t_doe=$((t_z % 146097))
+	t_yoe=$(((t_doe - t_doe / 1460 + t_doe / 36524 - t_doe / 146096) / 365))
+	t_doy=$((t_doe - (365 * t_yoe + t_yoe / 4 - t_yoe / 100)))
+	t_mp=$(((5 * t_doy + 2) / 153))
+	t_d=$((t_doy - (153 * t_mp + 2) / 5 + 1))
+	if [ "$t_mp" -lt 10 ]; then t_m=$((t_mp + 3)); else t_m=$((t_mp - 9)); fi
+	t_y=$((t_yoe + t_era * 400))
+	[ "$t_m" -gt 2 ] || t_y=$((t_y + 1))
+	t_h=$((t_sod / 3600)) t_mi=$((t_sod % 3600 / 60)) t_s=$((t_sod % 60)) t_ms=00$t_ms
+	[ "$t_m" -gt 9 ] || t_m=0$t_m
+	[ "$t_d" -gt 9 ] || t_d=0$t_d
+	[ "$t_h" -gt 9 ] || t_h=0$t_h
+	[ "$t_mi" -gt 9 ] || t_mi=0$t_mi
+	[ "$t_s" -gt 9 ] || t_s=0$t_s
+	t_now=$t_y-$t_m-${t_d}T$t_h:$t_mi:$t_s.${t_ms#"${t_ms%???}"}Z
+}
 jlog() {
 	clean_v "$*"
-	printf '%s %s\n' "$(now)" "$cleaned" >>"$journal" 2>/dev/null
+	now_v
+	printf '%s %s\n' "$t_now" "$cleaned" >>"$journal" 2>/dev/null
 }
 
 # owned_by_root_only PATH: PATH (not followed) belongs to root and, unless
@@ -413,7 +444,10 @@ squeeze() {
 # done_op: the journal notes each change made, even when relayctl has
 # gone away meanwhile (a lost connection): the next run reads where it
 # stopped. Values here were validated by relayctl: no control characters.
-done_op() { printf '%s ok %s %s\n' "$(now)" "$op" "$a" >>"$journal" 2>/dev/null; }
+done_op() {
+	now_v
+	printf '%s ok %s %s\n' "$t_now" "$op" "$a" >>"$journal" 2>/dev/null
+}
 
 # The primitives, one function each (rollout/primitive.go lists them with
 # their arguments); a b c d e are the request's arguments.
@@ -1235,8 +1269,9 @@ p_unlock() { # remove the owner file and exit
 # afresh, in RAM: a full state disk leaves it be), checks its sha256
 # against the request's, and starts the window's process with that sha256,
 # which checks it again before it reads a line of it. The process answers
-# the window's requests into window-ID/answers/1, 2, ...
-# (relayed by the session as they come), then waits for relayctl's word
+# the window's requests into window-ID/answers/1, 2, ... (each published
+# by an empty N.done beside it once whole; the session relays them as they
+# come), then waits for relayctl's word
 # (a verdict request: keep, or undo with relayctl's rollback as its
 # requests). When the session is gone (relayctl or its connection lost)
 # or the await runs out, it decides by itself: a window that failed is
@@ -1344,7 +1379,7 @@ skip_n() {
 relay() {
 	rl_i=$1 rl_end=$(($1 + $2))
 	while [ "$rl_i" -lt "$rl_end" ]; do
-		if [ -f "$win/answers/$rl_i" ]; then
+		if [ -f "$win/answers/$rl_i.done" ]; then
 			# An answer the window could not write whole: this session ends
 			# here, and the window, its session gone, ends by itself.
 			if one_line "$win/answers/$rl_i"; then
@@ -1357,13 +1392,13 @@ relay() {
 			continue
 		fi
 		if ! alive "$win/pid"; then
-			[ -f "$win/answers/$rl_i" ] && continue
+			[ -f "$win/answers/$rl_i.done" ] && continue
 			err "the window's process on the host ended before it answered: $(head -c 300 "$win/log" 2>/dev/null)"
 			skip_n $((rl_end - rl_i - 1))
 			return
 		fi
 		# The window wakes this session with each answer, and at its end.
-		doze "$win/doze.session" 0.1 '[ -f "$win/answers/$rl_i" ] || ! alive "$win/pid"'
+		doze "$win/doze.session" 0.1 '[ -f "$win/answers/$rl_i.done" ] || ! alive "$win/pid"'
 	done
 }
 
@@ -1666,7 +1701,7 @@ read_back() {
 	serve <"$win/observe.req"
 	IFS=$tab read -r _ _ _ _ rb_b _ <"$win/observe.req"
 	tail -n +2 -- "$answers/$nans" >"$win/reading"
-	rm -f -- "$answers/$nans"
+	rm -f -- "$answers/$nans.done" "$answers/$nans"
 	host_checks "$win/reading" "$rb_b"
 }
 
@@ -1753,8 +1788,10 @@ EOF
 		served=$((served + 1))
 		if [ -n "$answers" ]; then
 			nans=$((nans + 1))
-			request >"$answers/.next"
-			mv -f -- "$answers/.next" "$answers/$nans"
+			# N.done, made once N is written whole, publishes N: a
+			# redirection, where a rename was a program an answer.
+			request >"$answers/$nans"
+			: >"$answers/$nans.done"
 			wake "$win/doze.session"
 		else
 			request
