@@ -69,6 +69,7 @@ RELAY_USER=
 conf=${RELAY_SERVICE_ENV:-/etc/relay/service.env}
 
 err() { printf 'relay-service: %s\n' "$*" >&2; }
+me=$(id -u)
 
 # private PATH WHAT: PATH is owned by the caller (or root) and writable by
 # no one else, and not a symlink; else say why on stderr and fail. Whoever
@@ -82,8 +83,8 @@ private() {
 	st=$(stat -c '%u %a' "$1" 2>/dev/null) || { err "$2 $1: cannot stat it"; return 1; }
 	owner=${st% *}
 	mode=${st#* }
-	if [ "$owner" != "$(id -u)" ] && [ "$owner" != 0 ]; then
-		err "$2 $1 is owned by uid $owner, not by uid $(id -u) that runs relay-service (or root): chown it"
+	if [ "$owner" != "$me" ] && [ "$owner" != 0 ]; then
+		err "$2 $1 is owned by uid $owner, not by uid $me that runs relay-service (or root): chown it"
 		return 1
 	fi
 	case $mode in
@@ -105,6 +106,44 @@ prefixes() {
 	done
 }
 
+# above_both PATH REAL: the folders above PATH as written (if absolute)
+# and as resolved (REAL), one a line.
+above_both() {
+	case $1 in /*) prefixes "${1%/*}" ;; esac
+	prefixes "${2%/*}"
+}
+
+# folders_private LIST: every folder in LIST, one a line, passes
+# private_above's rule, asked of them all with one stat (a stat a folder
+# was most of what relay-service started).
+folders_private() {
+	fp_n=0
+	ifs_=$IFS
+	IFS='
+'
+	set -f
+	# shellcheck disable=SC2086 # one folder a line, globbing off
+	set -- $1
+	fp_st=$(stat -c '%u %a %F' -- "$@" 2>/dev/null) || fp_st=
+	for fp_l in $fp_st; do
+		fp_n=$((fp_n + 1))
+		fp_o=${fp_l%% *} fp_m=${fp_l#* }
+		fp_m=${fp_m%% *}
+		[ "$fp_o" = "$me" ] || [ "$fp_o" = 0 ] || fp_n=-1
+		case $fp_l in *" symbolic link") ;; *)
+			case $fp_m in
+			[1357]???) ;;
+			*[2367]? | *[2367]) fp_n=-1 ;;
+			esac
+			;;
+		esac
+		[ "$fp_n" -gt 0 ] || break
+	done
+	IFS=$ifs_
+	set +f
+	[ "$fp_n" = "$#" ]
+}
+
 # private_above PATH WHAT: every folder above PATH, as written and as
 # resolved, is the caller's (or root's) and writable by no one else, unless
 # it is sticky (/tmp: nobody renames what is not theirs there). Whoever
@@ -113,11 +152,10 @@ prefixes() {
 # a folder root then writes the pid file or the log in.
 private_above() {
 	real_=$(readlink -f -- "$1") || { err "$2 $1: cannot resolve it"; return 1; }
-	{
-		case $1 in /*) prefixes "${1%/*}" ;; esac
-		prefixes "${real_%/*}"
-	} | {
-		me_=$(id -u)
+	folders_private "$(above_both "$1" "$real_")" && return 0
+	# The reason, folder by folder.
+	above_both "$1" "$real_" | {
+		me_=$me
 		while IFS= read -r p_; do
 			st_=$(stat -c '%u %a %F' -- "$p_" 2>/dev/null) || { err "$2 $1: cannot stat $p_ above it"; exit 1; }
 			owner_=${st_%% *}
@@ -198,10 +236,24 @@ handoff_socket() {
 # a minimal container has neither.)
 listening() {
 	inodes=
-	for f in /proc/"$1"/fd/*; do
-		l=$(readlink "$f" 2>/dev/null) || continue
+	# One readlink for every descriptor where it takes many (coreutils; a
+	# descriptor closed meanwhile is left out), one each where not (busybox).
+	links=$(readlink -- /proc/"$1"/fd/* 2>/dev/null)
+	if [ -z "$links" ]; then
+		for f in /proc/"$1"/fd/*; do
+			l=$(readlink "$f" 2>/dev/null) && links="$links
+$l"
+		done
+	fi
+	ifs_=$IFS
+	IFS='
+'
+	set -f
+	for l in $links; do
 		case $l in socket:\[*\]) l=${l#socket:[}; inodes="$inodes ${l%]}" ;; esac
 	done
+	IFS=$ifs_
+	set +f
 	[ -n "$inodes" ] || return 1
 	hex=
 	[ -z "$2" ] || hex=$(printf '%04X' "$2")
