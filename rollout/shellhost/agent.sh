@@ -1316,33 +1316,48 @@ alive() {
 nap() { sleep "$1" 9>&-; }
 
 # doze FILE SECONDS UNTIL: unless UNTIL (a test, evaluated here: it sees
-# globals, not the caller's arguments) holds, sleep
-# up to SECONDS or until the other side of the window wakes this one
-# (wake FILE). The files the sides write are the truth; a wake-up only
-# cuts a wait short, so one that is lost costs SECONDS at most. FILE names
-# the sleep's process ("PID START") before UNTIL is tested, so a change
-# the other side makes after the test finds the sleep to end. Twenty
-# windows polling every few milliseconds, each poll a sleep process, were
-# a fifth of the CPU of an apply on twenty hosts sharing two cores. The
-# sleep is off the session's output: one that outlives its session must
-# not hold the connection open.
+# globals, not the caller's arguments) holds, wait up to SECONDS or until
+# the other side of the window wakes this one (wake FILE). The files the
+# sides write are the truth; a wake-up only cuts a wait short, so one that
+# is lost costs SECONDS at most. FILE names this process ("PID START",
+# read from /proc/self: right in a subshell too) before UNTIL is tested,
+# so a change the other side makes after the test finds it to wake.
+#
+# A wake is SIGWINCH, caught only while dozing: its default is to be
+# ignored, so one that comes later interrupts nothing (a caught signal
+# would end a read of relayctl's next request) and kills nothing. The
+# wait is on a sleep of SECONDS that a wake does not end, so the next doze
+# waits on the same sleep: one process for every answer of a window
+# (twenty windows polling, each poll a sleep process, were a fifth of the
+# CPU of an apply on twenty hosts sharing two cores; a sleep a wake, a
+# sixth of the programs a host still started). The sleep is off the
+# session's output: one that outlives its session must not hold the
+# connection open.
 doze() {
-	sleep "$2" >/dev/null 2>&1 9>&- &
-	dz_pid=$!
-	start_of "$dz_pid" && printf '%s %s\n' "$dz_pid" "$so_start" >"$1"
-	if eval "$3"; then
-		kill "$dz_pid" 2>/dev/null
+	dz_woken=
+	trap 'dz_woken=1' WINCH
+	IFS=' ' read -r dz_self _ </proc/self/stat
+	start_of "$dz_self" && printf '%s %s\n' "$dz_self" "$so_start" >"$1"
+	if ! eval "$3"; then
+		if [ -z "${dz_tick:-}" ]; then
+			sleep "$2" >/dev/null 2>&1 9>&- &
+			dz_tick=$!
+		fi
+		# A wake before the wait set dz_woken; one during it ends the wait.
+		# A wait that ended without one is the sleep's end (or a pid not
+		# this shell's child: a subshell's copy of dz_tick): the next doze
+		# starts another.
+		[ -n "$dz_woken" ] || wait "$dz_tick" 2>/dev/null
+		[ -n "$dz_woken" ] || dz_tick=
 	fi
-	# The shell reports a sleep ended by a wake ("Terminated") on the
-	# wait's standard error: nothing to tell.
-	wait "$dz_pid" 2>/dev/null
+	trap - WINCH
 	return 0
 }
 
-# wake FILE: ends the sleep of the doze FILE names, if that process is
-# still the one named there (a pid and its start time).
+# wake FILE: wakes the doze FILE names, if that process is still the one
+# named there (a pid and its start time).
 wake() {
-	alive "$1" && kill "$al_pid" 2>/dev/null
+	alive "$1" && kill -WINCH "$al_pid" 2>/dev/null
 	return 0
 }
 
@@ -1496,15 +1511,17 @@ start_window() {
 	else
 		(setsid sh -c 'eval "$1"' relayctl-window "$@" </dev/null >/dev/null 2>>"$win/log" &)
 	fi
-	sw_i=0
+	uptime_ms
+	sw_end=$((up_ms + 5000))
 	while ! [ -s "$win/pid" ]; do
-		sw_i=$((sw_i + 1))
-		if [ "$sw_i" -gt 1000 ]; then
+		uptime_ms
+		if [ "$up_ms" -ge "$sw_end" ]; then
 			head -c 300 "$win/log" 2>/dev/null
 			echo " (no process after 5 s)"
 			return 1
 		fi
-		nap 0.005
+		# The window wakes this session once its pid file is written.
+		doze "$win/doze.session" 0.1 '[ -s "$win/pid" ]'
 	done
 }
 
@@ -1557,6 +1574,7 @@ window_main() {
 	win=$windows/window-$1
 	answers=$win/answers locked=1
 	printf '%s %s\n' "$$" "$(started_at $$)" >"$win/pid.new" && mv -f -- "$win/pid.new" "$win/pid"
+	wake "$win/doze.session"
 	printf '%s %s\n' "$3" "$4" >"$win/session"
 	# It runs only holding the host lock, and reads only what relayctl sent.
 	if ! [ -e "/proc/$$/fd/9" ]; then

@@ -1,8 +1,10 @@
 package shellhost
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,11 +31,12 @@ func startTime(t *testing.T, pid int) string {
 	return f[19]
 }
 
-// A wake ends only the process its file names by pid and start time: not
-// a pid reused by another process, and never a process group or every
-// process (a file's "-PGID" or "-1", which kill would take as those).
-func TestWakeEndsOnlyTheProcessItsFileNames(t *testing.T) {
-	victim := exec.Command("sleep", "60")
+// A wake reaches only the process its file names by pid and start time:
+// not a pid reused by another process, and never a process group or every
+// process (a file's "-PGID" or "-1", which kill would take as those). The
+// process here is a doze's stand-in that ends when woken.
+func TestWakeReachesOnlyTheProcessItsFileNames(t *testing.T) {
+	victim := exec.Command("sh", "-c", `trap 'exit 0' WINCH; while :; do sleep 0.05; done`)
 	victim.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := victim.Start(); err != nil {
 		t.Fatal(err)
@@ -59,7 +62,7 @@ func TestWakeEndsOnlyTheProcessItsFileNames(t *testing.T) {
 		wake(content)
 		select {
 		case <-done:
-			t.Fatalf("a doze file of %q ended the process", content)
+			t.Fatalf("a doze file of %q woke the process", content)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -67,7 +70,7 @@ func TestWakeEndsOnlyTheProcessItsFileNames(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the process the doze file names is still running")
+		t.Fatal("the process the doze file names was not woken")
 	}
 }
 
@@ -100,4 +103,72 @@ func TestDozeEndsWhenWoken(t *testing.T) {
 	if err != nil || string(b) != "ended\n" || ctx.Err() != nil {
 		t.Fatalf("doze whose condition holds: %q, %v, %v", b, err, ctx.Err())
 	}
+}
+
+// Wakes cut a doze short without ending its sleep, so the dozes that
+// follow wait on the same sleep: one process for many answers. A wake
+// that comes while the process is not dozing changes nothing: it goes on,
+// and a read it was blocked in is not cut short.
+func TestDozesShareOneSleepAndALateWakeIsHarmless(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "doze.session")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Five dozes of up to 30 s, each printing the sleep it waited on; then
+	// a read from stdin, which a late wake must not end.
+	script := dozeFuncs(t) + `i=0
+while [ $i -lt 5 ]; do
+	doze "$1" 30 false
+	echo "sleep $dz_tick"
+	i=$((i + 1))
+done
+echo reading
+IFS= read -r line
+echo "read $? $line"`
+	cmd := exec.CommandContext(ctx, "sh", "-c", script, "sh", file)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	wake := func() {
+		if b, err := exec.Command("sh", "-c", dozeFuncs(t)+`wake "$1"`, "sh", file).CombinedOutput(); err != nil {
+			t.Fatalf("wake: %v %s", err, b)
+		}
+	}
+	var sleeps []string
+	for len(sleeps) < 5 {
+		select {
+		case l := <-lines:
+			sleeps = append(sleeps, l)
+			continue
+		case <-time.After(50 * time.Millisecond):
+		}
+		wake()
+	}
+	for _, s := range sleeps[1:] {
+		if s != sleeps[0] {
+			t.Errorf("the woken dozes waited on different sleeps: %q", sleeps)
+			break
+		}
+	}
+	if l := <-lines; l != "reading" {
+		t.Fatalf("got %q", l)
+	}
+	time.Sleep(50 * time.Millisecond)
+	wake() // late: the process is in a read now
+	time.Sleep(50 * time.Millisecond)
+	io.WriteString(stdin, "hello\n")
+	if l := <-lines; l != "read 0 hello" || ctx.Err() != nil {
+		t.Errorf("the read after a late wake: %q, %v", l, ctx.Err())
+	}
+	cmd.Wait()
 }
