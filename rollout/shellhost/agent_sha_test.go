@@ -64,6 +64,7 @@ func TestAgentSha256OfEveryPath(t *testing.T) {
 		{"no openssl", bin("without-openssl", "sha256sum"), "2100000"},
 		{"openssl prints no hash", broken, "2100000"},
 		{"small file: sha256sum", bin("small", "sha256sum"), "100"},
+		{"said small: sha256sum", bin("said-small", "sha256sum"), "small"},
 		{"size unknown", bin("unknown", "openssl", "sha256sum"), ""},
 	}
 	sh, err := exec.LookPath("sh")
