@@ -186,16 +186,15 @@ root_dirs() {
 	[ "$n_" = "$#" ]
 }
 
-# prefixes PATH: "/" and every folder from it down to PATH, one a line
-# (PATH is absolute and clean).
-prefixes() {
-	printf '/\n'
-	p_=
-	rest_=${1#/}
+# prefixes_v PATH: "/" and every folder from it down to PATH, one a line,
+# in prefixes_ (PATH is absolute and clean).
+prefixes_v() {
+	prefixes_=/ p_='' rest_=${1#/}
 	while [ -n "$rest_" ]; do
 		p_=$p_/${rest_%%/*}
 		case $rest_ in */*) rest_=${rest_#*/} ;; *) rest_= ;; esac
-		printf '%s\n' "$p_"
+		prefixes_="$prefixes_
+$p_"
 	done
 }
 
@@ -208,18 +207,34 @@ prefixes() {
 # one stat; anything else takes the careful path below, which also finds
 # the reason to print.
 safe_dir() {
-	safe_target_=$1
+	safe_dir_v "$1" && return 0
+	printf '%s\n' "$why"
+	return 1
+}
+
+# safe_dir_v PATH: safe_dir with the reason in why, and in the usual case
+# no subshell (a why=$(safe_dir ...) before every write was one).
+safe_dir_v() {
+	why='' safe_target_=$1
+	prefixes_v "$1"
 	ifs_=$IFS
 	IFS='
 '
 	set -f
-	# shellcheck disable=SC2046 # one path a line, globbing off
-	set -- $(prefixes "$safe_target_")
+	# shellcheck disable=SC2086 # one path a line, globbing off
+	set -- $prefixes_
 	IFS=$ifs_
 	set +f
 	root_dirs "$@" && return 0
-	safe_dir_careful "$safe_target_"
+	why=$(safe_dir_careful "$safe_target_")
 }
+
+# parent_v PATH: parent's answer in parent_, without a subshell.
+parent_v() {
+	parent_=${1%/*}
+	[ -n "$parent_" ] || parent_=/
+}
+
 safe_dir_careful() {
 	p=
 	rest=${1#/}
@@ -392,8 +407,9 @@ mode_like() {
 # (a symlink there is replaced, never followed); with REF, PATH gets REF's
 # mode and owner (mode_like) instead of MODE.
 write_file() {
-	d=$(parent "$2")
-	why=$(safe_dir "$d") || { echo "$why"; return 1; }
+	parent_v "$2"
+	d=$parent_
+	safe_dir_v "$d" || { echo "$why"; return 1; }
 	t=$(fresh_temp "$d") || return 1
 	if cat -- "$1" >"$t" && chmod "$3" -- "$t" && mode_like "${4:-}" "$t" && mv -fT -- "$t" "$2"; then return 0; fi
 	rm -f -- "$t"
@@ -468,7 +484,7 @@ p_step() { # TEXT: a step's start or end, by its kind and title; a step whose
 	if jlog "$a" || [ "$jmode" = 2 ]; then ok; else err "cannot write the journal $journal (a full disk?)"; fi
 }
 p_dir() { # PATH: PATH is (made) a folder that only root can change
-	if why=$(safe_dir "$a"); then ok; else err "$why"; fi
+	if safe_dir_v "$a"; then ok; else err "$why"; fi
 }
 p_file_ok() { # PATH: absent, or a regular file and not a symlink
 	if [ -L "$a" ]; then
@@ -488,9 +504,9 @@ p_exec_ok() { # PATH: a regular executable only root can change
 		err "$a is not an executable file"
 	elif ! owned_by_root_only "$real"; then
 		err "$real is not owned by root or is writable by its group or others: whoever can change it would run as root"
-	elif ! why=$(safe_dir "$(parent "$a")"); then
+	elif ! { parent_v "$a" && safe_dir_v "$parent_"; }; then
 		err "$why"
-	elif why=$(safe_dir "$(parent "$real")"); then ok; else err "$why"; fi
+	elif parent_v "$real" && safe_dir_v "$parent_"; then ok; else err "$why"; fi
 }
 p_rename() { # FROM TO: atomic rename in one folder
 	if out=$(mv -fT -- "$a" "$b" 2>&1); then ok; else err "rename $a to $b: $out"; fi
@@ -510,8 +526,9 @@ p_link() { # PATH TARGET: PATH becomes a symlink to TARGET, a new link renamed o
 # takes LIKE's mode and owner. rc 1: it does not; rc 2: it cannot (the
 # reason printed). dir is PATH's folder.
 holds() {
-	dir=$(parent "$1")
-	why=$(safe_dir "$dir") || { echo "$why"; return 2; }
+	parent_v "$1"
+	dir=$parent_
+	safe_dir_v "$dir" || { echo "$why"; return 2; }
 	if [ -L "$1" ]; then
 		echo "$1 is a symlink; relayctl writes no file through or over a symlink"
 		return 2
@@ -572,7 +589,8 @@ decodable() {
 		echo "the patch's base $2 is not a regular file of root's alone"
 		return 1
 	fi
-	safe_dir "$(parent "$2")" || return 1
+	parent_v "$2"
+	safe_dir "$parent_" || return 1
 	sum_=$(sha256_of "$2")
 	[ "$sum_" = "$3" ] && return 0
 	echo "the patch's base $2 has sha256 ${sum_:-none}, not the $3 it was made from"
@@ -626,7 +644,8 @@ p_keep() { # PATH SHA256 SIZE MODE [LIKE [ENCODING BASE BASESHA]], with the byte
 		need "$why"
 		return
 	fi
-	dir=$(parent "$a")
+	parent_v "$a"
+	dir=$parent_
 	t=$(fresh_temp "$dir") || { err "cannot create a file in $dir"; return; }
 	if [ -n "${f:-}" ]; then
 		keep_packed "$t"
@@ -684,7 +703,8 @@ p_fetch() { # PATH SHA256 URL MAXSIZE TIMEOUT: the same, but the host fetches UR
 	0) val kept; return ;;
 	2) err "$why"; return ;;
 	esac
-	dir=$(parent "$a")
+	parent_v "$a"
+	dir=$parent_
 	t=$(fresh_temp "$dir") || { err "cannot create a file in $dir"; return; }
 	fetch_url "$c" "$d" "$e" "$t"
 	if [ "$rc" != 0 ]; then
@@ -734,7 +754,8 @@ p_place_release() { # DIR FILE SHA256 PROGRAM TREE: a binary (TREE -) copied to
 	# checked on the host (sha256, tree hash, root's alone) before DIR is
 	# renamed into place.
 	new=$a.relayctl-new
-	if ! why=$(safe_dir "$(parent "$a")"); then err "$why"; return; fi
+	parent_v "$a"
+	if ! safe_dir_v "$parent_"; then err "$why"; return; fi
 	if [ -L "$b" ] || [ ! -f "$b" ]; then err "$b is not a regular file"; return; fi
 	sum=$(sha256_of "$b")
 	if [ "$sum" != "$c" ]; then err "the release on the host has sha256 $sum, want $c"; return; fi
@@ -769,7 +790,7 @@ p_prune() { # RELEASES_DIR CURRENT_LINK N, then N lines v:VERSION or s:SHA256: r
 	# each release folder (renamed aside first, so none is ever half there
 	# under its name) or release store entry; never the one the current
 	# link points at. VAL the count removed.
-	if ! why=$(safe_dir "$a"); then err "$why"; return; fi
+	if ! safe_dir_v "$a"; then err "$why"; return; fi
 	read_argv "$c" || {
 		err "short argv"
 		return
@@ -833,13 +854,15 @@ p_restore_kept() { # FROM PATH SHA256: PATH becomes a copy of FROM, a backup the
 	# beside a receipt (its mode and owner with it), through a temp file and
 	# a rename once its sha256 is checked; nothing written otherwise. Both
 	# folders must be root's alone.
-	if ! why=$(safe_dir "$(parent "$a")"); then err "$why"; return; fi
+	parent_v "$a"
+	if ! safe_dir_v "$parent_"; then err "$why"; return; fi
 	if [ -L "$a" ] || [ ! -f "$a" ]; then
 		err "$a is not there (or not a regular file): the host no longer keeps that backup (nothing was written)"
 		return
 	fi
-	dir=$(parent "$b")
-	if ! why=$(safe_dir "$dir"); then err "$why"; return; fi
+	parent_v "$b"
+	dir=$parent_
+	if ! safe_dir_v "$dir"; then err "$why"; return; fi
 	t=$(fresh_temp "$dir") || {
 		err "cannot create a file in $dir"
 		return
@@ -1879,7 +1902,7 @@ fi
 	printf 'ERR the first request must be lock\n'
 	exit 2
 }
-why=$(safe_dir "$state") || {
+safe_dir_v "$state" || {
 	printf 'UNSAFE %s\n' "$(clean "$why")"
 	exit 77
 }
@@ -1895,7 +1918,7 @@ for d in "$state/receipts" "$state/stage"; do
 	fi
 done
 # The runtime folder too (made, root's alone all the way up, else refused).
-why=$(safe_dir "$windows") || {
+safe_dir_v "$windows" || {
 	printf 'UNSAFE %s\n' "$(clean "$why")"
 	exit 77
 }
