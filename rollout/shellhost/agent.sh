@@ -1357,6 +1357,11 @@ nap() { sleep "$1" 9>&-; }
 # sixth of the programs a host still started). The sleep is off the
 # session's output: one that outlives its session must not hold the
 # connection open.
+# The session's waits are woken for everything they wait on (each answer,
+# the pid file, the end) and tick only to notice a window killed outright:
+# half a second. The window's wait for the verdict ticks every 100 ms: it
+# is how a window notices a session cut off, which nothing wakes it for.
+session_tick=0.5
 doze() {
 	dz_woken=
 	trap 'dz_woken=1' WINCH
@@ -1437,7 +1442,7 @@ relay() {
 			return
 		fi
 		# The window wakes this session with each answer, and at its end.
-		doze "$win/doze.session" 0.1 '[ -f "$win/answers/$rl_i.done" ] || ! alive "$win/pid"'
+		doze "$win/doze.session" "$session_tick" '[ -f "$win/answers/$rl_i.done" ] || ! alive "$win/pid"'
 	done
 }
 
@@ -1546,7 +1551,7 @@ start_window() {
 			return 1
 		fi
 		# The window wakes this session once its pid file is written.
-		doze "$win/doze.session" 0.1 '[ -s "$win/pid" ]'
+		doze "$win/doze.session" "$session_tick" '[ -s "$win/pid" ]'
 	done
 }
 
@@ -1589,7 +1594,7 @@ p_verdict() { # keep|undo SHA256 N (undo: N requests as data, relayctl's
 # wait_end: until the window's process has ended (its end file), or is gone.
 wait_end() {
 	while ! [ -s "$win/end" ] && alive "$win/pid"; do
-		doze "$win/doze.session" 0.1 '[ -s "$win/end" ] || ! alive "$win/pid"'
+		doze "$win/doze.session" "$session_tick" '[ -s "$win/end" ] || ! alive "$win/pid"'
 	done
 }
 
