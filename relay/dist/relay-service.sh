@@ -113,35 +113,26 @@ above_both() {
 	prefixes "${2%/*}"
 }
 
-# folders_private LIST: every folder in LIST, one a line, passes
-# private_above's rule, asked of them all with one stat (a stat a folder
-# was most of what relay-service started).
-folders_private() {
-	fp_n=0
-	ifs_=$IFS
-	IFS='
-'
-	set -f
-	# shellcheck disable=SC2086 # one folder a line, globbing off
-	set -- $1
-	fp_st=$(stat -c '%u %a %F' -- "$@" 2>/dev/null) || fp_st=
-	for fp_l in $fp_st; do
-		fp_n=$((fp_n + 1))
-		fp_o=${fp_l%% *} fp_m=${fp_l#* }
-		fp_m=${fp_m%% *}
-		[ "$fp_o" = "$me" ] || [ "$fp_o" = 0 ] || fp_n=-1
-		case $fp_l in *" symbolic link") ;; *)
-			case $fp_m in
-			[1357]???) ;;
-			*[2367]? | *[2367]) fp_n=-1 ;;
-			esac
-			;;
-		esac
-		[ "$fp_n" -gt 0 ] || break
-	done
-	IFS=$ifs_
-	set +f
-	[ "$fp_n" = "$#" ]
+# folder_fault STAT: what is wrong with a folder above a path, by its
+# `stat -c '%u %a %F'` line, in fault_ (false if nothing): it must be the
+# caller's or root's, and writable by no one else unless it is sticky or
+# a symlink (what a symlink points to is checked as resolved).
+folder_fault() {
+	ff_o=${1%% *} ff_m=${1#* }
+	ff_m=${ff_m%% *}
+	if [ "$ff_o" != "$me" ] && [ "$ff_o" != 0 ]; then
+		fault_="is owned by uid $ff_o, not by uid $me that runs relay-service (or root): chown it"
+		return 0
+	fi
+	case $1 in *" symbolic link") return 1 ;; esac
+	case $ff_m in
+	[1357]???) return 1 ;;
+	*[2367]? | *[2367])
+		fault_="is group- or world-writable (mode $ff_m): chmod go-w it"
+		return 0
+		;;
+	esac
+	return 1
 }
 
 # private_above PATH WHAT: every folder above PATH, as written and as
@@ -149,29 +140,42 @@ folders_private() {
 # it is sticky (/tmp: nobody renames what is not theirs there). Whoever
 # could write one could put a file, folder or symlink of their own in
 # PATH's place once private has looked: a settings file root then sources,
-# a folder root then writes the pid file or the log in.
+# a folder root then writes the pid file or the log in. One stat asks of
+# every folder at once (a stat a folder was most of what relay-service
+# started); a folder it cannot stat is then found one by one.
 private_above() {
+	pa_path=$1 pa_what=$2
 	real_=$(readlink -f -- "$1") || { err "$2 $1: cannot resolve it"; return 1; }
-	folders_private "$(above_both "$1" "$real_")" && return 0
-	# The reason, folder by folder.
-	above_both "$1" "$real_" | {
-		me_=$me
-		while IFS= read -r p_; do
-			st_=$(stat -c '%u %a %F' -- "$p_" 2>/dev/null) || { err "$2 $1: cannot stat $p_ above it"; exit 1; }
-			owner_=${st_%% *}
-			mode_=${st_#* }
-			mode_=${mode_%% *}
-			if [ "$owner_" != "$me_" ] && [ "$owner_" != 0 ]; then
-				err "$2 $1: $p_ above it is owned by uid $owner_, not by uid $me_ that runs relay-service (or root): chown it"
-				exit 1
-			fi
-			case $st_ in *" symbolic link") continue ;; esac
-			case $mode_ in
-			[1357]???) ;;
-			*[2367]? | *[2367]) err "$2 $1: $p_ above it is group- or world-writable (mode $mode_): chmod go-w it"; exit 1 ;;
-			esac
+	pa_list=$(above_both "$1" "$real_")
+	ifs_=$IFS
+	IFS='
+'
+	set -f
+	# shellcheck disable=SC2086 # one folder a line, globbing off
+	set -- $pa_list
+	if ! pa_st=$(stat -c '%u %a %F' -- "$@" 2>/dev/null); then
+		pa_st=
+		for pa_p; do
+			pa_l=$(stat -c '%u %a %F' -- "$pa_p" 2>/dev/null) || {
+				IFS=$ifs_
+				set +f
+				err "$pa_what $pa_path: cannot stat $pa_p above it"
+				return 1
+			}
+			pa_st="$pa_st
+$pa_l"
 		done
-	}
+	fi
+	pa_bad=
+	for pa_l in $pa_st; do
+		if [ -z "$pa_bad" ] && folder_fault "$pa_l"; then pa_bad="$1 above it $fault_"; fi
+		shift
+	done
+	IFS=$ifs_
+	set +f
+	[ -z "$pa_bad" ] && return 0
+	err "$pa_what $pa_path: $pa_bad"
+	return 1
 }
 
 if [ -e "$conf" ]; then
@@ -236,21 +240,16 @@ handoff_socket() {
 # a minimal container has neither.)
 listening() {
 	inodes=
-	# One readlink for every descriptor where it takes many (coreutils; a
-	# descriptor closed meanwhile is left out), one each where not (busybox).
-	links=$(readlink -- /proc/"$1"/fd/* 2>/dev/null)
-	if [ -z "$links" ]; then
-		for f in /proc/"$1"/fd/*; do
-			l=$(readlink "$f" 2>/dev/null) && links="$links
-$l"
-		done
-	fi
+	# The type and inode of what each descriptor is (stat -L, one call for
+	# all): a socket's inode as /proc/net/udp lists it. Nothing of a name
+	# reaches the list, so no file name can pass for a socket.
+	kinds=$(stat -L -c '%F %i' -- /proc/"$1"/fd/* 2>/dev/null)
 	ifs_=$IFS
 	IFS='
 '
 	set -f
-	for l in $links; do
-		case $l in socket:\[*\]) l=${l#socket:[}; inodes="$inodes ${l%]}" ;; esac
+	for l in $kinds; do
+		case $l in "socket "*) inodes="$inodes ${l#socket }" ;; esac
 	done
 	IFS=$ifs_
 	set +f

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/relayctl/relayctl/relay/dist"
@@ -24,44 +25,60 @@ func scriptFunc(t *testing.T, name string) string {
 	return body[:strings.Index(body, "\n}\n")+3]
 }
 
-// listening finds a process's UDP socket with one readlink for all its
-// descriptors, and with one each where readlink takes one path (busybox).
-func TestListeningFindsTheSocketWithEitherReadlink(t *testing.T) {
+// listening finds a process's UDP socket by its descriptors' types and
+// inodes, and a file whose name holds a line like "socket:[INODE]" (of a
+// socket that is another process's) does not pass for one.
+func TestListeningFindsTheSocketAndNoNameForOne(t *testing.T) {
 	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	port := conn.LocalAddr().(*net.UDPAddr).Port
-	self := strconv.Itoa(os.Getpid())
-	real, err := exec.LookPath("readlink")
+	listening := func(pid, port int) error {
+		return exec.Command("sh", "-c", scriptFunc(t, "listening")+`listening "$1" "$2"`,
+			"sh", strconv.Itoa(pid), strconv.Itoa(port)).Run()
+	}
+	if err := listening(os.Getpid(), port); err != nil {
+		t.Errorf("the socket on port %d is not found: %v", port, err)
+	}
+	if err := listening(os.Getpid(), port+1); err == nil {
+		t.Errorf("found a socket on port %d, which this process does not have", port+1)
+	}
+
+	// Another process, with no socket, holding a file named after this
+	// process's socket on a line of its own.
+	f, err := conn.(*net.UDPConn).File()
 	if err != nil {
 		t.Fatal(err)
 	}
-	oneAtATime := t.TempDir()
-	os.WriteFile(filepath.Join(oneAtATime, "readlink"), []byte(`#!/bin/sh
-[ "$1" = -- ] && shift
-[ $# = 1 ] || { echo "readlink: too many arguments" >&2; exit 1; }
-exec `+real+` "$1"
-`), 0o755)
-	for _, path := range []string{os.Getenv("PATH"), oneAtATime + ":" + os.Getenv("PATH")} {
-		run := func(port int) error {
-			return exec.Command("sh", "-c", scriptFunc(t, "listening")+`listening "$1" "$2"`, "sh", self, strconv.Itoa(port)).Run()
-		}
-		t.Setenv("PATH", path)
-		if err := run(port); err != nil {
-			t.Errorf("PATH=%s: the socket on port %d is not found: %v", path, port, err)
-		}
-		if err := run(port + 1); err == nil {
-			t.Errorf("PATH=%s: found a socket on port %d, which this process does not have", path, port+1)
-		}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	name := filepath.Join(t.TempDir(), "x\nsocket:["+strconv.FormatUint(st.Ino, 10)+"]")
+	decoy, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer decoy.Close()
+	other := exec.Command("sleep", "30")
+	other.ExtraFiles = []*os.File{decoy}
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { other.Process.Kill(); other.Wait() }()
+	if err := listening(other.Process.Pid, port); err == nil {
+		t.Errorf("a process holding only a file named %q passed for listening on port %d", name, port)
 	}
 }
 
-// folders_private asks one stat of every folder and holds each to the
-// rule: the caller's or root's, writable by no one else, unless sticky or
-// a symlink; a folder missing fails it.
-func TestFoldersPrivateHoldsEveryFolderToTheRule(t *testing.T) {
+// private_above holds every folder above a path, as written and as
+// resolved, to the rule (the caller's or root's, writable by no one else
+// unless sticky or a symlink), with one stat for all of them, and names
+// the folder that breaks it, or one it cannot stat.
+func TestPrivateAboveNamesTheFolderThatBreaksTheRule(t *testing.T) {
 	dir := t.TempDir()
 	mk := func(name string, mode os.FileMode) string {
 		p := filepath.Join(dir, name)
@@ -71,26 +88,35 @@ func TestFoldersPrivateHoldsEveryFolderToTheRule(t *testing.T) {
 		}
 		return p
 	}
-	own, sticky, open, groupw := mk("own", 0o755), mk("sticky", os.ModeSticky|0o777), mk("open", 0o777), mk("groupw", 0o775)
-	link := filepath.Join(dir, "link")
-	os.Symlink(open, link)
+	own, sticky, open := mk("own", 0o755), mk("sticky", os.ModeSticky|0o777), mk("open", 0o777)
+	os.Mkdir(filepath.Join(own, "sub"), 0o755)
+	os.Mkdir(filepath.Join(open, "sub"), 0o755)
+	link := filepath.Join(own, "link")
+	os.Symlink(filepath.Join(open, "sub"), link)
+	for _, p := range []string{filepath.Join(own, "sub", "f"), filepath.Join(sticky, "f"), filepath.Join(open, "sub", "f")} {
+		os.WriteFile(p, nil, 0o644)
+	}
 	me := strconv.Itoa(os.Getuid())
+	script := "me=" + me + "\nerr() { printf '%s\\n' \"$*\" >&2; }\n" +
+		scriptFunc(t, "prefixes") + scriptFunc(t, "above_both") + scriptFunc(t, "folder_fault") + scriptFunc(t, "private_above") +
+		`private_above "$1" "settings file"`
 	for _, tt := range []struct {
-		folders []string
-		want    bool
+		path, want string // want: "" passes, else the words on stderr
 	}{
-		{[]string{"/", own}, true},
-		{[]string{own, sticky}, true},
-		{[]string{own, link}, true}, // the link itself: what it points to is checked as resolved
-		{[]string{own, open}, false},
-		{[]string{groupw, own}, false},
-		{[]string{own, filepath.Join(dir, "missing")}, false},
-		{[]string{"/proc/1/root"}, os.Getuid() == 0},
+		{filepath.Join(own, "sub", "f"), ""},
+		{filepath.Join(sticky, "f"), ""},
+		{filepath.Join(open, "sub", "f"), open + " above it is group- or world-writable (mode 777): chmod go-w it"},
+		// Written through a symlink of the caller's: the folders it resolves
+		// to are checked too.
+		{filepath.Join(link, "f"), open + " above it is group- or world-writable (mode 777)"},
+		{filepath.Join(dir, "missing", "f"), "cannot resolve it"},
 	} {
-		script := "me=" + me + "\n" + scriptFunc(t, "folders_private") + `folders_private "$1"`
-		err := exec.Command("sh", "-c", script, "sh", strings.Join(tt.folders, "\n")).Run()
-		if got := err == nil; got != tt.want {
-			t.Errorf("%v: private %v, want %v (%v)", tt.folders, got, tt.want, err)
+		out, err := exec.Command("sh", "-c", script, "sh", tt.path).CombinedOutput()
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: refused: %s", tt.path, out)
+		case tt.want != "" && (err == nil || !strings.Contains(string(out), tt.want)):
+			t.Errorf("%s: %v %q, want refused with %q", tt.path, err, out, tt.want)
 		}
 	}
 }

@@ -1357,6 +1357,7 @@ nap() { sleep "$1" 9>&-; }
 # sixth of the programs a host still started). The sleep is off the
 # session's output: one that outlives its session must not hold the
 # connection open.
+#
 # The session's waits are woken for everything they wait on (each answer,
 # the pid file, the end) and tick only to notice a window killed outright:
 # half a second. The window's wait for the verdict ticks every 100 ms: it
