@@ -53,7 +53,7 @@
 # usually) writes there.
 #
 # Needs, in PATH: sh, setsid, nohup, sed, awk, grep, readlink, stat, id,
-# cat, rm, mkdir, mv, sleep, wc, tail, and mkfifo and timeout for a relayd
+# rm, mkdir, mv, sleep, wc, tail, and mkfifo and timeout for a relayd
 # that says when it is ready (util-linux, coreutils or busybox); ip for
 # RELAY_NETNS, setpriv for RELAY_USER. Nothing else: not ss, not nsenter.
 
@@ -193,22 +193,43 @@ fi
 case $RELAY_WAIT in '' | *[!0-9]*) RELAY_WAIT=5 ;; esac
 bin=$RELAY_ROOT/current/relayd
 
+# only_line FILE: FILE's one line in ol_ (false if it cannot be read, is
+# empty or has a second line): $(cat FILE) without a process, for the small
+# files read here in every wait (a pid file, /proc/PID/stat and comm). Not
+# for /proc/sys: the shell reads a byte at a time, and an integer sysctl
+# ends its value at the first read that does not start at offset 0.
+only_line() {
+	{ { IFS= read -r ol_ || [ -n "$ol_" ]; } && ! { IFS= read -r ol_x || [ -n "$ol_x" ]; }; } 2>/dev/null <"$1"
+}
+
+# rm_stale FILE: rm -f FILE, where there is one: a file a stop or an
+# earlier start removed is usually gone, and rm is a program.
+rm_stale() { if [ -e "$1" ] || [ -L "$1" ]; then rm -f "$1"; fi; }
+
 # alive PID: the process exists and has not exited. A zombie has exited: it
 # only waits for its parent (PID 1 here reaps orphans late) to collect it.
+# The state follows the last ") " of /proc/PID/stat (the name before it may
+# hold one); a name holding a newline makes it two lines, which sed reads.
 alive() {
-	st=$(sed -n 's/^.*) \(.\).*$/\1/p' "/proc/$1/stat" 2>/dev/null) || return 1
+	if only_line "/proc/$1/stat"; then
+		case $ol_ in *") "*) st=${ol_##*) } ;; *) return 1 ;; esac
+		st=${st%"${st#?}"}
+	else
+		st=$(sed -n 's/^.*) \(.\).*$/\1/p' "/proc/$1/stat" 2>/dev/null) || return 1
+	fi
 	case $st in '' | Z | X | x) return 1 ;; esac
 	return 0
 }
 
 # is_relayd PID: the process is a live relayd, not a reused pid.
 is_relayd() {
-	alive "$1" && [ "$(cat "/proc/$1/comm" 2>/dev/null)" = relayd ]
+	alive "$1" && only_line "/proc/$1/comm" && [ "$ol_" = relayd ]
 }
 
 # running_pid prints the pid from the pid file if that process is a live relayd.
 running_pid() {
-	p=$(cat "$RELAY_PIDFILE" 2>/dev/null) || return 1
+	only_line "$RELAY_PIDFILE" || return 1
+	p=$ol_
 	case $p in '' | *[!0-9]*) return 1 ;; esac
 	is_relayd "$p" || return 1
 	printf '%s\n' "$p"
@@ -302,7 +323,7 @@ do_start() {
 		return 1
 	fi
 	dirs_ok || return 1
-	rm -f "$RELAY_PIDFILE"
+	rm_stale "$RELAY_PIDFILE"
 	port=$(listen_port)
 	log_offset
 	what="listening on udp port $port"
@@ -348,7 +369,7 @@ do_start() {
 # killed by its timeout before it ran counted as a wait of 0.2 s.)
 start_ready() {
 	fifo=${RELAY_PIDFILE%/*}/ready.$$
-	rm -f "$fifo"
+	rm_stale "$fifo"
 	mkfifo -m 0600 "$fifo" || return 1
 	READY_FIFO=$fifo spawn "$RELAY_PIDFILE"
 	# The open is inside the timeout too: it waits for the writer's.

@@ -120,3 +120,105 @@ func TestPrivateAboveNamesTheFolderThatBreaksTheRule(t *testing.T) {
 		}
 	}
 }
+
+// alive, is_relayd and running_pid read /proc and the pid file with the
+// shell's own read, and decide as sed and $(cat) did: a zombie is dead, a
+// name holding ") " or a newline does not hide the state, and only a
+// process named relayd is the relay. A pid file must be one line of digits
+// (with or without its newline; $(cat) also took a blank line after it).
+func TestAliveAndRunningPidReadWithoutAProcess(t *testing.T) {
+	script := scriptFunc(t, "only_line") + scriptFunc(t, "alive") + scriptFunc(t, "is_relayd") + scriptFunc(t, "running_pid") +
+		`RELAY_PIDFILE=$2; case $1 in alive) alive "$3" ;; relayd) is_relayd "$3" ;; pid) running_pid ;; esac`
+	run := func(what, pidfile string, pid int) (string, bool) {
+		out, err := exec.Command("sh", "-c", script, "sh", what, pidfile, strconv.Itoa(pid)).Output()
+		return strings.TrimSpace(string(out)), err == nil
+	}
+	start := func(name string, args ...string) *exec.Cmd {
+		c := exec.Command(name, args...)
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+
+	// A shell that renames itself ("a) Z\nb": a state-like letter after a
+	// ") " in its name, on a line of its own) and waits.
+	odd := start("sh", "-c", `printf 'a) Z\nb' >/proc/$$/comm; sleep 30`)
+	defer func() { odd.Process.Kill(); odd.Wait() }()
+	for i := 0; i < 100; i++ {
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(odd.Process.Pid) + "/comm"); strings.HasPrefix(string(b), "a) Z") {
+			break
+		}
+		exec.Command("sleep", "0.01").Run()
+	}
+	if _, ok := run("alive", "", odd.Process.Pid); !ok {
+		t.Errorf("a process named \"a) Z\\nb\" reads as dead")
+	}
+
+	zombie := start("sleep", "30")
+	zombie.Process.Kill()
+	for i := 0; i < 100; i++ { // until the kernel shows it exited, not yet collected
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(zombie.Process.Pid) + "/stat"); strings.Contains(string(b), ") Z ") {
+			break
+		}
+		exec.Command("sleep", "0.01").Run()
+	}
+	if _, ok := run("alive", "", zombie.Process.Pid); ok {
+		t.Errorf("a zombie reads as alive")
+	}
+	zombie.Wait()
+	if _, ok := run("alive", "", zombie.Process.Pid); ok {
+		t.Errorf("a process that is gone reads as alive")
+	}
+
+	// A process named relayd: a copy of sleep by that name.
+	dir := t.TempDir()
+	sleepPath, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile(sleepPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relayd := filepath.Join(dir, "relayd")
+	if err := os.WriteFile(relayd, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := start(relayd, "30")
+	defer func() { r.Process.Kill(); r.Wait() }()
+	if _, ok := run("relayd", "", r.Process.Pid); !ok {
+		t.Errorf("a live process named relayd is not the relay")
+	}
+	if _, ok := run("relayd", "", odd.Process.Pid); ok {
+		t.Errorf("a process named otherwise passed for the relay")
+	}
+
+	pidfile := filepath.Join(dir, "relayd.pid")
+	p := strconv.Itoa(r.Process.Pid)
+	for _, tt := range []struct {
+		content string
+		ok      bool
+	}{
+		{p + "\n", true},
+		{p, true}, // no newline: $(cat) took it too
+		{p + "\n" + p + "\n", false},
+		{p + "\n\n", false},
+		{" " + p + "\n", false},
+		{"", false},
+		{strconv.Itoa(odd.Process.Pid) + "\n", false}, // alive, not relayd
+	} {
+		os.WriteFile(pidfile, []byte(tt.content), 0o644)
+		out, ok := run("pid", pidfile, 0)
+		switch {
+		case ok != tt.ok:
+			t.Errorf("pid file %q: running_pid %v (%q), want %v", tt.content, ok, out, tt.ok)
+		case ok && out != p:
+			t.Errorf("pid file %q: running_pid printed %q, want %s", tt.content, out, p)
+		}
+	}
+	os.Remove(pidfile)
+	if _, ok := run("pid", pidfile, 0); ok {
+		t.Errorf("no pid file: running_pid found a relay")
+	}
+}
