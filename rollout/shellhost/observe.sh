@@ -130,7 +130,18 @@ done
 
 if [ "$program" = - ]; then
 	if [ -L "$current" ]; then emit current-link readlink "$current"; else emit current-link absent; fi
-	if [ -d "$releases" ]; then emit releases ls -1 "$releases"; else emit releases absent; fi
+	# The releases by name, from the shell's own glob (no ls): one a line,
+	# dot names left out, as ls -1 lists them.
+	if [ -d "$releases" ]; then
+		rl=
+		for f in "$releases"/*; do
+			[ -e "$f" ] || [ -L "$f" ] || continue
+			rl="$rl${f##*/}
+"
+		done
+		value releases 0 "${rl%
+}"
+	else emit releases absent; fi
 	# the release store, most recently stored first (store.go)
 	[ -d "$releases/.sha256" ] && emit store ls -1t "$releases/.sha256"
 	# What an upload may be packed in (package wire): gzip, and zstd with
