@@ -469,13 +469,17 @@ done_op() {
 # The primitives, one function each (rollout/primitive.go lists them with
 # their arguments); a b c d e are the request's arguments.
 
+# rm_if PATH: rm -rf PATH where there is something to remove: a program
+# only then (a fresh folder's name usually has nothing yet).
+rm_if() { if [ -e "$1" ] || [ -L "$1" ]; then rm -rf -- "$1"; fi; }
+
 p_sync() {
 	skipping=
 	printf 'OK\n'
 }
 p_begin() { # PLAN CHECKSUM: a fresh stage folder, the journal opened
-	rm -rf -- "$stage" && mkdir -m 0700 -- "$stage" || { err "cannot create $stage"; return; }
-	mkdir -p -- "$state/receipts"
+	rm_if "$stage" && mkdir -m 0700 -- "$stage" || { err "cannot create $stage"; return; }
+	[ -d "$state/receipts" ] || mkdir -p -- "$state/receipts"
 	if jlog "begin plan=$a checksum=$b"; then ok; else err "cannot write the journal $journal (a full disk?)"; fi
 }
 p_step() { # TEXT: a step's start or end, by its kind and title; a step whose
@@ -1150,7 +1154,7 @@ p_observe() { # BOUNDARY, then the argv lines (observe.sh's arguments): DATA its
 }
 p_clear() { # archive an unfinished run's journal and stage
 	old=$state/receipts/abandoned-$(date -u +%Y%m%dT%H%M%SZ)
-	mkdir -p -- "$state/receipts" || {
+	[ -d "$state/receipts" ] || mkdir -p -- "$state/receipts" || {
 		err "mkdir receipts"
 		return
 	}
@@ -1178,7 +1182,7 @@ file_receipt() {
 		return 1
 		;;
 	esac
-	mkdir -p -- "$state/receipts" || {
+	[ -d "$state/receipts" ] || mkdir -p -- "$state/receipts" || {
 		err "mkdir receipts"
 		return 1
 	}
@@ -1358,10 +1362,12 @@ nap() { sleep "$1" 9>&-; }
 # session's output: one that outlives its session must not hold the
 # connection open.
 #
-# The session's waits are woken for everything they wait on (each answer,
-# the pid file, the end) and tick only to notice a window killed outright:
-# half a second. The window's wait for the verdict ticks every 100 ms: it
-# is how a window notices a session cut off, which nothing wakes it for.
+# Both sides' waits tick every half second. The session's are woken for
+# everything they wait on (each answer, the pid file, the end) and tick
+# only to notice a window killed outright. The window's wait for the
+# verdict is woken by the verdict and by its session's end (session_gone,
+# which a session ended by its connection runs too: stdin closes); it
+# ticks to notice a session killed outright, which runs nothing.
 session_tick=0.5
 doze() {
 	dz_woken=
@@ -1499,7 +1505,7 @@ p_detach() { # ID SHA256 N, with the program as data: its window, run by a
 	fi
 	win=$windows/window-$a
 	forget_windows
-	if ! out=$(rm -rf -- "$win" 2>&1 && mkdir -m 0700 -- "$win" "$win/answers" 2>&1); then
+	if ! out=$(rm_if "$win" 2>&1 && mkdir -m 0700 -- "$win" "$win/answers" 2>&1); then
 		err "cannot make $win: $out"
 		skip_n "$n"
 		return
@@ -1517,6 +1523,17 @@ p_detach() { # ID SHA256 N, with the program as data: its window, run by a
 	win_n=$n
 	printf 'OK\n'
 	relay 1 "$n"
+}
+
+# session_gone: the session's end (relayctl done with the host, or its
+# connection closed, which ends the read of the next request). A window
+# still waiting for relayctl's word learns it now, not at its tick: the
+# file, then the wake. A session killed outright runs nothing; the
+# window's tick finds it gone.
+session_gone() {
+	[ -n "${win:-}" ] && [ -d "$win" ] && ! [ -L "$win" ] || return 0
+	: >"$win/session.gone" 2>/dev/null && wake "$win/doze.window"
+	return 0
 }
 
 # forget_windows: the folders of windows whose process is gone, a minute
@@ -1677,16 +1694,17 @@ await_word() {
 	uptime_ms
 	aw_start=$up_ms aw_now=$up_ms
 	while ! [ -d "$win/decided" ]; do
-		if ! alive "$win/session" || [ "$aw_now" -ge $((aw_start + w_await)) ]; then
+		if [ -e "$win/session.gone" ] || ! alive "$win/session" || [ "$aw_now" -ge $((aw_start + w_await)) ]; then
 			if mkdir -- "$win/decided" 2>/dev/null; then
 				word=judge
 				return
 			fi
 			continue
 		fi
-		# relayctl's verdict wakes it (p_verdict); the session's end and
-		# the await's are seen within 100 ms.
-		doze "$win/doze.window" 0.1 '[ -d "$win/decided" ]'
+		# relayctl's verdict wakes it (p_verdict), and so does the session's
+		# end (session_gone); a session killed outright and the await's end
+		# are seen within a tick.
+		doze "$win/doze.window" "$session_tick" '[ -d "$win/decided" ] || [ -e "$win/session.gone" ]'
 		uptime_ms
 		aw_now=$up_ms
 	done
@@ -1948,5 +1966,6 @@ printf '%s\n' "$owner" >"$state/lock.owner"
 locked=1
 if [ -n "$dead" ]; then printf 'LOCKED %s\n' "$dead"; else printf 'LOCKED\n'; fi
 
+trap session_gone EXIT
 serve
 exit 0

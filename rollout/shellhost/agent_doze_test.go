@@ -172,3 +172,47 @@ echo "read $? $line"`
 	}
 	cmd.Wait()
 }
+
+// The window's wait for relayctl's word ends when its session ends: at
+// once, by the session's own exit (session_gone, here with a tick of a
+// minute that only the wake can beat), and at the next tick when the
+// session is killed outright and runs nothing.
+func TestTheWindowsWaitEndsWithItsSession(t *testing.T) {
+	funcs := dozeFuncs(t) + agentFunc(t, "uptime_ms") + agentFunc(t, "now_ms") + agentFunc(t, "await_word") + agentFunc(t, "session_gone")
+	for _, tt := range []struct {
+		name, tick string
+		end        func(session *exec.Cmd, stdin io.Closer)
+	}{
+		{"its connection closed", "60", func(_ *exec.Cmd, stdin io.Closer) { stdin.Close() }},
+		{"killed outright", "0.2", func(session *exec.Cmd, _ io.Closer) { session.Process.Kill() }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			win := t.TempDir()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			// The session: reads relayctl's next request until its stdin ends.
+			session := exec.Command("sh", "-c", funcs+`win=$1; trap session_gone EXIT; IFS= read -r _; exit 0`, "sh", win)
+			stdin, _ := session.StdinPipe()
+			if err := session.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { session.Process.Kill(); session.Wait() }()
+			pid := session.Process.Pid
+			os.WriteFile(filepath.Join(win, "session"), []byte(fmt.Sprintf("%d %s\n", pid, startTime(t, pid))), 0o600)
+
+			window := exec.CommandContext(ctx, "sh", "-c", funcs+`win=$1 session_tick=$2 w_await=600000; await_word; echo "word $word"`, "sh", win, tt.tick)
+			out := make(chan string, 1)
+			go func() { b, _ := window.CombinedOutput(); out <- string(b) }()
+			for ctx.Err() == nil { // until the window dozes
+				if b, _ := os.ReadFile(filepath.Join(win, "doze.window")); len(b) > 0 {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			tt.end(session, stdin)
+			if got := <-out; got != "word judge\n" || ctx.Err() != nil {
+				t.Fatalf("the window's wait: %q, %v", got, ctx.Err())
+			}
+		})
+	}
+}
