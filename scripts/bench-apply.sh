@@ -14,7 +14,9 @@
 # as relayctl's earlier apply leaves it, and relayctl's cache has it: the
 # release goes as a zstd patch from it), and an apply of a plan whose
 # release `relayctl stage` put on the hosts first. Each prints the bytes
-# relayctl sent a host, from the receipts.
+# relayctl sent a host, from the receipts, and the CPU the whole machine
+# spent in each run (the lab hosts share its cores, so that is a floor
+# under the wall time).
 # Prints medians and ratios, never asserts on a time (ratios in one run, no timed assertions). See
 # docs/bench-apply.md.
 #
@@ -429,21 +431,31 @@ reset_hosts() {
 }
 
 # --- timing -----------------------------------------------------------------
+# busy_ticks: the CPU time the whole machine has spent busy since boot, in
+# clock ticks (/proc/stat's cpu line: all but idle and iowait).
+busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+TICKS=$(getconf CLK_TCK)
+
 # timed NAME RUN CMD...: run CMD under /usr/bin/time -v with stdout and
-# stderr in RES/NAME-RUN.{out,err}; append "RUN WALL_S MAXRSS_KB RC CPU_S"
-# to RES/NAME.tsv. Wall time is the difference of date +%s%N around it
-# (GNU time prints only centiseconds); CPU is user + system of the
-# process and its children.
+# stderr in RES/NAME-RUN.{out,err}; append "RUN WALL_S MAXRSS_KB RC CPU_S
+# MACHINE_CPU_S" to RES/NAME.tsv. Wall time is the difference of date
+# +%s%N around it (GNU time prints only centiseconds); CPU is user +
+# system of the process and its children; machine CPU is what every
+# process on the machine spent meanwhile (the lab hosts' sshds, shells and
+# relays are not the tool's children).
 timed() {
-	local name=$1 run=$2 t0 t1 rc=0 rss wall cpu
+	local name=$1 run=$2 t0 t1 b0 b1 rc=0 rss wall cpu mcpu
 	shift 2
+	b0=$(busy_ticks)
 	t0=$(date +%s%N)
 	/usr/bin/time -v -o "$RES/$name-$run.time" "$@" >"$RES/$name-$run.out" 2>"$RES/$name-$run.err" || rc=$?
 	t1=$(date +%s%N)
+	b1=$(busy_ticks)
 	wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
+	mcpu=$(awk -v a="$b0" -v b="$b1" -v hz="$TICKS" 'BEGIN { printf "%.2f", (b - a) / hz }')
 	rss=$(sed -n 's/^[[:space:]]*Maximum resident set size (kbytes): //p' "$RES/$name-$run.time")
 	cpu=$(awk -F': ' '/User time|System time/ { s += $2 } END { printf "%.2f", s }' "$RES/$name-$run.time")
-	printf '%s\t%s\t%s\t%s\t%s\n' "$run" "$wall" "${rss:-0}" "$rc" "$cpu" >>"$RES/$name.tsv"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$run" "$wall" "${rss:-0}" "$rc" "$cpu" "$mcpu" >>"$RES/$name.tsv"
 	TIMED_RC=$rc TIMED_WALL=$wall
 }
 
@@ -456,7 +468,7 @@ mark_failed() {
 }
 # not_run NAME RUN WHY: a run that could not start (its input failed).
 not_run() {
-	printf '%s\t0\t0\t-1\t0\n' "$2" >>"$RES/$1.tsv"
+	printf '%s\t0\t0\t-1\t0\t0\n' "$2" >>"$RES/$1.tsv"
 	mark_failed "$1" "$2" "$3"
 }
 
@@ -567,6 +579,8 @@ stat() {
 peak() { succeeded "$1" 3 | awk 'END { if (NR == 0) print "-"; else printf "%.1f\n", $1 / 1024 }'; }
 # cpu NAME: the median CPU seconds (user + system, with children).
 cpu() { succeeded "$1" 5 | sort -n | median_of; }
+# machine_cpu NAME: the median CPU seconds the whole machine spent.
+machine_cpu() { succeeded "$1" 6 | sort -n | median_of; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 sum() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-") print "-"; else print a + b }'; }
 
@@ -587,13 +601,13 @@ table_size() {
 	if [ "$ANSIBLE" = 1 ]; then rows+=("ansible-small|ansible-playbook, sysctl+restart"); fi
 	rows+=("pssh|parallel-ssh true")
 	printf '%s hosts, %s runs, every tool %s-wide; release %s MiB\n' "$n" "$RUNS" "$n" "$RELEASE_MIB"
-	printf '%-40s %8s %8s %8s %5s %7s %8s\n' "wall time, seconds" median min max ok "CPU s" "RSS MiB*"
-	declare -A MED
+	printf '%-40s %8s %8s %8s %5s %7s %9s %8s\n' "wall time, seconds" median min max ok "CPU s" "machine*" "RSS MiB*"
+	declare -A MED MCPU
 	for row in "${rows[@]}"; do
 		name=${row%%|*} label=${row#*|}
 		read -r med mn mx cnt <<<"$(stat "$name")"
-		MED[$name]=$med
-		printf '%-40s %8s %8s %8s %5s %7s %8s\n' "$label" "$med" "$mn" "$mx" "$cnt/$RUNS" "$(cpu "$name")" "$(peak "$name")"
+		MED[$name]=$med MCPU[$name]=$(machine_cpu "$name")
+		printf '%-40s %8s %8s %8s %5s %7s %9s %8s\n' "$label" "$med" "$mn" "$mx" "$cnt/$RUNS" "$(cpu "$name")" "${MCPU[$name]}" "$(peak "$name")"
 	done
 	printf 'ratios of medians\n'
 	printf '  relayctl apply (full) / parallel-ssh             %s   (target <= 2.5)\n' "$(ratio "${MED[relayctl-apply]}" "${MED[pssh]}")"
@@ -607,6 +621,18 @@ table_size() {
 	fi
 	printf '  relayctl apply (full) / ansible, sysctl+restart  %s\n' "$(ratio "${MED[relayctl-apply]}" "${MED[ansible-small]:--}")"
 	printf '  (relayctl plan + apply) / ansible, same job      %s\n' "$(ratio "$(sum "${MED[relayctl-apply]}" "${MED[relayctl-plan]}")" "${MED[ansible-full]:--}")"
+	# Where the lab is CPU-bound the wall time follows the CPU every host
+	# spends on the machine's cores: the machine's CPU for a run, divided
+	# by its cores, is a floor under its wall time, and the ratios of the
+	# machine's CPU say how much of a wall-time ratio is work, not waiting.
+	printf 'machine CPU (every process, the hosts'"'"' included), medians\n'
+	for row in "relayctl-apply|full apply" "relayctl-apply-staged|staged apply" "pssh|parallel-ssh true"; do
+		name=${row%%|*}
+		printf '  %-20s %7s CPU s, %6s s on %s cores (wall %s s)\n' "${row#*|}" "${MCPU[$name]}" \
+			"$(awk -v c="${MCPU[$name]}" -v n="$CPUS" 'BEGIN { if (c == "-") print "-"; else printf "%.2f", c / n }')" "$CPUS" "${MED[$name]}"
+	done
+	printf '  full / parallel-ssh   %s (wall %s)\n' "$(ratio "${MCPU[relayctl-apply]}" "${MCPU[pssh]}")" "$(ratio "${MED[relayctl-apply]}" "${MED[pssh]}")"
+	printf '  staged / parallel-ssh %s (wall %s)\n' "$(ratio "${MCPU[relayctl-apply-staged]}" "${MCPU[pssh]}")" "$(ratio "${MED[relayctl-apply-staged]}" "${MED[pssh]}")"
 	bytes_table
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "${MED[relayctl-apply]}" "${MED[relayctl-apply-staged]}" "${MED[relayctl-plan]}" \
 		"${MED[ansible-full]:--}" "${MED[ansible-mitogen]:--}" "${MED[pssh]}" >>"$RES_ALL/curve.tsv"
@@ -819,6 +845,8 @@ done
 	printf '* RSS: the largest single process of the run (ru_maxrss of the children),\n'
 	printf '  not a sum: ansible forks a worker per host, pssh an ssh per host.\n'
 	printf '  CPU: user + system of the tool and its children (not the hosts'"'"' sshds).\n'
+	printf '  machine: CPU seconds every process on the machine spent during the run\n'
+	printf '  (/proc/stat), the lab hosts'"'"' sshds, shells and relays included.\n'
 	if [ "${#SIZES[@]}" -gt 1 ]; then
 		printf '\nscale curve (medians, seconds)\n'
 		printf '%6s %10s %10s %8s %10s %10s %8s %14s\n' hosts apply staged plan ansible mitogen pssh "apply/pssh"
