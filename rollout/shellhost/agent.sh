@@ -444,8 +444,9 @@ run_list() { # run_list: the words of argv_list (tab-separated) as a command
 	set +f
 	IFS=' 	
 '
-	# fd 9 holds the host lock: a relay started here must not inherit it.
-	"$@" 9>&-
+	# fd 9 holds the host lock: a relay started here must not inherit it;
+	# nor the window's pid file (fd 6, window_alive).
+	"$@" 6>&- 9>&-
 }
 
 
@@ -1343,13 +1344,41 @@ alive() {
 # outlives a killed agent or window must not keep the host locked.
 nap() { sleep "$1" 9>&-; }
 
+# keeps_open PID FD FILE: process PID has FILE open on descriptor FD: what
+# names one process in two stat calls, where its start time (start_of)
+# costs a 300-byte /proc line read a byte at a time (the shell's read
+# takes no more), and the waits asked it some sixty times a window. A pid
+# reused by another process does not have that open file; a process that
+# has ended has no descriptors. It needs test's -ef, which dash, bash,
+# busybox and the ksh family have though POSIX does not name it (ef_ok);
+# a shell without it names a process by its start time, as alive does.
+keeps_open() {
+	case $1 in '' | *[!0-9]*) return 1 ;; esac
+	# shellcheck disable=SC3013 # -ef: only where ef_ok found it
+	[ "/proc/$1/fd/$2" -ef "$3" ]
+}
+# shellcheck disable=SC3013 # the probe for -ef itself
+if [ / -ef / ] 2>/dev/null; then ef_ok=1; else ef_ok=; fi
+
+# my_pid: this process's pid in my_pid_, a subshell's too ($$ is the
+# shell's): read from /proc/self only in a subshell.
+my_pid() {
+	# shellcheck disable=SC3013 # -ef: only where ef_ok found it
+	if [ -n "$ef_ok" ] && [ /proc/self -ef "/proc/$$" ]; then
+		my_pid_=$$
+	else
+		IFS=' ' read -r my_pid_ _ </proc/self/stat
+	fi
+}
+
 # doze FILE SECONDS UNTIL: unless UNTIL (a test, evaluated here: it sees
 # globals, not the caller's arguments) holds, wait up to SECONDS or until
 # the other side of the window wakes this one (wake FILE). The files the
 # sides write are the truth; a wake-up only cuts a wait short, so one that
-# is lost costs SECONDS at most. FILE names this process ("PID START",
-# read from /proc/self: right in a subshell too) before UNTIL is tested,
-# so a change the other side makes after the test finds it to wake.
+# is lost costs SECONDS at most. FILE names this process (its pid) and is
+# held open on descriptor 7 while it dozes (keeps_open), before UNTIL is
+# tested, so a change the other side makes after the test finds it to
+# wake (without -ef, FILE names it by pid and start time instead).
 #
 # A wake is SIGWINCH, caught only while dozing: its default is to be
 # ignored, so one that comes later interrupts nothing (a caught signal
@@ -1372,11 +1401,15 @@ session_tick=0.5
 doze() {
 	dz_woken=
 	trap 'dz_woken=1' WINCH
-	IFS=' ' read -r dz_self _ </proc/self/stat
-	start_of "$dz_self" && printf '%s %s\n' "$dz_self" "$so_start" >"$1"
+	my_pid
+	if [ -n "$ef_ok" ]; then
+		exec 7>"$1" && printf '%s\n' "$my_pid_" >&7
+	else
+		start_of "$my_pid_" && printf '%s %s\n' "$my_pid_" "$so_start" >"$1"
+	fi
 	if ! eval "$3"; then
 		if [ -z "${dz_tick:-}" ]; then
-			sleep "$2" >/dev/null 2>&1 9>&- &
+			sleep "$2" >/dev/null 2>&1 7>&- 9>&- &
 			dz_tick=$!
 		fi
 		# A wake before the wait set dz_woken; one during it ends the wait.
@@ -1386,15 +1419,33 @@ doze() {
 		[ -n "$dz_woken" ] || wait "$dz_tick" 2>/dev/null
 		[ -n "$dz_woken" ] || dz_tick=
 	fi
+	[ -z "$ef_ok" ] || exec 7>&-
 	trap - WINCH
 	return 0
 }
 
-# wake FILE: wakes the doze FILE names, if that process is still the one
-# named there (a pid and its start time).
+# wake FILE: wakes the doze FILE names, if that process dozes on it still
+# (holds it open on descriptor 7; without -ef, is still the process of the
+# pid and start time named).
 wake() {
-	alive "$1" && kill -WINCH "$al_pid" 2>/dev/null
+	if [ -n "$ef_ok" ]; then
+		IFS=' ' read -r wk_pid _ 2>/dev/null <"$1" && keeps_open "$wk_pid" 7 "$1" && kill -WINCH "$wk_pid" 2>/dev/null
+	else
+		alive "$1" && kill -WINCH "$al_pid" 2>/dev/null
+	fi
 	return 0
+}
+
+# window_alive: the window's process (its pid file's) runs: it holds its
+# pid file open on descriptor 6 (keeps_open) from the moment it is written. For
+# the session's waits on its own window; a window another agent started
+# is judged by alive (its start time).
+window_alive() {
+	if [ -n "$ef_ok" ]; then
+		IFS=' ' read -r wa_pid _ 2>/dev/null <"$win/pid" && keeps_open "$wa_pid" 6 "$win/pid"
+	else
+		alive "$win/pid"
+	fi
 }
 
 # now_ms: the host clock in milliseconds.
@@ -1442,14 +1493,14 @@ relay() {
 			rl_i=$((rl_i + 1))
 			continue
 		fi
-		if ! alive "$win/pid"; then
+		if ! window_alive; then
 			[ -f "$win/answers/$rl_i.done" ] && continue
 			err "the window's process on the host ended before it answered: $(head -c 300 "$win/log" 2>/dev/null)"
 			skip_n $((rl_end - rl_i - 1))
 			return
 		fi
 		# The window wakes this session with each answer, and at its end.
-		doze "$win/doze.session" "$session_tick" '[ -f "$win/answers/$rl_i.done" ] || ! alive "$win/pid"'
+		doze "$win/doze.session" "$session_tick" '[ -f "$win/answers/$rl_i.done" ] || ! window_alive'
 	done
 }
 
@@ -1498,7 +1549,7 @@ p_detach() { # ID SHA256 N, with the program as data: its window, run by a
 		skip_n "$n"
 		return
 	fi
-	if [ -n "$win" ] && alive "$win/pid"; then
+	if [ -n "$win" ] && window_alive; then
 		err "a window is in flight on the host already"
 		skip_n "$n"
 		return
@@ -1581,7 +1632,7 @@ p_verdict() { # keep|undo SHA256 N (undo: N requests as data, relayctl's
 	case $n in '' | *[!0-9]*) n=0 ;; esac
 	[ "$a" = undo ] || n=0
 	case $a in keep | undo) ;; *) err "bad verdict $a"; return ;; esac
-	if ! alive "$win/pid" && ! [ -s "$win/end" ]; then
+	if ! window_alive && ! [ -s "$win/end" ]; then
 		err "no window is in flight on the host"
 		skip_n "$n"
 		return
@@ -1611,8 +1662,8 @@ p_verdict() { # keep|undo SHA256 N (undo: N requests as data, relayctl's
 
 # wait_end: until the window's process has ended (its end file), or is gone.
 wait_end() {
-	while ! [ -s "$win/end" ] && alive "$win/pid"; do
-		doze "$win/doze.session" "$session_tick" '[ -s "$win/end" ] || ! alive "$win/pid"'
+	while ! [ -s "$win/end" ] && window_alive; do
+		doze "$win/doze.session" "$session_tick" '[ -s "$win/end" ] || ! window_alive'
 	done
 }
 
@@ -1621,7 +1672,7 @@ window_main() {
 	trap '' HUP
 	win=$windows/window-$1
 	answers=$win/answers locked=1
-	printf '%s %s\n' "$$" "$(started_at $$)" >"$win/pid.new" && mv -f -- "$win/pid.new" "$win/pid"
+	printf '%s %s\n' "$$" "$(started_at $$)" >"$win/pid.new" && exec 6<"$win/pid.new" && mv -f -- "$win/pid.new" "$win/pid"
 	wake "$win/doze.session"
 	printf '%s %s\n' "$3" "$4" >"$win/session"
 	# It runs only holding the host lock, and reads only what relayctl sent.

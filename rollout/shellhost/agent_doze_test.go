@@ -14,9 +14,32 @@ import (
 	"time"
 )
 
-// dozeFuncs are the agent's doze and wake with what they use.
+// dozeFuncs are the agent's doze and wake with what they use, in a shell
+// with test -ef (as the agent finds dash, bash and busybox).
 func dozeFuncs(t *testing.T) string {
-	return agentFunc(t, "start_of") + agentFunc(t, "alive") + agentFunc(t, "doze") + agentFunc(t, "wake")
+	return "ef_ok=1\n" + agentFunc(t, "start_of") + agentFunc(t, "alive") + agentFunc(t, "keeps_open") + agentFunc(t, "my_pid") +
+		agentFunc(t, "doze") + agentFunc(t, "wake") + agentFunc(t, "window_alive")
+}
+
+// The agent finds -ef in the shells it runs under here, so its waits name
+// a process by the file it holds open.
+func TestTheAgentsShellHasTestEf(t *testing.T) {
+	if !strings.Contains(agentScript, "\nif [ / -ef / ] 2>/dev/null; then ef_ok=1; else ef_ok=; fi\n") {
+		t.Fatal("agent.sh no longer probes for test -ef as this test expects")
+	}
+	for _, sh := range []string{"sh", "dash", "bash", "busybox"} {
+		path, err := exec.LookPath(sh)
+		if err != nil {
+			continue
+		}
+		args := []string{"-c", "if [ / -ef / ] 2>/dev/null; then echo yes; fi"}
+		if sh == "busybox" {
+			args = append([]string{"sh"}, args...)
+		}
+		if out, _ := exec.Command(path, args...).Output(); string(out) != "yes\n" {
+			t.Errorf("%s has no test -ef: its waits would name processes by start time", sh)
+		}
+	}
 }
 
 // startTime is field 22 of /proc/PID/stat: what names one process with
@@ -31,46 +54,130 @@ func startTime(t *testing.T, pid int) string {
 	return f[19]
 }
 
-// A wake reaches only the process its file names by pid and start time:
-// not a pid reused by another process, and never a process group or every
-// process (a file's "-PGID" or "-1", which kill would take as those). The
-// process here is a doze's stand-in that ends when woken.
+// A wake reaches only the process that dozes on its file: the one holding
+// it open on descriptor 7 (or, in a shell without test -ef, the one of the
+// pid and start time it names), not another process or a pid reused by
+// one, not a doze on an earlier file of the same name, and never a
+// process group or every process (a file's "-PGID" or "-1", which kill
+// would take as those). The processes here are a doze's stand-ins that
+// end when woken.
 func TestWakeReachesOnlyTheProcessItsFileNames(t *testing.T) {
-	victim := exec.Command("sh", "-c", `trap 'exit 0' WINCH; while :; do sleep 0.05; done`)
-	victim.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := victim.Start(); err != nil {
+	for _, tt := range []struct {
+		name, efOK string
+	}{{"by the file it holds", "1"}, {"by pid and start time", ""}} {
+		t.Run(tt.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "doze.session")
+			os.WriteFile(file, nil, 0o600)
+			start := func(holdsFile bool) (*exec.Cmd, chan struct{}) {
+				script := `trap 'exit 0' WINCH; while :; do sleep 0.05; done`
+				if holdsFile {
+					script = `exec 7>>"$1"; ` + script
+				}
+				c := exec.Command("sh", "-c", script, "sh", file)
+				c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+				if err := c.Start(); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan struct{})
+				go func() { c.Wait(); close(done) }()
+				t.Cleanup(func() { c.Process.Kill(); <-done })
+				return c, done
+			}
+			victim, done := start(true)
+			other, otherDone := start(false)
+			pid, otherPid := victim.Process.Pid, other.Process.Pid
+			for ctx := 0; ctx < 200; ctx++ { // until the victim holds the file
+				if _, err := os.Stat(fmt.Sprintf("/proc/%d/fd/7", pid)); err == nil {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			wake := func(content string) {
+				t.Helper()
+				os.WriteFile(file, []byte(content), 0o600)
+				if out, err := exec.Command("sh", "-c", dozeFuncs(t)+`ef_ok=$2; wake "$1"`, "sh", file, tt.efOK).CombinedOutput(); err != nil {
+					t.Fatalf("wake: %v %s", err, out)
+				}
+			}
+			named := fmt.Sprintf("%d\n", pid)
+			if tt.efOK == "" {
+				named = fmt.Sprintf("%d %s\n", pid, startTime(t, pid))
+			}
+			cases := []string{
+				fmt.Sprintf("-%d %s\n", pid, startTime(t, pid)), // the victim's process group
+				"-1 " + startTime(t, pid) + "\n",                // every process
+				"",                                              // a doze not yet named
+			}
+			if tt.efOK == "" {
+				cases = append(cases, fmt.Sprintf("%d 1\n", pid)) // another process's start: the pid was reused
+			} else {
+				cases = append(cases, fmt.Sprintf("%d\n", otherPid)) // a process that does not hold the file
+			}
+			for _, content := range cases {
+				wake(content)
+				select {
+				case <-done:
+					t.Fatalf("a doze file of %q woke the process", content)
+				case <-otherDone:
+					t.Fatalf("a doze file of %q woke another process", content)
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			if tt.efOK != "" {
+				// A new file of the same name: the victim dozes on the old one.
+				os.Remove(file)
+				wake(named)
+				select {
+				case <-done:
+					t.Fatal("a wake on a new file of the doze's name woke the process")
+				case <-time.After(100 * time.Millisecond):
+				}
+				// Back to the file it holds, by its path in /proc.
+				file = fmt.Sprintf("/proc/%d/fd/7", pid)
+			}
+			wake(named)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the process the doze file names was not woken")
+			}
+		})
+	}
+}
+
+// window_alive: the window's process holds its pid file open on
+// descriptor 6, and a pid file naming a process that does not (another
+// process, one that has ended) is not a window alive.
+func TestWindowAliveByThePidFileItHolds(t *testing.T) {
+	win := t.TempDir()
+	pidFile := filepath.Join(win, "pid")
+	alive := func() bool {
+		return exec.Command("sh", "-c", dozeFuncs(t)+`win=$1; window_alive`, "sh", win).Run() == nil
+	}
+	w := exec.Command("sh", "-c", `printf '%s 1\n' "$$" >"$1.new" && exec 6<"$1.new" && mv -f -- "$1.new" "$1" && exec sleep 30`, "sh", pidFile)
+	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer victim.Process.Kill()
-	done := make(chan struct{})
-	go func() { victim.Wait(); close(done) }()
-	pid := victim.Process.Pid
-	file := filepath.Join(t.TempDir(), "doze.session")
-	wake := func(content string) {
-		t.Helper()
-		os.WriteFile(file, []byte(content), 0o600)
-		if out, err := exec.Command("sh", "-c", dozeFuncs(t)+`wake "$1"`, "sh", file).CombinedOutput(); err != nil {
-			t.Fatalf("wake: %v %s", err, out)
-		}
+	defer func() { w.Process.Kill(); w.Wait() }()
+	for i := 0; i < 200 && !alive(); i++ {
+		time.Sleep(10 * time.Millisecond)
 	}
-	for _, content := range []string{
-		fmt.Sprintf("%d 1\n", pid),                      // another process's start: the pid was reused
-		fmt.Sprintf("-%d %s\n", pid, startTime(t, pid)), // the victim's process group
-		"-1 " + startTime(t, pid) + "\n",                // every process
-		"",                                              // a doze not yet named
-	} {
-		wake(content)
-		select {
-		case <-done:
-			t.Fatalf("a doze file of %q woke the process", content)
-		case <-time.After(100 * time.Millisecond):
-		}
+	if !alive() {
+		t.Fatal("the window holding its pid file is not alive")
 	}
-	wake(fmt.Sprintf("%d %s\n", pid, startTime(t, pid)))
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the process the doze file names was not woken")
+	other := exec.Command("sleep", "30")
+	other.Start()
+	defer func() { other.Process.Kill(); other.Wait() }()
+	os.WriteFile(pidFile+".x", []byte(fmt.Sprintf("%d 1\n", other.Process.Pid)), 0o600)
+	os.Rename(pidFile+".x", pidFile)
+	if alive() {
+		t.Error("a pid file naming a process that does not hold it passed for a window alive")
+	}
+	w.Process.Kill()
+	w.Wait()
+	os.WriteFile(pidFile, []byte(fmt.Sprintf("%d 1\n", w.Process.Pid)), 0o600)
+	if alive() {
+		t.Error("a window that has ended passed for alive")
 	}
 }
 

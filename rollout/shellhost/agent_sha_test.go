@@ -6,10 +6,31 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 )
+
+// Each function of the scripts is defined once: a second definition of a
+// name replaces the first for every caller (a helper named like an
+// existing one once did, and the tests that take a function by its first
+// definition tested the other).
+func TestScriptsDefineEachFunctionOnce(t *testing.T) {
+	def := regexp.MustCompile(`(?m)^([A-Za-z_][A-Za-z0-9_]*)\(\) *\{`)
+	for name, script := range map[string]string{"agent.sh": agentScript, "observe.sh": observeScript} {
+		seen := map[string]bool{}
+		for _, m := range def.FindAllStringSubmatch(script, -1) {
+			if seen[m[1]] {
+				t.Errorf("%s defines %s twice", name, m[1])
+			}
+			seen[m[1]] = true
+		}
+		if len(seen) == 0 {
+			t.Errorf("%s: no function definitions found: the pattern is stale", name)
+		}
+	}
+}
 
 // agentFunc is one shell function of agent.sh, as the script defines it.
 func agentFunc(t *testing.T, name string) string {
