@@ -1403,7 +1403,8 @@ doze() {
 	trap 'dz_woken=1' WINCH
 	my_pid
 	if [ -n "$ef_ok" ]; then
-		exec 7>"$1" && printf '%s\n' "$my_pid_" >&7
+		# command: exec's failed redirection would end the shell.
+		{ command exec 7>"$1"; } 2>/dev/null && printf '%s\n' "$my_pid_" >&7
 	else
 		start_of "$my_pid_" && printf '%s %s\n' "$my_pid_" "$so_start" >"$1"
 	fi
@@ -1672,7 +1673,7 @@ window_main() {
 	trap '' HUP
 	win=$windows/window-$1
 	answers=$win/answers locked=1
-	printf '%s %s\n' "$$" "$(started_at $$)" >"$win/pid.new" && exec 6<"$win/pid.new" && mv -f -- "$win/pid.new" "$win/pid"
+	printf '%s %s\n' "$$" "$(started_at $$)" >"$win/pid.new" && { command exec 6<"$win/pid.new"; } 2>/dev/null && mv -f -- "$win/pid.new" "$win/pid"
 	wake "$win/doze.session"
 	printf '%s %s\n' "$3" "$4" >"$win/session"
 	# It runs only holding the host lock, and reads only what relayctl sent.

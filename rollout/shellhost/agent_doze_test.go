@@ -323,3 +323,14 @@ func TestTheWindowsWaitEndsWithItsSession(t *testing.T) {
 		})
 	}
 }
+
+// A doze whose file cannot be made (its folder gone) still waits out its
+// tick and returns: the shell does not end, as a failed exec redirection
+// would end it.
+func TestADozeWithoutItsFileGoesOn(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "gone", "doze.session")
+	out, err := exec.Command("sh", "-c", dozeFuncs(t)+`doze "$1" 0.05 false; echo "went on"`, "sh", missing).CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), "went on\n") {
+		t.Fatalf("doze on %s: %v %q", missing, err, out)
+	}
+}
