@@ -578,9 +578,9 @@ stat() {
 # peak NAME: the largest max RSS (MiB) over the succeeded runs.
 peak() { succeeded "$1" 3 | awk 'END { if (NR == 0) print "-"; else printf "%.1f\n", $1 / 1024 }'; }
 # cpu NAME: the median CPU seconds (user + system, with children).
-cpu() { succeeded "$1" 5 | sort -n | median_of; }
+cpu() { succeeded "$1" 5 | median_of; }
 # machine_cpu NAME: the median CPU seconds the whole machine spent.
-machine_cpu() { succeeded "$1" 6 | sort -n | median_of; }
+machine_cpu() { succeeded "$1" 6 | median_of; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }'; }
 sum() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-") print "-"; else print a + b }'; }
 
@@ -629,7 +629,7 @@ table_size() {
 	for row in "relayctl-apply|full apply" "relayctl-apply-staged|staged apply" "pssh|parallel-ssh true"; do
 		name=${row%%|*}
 		printf '  %-20s %7s CPU s, %6s s on %s cores (wall %s s)\n' "${row#*|}" "${MCPU[$name]}" \
-			"$(awk -v c="${MCPU[$name]}" -v n="$CPUS" 'BEGIN { if (c == "-") print "-"; else printf "%.2f", c / n }')" "$CPUS" "${MED[$name]}"
+			"$(ratio "${MCPU[$name]}" "$CPUS")" "$CPUS" "${MED[$name]}"
 	done
 	printf '  full / parallel-ssh   %s (wall %s)\n' "$(ratio "${MCPU[relayctl-apply]}" "${MCPU[pssh]}")" "$(ratio "${MED[relayctl-apply]}" "${MED[pssh]}")"
 	printf '  staged / parallel-ssh %s (wall %s)\n' "$(ratio "${MCPU[relayctl-apply-staged]}" "${MCPU[pssh]}")" "$(ratio "${MED[relayctl-apply-staged]}" "${MED[pssh]}")"

@@ -222,22 +222,3 @@ func TestAliveAndRunningPidReadWithoutAProcess(t *testing.T) {
 		t.Errorf("no pid file: running_pid found a relay")
 	}
 }
-
-// Each function of relay-service.sh is defined once: a second definition
-// would replace the first, and scriptFunc takes the first.
-func TestServiceScriptDefinesEachFunctionOnce(t *testing.T) {
-	seen := map[string]bool{}
-	for _, line := range strings.Split(string(dist.ServiceScript), "\n") {
-		name, ok := strings.CutSuffix(line, "() {")
-		if !ok || strings.ContainsAny(name, " \t") {
-			continue
-		}
-		if seen[name] {
-			t.Errorf("relay-service.sh defines %s twice", name)
-		}
-		seen[name] = true
-	}
-	if len(seen) == 0 {
-		t.Error("no function definitions found: the pattern is stale")
-	}
-}

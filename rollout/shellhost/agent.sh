@@ -229,7 +229,8 @@ safe_dir_v() {
 	why=$(safe_dir_careful "$safe_target_")
 }
 
-# parent_v PATH: parent's answer in parent_, without a subshell.
+# parent_v PATH: the folder PATH is in, in parent_ (PATH is absolute and
+# clean), without a subshell.
 parent_v() {
 	parent_=${1%/*}
 	[ -n "$parent_" ] || parent_=/
@@ -314,12 +315,6 @@ sha256_of() {
 size_of() {
 	size_=$(wc -c <"$1") || return 1
 	printf '%s' $((size_))
-}
-
-# parent PATH: the folder PATH is in (PATH is absolute and clean).
-parent() {
-	parent_=${1%/*}
-	printf '%s' "${parent_:-/}"
 }
 
 # fresh_temp DIR: a new, empty, exclusively created file in DIR.

@@ -10,15 +10,17 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/relayctl/relayctl/relay/dist"
 )
 
-// Each function of the scripts is defined once: a second definition of a
-// name replaces the first for every caller (a helper named like an
-// existing one once did, and the tests that take a function by its first
-// definition tested the other).
+// Each function of the scripts that run as root on a host is defined
+// once: a second definition of a name replaces the first for every caller
+// (a helper named like an existing one once did, and the tests that take
+// a function by its first definition tested the other).
 func TestScriptsDefineEachFunctionOnce(t *testing.T) {
 	def := regexp.MustCompile(`(?m)^([A-Za-z_][A-Za-z0-9_]*)\(\) *\{`)
-	for name, script := range map[string]string{"agent.sh": agentScript, "observe.sh": observeScript} {
+	for name, script := range map[string]string{"agent.sh": agentScript, "observe.sh": observeScript, "relay-service.sh": string(dist.ServiceScript)} {
 		seen := map[string]bool{}
 		for _, m := range def.FindAllStringSubmatch(script, -1) {
 			if seen[m[1]] {
