@@ -334,3 +334,32 @@ func TestADozeWithoutItsFileGoesOn(t *testing.T) {
 		t.Fatalf("doze on %s: %v %q", missing, err, out)
 	}
 }
+
+// session_gone writes its file only in a window folder that is one: a
+// symlink in the folder's place (planted, or left by anything but this
+// agent) is not written through.
+func TestSessionGoneWritesNotThroughASymlink(t *testing.T) {
+	dir := t.TempDir()
+	elsewhere := filepath.Join(dir, "elsewhere")
+	os.Mkdir(elsewhere, 0o700)
+	link := filepath.Join(dir, "window-0123")
+	if err := os.Symlink(elsewhere, link); err != nil {
+		t.Fatal(err)
+	}
+	run := func(win string) {
+		t.Helper()
+		if out, err := exec.Command("sh", "-c", dozeFuncs(t)+agentFunc(t, "session_gone")+`win=$1; session_gone`, "sh", win).CombinedOutput(); err != nil {
+			t.Fatalf("session_gone: %v %s", err, out)
+		}
+	}
+	run(link)
+	if _, err := os.Lstat(filepath.Join(elsewhere, "session.gone")); err == nil {
+		t.Error("session_gone wrote session.gone through a symlink in the window folder's place")
+	}
+	real := filepath.Join(dir, "window-4567")
+	os.Mkdir(real, 0o700)
+	run(real)
+	if _, err := os.Lstat(filepath.Join(real, "session.gone")); err != nil {
+		t.Errorf("session_gone left no session.gone in its window folder: %v", err)
+	}
+}
