@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode"
 )
 
@@ -106,7 +107,27 @@ type KeyInfo struct {
 	// them in any order, but one out of order is never what was meant:
 	// a default above the max, a limit below the pressure.
 	Ordered bool
+	// BuildMins are higher floors than Min that some kernel builds hold
+	// each integer to. A spec is valid only if every kernel relayctl knows
+	// takes it, so ValidateValue holds a value to the highest of them;
+	// MinFor says what one kernel takes.
+	BuildMins []BuildMin
 }
+
+// BuildMin is a floor a key's integers have on some kernels and not on
+// others: the kernel's own table gives the key a higher minimum there
+// (proc_dointvec_minmax's extra1), and a write below it fails with EINVAL.
+type BuildMin struct {
+	Min int64
+	// Release is the start of the kernel release (uname -r) of the
+	// kernels that hold it.
+	Release string
+	// Kernels says which kernels, in words, for messages and docs.
+	Kernels string
+}
+
+// holds says the floor is one kernel release's.
+func (b BuildMin) holds(release string) bool { return strings.HasPrefix(release, b.Release) }
 
 // The kernel's sock.h minimums: SOCK_MIN_RCVBUF is 2304 and SOCK_MIN_SNDBUF
 // twice that. Verified on kernel 6.18: writing 2303 to rmem_max or
@@ -145,7 +166,7 @@ var known = map[string]KeyInfo{
 		Doc: "send buffer every UDP socket may use even under udp_mem pressure", Example: "4096"},
 	"net.ipv4.udp_mem": {Fields: 3, Global: true, AbsentInNetns: true, Unit: "pages", Max: math.MaxInt64, Ordered: true,
 		Doc: "UDP memory for the whole machine in pages: no pressure, pressure, hard limit", Example: "764688 1019584 1529376"},
-	"net.ipv4.tcp_rmem": {Fields: 3, Unit: "bytes", Min: 1, Max: intMax, Ordered: true,
+	"net.ipv4.tcp_rmem": {Fields: 3, Unit: "bytes", Min: 1, Max: intMax, Ordered: true, BuildMins: tcpRmemFloors,
 		Doc: "TCP receive buffer: min, default, max", Example: "4096 131072 6291456"},
 	"net.ipv4.tcp_wmem": {Fields: 3, Unit: "bytes", Min: 1, Max: intMax, Ordered: true,
 		Doc: "TCP send buffer: min, default, max", Example: "4096 16384 4194304"},
@@ -155,6 +176,18 @@ var known = map[string]KeyInfo{
 		Doc: "the first port a process without CAP_NET_BIND_SERVICE may bind; at most net.ipv4.ip_local_port_range's first", Example: "1024"},
 	"net.ipv4.ping_group_range": {Fields: 2, Unit: "group ids", Max: intMax,
 		Doc: "the groups that may open ICMP echo sockets: first, last (the default 1 0, first above last, is nobody)", Example: "0 2147483647"},
+}
+
+// tcpRmemFloors: upstream Linux bounds each of tcp_rmem's integers below
+// by 1 (net/ipv4/sysctl_net_ipv4.c: proc_dointvec_minmax, extra1 =
+// SYSCTL_ONE, through the 6.19 sources), and so does every kernel that
+// does not say otherwise here. The 6.18.44 "-fc" builds this project's
+// machines run refuse anything below 4096 in any of the three (EINVAL;
+// probed in a fresh network namespace: 4095 4096 4096 and 4096 4096 4095
+// refused, 4096 4096 4096 taken), while their tcp_wmem still takes 1 1 1:
+// docs/kernel.md.
+var tcpRmemFloors = []BuildMin{
+	{Min: 4096, Release: "6.18.44-fc-", Kernels: "Linux 6.18.44-fc"},
 }
 
 // Lookup returns what relayctl knows about key.
@@ -182,6 +215,44 @@ var fieldWords = []string{"", "one integer", "two integers", "three integers"}
 // what a valid value looks like: a size with a suffix ("8M") is worked out
 // in bytes, otherwise the key's example.
 func ValidateValue(key, value string) error {
+	return validateValue(key, value, func(BuildMin) bool { return !floorsForgotten.Load() })
+}
+
+// floorsForgotten: see ForgetBuildFloors.
+var floorsForgotten atomic.Bool
+
+// ForgetBuildFloors makes ValidateValue take what upstream kernels take,
+// as a relayctl that does not know a kernel build's floor would, until
+// restore is called. It exists for the lab test that proves what a host
+// does when the kernel refuses a value relayctl let through: the window's
+// write is read back and refused, and nothing else happens.
+func ForgetBuildFloors() (restore func()) {
+	floorsForgotten.Store(true)
+	return func() { floorsForgotten.Store(false) }
+}
+
+// ValidateValueOn checks value for key as the kernel whose release (uname
+// -r) is given does: only the floors that kernel holds (BuildMins). It is
+// what that kernel takes, which may be more than ValidateValue accepts.
+func ValidateValueOn(key, value, release string) error {
+	return validateValue(key, value, func(b BuildMin) bool { return b.holds(release) })
+}
+
+// MinFor is the least each of key's integers may be on the kernel whose
+// release is given.
+func MinFor(key, release string) int64 {
+	info := known[key]
+	floor := info.Min
+	for _, b := range info.BuildMins {
+		if b.holds(release) {
+			floor = max(floor, b.Min)
+		}
+	}
+	return floor
+}
+
+// validateValue is ValidateValue with the build floors that apply.
+func validateValue(key, value string, applies func(BuildMin) bool) error {
 	info, ok := known[key]
 	if !ok || info.Fields == 0 {
 		return validText(key, value)
@@ -206,7 +277,26 @@ func ValidateValue(key, value string) error {
 		}
 		nums[i] = n
 	}
+	if err := info.buildFloor(key, value, nums, applies); err != nil {
+		return err
+	}
 	return info.order(key, nums)
+}
+
+// buildFloor checks integers against the highest floor of the kernel
+// builds that apply, naming the kernels.
+func (info KeyInfo) buildFloor(key, value string, nums []int64, applies func(BuildMin) bool) error {
+	for _, b := range info.BuildMins {
+		if !applies(b) {
+			continue
+		}
+		for _, n := range nums {
+			if n < b.Min {
+				return fmt.Errorf("%s wants each integer at least %d: %s refuses less (EINVAL), though other kernels take %d; got %q; e.g. %s", key, b.Min, b.Kernels, info.Min, value, info.Example)
+			}
+		}
+	}
+	return nil
 }
 
 // order checks a range's first against its last (the kernel refuses one

@@ -207,6 +207,10 @@ func TestValidateValue(t *testing.T) {
 		{"ping groups past gid max", "net.ipv4.ping_group_range", "0 4294967295", "each from 0 to 2147483647"},
 		{"unprivileged port past 65535", "net.ipv4.ip_unprivileged_port_start", "65536", "each from 0 to 65535"},
 		{"tcp_rmem of zero", "net.ipv4.tcp_rmem", "0 1 2", "each from 1 to 2147483647"},
+		{"tcp_rmem below a kernel's floor", "net.ipv4.tcp_rmem", "1 1 1", `net.ipv4.tcp_rmem wants each integer at least 4096: Linux 6.18.44-fc refuses less (EINVAL), though other kernels take 1; got "1 1 1"; e.g. 4096 131072 6291456`},
+		{"tcp_rmem max below a kernel's floor", "net.ipv4.tcp_rmem", "4096 4096 4095", "at least 4096"},
+		{"tcp_rmem at a kernel's floor", "net.ipv4.tcp_rmem", "4096 4096 4096", ""},
+		{"tcp_wmem of ones", "net.ipv4.tcp_wmem", "1 1 1", ""},
 		{"tcp_rmem out of order", "net.ipv4.tcp_rmem", "6291456 131072 4096", "net.ipv4.tcp_rmem is min, default, max, each at least the one before: got 6291456 131072 4096, out of order"},
 		{"udp_mem out of order", "net.ipv4.udp_mem", "3 2 1", "memory pressure would begin above the hard limit"},
 		{"unknown newline", "kernel.core_pattern", "a\nb", "printable text on one line"},
@@ -231,14 +235,51 @@ func TestValidateValue(t *testing.T) {
 	}
 }
 
+// A floor some kernel builds hold is the rule on those kernels only:
+// ValidateValueOn and MinFor follow the release, ValidateValue holds a
+// spec to every kernel relayctl knows.
+func TestBuildFloorsFollowTheRelease(t *testing.T) {
+	tests := []struct {
+		release, value string
+		min            int64
+		taken          bool
+	}{
+		{"6.18.44-fc-v1294", "1 1 1", 4096, false},
+		{"6.18.44-fc-v1272", "4095 4096 4096", 4096, false},
+		{"6.18.44-fc-v1272", "4096 4096 4096", 4096, true},
+		{"6.1.0-18-amd64", "1 1 1", 1, true},
+		{"6.18.44", "1 1 1", 1, true},
+		{"", "1 131072 6291456", 1, true},
+	}
+	for _, tt := range tests {
+		err := ValidateValueOn("net.ipv4.tcp_rmem", tt.value, tt.release)
+		if (err == nil) != tt.taken {
+			t.Errorf("ValidateValueOn(tcp_rmem, %q, %q): got %v, want taken %v", tt.value, tt.release, err, tt.taken)
+		}
+		if got := MinFor("net.ipv4.tcp_rmem", tt.release); got != tt.min {
+			t.Errorf("MinFor(tcp_rmem, %q): got %d, want %d", tt.release, got, tt.min)
+		}
+	}
+	if got := MinFor("net.ipv4.tcp_wmem", "6.18.44-fc-v1294"); got != 1 {
+		t.Errorf("MinFor(tcp_wmem, 6.18.44-fc): got %d, want 1", got)
+	}
+}
+
 // The range rules are the kernel's: every value ValidateValue refuses for
 // its bounds or order, and CheckPairs for the pair, the kernel refuses too
 // (EINVAL), and every one it allows the kernel takes, written in a fresh
-// network namespace (these keys are per namespace).
+// network namespace (these keys are per namespace). A floor that differs
+// between kernel builds is held to the kernel at hand (ValidateValueOn).
 func TestRangeRulesMatchKernel(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root to create a network namespace (the lab runs every test as root)")
 	}
+	rel, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := strings.TrimSpace(string(rel))
+	t.Logf("kernel %s", release)
 	tests := []struct{ key, value string }{
 		{"net.ipv4.ip_local_port_range", "40000 30000"},
 		{"net.ipv4.ip_local_port_range", "30000 30000"},
@@ -253,6 +294,12 @@ func TestRangeRulesMatchKernel(t *testing.T) {
 		{"net.ipv4.ip_unprivileged_port_start", "40000"}, // above the default range's first, 32768
 		{"net.ipv4.tcp_rmem", "0 1 2"},
 		{"net.ipv4.tcp_rmem", "1 1 1"},
+		{"net.ipv4.tcp_rmem", "1 131072 6291456"},
+		{"net.ipv4.tcp_rmem", "4095 4096 4096"},
+		{"net.ipv4.tcp_rmem", "4096 4096 4096"},
+		{"net.ipv4.tcp_rmem", "4096 131072 33554432"},
+		{"net.ipv4.tcp_wmem", "1 1 1"},
+		{"net.ipv4.tcp_wmem", "0 1 1"},
 	}
 	defaults := map[string]string{"net.ipv4.ip_unprivileged_port_start": "1024", "net.ipv4.ip_local_port_range": "32768 60999"}
 	for _, tt := range tests {
@@ -262,7 +309,7 @@ func TestRangeRulesMatchKernel(t *testing.T) {
 				values[k] = v
 			}
 			values[tt.key] = tt.value
-			ours := ValidateValue(tt.key, tt.value)
+			ours := ValidateValueOn(tt.key, tt.value, release)
 			if ours == nil {
 				ours = CheckPairs(values)
 			}
@@ -272,7 +319,7 @@ func TestRangeRulesMatchKernel(t *testing.T) {
 			}
 			kernel := strings.TrimSpace(string(out))
 			if (ours == nil) != (kernel == "taken") {
-				t.Errorf("relayctl says %v, the kernel %s it", ours, kernel)
+				t.Errorf("relayctl says %v for kernel %s, the kernel %s it", ours, release, kernel)
 			}
 		})
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/relayctl/relayctl/internal/kerneltest"
 	"github.com/relayctl/relayctl/internal/lab"
 	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/tune"
 )
 
 // slowStop makes the relay's stop take a while, so a test can act while a
@@ -129,6 +130,45 @@ func TestLabConnectionKilledInWindow(t *testing.T) {
 	}
 	if out, err := h.Exec(context.Background(), "sh", "-c", "test ! -e /var/lib/relayctl/journal && test ! -e /var/lib/relayctl/lock.owner && ls /var/lib/relayctl/receipts/*.journal"); err != nil {
 		t.Errorf("after the recovery the journal or the lock owner is still there, or no journal was filed: %v %s", err, out)
+	}
+}
+
+// A value the kernel refuses by a rule relayctl does not know (here a
+// kernel build's floor, forgotten as a relayctl that predates it would):
+// the plan cannot foresee it, so the window's write is read back and
+// refused. The kernel's own words reach the operator, the sysctl written
+// before it is put back, nothing is persisted, and the relay is not
+// restarted.
+func TestLabKernelRefusesAValueRelayctlCannotKnow(t *testing.T) {
+	e := startLab(t, []lab.HostOptions{{}}, func(s string) string {
+		return strings.Replace(s, "  net.core.rmem_max: 8388608\n", "  net.core.rmem_max: 8388608\n  net.ipv4.tcp_rmem: 1 1 1\n", 1)
+	})
+	kerneltest.Set(t, "net.ipv4.tcp_rmem", kerneltest.Read(t, "net.ipv4.tcp_rmem"))
+	var vout, verr strings.Builder
+	if code := run([]string{"relayctl", "validate", e.spec}, strings.NewReader(""), &vout, &verr); code != 1 || !strings.Contains(vout.String()+verr.String(), "Linux 6.18.44-fc refuses less") {
+		t.Fatalf("validate: exit %d, want 1 naming the kernel's floor\n%s%s", code, vout.String(), verr.String())
+	}
+	defer tune.ForgetBuildFloors()()
+	h := e.lab.Hosts[0]
+	pid, _, _ := e.socket(h)
+	if code, out, errs := e.relayctl("plan", e.spec, "--out", e.plan, "--detailed-exitcode"); code != 2 {
+		t.Fatalf("plan: exit %d, want 2\n%s%s", code, out, errs)
+	}
+	code, out, errs := e.relayctl("apply", e.plan)
+	if code != 1 || !strings.Contains(out, "the kernel refused net.ipv4.tcp_rmem = 1 1 1 (Invalid argument)") || !strings.Contains(out, "rolled back") {
+		t.Errorf("apply: exit %d, want 1, rolled back with the kernel's reason\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	if p2, rb, _ := e.socket(h); p2 != pid || rb != 212992 {
+		t.Errorf("relay pid %d → %d, rb %d: want the same process, not restarted, on 212992", pid, p2, rb)
+	}
+	if got := kerneltest.Read(t, "net.core.rmem_max"); got != incidentRmem {
+		t.Errorf("rmem_max after the rollback: %s, want %s put back", got, incidentRmem)
+	}
+	if out, err := h.Exec(context.Background(), "sh", "-c", "test ! -e /etc/sysctl.d/90-relayctl.conf"); err != nil {
+		t.Errorf("the sysctl drop-in was persisted: %v %s", err, out)
+	}
+	if r := readReceipt(t, e.plan+".receipt.json"); r.Hosts[0].Outcome != "rolled back" || r.Hosts[0].Restarts != 0 {
+		t.Errorf("receipt: outcome %q, restarts %d; want rolled back, no restart", r.Hosts[0].Outcome, r.Hosts[0].Restarts)
 	}
 }
 
