@@ -21,9 +21,18 @@ GOBUILD = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=false
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: build install test test-unit lab-deps lint lab lab-down demo demo-systemd demo-bench fuzz bench-apply bench-plan bench-sim restart-impact clean
+.PHONY: agent build install test test-unit lab-deps lint lab lab-down demo demo-systemd demo-bench fuzz bench-apply bench-plan bench-sim restart-impact clean
 
-build:
+# relayctl's host agent, one static binary for each machine relayctl
+# ships it to, into agentbin/bin, which relayctl embeds (agentbin): built
+# before anything that embeds it, reproducible like the rest.
+AGENT_ARCHS = amd64 arm64
+agent:
+	@for a in $(AGENT_ARCHS); do \
+	  GOOS=linux GOARCH=$$a $(GOBUILD) -ldflags "-s -w" -o agentbin/bin/relayctl-agent-linux-$$a ./cmd/relayctl-agent || exit 1; \
+	done
+
+build: agent
 	$(GOBUILD) -ldflags "-s -w -X main.Version=$(VERSION) -X main.Commit=$(COMMIT)" -o bin/relayctl ./cmd/relayctl
 	$(GOBUILD) -ldflags "-s -w -X main.Version=$(RELAY_VERSION) -X main.versionMarker=relayd-version:$(RELAY_VERSION)" -o bin/relayd ./cmd/relayd
 	$(GOBUILD) -ldflags "-s -w" -o bin/relaylab ./internal/cmd/relaylab
@@ -50,7 +59,7 @@ install: build
 # Every test, the lab tests included (they need root, openssh-server, iproute2).
 # -p 1 keeps test binaries from competing for this machine's two cores and
 # for the kernel's global rmem_max (internal/kerneltest locks it as well).
-test: lab-deps
+test: lab-deps agent
 	$(GO) test -race -count=1 -p 1 -timeout 40m ./...
 
 # What the lab needs (openssh-server, iproute2, util-linux, procps).
@@ -60,12 +69,12 @@ lab-deps:
 # Everything but the lab tests, the tests that change the machine's global
 # sysctls and the tests that drive the real relayd for seconds (all skip
 # under -short: lab.Require, kerneltest.Lock). CI runs make test.
-test-unit:
+test-unit: agent
 	$(GO) test -race -short ./...
 
 # shellcheck checks every shell script, the ones relayctl runs on hosts as
 # root (rollout/*.sh) first among them; it is installed when missing.
-lint:
+lint: agent
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	@command -v shellcheck >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null; }
@@ -73,7 +82,7 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 # A short run of every fuzz target, from its seed corpus.
-fuzz:
+fuzz: agent
 	@for pkg in $$($(GO) list ./...); do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 	    echo "fuzz $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 10s $$pkg || exit 1; \

@@ -154,6 +154,7 @@ func (s *session) start() int {
 		return code
 	}
 	defer s.end()
+	pruneAgents(s.state)
 	return s.serve()
 }
 
@@ -264,4 +265,13 @@ func init() {
 func isDir(p string) bool {
 	fi, err := os.Lstat(p)
 	return err == nil && fi.IsDir()
+}
+
+// Kinds are the primitives the agent carries out, sync included.
+func Kinds() []string {
+	out := make([]string, 0, len(primitives))
+	for k := range primitives {
+		out = append(out, k)
+	}
+	return out
 }

@@ -11,7 +11,3 @@ var (
 func notYet(s *session, r *request) answer { return errf("%s: not in this agent yet", r.kind) }
 
 func observe(s *session, r *request) answer { return notYet(s, r) }
-
-func installMain(state, sum, size, enc string, stdin interface{ Read([]byte) (int, error) }, stdout, stderr interface{ Write([]byte) (int, error) }) int {
-	return exitBad
-}
