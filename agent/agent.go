@@ -253,7 +253,9 @@ var sessionOnly = map[string]bool{
 func init() {
 	primitives = map[string]handler{
 		"sync": func(s *session, r *request) answer { s.skipping = false; return ok() },
-		"lock": func(s *session, r *request) answer { return errf("the host is locked already: lock is a session's first request") },
+		"lock": func(s *session, r *request) answer {
+			return errf("the host is locked already: lock is a session's first request")
+		},
 	}
 	for _, family := range []map[string]handler{filePrimitives, journalPrimitives, sysctlPrimitives, servicePrimitives, releasePrimitives, relayPrimitives, windowPrimitives} {
 		for k, h := range family {
