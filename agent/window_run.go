@@ -321,8 +321,8 @@ func hostCheck(kind, x, y, pid string, sec func(string) string) string {
 	return ""
 }
 
-// section is the content of observe's first frame NAME in a reading
-// (without the newline observe adds before its end line).
+// section is the content of observe's first frame NAME in a reading,
+// without the newlines it ends with (observe adds one before its end line).
 func section(reading []byte, boundary, name string) string {
 	head, end := boundary+" "+name, boundary+" end "
 	var out []string
@@ -332,10 +332,10 @@ func section(reading []byte, boundary, name string) string {
 		case !on && l == head:
 			on = true
 		case on && strings.HasPrefix(l, end):
-			return strings.Join(out, "\n")
+			return strings.TrimRight(strings.Join(out, "\n"), "\n")
 		case on:
 			out = append(out, l)
 		}
 	}
-	return strings.Join(out, "\n")
+	return strings.TrimRight(strings.Join(out, "\n"), "\n")
 }

@@ -1,0 +1,69 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// unit-log's invocation id comes from the host's own observe output, so a
+// hostile host chooses it: only a hex id reaches journalctl, as one word
+// of a match (INVOCATION_ID=…), never as an option or through a shell.
+func TestUnitLogTakesOnlyAHexInvocation(t *testing.T) {
+	state := stateDir(t)
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	// journalctl records each call's words, one a line, and answers the
+	// wait for systemd's exit message at once.
+	fake := "#!/bin/sh\nfor w in \"$@\"; do printf '%s\\n' \"$w\"; done >>" + calls + "\necho ---- >>" + calls + "\n" +
+		"case \"$*\" in *MESSAGE_ID=*) echo 'relayd.service: Main process exited' ;; *) echo 'relayd[7]: its last words' ;; esac\n"
+	if err := os.WriteFile(filepath.Join(dir, "journalctl"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir)
+	run := func(invocation string) (out, words string) {
+		t.Helper()
+		os.Remove(calls)
+		got := runSession(t, state, "lock\tx\n"+req("unit-log", 0, nil, nil, "relayd", "1796149875000000000", invocation))
+		w, _ := os.ReadFile(calls)
+		return got, string(w)
+	}
+	good := "7476053e4ee447e1a7512f6697feb2de"
+	out, words := run(good)
+	if !strings.Contains(words, "\nINVOCATION_ID="+good+"\n") || !strings.Contains(words, "\n--sync\n") || !strings.Contains(out, "its last words") {
+		t.Errorf("a hex invocation: journalctl was called with\n%s\nand answered %q", words, out)
+	}
+	if !strings.Contains(words, "\n--since\n@1796149875\n") {
+		t.Errorf("journalctl's --since: %s", words)
+	}
+	for _, hostile := range []string{"-f", "--since=@0", "abc def", "$(touch pwned)", "7476053e4ee447e1a7512f6697feb2dE", "../x"} {
+		_, words := run(hostile)
+		if strings.Contains(words, "INVOCATION_ID") || strings.Contains(words, hostile+"\n") || strings.Contains(words, "--sync") {
+			t.Errorf("invocation %q reached journalctl:\n%s", hostile, words)
+		}
+	}
+}
+
+// The command manager's words run as they are, no shell: a word with
+// shell syntax in it is one argument, and an empty word refuses the
+// command (without a shell it would vanish).
+func TestServiceWordsRunWithoutAShell(t *testing.T) {
+	state := stateDir(t)
+	marker := filepath.Join(filepath.Dir(state), "pwned")
+	got := locked(t, state, req("stop", 1, nil, []string{"/bin/echo", "$(touch " + marker + ")"}, "command", "2"))
+	if len(got) != 1 || !strings.HasPrefix(got[0], "VAL ") {
+		t.Fatalf("stop: %q", got)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("a shell ran a command word")
+	}
+	got = locked(t, state, req("restart", 1, nil, []string{"/bin/true", "", "/bin/true"}, "command", "2", "1"))
+	if len(got) != 1 || !strings.Contains(got[0], "a command word is empty") {
+		t.Errorf("an empty word: %q", got)
+	}
+	got = locked(t, state, req("restart", 1, nil, []string{"/bin/true", "/bin/false"}, "command", "1", "1"))
+	if len(got) != 1 || got[0] != "ERR start: " {
+		t.Errorf("a start that fails: %q", got)
+	}
+}

@@ -1,0 +1,84 @@
+package agent
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The host's own checks, against readings as observe frames them: each
+// kind holds on what it should and names what it finds otherwise.
+func TestHostChecks(t *testing.T) {
+	root := filepath.Dir(stateDir(t))
+	rel := filepath.Join(root, "releases", "1.8.0")
+	os.MkdirAll(rel, 0o755)
+	const B = "@@relayctl-0123456789abcdef"
+	frame := func(name, body string) string { return B + " " + name + "\n" + body + "\n\n" + B + " end 0\n" }
+	reading := frame("sysctl net.core.rmem_max", "8388608") + frame("current-link", rel) + B + " service\n4242\n" + B + " end 0\n" +
+		B + " relay-exe\n" + rel + "/relayd\n" + B + " end 0\n" +
+		frame("ss", "UNCONN 0 0 0.0.0.0:7788 0.0.0.0:* users:((\"relayd\",pid=4242,fd=3)) ino:7 sk:1 skmem:(r0,rb8388608,t0,tb212992,f0,w0,o0,bl0,d0)\n"+
+			"ESTAB 0 0 10.0.0.1:7788 10.0.0.2:5 users:((\"relayd\",pid=4242,fd=9)) ino:8 sk:2 skmem:(r0,rb212992,t0,tb212992,f0,w0,o0,bl0,d0)")
+	tests := []struct{ checks, fails string }{
+		{"sysctl\tnet.core.rmem_max\t8388608\nlink\t" + rel + "\npid\t100\t" + rel + "\nrb\t8388608\n", ""},
+		{"sysctl\tnet.core.rmem_max\t4194304\n", "sysctl net.core.rmem_max: got 8388608, want 4194304"},
+		{"link\t/opt/relay/releases/1.7.0\n", "release link: got " + rel + ", want /opt/relay/releases/1.7.0"},
+		{"pid\t4242\t-\n", "relay restarted: got the same pid 4242, want a new one"},
+		{"pid\t-\t/opt/relay/releases/1.7.0\n", "relay runs the release in /opt/relay/releases/1.7.0: got " + rel + "/relayd"},
+		{"rb\t4194304\n", "ss rb: got rb8388608, want rb4194304"},
+		{"rubbish\tx\n", "unknown check rubbish"},
+	}
+	for _, tt := range tests {
+		fails, pid := hostChecks([]byte(reading), B, []byte(tt.checks))
+		if fails != tt.fails || pid != "4242" {
+			t.Errorf("checks %q: got %q (pid %q), want %q (pid 4242)", tt.checks, fails, pid, tt.fails)
+		}
+	}
+	if fails, pid := hostChecks([]byte(frame("service", "")), B, []byte("pid\t-\t-\nrb\t1\n")); pid != "" || fails != "relay running: got false, want true; ss rb: no socket of the relay on its port" {
+		t.Errorf("no relay: got %q (pid %q)", fails, pid)
+	}
+}
+
+// A window's process reads only the program relayctl sent: one whose
+// sha256 is not the one it was started with is not run at all, nor one
+// started without the host lock.
+func TestAWindowRunsOnlyWhatWasSent(t *testing.T) {
+	state := stateDir(t)
+	if out := runSession(t, state, "lock\tx\n"); !strings.HasPrefix(out, "LOCKED") {
+		t.Fatal(out)
+	}
+	p := pathsOf(state)
+	id := "0123456789abcdef"
+	dir := p.windows + "/window-" + id
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.MkdirAll(dir, 0o700)
+	marker := filepath.Join(filepath.Dir(state), "ran")
+	prog := "relayctl-window 1\nkind rollback\nawait 0\njudge 0\nstable 0\nchecks 0\nobserve 0\nundo-at\nwindow " +
+		strconv.Itoa(len(req("dir", 0, nil, nil, marker))) + "\n" + req("dir", 0, nil, nil, marker)
+	os.WriteFile(dir+"/program", []byte(prog), 0o600)
+	lock, _ := os.OpenFile(state+"/lock", os.O_RDWR, 0)
+	defer lock.Close()
+	other, _ := os.CreateTemp("", "not-the-lock")
+	defer os.Remove(other.Name())
+	run := func(sum string, fd3 *os.File) string {
+		self, _ := os.Executable()
+		var stderr bytes.Buffer
+		c := exec.Command(self, "window", state, id, sum)
+		c.ExtraFiles = []*os.File{fd3, other}
+		c.Stderr = &stderr
+		c.Run()
+		return stderr.String()
+	}
+	if got := run(strings.Repeat("0", 64), lock); !strings.Contains(got, "not the one relayctl sent") {
+		t.Errorf("a program not sent: %q", got)
+	}
+	if got := run(sha256Hex([]byte(prog)), other); !strings.Contains(got, "does not hold the host lock") {
+		t.Errorf("without the lock: %q", got)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("a program that was not the one sent ran")
+	}
+}
