@@ -117,11 +117,7 @@ func Decode(enc string, packed, base []byte, limit int) ([]byte, error) {
 		}
 		return out, nil
 	case Zstd, ZstdPatch:
-		opts := []zstd.DOption{zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(MaxWindow), zstd.WithDecoderMaxMemory(uint64(limit) + 1)}
-		if enc == ZstdPatch {
-			opts = append(opts, zstd.WithDecoderDictRaw(0, base))
-		}
-		d, err := zstd.NewReader(nil, opts...)
+		d, err := zstd.NewReader(nil, zstdDecoderOptions(enc, base, uint64(limit)+1)...)
 		if err != nil {
 			return nil, fmt.Errorf("decode %s: %w", enc, err)
 		}
