@@ -123,22 +123,28 @@ func (r *request) data(max int) ([]byte, error) {
 }
 
 // dataReader streams the request's data: exactly what is left of it.
-func (r *request) dataReader() io.Reader {
-	n := r.dataLeft
-	r.dataLeft = 0
-	return &countedReader{r: io.LimitReader(r.in, int64(n)), left: n}
-}
+// Whatever its reader does (stops at a bad byte, a full disk), drain
+// reads the rest after the primitive, so the next line read is the next
+// request.
+func (r *request) dataReader() io.Reader { return &countedReader{req: r} }
 
-// countedReader is a payload read through: whatever the reader of it does,
-// the rest is drained by drain, so the next line read is the next request.
-type countedReader struct {
-	r    io.Reader
-	left int
-}
+// countedReader is a payload read through: it counts the request's
+// dataLeft down as it reads, and reads no further.
+type countedReader struct{ req *request }
 
 func (c *countedReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.left -= n
+	left := c.req.dataLeft
+	if left <= 0 {
+		return 0, io.EOF
+	}
+	if len(p) > left {
+		p = p[:left]
+	}
+	n, err := c.req.in.Read(p)
+	c.req.dataLeft -= n
+	if err == io.EOF && c.req.dataLeft > 0 {
+		err = io.ErrUnexpectedEOF
+	}
 	return n, err
 }
 
