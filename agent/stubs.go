@@ -2,9 +2,6 @@ package agent
 
 // Families another change fills in.
 var (
-	releasePrimitives = map[string]handler{
-		"keep": notYet, "fetch": notYet, "place-release": notYet, "check-release": notYet, "release-sum": notYet, "prune": notYet,
-	}
 	relayPrimitives = map[string]handler{"observe": observe, "sample": notYet, "relay-drain": notYet}
 )
 
