@@ -7,7 +7,7 @@ package agent
 // and old ones removed (prune).
 var releasePrimitives = map[string]handler{
 	"keep":          pKeep,
-	"fetch":         notYet,
+	"fetch":         pFetch,
 	"place-release": notYet,
 	"check-release": notYet,
 	"release-sum":   notYet,
