@@ -311,7 +311,11 @@ func TestKeepRefusesAPatchFromAnotherBase(t *testing.T) {
 		{"no base", func() string { return base + ".missing" }, "the patch's base " + base + ".missing is not a regular file of root's alone"},
 		{"a symlink to the base", func() string { os.WriteFile(base, old, 0o755); os.Symlink(base, base+".link"); return base + ".link" },
 			"the patch's base " + base + ".link is not a regular file of root's alone"},
-		{"a base of another user's", func() string { os.WriteFile(base+".users", old, 0o755); os.Chown(base+".users", 65534, 0); return base + ".users" },
+		{"a base of another user's", func() string {
+			os.WriteFile(base+".users", old, 0o755)
+			os.Chown(base+".users", 65534, 0)
+			return base + ".users"
+		},
 			"the patch's base " + base + ".users is not a regular file of root's alone"},
 		{"a base in a folder anyone can write", func() string { os.WriteFile(open+"/relayd", old, 0o755); return open + "/relayd" },
 			open + " is not owned by root or is writable by its group or others"},
