@@ -25,7 +25,7 @@ var releasePrimitives = map[string]handler{
 	"place-release": pPlaceRelease,
 	"check-release": pCheckRelease,
 	"release-sum":   pReleaseSum,
-	"prune":         notYet,
+	"prune":         pPrune,
 }
 
 // noTree is the TREE of a release of one program file.
