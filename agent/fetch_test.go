@@ -65,7 +65,7 @@ func TestFetch(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	sha := sumOf(data)
+	sha := sha256Hex(data)
 	store := func(sha string) string { return filepath.Join(root, "releases", ".sha256", sha, "relayd") }
 	fetch := func(url, sha, timeout string) []string {
 		return locked(t, state, req("fetch", 1, nil, nil, store(sha), sha, url, strconv.Itoa(cap), timeout), syncReq(), req("clock", 0, nil, nil))

@@ -235,14 +235,4 @@ func (w writeErrors) Write(p []byte) (int, error) {
 }
 
 // isSHA256 is a sha256 as relayctl writes it: 64 lowercase hex digits.
-func isSHA256(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+func isSHA256(s string) bool { return len(s) == 64 && isHexString(s) }

@@ -2,8 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,11 +21,6 @@ import (
 // folder others can write; packed forms decoded here, refused with their
 // reason, and the session in step after each.
 
-func sumOf(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
 // testRoot is a folder of root's alone for a test's files, beside its
 // state folder.
 func testRoot(t *testing.T) (root, state string) {
@@ -41,7 +34,7 @@ func keepReq(path string, data []byte, send bool, args ...string) string {
 	if send {
 		payload = data
 	}
-	return req("keep", 1, payload, nil, append([]string{path, sumOf(data), strconv.Itoa(len(data)), "0755"}, args...)...)
+	return req("keep", 1, payload, nil, append([]string{path, sha256Hex(data), strconv.Itoa(len(data)), "0755"}, args...)...)
 }
 
 func syncReq() string { return req("sync", 0, nil, nil) }
@@ -49,7 +42,7 @@ func syncReq() string { return req("sync", 0, nil, nil) }
 // packedReq is a keep whose data is the form enc of data (the payload,
 // or an offer without it when payload is nil).
 func packedReq(path string, data []byte, enc, base, baseSHA string, payload []byte) string {
-	return req("keep", 1, payload, nil, path, sumOf(data), strconv.Itoa(len(data)), "0755", "-", enc, base, baseSHA)
+	return req("keep", 1, payload, nil, path, sha256Hex(data), strconv.Itoa(len(data)), "0755", "-", enc, base, baseSHA)
 }
 
 func encode(t *testing.T, enc string, data, base []byte) []byte {
@@ -105,7 +98,7 @@ func fileIs(t *testing.T, p string, data []byte) {
 func TestKeepSendsOnceThenKeeps(t *testing.T) {
 	root, state := testRoot(t)
 	data := []byte("relayd bytes\n")
-	file := filepath.Join(root, "releases", ".sha256", sumOf(data), "relayd")
+	file := filepath.Join(root, "releases", ".sha256", sha256Hex(data), "relayd")
 	want(t, locked(t, state, keepReq(file, data, false)), "NEED")
 	want(t, locked(t, state, keepReq(file, data, true)), "VAL sent 13")
 	fileIs(t, file, data)
@@ -138,11 +131,11 @@ func TestKeepRefusesOtherBytes(t *testing.T) {
 	data := []byte("relayd bytes\n")
 	file := filepath.Join(root, "store", "relayd")
 	claimed := []byte("other bytes!\n")
-	bad := req("keep", 1, data, nil, file, sumOf(claimed), "13", "0755")
-	short := req("keep", 1, data[:5], nil, file, sumOf(data), "13", "0755")
-	long := req("keep", 1, bytes.Repeat(data, 1000), nil, file, sumOf(data), "13", "0755")
+	bad := req("keep", 1, data, nil, file, sha256Hex(claimed), "13", "0755")
+	short := req("keep", 1, data[:5], nil, file, sha256Hex(data), "13", "0755")
+	long := req("keep", 1, bytes.Repeat(data, 1000), nil, file, sha256Hex(data), "13", "0755")
 	want(t, locked(t, state, bad, keepReq(file, data, true), syncReq(), short, syncReq(), long, syncReq(), keepReq(file, data, true)),
-		"ERR the bytes received for "+file+" have sha256 "+sumOf(data)+", want "+sumOf(claimed), "SKIP", "OK",
+		"ERR the bytes received for "+file+" have sha256 "+sha256Hex(data)+", want "+sha256Hex(claimed), "SKIP", "OK",
 		"ERR received 5 of 13 bytes for "+file, "OK",
 		"ERR received 13000 of 13 bytes for "+file, "OK",
 		"VAL sent 13")
@@ -152,7 +145,7 @@ func TestKeepRefusesOtherBytes(t *testing.T) {
 		{"a set-id mode", "13", "4755", "ERR keep " + file + ": bad mode \"4755\""},
 		{"a mode that is no octal", "13", "0758", "ERR keep " + file + ": bad mode \"0758\""},
 	} {
-		got := locked(t, state, req("keep", 1, data, nil, file, sumOf(data), c.size, c.mode), syncReq(), req("clock", 0, nil, nil))
+		got := locked(t, state, req("keep", 1, data, nil, file, sha256Hex(data), c.size, c.mode), syncReq(), req("clock", 0, nil, nil))
 		if len(got) != 3 || !strings.HasPrefix(got[0], c.want) || !strings.HasPrefix(got[2], "VAL ") {
 			t.Errorf("%s: got %q, want %q then the clock", c.name, got, c.want)
 		}
@@ -249,7 +242,7 @@ func TestKeepTakesTheModeAndOwnerOfLike(t *testing.T) {
 // storeWith is a release store holding old, as an earlier apply left it.
 func storeWith(t *testing.T, root string, old []byte) (base string) {
 	t.Helper()
-	base = filepath.Join(root, "releases", ".sha256", sumOf(old), "relayd")
+	base = filepath.Join(root, "releases", ".sha256", sha256Hex(old), "relayd")
 	os.MkdirAll(filepath.Dir(base), 0o755)
 	if err := os.WriteFile(base, old, 0o755); err != nil {
 		t.Fatal(err)
@@ -276,7 +269,7 @@ func TestKeepDecodesEveryForm(t *testing.T) {
 		file := filepath.Join(root, enc, "relayd")
 		b, sha := "-", "-"
 		if enc == uplink.ZstdPatch {
-			b, sha = base, sumOf(old)
+			b, sha = base, sha256Hex(old)
 		}
 		form := encode(t, enc, new, old)
 		want(t, locked(t, state, packedReq(file, new, enc, b, sha, nil)), "NEED")
@@ -296,7 +289,7 @@ func TestKeepRefusesAPatchFromAnotherBase(t *testing.T) {
 	old, new := twoReleases(t)
 	base := storeWith(t, root, old)
 	patch := encode(t, uplink.ZstdPatch, new, old)
-	file := filepath.Join(root, "releases", ".sha256", sumOf(new), "relayd")
+	file := filepath.Join(root, "releases", ".sha256", sha256Hex(new), "relayd")
 	changed := append(bytes.Clone(old), 'x')
 	open := filepath.Join(root, "open")
 	os.Mkdir(open, 0o777)
@@ -307,7 +300,7 @@ func TestKeepRefusesAPatchFromAnotherBase(t *testing.T) {
 		why   string
 	}{
 		{"other bytes under its name", func() string { os.WriteFile(base, changed, 0o755); return base },
-			"the patch's base " + base + " has sha256 " + sumOf(changed) + ", not the " + sumOf(old) + " it was made from"},
+			"the patch's base " + base + " has sha256 " + sha256Hex(changed) + ", not the " + sha256Hex(old) + " it was made from"},
 		{"no base", func() string { return base + ".missing" }, "the patch's base " + base + ".missing is not a regular file of root's alone"},
 		{"a symlink to the base", func() string { os.WriteFile(base, old, 0o755); os.Symlink(base, base+".link"); return base + ".link" },
 			"the patch's base " + base + ".link is not a regular file of root's alone"},
@@ -321,8 +314,8 @@ func TestKeepRefusesAPatchFromAnotherBase(t *testing.T) {
 			open + " is not owned by root or is writable by its group or others"},
 	} {
 		b := c.plant()
-		want(t, locked(t, state, packedReq(file, new, uplink.ZstdPatch, b, sumOf(old), nil)), "NEED "+c.why)
-		want(t, locked(t, state, packedReq(file, new, uplink.ZstdPatch, b, sumOf(old), patch), syncReq(), req("clock", 0, nil, nil))[:2],
+		want(t, locked(t, state, packedReq(file, new, uplink.ZstdPatch, b, sha256Hex(old), nil)), "NEED "+c.why)
+		want(t, locked(t, state, packedReq(file, new, uplink.ZstdPatch, b, sha256Hex(old), patch), syncReq(), req("clock", 0, nil, nil))[:2],
 			"NEED the zstd-patch form: "+c.why, "OK")
 		if _, err := os.Stat(file); err == nil {
 			t.Errorf("%s: the file was written", c.name)
@@ -343,7 +336,7 @@ func TestKeepFallsBackFromFormsThatDoNotDecode(t *testing.T) {
 	root, state := testRoot(t)
 	old, new := twoReleases(t)
 	base := storeWith(t, root, old)
-	file := filepath.Join(root, "releases", ".sha256", sumOf(new), "relayd")
+	file := filepath.Join(root, "releases", ".sha256", sha256Hex(new), "relayd")
 	damaged := encode(t, uplink.ZstdPatch, new, old)
 	damaged[len(damaged)/2] ^= 0xff
 	otherSame := bytes.Clone(new)
@@ -354,10 +347,10 @@ func TestKeepFallsBackFromFormsThatDoNotDecode(t *testing.T) {
 		why                string
 	}{
 		{uplink.Gzip, "-", "-", bytes.Repeat([]byte("not gzip\n"), 100000), "the gzip form: gzip -d: gzip: invalid header"},
-		{uplink.ZstdPatch, base, sumOf(old), damaged, "the zstd-patch form: zstd -d: "},
-		{uplink.ZstdPatch, base, sumOf(old), encode(t, uplink.ZstdPatch, new, new[:len(new)/2]), "the zstd-patch form: "},
+		{uplink.ZstdPatch, base, sha256Hex(old), damaged, "the zstd-patch form: zstd -d: "},
+		{uplink.ZstdPatch, base, sha256Hex(old), encode(t, uplink.ZstdPatch, new, new[:len(new)/2]), "the zstd-patch form: "},
 		{uplink.Gzip, "-", "-", encode(t, uplink.Gzip, append(bytes.Clone(new), "and more"...), nil), "the gzip form: it decoded to more than " + strconv.Itoa(len(new)) + " bytes"},
-		{uplink.Gzip, "-", "-", encode(t, uplink.Gzip, otherSame, nil), "the gzip form decoded to bytes with sha256 " + sumOf(otherSame) + ", want " + sumOf(new)},
+		{uplink.Gzip, "-", "-", encode(t, uplink.Gzip, otherSame, nil), "the gzip form decoded to bytes with sha256 " + sha256Hex(otherSame) + ", want " + sha256Hex(new)},
 		{"bzip2", "-", "-", []byte("BZh9 whatever"), "the bzip2 form: bzip2 is not a form the agent decodes"},
 	}
 	conf := []byte("RELAYD_LISTEN=0.0.0.0:7788\n")

@@ -66,8 +66,7 @@ func readBase(base, baseSHA string) ([]byte, error) {
 	if len(b) > maxPatchBase {
 		return nil, fmt.Errorf("the patch's base %s is more than %d bytes, more than the agent decodes a patch against", base, maxPatchBase)
 	}
-	sum := sha256.Sum256(b)
-	return b, checkBaseSum(base, baseSHA, hex.EncodeToString(sum[:]))
+	return b, checkBaseSum(base, baseSHA, sha256Hex(b))
 }
 
 // openBase opens a patch's base, a regular file of root's alone in a

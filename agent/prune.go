@@ -61,7 +61,7 @@ func pruneWord(w string) (target, bad string) {
 		return v, ""
 	case strings.HasPrefix(w, "s:"):
 		h := w[2:]
-		if h == "" || strings.Trim(h, "0123456789abcdef") != "" {
+		if !isHexString(h) {
 			return "", h
 		}
 		if len(h) != 64 {

@@ -77,7 +77,7 @@ var goodMembers = []member{
 // inStore writes data in the release store under root, as keep leaves it.
 func inStore(t *testing.T, root string, data []byte, name string) string {
 	t.Helper()
-	p := filepath.Join(root, "releases", ".sha256", sumOf(data), name)
+	p := filepath.Join(root, "releases", ".sha256", sha256Hex(data), name)
 	os.MkdirAll(filepath.Dir(p), 0o755)
 	if err := os.WriteFile(p, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func TestPlaceReleaseOfABinary(t *testing.T) {
 	dir := filepath.Join(root, "releases", "1.8.0")
 	os.MkdirAll(dir, 0o755)
 	os.WriteFile(filepath.Join(dir, "stale"), []byte("an earlier try's\n"), 0o644)
-	want(t, locked(t, state, placeReq(dir, file, sumOf(data), "relayd", "-"), checkReq(dir, sumOf(data), "relayd", "-")), "OK", "OK")
+	want(t, locked(t, state, placeReq(dir, file, sha256Hex(data), "relayd", "-"), checkReq(dir, sha256Hex(data), "relayd", "-")), "OK", "OK")
 	fileIs(t, filepath.Join(dir, "relayd"), data)
 	onlyFile(t, dir, "relayd")
 	if fi, _ := os.Stat(filepath.Join(dir, "relayd")); fi.Mode().Perm() != 0o755 {
@@ -118,12 +118,12 @@ func TestPlaceReleaseOfABinary(t *testing.T) {
 	os.Chmod(open, 0o777)
 	wrong := strings.Repeat("0", 64)
 	for _, c := range []struct{ name, req, want string }{
-		{"another sha256", placeReq(other, file, wrong, "relayd", "-"), "ERR the release on the host has sha256 " + sumOf(data) + ", want " + wrong},
-		{"a symlink for the file", placeReq(other, link, sumOf(data), "relayd", "-"), "ERR " + link + " is not a regular file"},
-		{"no file", placeReq(other, file+".none", sumOf(data), "relayd", "-"), "ERR " + file + ".none is not a regular file"},
-		{"a program out of the folder", placeReq(other, file, sumOf(data), "../relayd", "-"), "ERR place " + other + ": bad program \"../relayd\""},
-		{"a binary's program in a subfolder", placeReq(other, file, sumOf(data), "bin/relayd", "-"), "ERR place " + other + ": bad program \"bin/relayd\""},
-		{"a folder anyone can write", placeReq(filepath.Join(open, "1.9.0"), file, sumOf(data), "relayd", "-"), "ERR " + open + " is not owned by root or is writable by its group or others"},
+		{"another sha256", placeReq(other, file, wrong, "relayd", "-"), "ERR the release on the host has sha256 " + sha256Hex(data) + ", want " + wrong},
+		{"a symlink for the file", placeReq(other, link, sha256Hex(data), "relayd", "-"), "ERR " + link + " is not a regular file"},
+		{"no file", placeReq(other, file+".none", sha256Hex(data), "relayd", "-"), "ERR " + file + ".none is not a regular file"},
+		{"a program out of the folder", placeReq(other, file, sha256Hex(data), "../relayd", "-"), "ERR place " + other + ": bad program \"../relayd\""},
+		{"a binary's program in a subfolder", placeReq(other, file, sha256Hex(data), "bin/relayd", "-"), "ERR place " + other + ": bad program \"bin/relayd\""},
+		{"a folder anyone can write", placeReq(filepath.Join(open, "1.9.0"), file, sha256Hex(data), "relayd", "-"), "ERR " + open + " is not owned by root or is writable by its group or others"},
 	} {
 		got := locked(t, state, c.req, syncReq(), req("clock", 0, nil, nil))
 		if len(got) != 3 || !strings.HasPrefix(got[0], c.want) || !strings.HasPrefix(got[2], "VAL ") {
@@ -216,7 +216,7 @@ func TestPlaceReleaseRefusesHostileTarballs(t *testing.T) {
 		{"no program", makeTar(t, true, member{name: "bin/other", mode: 0o755, body: "#!/bin/sh\n"}), dir + ".relayctl-new/bin/myrelay is not a regular file"},
 	} {
 		file := inStore(t, root, c.tarball, "release.tar")
-		got := locked(t, state, placeReq(dir, file, sumOf(c.tarball), "bin/myrelay", strings.Repeat("0", 64)), syncReq(), req("clock", 0, nil, nil))
+		got := locked(t, state, placeReq(dir, file, sha256Hex(c.tarball), "bin/myrelay", strings.Repeat("0", 64)), syncReq(), req("clock", 0, nil, nil))
 		if len(got) != 3 || !strings.HasPrefix(got[0], "ERR "+c.want) || !strings.HasPrefix(got[2], "VAL ") {
 			t.Errorf("%s: got %q, want ERR %s, then the clock", c.name, got, c.want)
 		}
@@ -237,7 +237,7 @@ func TestCheckReleaseOwnership(t *testing.T) {
 	os.MkdirAll(rel, 0o755)
 	body := []byte("#!/bin/sh\n")
 	os.WriteFile(filepath.Join(rel, "relayd"), body, 0o755)
-	sha := sumOf(body)
+	sha := sha256Hex(body)
 	check := func() []string { return locked(t, state, checkReq(rel, sha, "relayd", "-")) }
 	want(t, check(), "OK")
 	nobody := 65534
@@ -259,7 +259,7 @@ func TestCheckReleaseOwnership(t *testing.T) {
 		{"a parent of another user's", func() { os.Chown(filepath.Dir(rel), nobody, 0) }, func() { os.Chown(filepath.Dir(rel), 0, 0) },
 			filepath.Dir(rel) + " is not owned by root"},
 		{"other bytes", func() { os.WriteFile(filepath.Join(rel, "relayd"), []byte("#!/bin/sh\nevil\n"), 0o755) }, func() { os.WriteFile(filepath.Join(rel, "relayd"), body, 0o755) },
-			"the release already in " + rel + " is not the one reviewed: " + filepath.Join(rel, "relayd") + " has sha256 " + sumOf([]byte("#!/bin/sh\nevil\n")) + ", want " + sha},
+			"the release already in " + rel + " is not the one reviewed: " + filepath.Join(rel, "relayd") + " has sha256 " + sha256Hex([]byte("#!/bin/sh\nevil\n")) + ", want " + sha},
 		{"no program", func() { os.Rename(filepath.Join(rel, "relayd"), filepath.Join(rel, "x")) }, func() { os.Rename(filepath.Join(rel, "x"), filepath.Join(rel, "relayd")) },
 			"the release already in " + rel + " is not the one reviewed: " + filepath.Join(rel, "relayd") + " is not a regular file"},
 	} {
@@ -282,7 +282,7 @@ func TestReleaseSum(t *testing.T) {
 	body := "\x7fELF...." + capability.Marker + "...." + capability.Prefix + "later=one/1\n"
 	os.WriteFile(filepath.Join(dir, "relayd"), []byte(body), 0o755)
 	caps := strings.ReplaceAll(strings.TrimPrefix(strings.TrimSpace(capability.Marker), capability.Prefix), " ", ",")
-	tree := artifact.TreeHash(map[string]string{"relayd": sumOf([]byte(body))})
+	tree := artifact.TreeHash(map[string]string{"relayd": sha256Hex([]byte(body))})
 	plain := filepath.Join(root, "plain")
 	os.MkdirAll(plain, 0o755)
 	os.WriteFile(filepath.Join(plain, "relayd"), []byte("no marker"), 0o755)
@@ -292,8 +292,8 @@ func TestReleaseSum(t *testing.T) {
 	os.Symlink(dir, filepath.Join(root, "dir-link"))
 	sum := func(dir, tree string) string { return req("release-sum", 0, nil, nil, dir, "relayd", tree) }
 	want(t, locked(t, state, sum(dir, "-"), sum(dir, "tree"), sum(plain, "-"), sum(filepath.Join(root, "none"), "-"), sum(linked, "-"), sum(filepath.Join(root, "dir-link"), "-")),
-		"VAL "+sumOf([]byte(body))+" - "+caps,
-		"VAL "+sumOf([]byte(body))+" "+tree+" "+caps,
-		"VAL "+sumOf([]byte("no marker"))+" - ",
+		"VAL "+sha256Hex([]byte(body))+" - "+caps,
+		"VAL "+sha256Hex([]byte(body))+" "+tree+" "+caps,
+		"VAL "+sha256Hex([]byte("no marker"))+" - ",
 		"VAL ", "VAL ", "VAL ")
 }
