@@ -126,17 +126,15 @@ func (s *session) start() int {
 	}
 	f := strings.Split(first, "\t")
 	switch f[0] {
-	case "receipts":
-		s.emit(receiptsAnswer(s.paths, strings.Join(f[1:], "\t")))
-		return 0
-	case "observe":
+	case "receipts", "observe":
+		// Read-only, without the lock: one request, one answer, then exit.
 		r, err := readRequest(bufio.NewReader(strings.NewReader(first + "\n")))
 		if err != nil {
 			s.emit(errf("bad request line"))
 			return exitBad
 		}
 		r.in = s.in
-		s.emit(observe(s, r))
+		s.emit(primitives[f[0]](s, r))
 		return 0
 	case "lock":
 	default:
