@@ -146,6 +146,97 @@ func FuzzParseSNMP(f *testing.F) {
 	})
 }
 
+// The ends of the captured connection (testdata/README.md).
+var (
+	capturedCaller  = netip.MustParseAddrPort("127.0.0.1:40000")
+	capturedRelay   = netip.MustParseAddrPort("127.0.0.1:7789")
+	capturedCaller6 = netip.MustParseAddrPort("[::1]:40000")
+	capturedRelay6  = netip.MustParseAddrPort("[::1]:7789")
+)
+
+// ProcNetTCPSock finds either end of a loopback connection in the
+// kernel's own files, in each state the caller's end goes through as it
+// closes; only the established one is live.
+func TestProcNetTCPSock(t *testing.T) {
+	tests := []struct {
+		file          string
+		local, remote netip.AddrPort
+		want          TCPSock
+		live          bool
+	}{
+		{"proc_net_tcp_established.txt", capturedCaller, capturedRelay, TCPSock{TCPEstablished, 65534, 210309}, true},
+		{"proc_net_tcp_established.txt", capturedRelay, capturedCaller, TCPSock{TCPEstablished, 0, 210310}, true},
+		{"proc_net_tcp_finwait1.txt", capturedCaller, capturedRelay, TCPSock{TCPFinWait1, 65534, 0}, false},
+		{"proc_net_tcp_finwait1.txt", capturedRelay, capturedCaller, TCPSock{TCPCloseWait, 0, 210310}, false},
+		{"proc_net_tcp_timewait.txt", capturedCaller, capturedRelay, TCPSock{TCPFinWait2, 0, 0}, false},
+		{"proc_net_tcp6_established.txt", capturedCaller6, capturedRelay6, TCPSock{TCPEstablished, 65534, 209316}, true},
+	}
+	for _, tt := range tests {
+		got, found, err := ProcNetTCPSock(readTestdata(t, tt.file), tt.local, tt.remote)
+		if err != nil || !found || got != tt.want || got.Live() != tt.live {
+			t.Errorf("%s, %s to %s: got %+v (%s), found %v, live %v, %v; want %+v, live %v",
+				tt.file, tt.local, tt.remote, got, got.StateName(), found, got.Live(), err, tt.want, tt.live)
+		}
+	}
+	if _, found, err := ProcNetTCPSock(readTestdata(t, "proc_net_tcp_established.txt"), netip.MustParseAddrPort("127.0.0.1:40001"), capturedRelay); err != nil || found {
+		t.Errorf("no such connection: found %v, %v", found, err)
+	}
+}
+
+// Two lines of one pair (a socket and the timewait entry that replaced it
+// while the file was read): the live one is the answer, whichever comes
+// first; the timewait entry's uid 0 never is.
+func TestProcNetTCPSockPrefersTheLiveLine(t *testing.T) {
+	const header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+	const timewait = "   2: 0100007F:9C40 0100007F:1E6D 05 00000000:00000000 03:0000174B 00000000     0        0 0 3 00000000bc7fb062\n"
+	const live = "   3: 0100007F:9C40 0100007F:1E6D 01 00000000:00000000 00:00000000 00000000 65534        0 210309 2 00000000869dc711 20 0 0 11 -1\n"
+	for _, content := range []string{header + timewait + live, header + live + timewait} {
+		got, found, err := ProcNetTCPSock([]byte(content), capturedCaller, capturedRelay)
+		if err != nil || !found || got != (TCPSock{TCPEstablished, 65534, 210309}) {
+			t.Errorf("got %+v, %v, %v; want the live line's uid 65534 and inode\n%s", got, found, err, content)
+		}
+	}
+}
+
+func TestProcNetTCPSockErrors(t *testing.T) {
+	const header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+	tests := []struct{ name, in, wantErr string }{
+		{"empty", "", "want the header"},
+		{"no header", "   0: 0100007F:1E6D 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1 2\n", "want the header"},
+		{"short line", header + "   0: 0100007F:1E6D 00000000:0000 0A\n", "line 2: want at least 10 fields"},
+		{"bad address", header + "   0: 0100007G:1E6D 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 1 2\n", "line 2: local address"},
+		{"bad state", header + "   0: 0100007F:1E6D 00000000:0000 1FF 00000000:00000000 00:00000000 00000000 0 0 1 2\n", "line 2: state"},
+		{"bad uid", header + "   0: 0100007F:1E6D 00000000:0000 0A 00000000:00000000 00:00000000 00000000 -1 0 1 2\n", "line 2: uid"},
+		{"bad inode", header + "   0: 0100007F:1E6D 00000000:0000 0A 00000000:00000000 00:00000000 00000000 0 0 x 2\n", "line 2: inode"},
+	}
+	for _, tt := range tests {
+		_, _, err := ProcNetTCPSock([]byte(tt.in), capturedCaller, capturedRelay)
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: got %v, want an error containing %q", tt.name, err, tt.wantErr)
+		}
+	}
+}
+
+func FuzzProcNetTCPSock(f *testing.F) {
+	for _, name := range []string{"proc_net_tcp_established.txt", "proc_net_tcp_finwait1.txt", "proc_net_tcp_timewait.txt", "proc_net_tcp6_established.txt"} {
+		f.Add(readTestdata(f, name), "127.0.0.1:40000", "127.0.0.1:7789")
+	}
+	f.Fuzz(func(t *testing.T, b []byte, local, remote string) {
+		l, err1 := netip.ParseAddrPort(local)
+		r, err2 := netip.ParseAddrPort(remote)
+		if err1 != nil || err2 != nil {
+			return
+		}
+		sock, found, err := ProcNetTCPSock(b, l, r)
+		if err != nil && !strings.HasPrefix(err.Error(), "parse /proc/net/tcp") {
+			t.Fatalf("ProcNetTCPSock: an error that does not say what it parsed: %v", err)
+		}
+		if (err != nil || !found) && sock != (TCPSock{}) {
+			t.Fatalf("ProcNetTCPSock returned %+v with found %v, %v", sock, found, err)
+		}
+	})
+}
+
 // TCPOwner finds the uid of a loopback connection's one end: the line whose
 // local address is that end's.
 func TestTCPOwner(t *testing.T) {
