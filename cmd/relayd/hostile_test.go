@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -513,14 +514,25 @@ func drainAs(t *testing.T, control string, uid uint32, verb string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// needRoot skips a test that acts as another user, or fails it in CI,
+// where a test that skips proves nothing.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("calls the control plane as another user: needs root")
+	}
+	t.Skip("calls the control plane as another user: needs root")
+}
+
 // TestHostileDrainNeedsTheRelaysUser: any local user reaches the control
 // plane on loopback, but only root and the user relayd runs as may turn
 // the drain gate on (refusing every new lobby) or off (lifting a
 // rollout's); another user's request is refused and changes nothing.
 func TestHostileDrainNeedsTheRelaysUser(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("calls the control plane as another user: needs root")
-	}
+	needRoot(t)
 	p := startRelayd(t, nil, nil, loopbackArgs(t)...)
 	const nobody = 65534
 	for _, verb := range []string{"POST", "DELETE"} {
@@ -536,6 +548,130 @@ func TestHostileDrainNeedsTheRelaysUser(t *testing.T) {
 	}
 	if got := drainAs(t, p.control, nobody, "DELETE"); !strings.Contains(got, " 403 ") || !p.status().Draining {
 		t.Errorf("DELETE /drain as uid %d while draining: %q, draining %v; want 403 and still draining", nobody, got, p.status().Draining)
+	}
+}
+
+// drainDecisions matches relayd's log line for each /drain call it
+// decided: acted on (either way) or refused.
+var drainDecisions = regexp.MustCompile(`msg="(draining: no new lobbies|drain ended: new lobbies welcome|drain refused)"`)
+
+// decisionLines are relayd's log lines of /drain decisions, in order.
+func decisionLines(log string) []string {
+	var lines []string
+	for _, l := range strings.Split(log, "\n") {
+		if drainDecisions.MatchString(l) {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// sendAndCloseAs sends "VERB /drain" as uid and closes the connection at
+// once, without reading the answer, then waits (at most 5 s) until relayd
+// has decided the call: logged that it acted or that it refused. It
+// returns that log line.
+func sendAndCloseAs(t *testing.T, p *proc, uid uint32, verb string) string {
+	t.Helper()
+	before := len(decisionLines(p.logText()))
+	host, port, _ := net.SplitHostPort(p.control)
+	script := fmt.Sprintf(`exec 3<>/dev/tcp/%s/%s && printf '%s /drain HTTP/1.0\r\n\r\n' >&3 && exec 3>&-`, host, port, verb)
+	cmd := exec.Command("bash", "-c", script)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s /drain as uid %d, closed at once: %v\n%s", verb, uid, err, out)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if lines := decisionLines(p.logText()); len(lines) > before {
+			return lines[before]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s /drain as uid %d, closed at once: relayd logged no decision in 5 s", verb, uid)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// holdListeners opens n TCP listeners on one loopback port with
+// SO_REUSEPORT. /proc/net/tcp lists every listener before any connection,
+// so a reader of that file reaches a connection's line only after n
+// others: time in which a connection its caller has closed becomes a
+// timewait entry. Any local user can hold them; whose they are does not
+// change where the kernel lists them.
+func holdListeners(t *testing.T, n int) {
+	t.Helper()
+	port := 0
+	for i := range n {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatalf("listener %d: %v", i, err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+			t.Fatalf("listener %d: SO_REUSEPORT: %v", i, err)
+		}
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			t.Fatalf("listener %d: bind 127.0.0.1:%d: %v", i, port, err)
+		}
+		if err := unix.Listen(fd, 1); err != nil {
+			t.Fatalf("listener %d: listen: %v", i, err)
+		}
+		if port == 0 {
+			sa, err := unix.Getsockname(fd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			port = sa.(*unix.SockaddrInet4).Port
+		}
+	}
+}
+
+// TestHostileDrainSendAndClose: a local user that sends POST or DELETE
+// /drain and closes at once, without reading the answer, leaves in its
+// connection's place an orphan in FIN_WAIT1 and, once relayd's kernel has
+// acknowledged the FIN (its delayed ACK, some 40 ms), a FIN_WAIT2 timewait
+// entry, which the kernel lists with uid 0 and inode 0. Ten thousand
+// listeners delay a reader of /proc/net/tcp past that (about 95 ms to read
+// the file here). relayd must neither drain for that user nor lift root's
+// drain for it: asking sock_diag, and reading /proc/net/tcp where a
+// sandbox refuses it netlink sockets (the unit before it allowed
+// AF_NETLINK).
+func TestHostileDrainSendAndClose(t *testing.T) {
+	needRoot(t)
+	tests := []struct {
+		name   string
+		prefix []string
+		env    []string
+		via    string // the file relayd says it reads callers from; "" for sock_diag
+	}{
+		{name: "sock_diag"},
+		{name: "no netlink socket", prefix: []string{os.Args[0]}, env: []string{noNetlinkEnv + "=1"}, via: "/proc/self/net/tcp"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := startRelayd(t, tt.prefix, tt.env, loopbackArgs(t)...)
+			holdListeners(t, 10000)
+			const nobody = 65534
+			for range 3 {
+				t.Log(sendAndCloseAs(t, p, nobody, "POST"))
+				if p.status().Draining {
+					t.Fatalf("POST /drain as uid %d, closed at once: the relay drains", nobody)
+				}
+			}
+			if got := drainAs(t, p.control, 0, "POST"); !strings.Contains(got, " 200 ") {
+				t.Fatalf("POST /drain as root: %q, want 200", got)
+			}
+			for range 3 {
+				t.Log(sendAndCloseAs(t, p, nobody, "DELETE"))
+				if !p.status().Draining {
+					t.Fatalf("DELETE /drain as uid %d, closed at once, while root drains: the drain is lifted", nobody)
+				}
+			}
+			if warned := strings.Contains(p.logText(), "drain: finding callers in "); warned != (tt.via != "") ||
+				tt.via != "" && !strings.Contains(p.logText(), "via="+tt.via) {
+				t.Errorf("relayd's warning of /proc/net/tcp: logged %v, want it naming %q (\"\" for none)", warned, tt.via)
+			}
+		})
 	}
 }
 

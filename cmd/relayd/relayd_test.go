@@ -35,6 +35,7 @@ const stampedVersion = "1.8.0"
 var relaydPath string
 
 func TestMain(m *testing.M) {
+	runWrapper()
 	if p := os.Getenv("TEST_RELAYD"); p != "" {
 		relaydPath = p
 		os.Exit(m.Run())

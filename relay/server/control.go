@@ -2,8 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -11,7 +9,6 @@ import (
 	"time"
 
 	"github.com/relayctl/relayctl/relay/handoff"
-	"github.com/relayctl/relayctl/relay/sockstat"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -207,18 +204,15 @@ func (s *Server) Status() Status {
 }
 
 // drain turns the drain gate on or off (POST and DELETE /drain). The
-// control plane listens on loopback only; the checks here keep a browser
-// on the relay host from calling it for a web page (a cross-site POST
+// control plane listens on loopback only; drainRefused keeps a browser on
+// the relay host from calling it for a web page (a cross-site POST
 // carries an Origin header), and any local user but root and the relay's
 // own from refusing the relay's new lobbies, or lifting a rollout's drain.
+// A refusal is logged: someone on the host tried.
 func (s *Server) drain(on bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		ap, err := netip.ParseAddrPort(r.RemoteAddr)
-		if err != nil || !ap.Addr().Unmap().IsLoopback() || r.Header.Get("Origin") != "" {
-			http.Error(w, "drain: refused: only a client on the relay host itself (loopback, no browser Origin) may call it", http.StatusForbidden)
-			return
-		}
-		if why := callerRefused(r, ap); why != "" {
+		if why := s.drainRefused(r); why != "" {
+			s.log.Warn("drain refused", "from", r.RemoteAddr, "method", r.Method, "why", why)
 			http.Error(w, "drain: refused: "+why, http.StatusForbidden)
 			return
 		}
@@ -238,39 +232,6 @@ func (s *Server) drain(on bool) http.HandlerFunc {
 			Players  int  `json:"players"`
 		}{on, lobbies, players})
 	}
-}
-
-// callerRefused says why the caller of a loopback request may not change
-// the relay ("" when it may): only root and the user relayd runs as may.
-// The caller's socket is the line of the namespace's /proc/net/tcp whose
-// local address is the request's remote one; its uid is the caller's.
-func callerRefused(r *http.Request, from netip.AddrPort) string {
-	at, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok {
-		return "the connection's own address is unknown"
-	}
-	to, err := netip.ParseAddrPort(at.String())
-	if err != nil {
-		return "the connection's own address is unknown"
-	}
-	file := "/proc/self/net/tcp"
-	if from.Addr().Unmap().Is6() {
-		file = "/proc/self/net/tcp6"
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "cannot tell who calls: " + err.Error()
-	}
-	uid, found, err := sockstat.TCPOwner(b, from, to)
-	switch {
-	case err != nil:
-		return "cannot tell who calls: " + err.Error()
-	case !found:
-		return fmt.Sprintf("cannot tell who calls: no socket %s to %s in %s", from, to, file)
-	case uid != 0 && int(uid) != os.Geteuid():
-		return fmt.Sprintf("the caller is uid %d; only root and relayd's own user (uid %d) may call it", uid, os.Geteuid())
-	}
-	return ""
 }
 
 func (s *Server) handler() http.Handler {

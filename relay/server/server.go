@@ -53,7 +53,10 @@ type Server struct {
 	http      *http.Server
 	handoffLn *handoff.Listener // nil without RELAYD_HANDOFF_SOCKET
 	closeOnce sync.Once
-	done      chan struct{} // closed by Close
+	// viaProcOnce: relayd has warned that it finds /drain's callers in
+	// /proc/net/tcp, a netlink socket being refused it.
+	viaProcOnce sync.Once
+	done        chan struct{} // closed by Close
 
 	effective int          // SO_RCVBUF read back with getsockopt
 	rmemMax   int          // net.core.rmem_max at start, 0 if unreadable

@@ -2,7 +2,6 @@ package sockstat
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -201,39 +200,4 @@ func parseTCPLine(l string) (s TCPSock, local, remote netip.AddrPort, err error)
 		return s, local, remote, fmt.Errorf("inode %q is not a number", clip(f[9]))
 	}
 	return TCPSock{State: uint8(st), UID: uint32(uid), Inode: inode}, local, remote, nil
-}
-
-// TCPOwner is the uid that owns the TCP socket whose local address is
-// local and whose peer is remote, from /proc/net/tcp or /proc/net/tcp6
-// content (the reader's network namespace); ok is false when no line has
-// that pair. For a loopback connection both ends are in the file: the
-// caller's socket is the line with the caller's address as its local one.
-func TCPOwner(content []byte, local, remote netip.AddrPort) (uid uint32, ok bool, err error) {
-	lines := strings.Split(string(content), "\n")
-	if len(lines) == 0 || !strings.Contains(lines[0], "local_address") || !strings.Contains(lines[0], "uid") {
-		return 0, false, fmt.Errorf("parse /proc/net/tcp: want the header \"sl local_address rem_address ... uid ...\", got %q", clip(lines[0]))
-	}
-	for i, l := range lines[1:] {
-		f := strings.Fields(l)
-		if len(f) == 0 {
-			continue
-		}
-		if len(f) < 10 {
-			return 0, false, fmt.Errorf("parse /proc/net/tcp line %d: want at least 10 fields, got %d", i+2, len(f))
-		}
-		la, lp, err1 := hexAddrPort(f[1])
-		ra, rp, err2 := hexAddrPort(f[2])
-		if err1 != nil || err2 != nil {
-			return 0, false, fmt.Errorf("parse /proc/net/tcp line %d: %w", i+2, errors.Join(err1, err2))
-		}
-		if la != local.Addr().Unmap().String() || lp != int(local.Port()) || ra != remote.Addr().Unmap().String() || rp != int(remote.Port()) {
-			continue
-		}
-		n, err := strconv.ParseUint(f[7], 10, 32)
-		if err != nil {
-			return 0, false, fmt.Errorf("parse /proc/net/tcp line %d: uid %q is not a number", i+2, clip(f[7]))
-		}
-		return uint32(n), true, nil
-	}
-	return 0, false, nil
 }

@@ -236,26 +236,3 @@ func FuzzProcNetTCPSock(f *testing.F) {
 		}
 	})
 }
-
-// TCPOwner finds the uid of a loopback connection's one end: the line whose
-// local address is that end's.
-func TestTCPOwner(t *testing.T) {
-	content := []byte(`  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
-   0: 0100007F:1E75 00000000:0000 0A 00000000:00000000 00:00000000 00000000   998        0 1162 1 000000004e0b1838 100 0 0 10 0
-   1: 0100007F:1E75 0100007F:D431 01 00000000:00000000 00:00000000 00000000   998        0 2001 1 000000004e0b1838 20 4 30 10 -1
-   2: 0100007F:D431 0100007F:1E75 01 00000000:00000000 00:00000000 00000000 65534        0 2002 1 000000004e0b1838 20 4 30 10 -1
-`)
-	relay, caller := netip.MustParseAddrPort("127.0.0.1:7797"), netip.MustParseAddrPort("127.0.0.1:54321")
-	if uid, ok, err := TCPOwner(content, caller, relay); err != nil || !ok || uid != 65534 {
-		t.Errorf("the caller's end: uid %d, %v, %v; want 65534", uid, ok, err)
-	}
-	if uid, ok, err := TCPOwner(content, relay, caller); err != nil || !ok || uid != 998 {
-		t.Errorf("the relay's end: uid %d, %v, %v; want 998", uid, ok, err)
-	}
-	if _, ok, err := TCPOwner(content, netip.MustParseAddrPort("127.0.0.1:1"), relay); err != nil || ok {
-		t.Errorf("no such connection: %v, %v", ok, err)
-	}
-	if _, _, err := TCPOwner([]byte("garbage\n"), caller, relay); err == nil {
-		t.Error("no header: no error")
-	}
-}
