@@ -178,6 +178,10 @@ func TestSystemdHost(t *testing.T) {
 		}
 	})
 
+	t.Run("drain", func(t *testing.T) {
+		checkDrainUnderTheUnit(t, l, h)
+	})
+
 	t.Run("restart returns when ready", func(t *testing.T) {
 		before := parseRelay(t, sshOK(t, l, h.Name, readRelay))
 		// No sleep between the restart and the read-back.
@@ -326,6 +330,57 @@ func TestSystemdHost(t *testing.T) {
 	})
 
 	closeAndCheckSystemd(t, l, relayNetns)
+}
+
+// drainCall sends "VERB /drain" to relayd in its network namespace, as
+// root, or as uid 65534 with asNobody, and prints the answer's status line.
+const drainCall = `pid=$(systemctl show -p MainPID --value relayd)
+nsenter -t "$pid" -n %s bash -c 'exec 3<>/dev/tcp/127.0.0.1/7789 && printf "%s /drain HTTP/1.0\r\n\r\n" >&3 && head -n 1 <&3'`
+
+const asNobody = "setpriv --reuid=65534 --regid=65534 --clear-groups"
+
+// checkDrainUnderTheUnit: under the shipped unit's sandbox, relayd asks
+// sock_diag who calls /drain (the unit allows AF_NETLINK for it): root
+// may, another user may not, and relayd never says it reads
+// /proc/net/tcp instead. Under the unit as it was before (AF_NETLINK
+// refused), it does say so, and root still drains.
+func checkDrainUnderTheUnit(t *testing.T, l *lab.Lab, h *lab.Host) {
+	call := func(verb, as string) string {
+		return strings.TrimSpace(sshOK(t, l, h.Name, fmt.Sprintf(drainCall, as, verb)))
+	}
+	const fallback = "drain: finding callers in"
+	for _, c := range []struct{ verb, as, want string }{
+		{"POST", asNobody, " 403 "}, {"POST", "", " 200 "}, {"DELETE", asNobody, " 403 "}, {"DELETE", "", " 200 "},
+	} {
+		if got := call(c.verb, c.as); !strings.Contains(got, c.want) {
+			t.Errorf("%s /drain as %q: %q, want%s", c.verb, c.as, got, c.want)
+		}
+	}
+	journal := sshOK(t, l, h.Name, "journalctl -u relayd --no-pager -o cat")
+	if strings.Contains(journal, fallback) || strings.Count(journal, "drain refused") < 2 {
+		t.Errorf("journal: want two refusals and no fallback to /proc/net/tcp:\n%s", journal)
+	}
+	old, err := h.Path("/etc/systemd/system/relayd.service.d/zz-no-netlink.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(old, []byte("[Service]\nRestrictAddressFamilies=\nRestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sshOK(t, l, h.Name, "systemctl daemon-reload && systemctl restart relayd")
+	if got := call("POST", ""); !strings.Contains(got, " 200 ") {
+		t.Errorf("POST /drain as root, AF_NETLINK refused: %q, want 200", got)
+	}
+	if got := call("DELETE", asNobody); !strings.Contains(got, " 403 ") {
+		t.Errorf("DELETE /drain as nobody, AF_NETLINK refused: %q, want 403", got)
+	}
+	if journal := sshOK(t, l, h.Name, "journalctl -u relayd --no-pager -o cat -n 20"); !strings.Contains(journal, fallback) {
+		t.Errorf("journal, AF_NETLINK refused: no %q:\n%s", fallback, journal)
+	}
+	if err := os.Remove(old); err != nil {
+		t.Fatal(err)
+	}
+	sshOK(t, l, h.Name, "systemctl daemon-reload && systemctl restart relayd")
 }
 
 // TestSystemdSysctlPersistence: a drop-in in the host's /etc/sysctl.d is

@@ -87,8 +87,10 @@ func TestUnitAgreesWithRelayd(t *testing.T) {
 		t.Error("FileDescriptorStorePreserve= in the unit: systemd 252 warns about it; it belongs in drop-ins/fdstore-preserve.conf")
 	}
 	// sd_notify is a unix datagram: without AF_UNIX, READY=1 never arrives.
-	if fams := strings.Fields(strings.Join(s["RestrictAddressFamilies"], " ")); !slices.Contains(fams, "AF_UNIX") || !slices.Contains(fams, "AF_INET") {
-		t.Errorf("RestrictAddressFamilies %q, want AF_INET and AF_UNIX", fams)
+	// /drain asks sock_diag who calls: without AF_NETLINK relayd falls back
+	// to reading /proc/net/tcp.
+	if fams := strings.Fields(strings.Join(s["RestrictAddressFamilies"], " ")); !slices.Contains(fams, "AF_UNIX") || !slices.Contains(fams, "AF_INET") || !slices.Contains(fams, "AF_NETLINK") {
+		t.Errorf("RestrictAddressFamilies %q, want AF_INET, AF_UNIX and AF_NETLINK", fams)
 	}
 }
 
