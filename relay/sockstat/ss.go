@@ -2,7 +2,9 @@
 // lines of `ss -u -m`, /proc/net/udp{,6} and the Udp counters of
 // /proc/net/snmp. These are read back after a change, because the socket
 // is the only proof the kernel gave the relay the buffer it asked for
-// (docs/kernel.md).
+// (docs/kernel.md). It also asks the kernel about one TCP connection's end
+// (LookupTCP, or ProcNetTCPSock from /proc/net/tcp): relayd tells by it who
+// calls its /drain.
 //
 // The input comes from remote hosts and is untrusted: every parser returns
 // an error naming the line instead of guessing, and never panics.
