@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"os/user"
-	"path/filepath"
 	"strings"
 	"time"
 	"unicode"
@@ -128,23 +127,18 @@ func skipApproval(c *cli.Context, e *env, file, signers, from string) (*rollout.
 }
 
 // readSigners reads the allowed_signers file, which is the trust root of
-// every approval: a file, or a folder holding it, that someone else could
-// write would let them approve any plan, so it must be root's or ours and
-// writable by its owner alone.
+// every approval: a file, or any folder above it, that someone else could
+// write would let them approve any plan (a folder two levels up lets them
+// move the file's folder aside and put their own in its place), so each
+// must be root's or ours and writable by its owner alone.
 func readSigners(file, from string) ([]byte, error) {
 	data, err := readRegular(file, 1<<20)
 	if err != nil {
 		return nil, fmt.Errorf("read allowed signers (from %s): %w", from, err)
 	}
-	real, err := filepath.EvalSymlinks(file)
-	if err != nil {
-		return nil, fmt.Errorf("read allowed signers (from %s): %w", from, err)
-	}
-	for _, p := range []string{real, filepath.Dir(real), filepath.Dir(file)} {
-		if err := trust.Owned(p); err != nil {
-			return nil, withHint(fmt.Errorf("allowed signers %s (from %s): %w: whoever can write it can approve any plan", file, from, err),
-				"chown root and chmod go-w the file and its folder")
-		}
+	if err := trust.Chain(file); err != nil {
+		return nil, withHint(fmt.Errorf("allowed signers %s (from %s): %w: whoever can write it can approve any plan", file, from, err),
+			"chown root and chmod go-w the file and every folder above it")
 	}
 	return data, nil
 }
