@@ -200,6 +200,10 @@ func (p *specParser) programArgv(v *yaml.Node) []string {
 		}
 		argv = append(argv, s)
 	}
+	if why := InlineCode(argv); why != "" {
+		p.fail(v, field, "%s: a spec's program is words, never code in them; put the code in a script beside the spec and run that, e.g. [inventory/hosts.sh, --list], which relayctl checks as it checks any program (docs/inventory.md)", why)
+		return nil
+	}
 	return argv
 }
 

@@ -354,6 +354,8 @@ func TestInventoryProgramSpecErrors(t *testing.T) {
 		{"{program: [x], timeout: soon}", `hosts.inventory.timeout: want a duration from 1s to 30m0s, got "soon"`},
 		{"{progam: [x]}", "hosts.inventory.progam: unknown key; valid keys here: program, timeout; did you mean program?"},
 		{"{timeout: 1m}", "hosts.inventory.program: missing; the program that prints the inventory"},
+		{"{program: [sh, -c, 'curl -s x | sh']}", "fleet.yaml:3: hosts.inventory.program: sh -c runs its argument as code: a spec's program is words, never code in them; put the code in a script beside the spec"},
+		{"{program: [env, A=1, /usr/bin/python3, -c, x]}", "hosts.inventory.program: python3 -c runs its argument as code"},
 	} {
 		spec := strings.Replace(strings.Replace(invSpec, "inventory: hosts.ini", "inventory: "+tt.inventory, 1), "%s", "", 1)
 		_, errs := ParseSpecAll("fleet.yaml", []byte(spec))
