@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/relayctl/relayctl/internal/invprogram"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout"
 )
@@ -122,6 +123,7 @@ Examples:
 			&cli.BoolFlag{Name: "stage-only", Usage: "stage every host and stop before the window, as relayctl stage"},
 			&cli.DurationFlag{Name: "fetch-timeout", Value: rollout.DefaultFetchTimeout, Usage: "how long a host may take to fetch a release from the plan's url"},
 			&cli.BoolFlag{Name: "json", Usage: "print the receipt (PLAN.receipt.json, docs/json.md) on stdout instead of the recap; progress stays on stderr"},
+			allowProgramFlag(),
 		}, append(approvalFlags(), sshFlags()...)...),
 		Action: func(c *cli.Context) error { return runApply(c, e) },
 	}
@@ -143,7 +145,7 @@ func runApply(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	checked, err := checkLoaded(file, p)
+	checked, err := checkLoaded(file, p, inventoryAllow(c))
 	if err != nil {
 		return err
 	}
@@ -289,15 +291,16 @@ func interruptible(parent context.Context, e *env) (context.Context, func()) {
 	}
 }
 
-// loadPlan reads a plan file and checks it against the spec it records
-// before anything connects (rollout.CheckPlan), once for the run. It
-// returns the plan's bytes too, which an approval signs.
-func loadPlan(file string) (rollout.Checked, []byte, error) {
+// readCheckedPlan reads a plan file and checks it against the spec it
+// records before anything connects (rollout.CheckPlan), once for the run,
+// running its inventory program where allow lets it. It returns the
+// plan's bytes too, which an approval signs.
+func readCheckedPlan(file string, allow invprogram.Allow) (rollout.Checked, []byte, error) {
 	p, data, err := readPlan(file)
 	if err != nil {
 		return rollout.Checked{}, nil, err
 	}
-	c, err := checkLoaded(file, p)
+	c, err := checkLoaded(file, p, allow)
 	return c, data, err
 }
 
@@ -322,13 +325,13 @@ func readPlan(file string) (*plans.Plan, []byte, error) {
 
 // checkLoaded is loadPlan's check of a plan read by readPlan. A plan
 // whose hosts came from an inventory has them selected again from it as
-// it is now, which for a program means running it: apply and stage call
-// this only once the plan's approval is decided.
-func checkLoaded(file string, p *plans.Plan) (rollout.Checked, error) {
+// it is now, which for a program means running it where allow lets it:
+// apply and stage call this only once the plan's approval is decided.
+func checkLoaded(file string, p *plans.Plan, allow invprogram.Allow) (rollout.Checked, error) {
 	var c rollout.Checked
 	var err error
 	if p.Inventory != nil {
-		in, ierr := planInventory(p)
+		in, ierr := planInventory(p, allow)
 		if ierr != nil {
 			return rollout.Checked{}, fmt.Errorf("%s: %w", file, ierr)
 		}
@@ -364,7 +367,7 @@ func inspectPlan(file string) (*plans.Plan, []byte, error) {
 	if p.Inventory != nil && p.Inventory.Program != nil {
 		return p, data, planError(file, rollout.CheckUnselected(p))
 	}
-	c, err := checkLoaded(file, p)
+	c, err := checkLoaded(file, p, invprogram.Allow{}) // no program: checked above
 	return c.Plan(), data, err
 }
 

@@ -52,6 +52,7 @@ Examples:
 			&cli.StringSliceFlag{Name: "key", Usage: "a sysctl `KEY` to read as well (without --spec; repeatable)"},
 			&cli.StringFlag{Name: "pid-file", Usage: "the `FILE` holding the relay's PID, a command-managed relay (without --spec)"},
 			&cli.StringFlag{Name: "systemd-unit", Usage: "the relay's systemd `UNIT`, to find its PID (without --spec)"},
+			allowProgramFlag(),
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runFacts(c, e) },
 	}
@@ -62,7 +63,7 @@ func runFacts(c *cli.Context, e *env) error {
 	var q rollout.Query
 	var to map[string]string
 	if file := c.String("spec"); file != "" {
-		s, err := readSpec(file)
+		s, err := readSpec(file, inventoryAllow(c))
 		if err != nil {
 			return err
 		}

@@ -57,6 +57,7 @@ Examples:
 			&cli.StringFlag{Name: "dir", Value: ".", Usage: "the `FOLDER` whose plans' records a SPEC or --host alone is looked up in"},
 			&cli.IntFlag{Name: "last", Value: 20, Usage: "at most `N` runs (per host with --hosts, at most 100); 0 for every one kept"},
 			&cli.BoolFlag{Name: "json", Usage: "print the runs as JSON on stdout (docs/json.md)"},
+			allowProgramFlag(),
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runHistory(c, e) },
 	}
@@ -166,7 +167,7 @@ func historyScope(c *cli.Context) (scope, error) {
 	}
 	arg := c.Args().First()
 	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
-		s, err := readSpec(arg)
+		s, err := readSpec(arg, inventoryAllow(c))
 		if err != nil {
 			return sc, err
 		}

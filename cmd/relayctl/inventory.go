@@ -9,10 +9,30 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/relayctl/relayctl/internal/invprogram"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/plans/inventory"
 )
+
+// systemInventoryPrograms is the machine's list of the programs a spec's
+// inventory may run (hosts.inventory.program), one absolute path a line,
+// root's alone: what a fleet's CI keeps, where an operator at a terminal
+// types --allow-inventory-program instead. Tests point it elsewhere;
+// nothing else changes it.
+var systemInventoryPrograms = "/etc/relayctl/inventory-programs"
+
+// allowProgramFlag is the flag of every command that may run a spec's
+// inventory program.
+func allowProgramFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "allow-inventory-program", Usage: "run the spec's inventory program (hosts.inventory.program) on this machine, with your rights, although " + systemInventoryPrograms + " does not list it"}
+}
+
+// inventoryAllow is what lets this run run a spec's inventory program.
+func inventoryAllow(c *cli.Context) invprogram.Allow {
+	return invprogram.Allow{Typed: c.Bool("allow-inventory-program"), List: systemInventoryPrograms}
+}
 
 // inventoryPath is where a spec's inventory file is: relative to the
 // spec's folder, as the artifact is.
@@ -24,10 +44,11 @@ func inventoryPath(specFile, file string) string {
 }
 
 // readInventory reads the inventory a spec names: the file and its
-// folder (for group_vars/ and host_vars/), or what its program prints.
-func readInventory(specFile string, ref *plans.InventoryRef) (plans.InventoryInput, error) {
+// folder (for group_vars/ and host_vars/), or what its program prints
+// where allow lets it run.
+func readInventory(specFile string, ref *plans.InventoryRef, allow invprogram.Allow) (plans.InventoryInput, error) {
 	if ref.Program != nil {
-		return runInventory(specFile, ref)
+		return runInventory(specFile, ref, allow)
 	}
 	path := inventoryPath(specFile, ref.File)
 	data, err := readRegular(path, inventory.MaxSize)
@@ -42,7 +63,7 @@ func readInventory(specFile string, ref *plans.InventoryRef) (plans.InventoryInp
 
 // runInventory runs the spec's inventory program in the spec's folder
 // (internal/invprogram). Ctrl-C while it runs ends it, and then relayctl.
-func runInventory(specFile string, ref *plans.InventoryRef) (plans.InventoryInput, error) {
+func runInventory(specFile string, ref *plans.InventoryRef, allow invprogram.Allow) (plans.InventoryInput, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	timeout := ref.Timeout
@@ -50,7 +71,7 @@ func runInventory(specFile string, ref *plans.InventoryRef) (plans.InventoryInpu
 		timeout = plans.DefaultInventoryTimeout
 	}
 	res, err := invprogram.Run(ctx, ref.Program, invprogram.Options{
-		Name: plans.ArgvText(ref.Program), Dir: filepath.Dir(specFile), Timeout: timeout, MaxOutput: inventory.MaxSize,
+		Name: plans.ArgvText(ref.Program), Dir: filepath.Dir(specFile), Timeout: timeout, MaxOutput: inventory.MaxSize, Allow: allow,
 	})
 	if err != nil {
 		return plans.InventoryInput{}, err
@@ -60,12 +81,12 @@ func runInventory(specFile string, ref *plans.InventoryRef) (plans.InventoryInpu
 
 // selectHosts reads the inventory a spec names and selects its hosts
 // (plans.Spec.SelectHosts): errors and warnings are added to sc's.
-func (sc *specFindings) selectHosts() {
+func (sc *specFindings) selectHosts(allow invprogram.Allow) {
 	s := sc.spec
 	if s.Inventory == nil || s.Inventory.File == "" && s.Inventory.Program == nil {
 		return
 	}
-	in, err := readInventory(s.File, s.Inventory)
+	in, err := readInventory(s.File, s.Inventory, allow)
 	if err != nil {
 		field := "hosts.inventory"
 		if s.Inventory.Program != nil {
@@ -85,7 +106,7 @@ func (sc *specFindings) selectHosts() {
 // planInventory reads the inventory of a plan whose hosts came from one,
 // as it is now, for rollout.CheckPlanFrom: where the spec recorded in the
 // plan says it is, or what its program prints now.
-func planInventory(p *plans.Plan) (plans.InventoryInput, error) {
+func planInventory(p *plans.Plan, allow invprogram.Allow) (plans.InventoryInput, error) {
 	s, err := plans.ParseSpec(p.SpecFile, []byte(p.Spec))
 	switch {
 	case err != nil:
@@ -93,7 +114,7 @@ func planInventory(p *plans.Plan) (plans.InventoryInput, error) {
 	case s.Inventory == nil:
 		return plans.InventoryInput{}, fmt.Errorf("%w: the spec recorded in the plan names no inventory, but the plan records one", plans.ErrPlanEdited)
 	}
-	in, err := readInventory(p.SpecFile, s.Inventory)
+	in, err := readInventory(p.SpecFile, s.Inventory, allow)
 	if err != nil {
 		return in, withHint(err, "the plan's hosts come from that inventory, selected again before anything connects; run relayctl where the spec and its inventory are")
 	}

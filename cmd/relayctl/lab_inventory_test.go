@@ -306,7 +306,8 @@ func scriptInventory(r map[string]*lab.Host, names ...string) string {
 // ansible-inventory --list prints) drives plan and apply on the lab's
 // hosts, each reached where the script says; apply runs the script again
 // and, once its output changes, refuses the plan before any host is
-// touched.
+// touched. The script runs only where the operator allows it: here with
+// --allow-inventory-program.
 func TestLabInventoryScript(t *testing.T) {
 	e := startLab(t, make([]lab.HostOptions, 3), nil)
 	r := regionHosts(e.lab.Hosts, "ash", "fra", "sin")
@@ -318,10 +319,15 @@ func TestLabInventoryScript(t *testing.T) {
 	}
 	spec, plan := e.inventorySpec("script", "{program: [inventory/lab-inventory.sh, --list]}", "relays", "")
 	var vout, verr strings.Builder
-	if code := run([]string{"relayctl", "validate", spec}, nil, &vout, &verr); code != 0 || !strings.Contains(vout.String(), "valid: 2 hosts selected from the output of inventory/lab-inventory.sh --list by relays") {
+	if code := run([]string{"relayctl", "validate", spec}, nil, &vout, &verr); code != 1 || !strings.Contains(verr.String(), "is not allowed on this machine") {
+		t.Fatalf("validate without --allow-inventory-program: exit %d, want 1 and the program not allowed\n%s", code, verr.String())
+	}
+	vout.Reset()
+	verr.Reset()
+	if code := run([]string{"relayctl", "validate", "--allow-inventory-program", spec}, nil, &vout, &verr); code != 0 || !strings.Contains(vout.String(), "valid: 2 hosts selected from the output of inventory/lab-inventory.sh --list by relays") {
 		t.Fatalf("validate: exit %d\n%s\n%s", code, vout.String(), verr.String())
 	}
-	if code, out, errs := e.direct("plan", spec, "--out", plan, "--detailed-exitcode"); code != 2 {
+	if code, out, errs := e.direct("plan", spec, "--out", plan, "--detailed-exitcode", "--allow-inventory-program"); code != 2 {
 		t.Fatalf("plan: exit %d\n%s\n%s", code, out, errs)
 	}
 	md, _ := os.ReadFile(plan + ".md")
@@ -333,7 +339,7 @@ func TestLabInventoryScript(t *testing.T) {
 			t.Errorf("review lacks %q", want)
 		}
 	}
-	if code, out, errs := e.direct("apply", plan); code != 0 {
+	if code, out, errs := e.direct("apply", plan, "--allow-inventory-program"); code != 0 {
 		t.Fatalf("apply: exit %d\n%s\n%s", code, out, errs)
 	}
 	if got := receiptOutcomes(readReceipt(t, plan+".receipt.json")); got != "relay-ash-1=applied relay-fra-1=applied" {
@@ -356,7 +362,7 @@ func TestLabInventoryScript(t *testing.T) {
 	// is refused, and that host is left as it was.
 	r["ash-2"] = r["sin-1"]
 	e.write("inventory/current.json", scriptInventory(r, "ash-1", "fra-1", "ash-2"))
-	code, out, errs := e.direct("apply", plan)
+	code, out, errs := e.direct("apply", plan, "--allow-inventory-program")
 	if code != 1 || !strings.Contains(errs, "the inventory changed since the plan was made: the output of inventory/lab-inventory.sh --list has sha256") ||
 		!strings.Contains(errs, "the selection now has 1 host(s) added (relay-ash-2)") {
 		t.Fatalf("apply after the output changed: exit %d, want 1 and the drift\n%s\n%s", code, out, errs)

@@ -14,8 +14,10 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/relayctl/relayctl/internal/invprogram"
 	"github.com/relayctl/relayctl/internal/lab"
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/rollout"
 	"github.com/relayctl/relayctl/rollout/rollouttest"
 	"github.com/relayctl/relayctl/tune"
 )
@@ -26,18 +28,24 @@ import (
 // Tests never read the machine's own /etc/relayctl/allowed_signers: the
 // scripts get $WORK/etc/relayctl/allowed_signers (absent unless a script
 // writes it), the in-process tests a path that does not exist unless a test
-// sets systemAllowedSigners itself.
+// sets systemAllowedSigners itself. The same for the machine's list of
+// inventory programs (systemInventoryPrograms): a script's is
+// $WORK/etc/relayctl/inventory-programs.
 //
 // Nor the user's release cache (wire.Cache): the in-process tests share
 // one under the temporary folder (a test that needs its own sets
 // XDG_CACHE_HOME), each script has $WORK/.cache.
 func TestMain(m *testing.M) {
 	systemAllowedSigners = filepath.Join(os.TempDir(), "relayctl-tests-have-no-system-signers", "allowed_signers")
+	systemInventoryPrograms = filepath.Join(os.TempDir(), "relayctl-tests-have-no-system-signers", "inventory-programs")
 	os.Setenv("XDG_CACHE_HOME", filepath.Join(os.TempDir(), "relayctl-tests-cache"))
 	testscript.Main(m, map[string]func(){
 		"relayctl": func() {
 			if v := os.Getenv(testSystemSigners); v != "" {
 				systemAllowedSigners = v
+			}
+			if v := os.Getenv(testSystemPrograms); v != "" {
+				systemInventoryPrograms = v
 			}
 			if v := os.Getenv(testCache); v != "" {
 				os.Setenv("XDG_CACHE_HOME", v)
@@ -54,6 +62,10 @@ func TestMain(m *testing.M) {
 // allowed_signers file.
 const testSystemSigners = "RELAYCTL_TEST_SYSTEM_ALLOWED_SIGNERS"
 
+// testSystemPrograms is how a script's relayctl learns its system list of
+// inventory programs.
+const testSystemPrograms = "RELAYCTL_TEST_SYSTEM_INVENTORY_PROGRAMS"
+
 // testCache is a script's release cache folder ($WORK/.cache).
 const testCache = "RELAYCTL_TEST_CACHE"
 
@@ -69,6 +81,7 @@ func TestScripts(t *testing.T) {
 			// The kernel the shipped list of sysctls comes from, for cmpenv.
 			env.Setenv("KNOWN_KERNEL", tune.KnownSysctlsKernel())
 			env.Setenv(testSystemSigners, filepath.Join(env.WorkDir, "etc", "relayctl", "allowed_signers"))
+			env.Setenv(testSystemPrograms, filepath.Join(env.WorkDir, "etc", "relayctl", "inventory-programs"))
 			env.Setenv(testCache, filepath.Join(env.WorkDir, ".cache"))
 			// The repository's example files, as the README names them.
 			return copyExamples(filepath.Join("..", "..", "plans", "examples"), filepath.Join(env.WorkDir, "plans", "examples"))
@@ -97,7 +110,7 @@ func relayctlExit(ts *testscript.TestScript, neg bool, args []string) {
 	cmd := exec.Command("relayctl", args[1:]...)
 	cmd.Dir = ts.Getenv("WORK")
 	cmd.Env = append(os.Environ(), "PATH="+ts.Getenv("PATH"), testSystemSigners+"="+ts.Getenv(testSystemSigners), testSimDir+"="+ts.Getenv(testSimDir),
-		testCache+"="+ts.Getenv(testCache))
+		testCache+"="+ts.Getenv(testCache), testSystemPrograms+"="+ts.Getenv(testSystemPrograms))
 	cmd.Stdout, cmd.Stderr = ts.Stdout(), ts.Stderr()
 	got := 0
 	if err := cmd.Run(); err != nil {
@@ -270,4 +283,10 @@ func copyExamples(src, dst string) error {
 		}
 	}
 	return nil
+}
+
+// loadPlan is readCheckedPlan for the tests' plans, whose hosts come from
+// no inventory program.
+func loadPlan(file string) (rollout.Checked, []byte, error) {
+	return readCheckedPlan(file, invprogram.Allow{})
 }

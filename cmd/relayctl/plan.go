@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/relayctl/relayctl/internal/invprogram"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/relay/capability"
 	"github.com/relayctl/relayctl/rollout"
@@ -60,6 +61,7 @@ Examples:
 			&cli.BoolFlag{Name: "json", Usage: "print the plan's JSON on stdout instead of its summary or review"},
 			&cli.BoolFlag{Name: "detailed-exitcode", Usage: "exit 2 when the plan changes something, 0 when it changes nothing"},
 			maxUnreachableFlag(),
+			allowProgramFlag(),
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runPlan(c, e) },
 	}
@@ -70,7 +72,7 @@ func runPlan(c *cli.Context, e *env) error {
 		return withHint(errors.New("plan needs exactly one SPEC"), "relayctl plan plans/examples/ashburn-rcvbuf.yaml --out ashburn.plan")
 	}
 	// Every problem of the spec, the artifact's included, before anything connects.
-	ls, err := loadSpec(e, c.Args().First())
+	ls, err := loadSpec(e, c.Args().First(), inventoryAllow(c))
 	if err != nil {
 		return err
 	}
@@ -282,8 +284,9 @@ func actionWord(a string) string {
 }
 
 // readSpec reads a spec and, when it names an inventory, selects its
-// hosts; no artifact is read (facts --spec needs none).
-func readSpec(file string) (*plans.Spec, error) {
+// hosts (running its program where allow lets it); no artifact is read
+// (facts --spec needs none).
+func readSpec(file string, allow invprogram.Allow) (*plans.Spec, error) {
 	data, err := readSpecFile(file)
 	if err != nil {
 		return nil, err
@@ -293,7 +296,7 @@ func readSpec(file string) (*plans.Spec, error) {
 		return nil, err
 	}
 	sc := &specFindings{spec: s}
-	sc.selectHosts()
+	sc.selectHosts(allow)
 	if len(sc.errs) > 0 {
 		plans.SortSpecErrors(sc.errs)
 		return nil, sc.errs

@@ -54,6 +54,7 @@ Examples:
 			&cli.BoolFlag{Name: "json", Usage: "print the plan's JSON on stdout instead of its summary or review"},
 			&cli.BoolFlag{Name: "detailed-exitcode", Usage: "exit 2 when the plan changes something, 0 when it changes nothing"},
 			maxUnreachableFlag(),
+			allowProgramFlag(),
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runRollback(c, e) },
 	}
@@ -67,7 +68,7 @@ func runRollback(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	checked, _, err := loadPlan(planFile)
+	checked, _, err := readCheckedPlan(planFile, inventoryAllow(c))
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,7 @@ Examples:
 			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal of an unfinished run that stopped in its window, after checking the host, and stage"},
 			&cli.DurationFlag{Name: "fetch-timeout", Value: rollout.DefaultFetchTimeout, Usage: "how long a host may take to fetch a release from the plan's url"},
 			onlyFlagDef(),
+			allowProgramFlag(),
 		}, append(approvalFlags(), sshFlags()...)...),
 		Action: func(c *cli.Context) error { return runStage(c, e) },
 	}
@@ -82,7 +83,7 @@ func runStage(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	checked, err := checkLoaded(file, p)
+	checked, err := checkLoaded(file, p, inventoryAllow(c))
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/relayctl/relayctl/internal/invprogram"
 	"github.com/relayctl/relayctl/plans"
 )
 
@@ -23,6 +24,9 @@ sha256 when the spec gives one). Every error is reported in one run, each
 as file:line: field: message, sorted by line. A sysctl key that is not a
 sysctl of the kernel relayctl's list comes from (tune/known_sysctls.txt)
 is a warning with the nearest known key; plan asks each host's /proc/sys.
+A spec whose hosts an inventory program prints (hosts.inventory.program)
+has it run here, with your rights, only with --allow-inventory-program or
+where /etc/relayctl/inventory-programs lists it (docs/inventory.md).
 
 Errors and warnings go to stderr, one line per spec to stdout. With --json,
 one document on stdout instead (format_version 1): valid, and per spec its
@@ -32,9 +36,11 @@ Exit status: 0 every spec is valid (warnings allowed), 1 otherwise.
 
 Examples:
    relayctl validate plans/examples/ashburn-rcvbuf.yaml
-   relayctl validate plans/examples/*.yaml --json`,
+   relayctl validate plans/examples/*.yaml --json
+   relayctl validate fleet.yaml --allow-inventory-program`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON on stdout"},
+			allowProgramFlag(),
 		},
 		Action: func(c *cli.Context) error { return runValidate(c, e) },
 	}
@@ -72,7 +78,7 @@ func runValidate(c *cli.Context, e *env) error {
 	}
 	rep := validateReport{FormatVersion: ValidateFormatVersion, Valid: true, Specs: []specDiagnosis{}}
 	for _, file := range c.Args().Slice() {
-		sc := examineSpec(file)
+		sc := examineSpec(file, inventoryAllow(c))
 		d := specDiagnosis{File: file, Valid: len(sc.errs) == 0 && sc.readErr == nil, Diagnostics: sc.diagnostics()}
 		rep.Valid = rep.Valid && d.Valid
 		rep.Specs = append(rep.Specs, d)
@@ -112,8 +118,9 @@ type specFindings struct {
 }
 
 // examineSpec reads a spec and checks everything that needs no host: the
-// spec itself and, when it names one, the artifact.
-func examineSpec(file string) *specFindings {
+// spec itself, its inventory (running its program where allow lets it)
+// and, when it names one, the artifact.
+func examineSpec(file string, allow invprogram.Allow) *specFindings {
 	sc := &specFindings{}
 	data, err := readSpecFile(file)
 	if err != nil {
@@ -125,7 +132,7 @@ func examineSpec(file string) *specFindings {
 		return sc
 	}
 	sc.warnings = sc.spec.Warnings()
-	sc.selectHosts()
+	sc.selectHosts(allow)
 	var terrs plans.SpecErrors
 	sc.templates, terrs = readTemplates(sc.spec)
 	sc.errs = append(sc.errs, terrs...)
@@ -228,8 +235,8 @@ func count(n int, what string) string {
 
 // loadSpec is examineSpec for a command about to use the spec: warnings go
 // to stderr, and any error is the command's error, every problem at once.
-func loadSpec(e *env, file string) (*specFindings, error) {
-	sc := examineSpec(file)
+func loadSpec(e *env, file string, allow invprogram.Allow) (*specFindings, error) {
+	sc := examineSpec(file, allow)
 	for _, w := range sc.warnings {
 		fmt.Fprintf(e.stderr, "relayctl: warning: %s\n", plans.Visible(w.Error()))
 	}

@@ -52,6 +52,7 @@ Examples:
    relayctl verify plans/examples/ashburn-rcvbuf.yaml`,
 		Flags: append([]cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print every check of every host as JSON on stdout (docs/json.md) instead of the table"},
+			allowProgramFlag(),
 		}, sshFlags()...),
 		Action: func(c *cli.Context) error { return runVerify(c, e) },
 	}
@@ -336,7 +337,7 @@ func dropsOf(p *plans.Plan, f *plans.Facts, at *plans.HostReading) verifyDrops {
 
 // planFromSpec makes a plan in memory from a spec and live facts.
 func planFromSpec(c *cli.Context, e *env, file string) (*plans.Plan, []*plans.Facts, map[string]string, error) {
-	ls, err := loadSpec(e, file)
+	ls, err := loadSpec(e, file, inventoryAllow(c))
 	if err != nil {
 		return nil, nil, nil, err
 	}

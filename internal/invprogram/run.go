@@ -6,9 +6,11 @@
 // The program runs as its argv, without a shell, in the spec's folder, with
 // relayctl's environment (a cloud inventory needs its credentials) and no
 // standard input, for at most a timeout, and what it prints is read up to a
-// cap. It is run only if it is the caller's or root's and no one else can
-// change it, since relayctl often runs as root: whoever could rewrite the
-// program would run as root.
+// cap. It runs only where the machine allows it (allow.go: a flag the
+// operator types, or the machine's list of programs), and only if no one
+// but root or the caller can change it, nor the files its arguments name,
+// nor the folder it runs in (safe.go): relayctl often runs as root, and
+// whoever could rewrite what it runs or reads would run as root.
 package invprogram
 
 import (
@@ -18,13 +20,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/relayctl/relayctl/internal/trust"
 )
 
 // maxStderr is how much of its stderr is kept for messages: the end,
@@ -37,6 +36,7 @@ type Options struct {
 	Dir       string        // where it runs; a program path with a slash is relative to it
 	Timeout   time.Duration // more than 0
 	MaxOutput int           // bytes of standard output read; more is an error
+	Allow     Allow         // whether this machine lets it run
 }
 
 // Result is what a program that succeeded printed.
@@ -48,15 +48,15 @@ type Result struct {
 }
 
 // Run runs argv and returns its standard output. Every failure names the
-// program: one that cannot be started or is not safe to run, a non-zero
-// exit status or a signal (with the end of its stderr), the timeout, more
-// output than MaxOutput.
+// program: one that cannot be found, is not allowed here or is not safe to
+// run, a non-zero exit status or a signal (with the end of its stderr),
+// the timeout, more output than MaxOutput.
 func Run(ctx context.Context, argv []string, o Options) (Result, error) {
 	name := o.Name
 	if len(argv) == 0 || argv[0] == "" || o.Timeout <= 0 {
 		return Result{}, errors.New("run inventory program: no program, or no timeout")
 	}
-	path, err := resolve(argv[0], o.Dir)
+	path, err := prepare(argv, o)
 	if err != nil {
 		return Result{}, fmt.Errorf("run inventory program %s: %w", name, err)
 	}
@@ -118,54 +118,6 @@ func environment() []string {
 		env = append(env, "ANSIBLE_INVENTORY_UNPARSED_FAILED=True")
 	}
 	return env
-}
-
-// resolve finds the program: a name with a slash relative to dir (or
-// absolute), any other in PATH, as a shell finds it; then checks that it
-// is safe to run.
-func resolve(prog, dir string) (string, error) {
-	path := prog
-	if strings.Contains(prog, "/") {
-		if !filepath.IsAbs(prog) {
-			path = filepath.Join(dir, prog)
-		}
-	} else {
-		found, err := exec.LookPath(prog)
-		if err != nil {
-			return "", fmt.Errorf("%s is not in PATH (%s); give its path", prog, os.Getenv("PATH"))
-		}
-		path = found
-	}
-	path, err := filepath.Abs(path)
-	if err != nil {
-		return "", err
-	}
-	if err := safeToRun(path); err != nil {
-		return "", err
-	}
-	return path, nil
-}
-
-// safeToRun: a regular executable file that no one but root or the caller
-// can change, nor the folder it is in (followed through symlinks).
-func safeToRun(path string) error {
-	real, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return err
-	}
-	st, err := os.Stat(real)
-	if err != nil {
-		return err
-	}
-	if !st.Mode().IsRegular() || st.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file (mode %s); chmod +x it", path, st.Mode())
-	}
-	for _, p := range []string{real, filepath.Dir(real), filepath.Dir(path)} {
-		if err := trust.Owned(p); err != nil {
-			return fmt.Errorf("%w: whoever can change it would run as you (often root); chown it to root or yourself and chmod go-w it and its folder", err)
-		}
-	}
-	return nil
 }
 
 // capped keeps up to max bytes and notes more, ending the program.

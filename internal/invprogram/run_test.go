@@ -2,6 +2,7 @@ package invprogram
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,7 +26,7 @@ func script(t *testing.T, dir, name, body string) string {
 }
 
 func opts(dir string) Options {
-	return Options{Name: "inv", Dir: dir, Timeout: 10 * time.Second, MaxOutput: 1 << 20}
+	return Options{Name: "inv", Dir: dir, Timeout: 10 * time.Second, MaxOutput: 1 << 20, Allow: Allow{Typed: true}}
 }
 
 // The program runs as its argv, in the spec's folder, without a shell, with
@@ -224,5 +225,133 @@ func TestRunRefusesAnotherUsersProgram(t *testing.T) {
 	_, err := Run(context.Background(), []string{"./inv.sh"}, opts(dir))
 	if err == nil || !strings.Contains(err.Error(), "belongs to uid 65534, neither root nor you") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// Every file the program is given, and what Ansible reads beside it or
+// in the folder the program runs in, is held to the program's rule:
+// [sh, open.sh] must not run an open.sh anyone can write, which
+// [open.sh] alone would not. Each case leaves the program itself safe.
+func TestRunRefusesFilesOthersCanChange(t *testing.T) {
+	dir, bin := t.TempDir(), t.TempDir()
+	script(t, dir, "bin/print.sh", "echo ok\n")
+	script(t, bin, "elsewhere.sh", "echo ok\n")
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	inv := write("inventory/hosts.sh", "echo '{}'\n")
+	vars := write("inventory/group_vars/all.yml", "x: 1\n")
+	tree := write("tree/sub/hosts.yml", "all: {}\n")
+	cfg := write("ansible.cfg", "[defaults]\n")
+	other := write("elsewhere/inv/hosts.sh", "echo '{}'\n")
+	os.Symlink(filepath.Join(dir, "elsewhere", "inv"), filepath.Join(dir, "tree", "linked"))
+	for _, tt := range []struct {
+		name string
+		argv []string
+		open string // made writable by others
+		want string
+	}{
+		{"a script given to sh", []string{"sh", "inventory/hosts.sh"}, inv, "a file it is given, " + inv + ","},
+		{"an option's value", []string{"bin/print.sh", "--source=inventory/hosts.sh"}, inv, inv + " is writable by others (mode 0777)"},
+		{"a folder above a file given", []string{"sh", "inventory/hosts.sh"}, dir + "/inventory", dir + "/inventory is writable by others (mode 0777)"},
+		{"a file in a folder given", []string{"bin/print.sh", "tree"}, tree, tree + " is writable by others"},
+		{"a folder in a folder given", []string{"bin/print.sh", "tree"}, filepath.Dir(tree), filepath.Dir(tree) + " is writable by others"},
+		{"a symlink out of a folder given", []string{"bin/print.sh", "tree"}, other, other + " is writable by others"},
+		{"group_vars beside an inventory", []string{"sh", "inventory/hosts.sh"}, vars, "Ansible's group_vars/ beside " + inv},
+		{"the folder it runs in's ansible.cfg", []string{"bin/print.sh"}, cfg, "the Ansible configuration " + cfg + ", which ansible-inventory reads,"},
+		{"the folder it runs in", []string{filepath.Join(bin, "elsewhere.sh")}, dir, "the folder it runs in, " + dir + ","},
+		{"a folder above the program's", []string{"bin/print.sh"}, dir, dir + " is writable by others (mode 0777)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			st, _ := os.Stat(tt.open)
+			if err := os.Chmod(tt.open, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Chmod(tt.open, st.Mode().Perm())
+			_, err := Run(context.Background(), tt.argv, opts(dir))
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "would run as you (often root)") {
+				t.Fatalf("got %v, want %q", err, tt.want)
+			}
+		})
+	}
+	// All of them safe: each runs. A word that names no file, a device and
+	// a pipe are not files to check.
+	for _, argv := range [][]string{{"sh", "inventory/hosts.sh"}, {"bin/print.sh", "tree", "--list", "/dev/null"}, {"bin/print.sh", "/dev/stdin"}} {
+		if _, err := Run(context.Background(), argv, opts(dir)); err != nil {
+			t.Errorf("%q: %v", argv, err)
+		}
+	}
+	// $ANSIBLE_CONFIG is read as ./ansible.cfg is.
+	env := write("env.cfg", "")
+	os.Chmod(env, 0o666)
+	t.Setenv("ANSIBLE_CONFIG", "env.cfg")
+	if _, err := Run(context.Background(), []string{"bin/print.sh"}, opts(dir)); err == nil || !strings.Contains(err.Error(), "the Ansible configuration "+env) {
+		t.Errorf("$ANSIBLE_CONFIG open to others: got %v", err)
+	}
+}
+
+// Nothing runs unless the machine allows it: the operator's flag for one
+// run, or the program listed in a file only root can change, by its path
+// as found or as it resolves.
+func TestRunOnlyWhatTheMachineAllows(t *testing.T) {
+	dir := t.TempDir()
+	script(t, dir, "inv.sh", "echo ok\n")
+	prog := filepath.Join(dir, "inv.sh")
+	os.Symlink(prog, filepath.Join(dir, "link.sh"))
+	etc := filepath.Join(t.TempDir(), "etc")
+	os.Mkdir(etc, 0o755)
+	list := filepath.Join(etc, "inventory-programs")
+	run := func(argv0 string, a Allow) error {
+		o := opts(dir)
+		o.Allow = a
+		res, err := Run(context.Background(), []string{argv0}, o)
+		if err == nil && string(res.Output) != "ok\n" {
+			t.Errorf("%s ran, printing %q", argv0, res.Output)
+		}
+		return err
+	}
+	listed := func(body string) Allow {
+		if err := os.WriteFile(list, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return Allow{List: list}
+	}
+	notAllowed := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, ErrNotAllowed) || !strings.Contains(err.Error(), "give --allow-inventory-program for this run, or have root list "+prog+" in ") {
+			t.Errorf("%s: got %v, want it not allowed, saying how to allow it", what, err)
+		}
+	}
+	notAllowed("no flag and no list", run("./inv.sh", Allow{}))
+	notAllowed("no flag, a list that does not exist", run("./inv.sh", Allow{List: list}))
+	if err := run("./inv.sh", Allow{Typed: true}); err != nil {
+		t.Errorf("with the flag: %v", err)
+	}
+	if err := run("./inv.sh", listed("# programs specs may run\n\n/usr/bin/true\n"+prog+"\n")); err != nil {
+		t.Errorf("listed: %v", err)
+	}
+	if err := run("./link.sh", listed(prog+"\n")); err != nil {
+		t.Errorf("a symlink to a listed program: %v", err)
+	}
+	notAllowed("another program listed", run("./inv.sh", listed("/usr/bin/true\n")))
+	if err := run("./inv.sh", listed("inv.sh\n")); err == nil || !strings.Contains(err.Error(), list+":1: want the absolute path of a program") {
+		t.Errorf("a relative path in the list: got %v", err)
+	}
+	if os.Geteuid() == 0 {
+		a := listed(prog + "\n")
+		os.Chown(list, 65534, 65534)
+		if err := run("./inv.sh", a); err == nil || !strings.Contains(err.Error(), "is not root's alone ("+list+" belongs to uid 65534, not root)") {
+			t.Errorf("a list that is not root's: got %v", err)
+		}
+		os.Chown(list, 0, 0)
+		os.Chmod(etc, 0o777)
+		if err := run("./inv.sh", a); err == nil || !strings.Contains(err.Error(), etc+" is writable by others") {
+			t.Errorf("a list in a folder others can write: got %v", err)
+		}
 	}
 }
