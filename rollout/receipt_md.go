@@ -261,7 +261,7 @@ func operatorMD(o *Operator) string {
 	if o == nil {
 		return ""
 	}
-	s := ", by " + md(o.User) + " on " + md(o.Machine)
+	s := ", by " + md(o.Who()) + " on " + md(o.Machine)
 	if o.SudoUser != "" {
 		s += " (through sudo, by " + md(o.SudoUser) + ")"
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relayctl/relayctl/internal/whoami"
 	"github.com/relayctl/relayctl/plans"
 )
 
@@ -30,13 +31,34 @@ type RunInfo struct {
 	Relayctl *Build    `json:"relayctl,omitempty"`
 }
 
-// Operator is who ran relayctl, on which machine.
+// Operator is who ran relayctl, on which machine (internal/whoami).
 type Operator struct {
-	User string `json:"user"`
+	// User is the name of the user relayctl ran as ("unknown" when none
+	// was found); UserFrom says where the name came from: whoami.FromPasswd,
+	// FromNSS, FromEnv ($USER, a claim) or FromNone. UID is the kernel's,
+	// which no one can claim. A receipt from before they were recorded has
+	// neither.
+	User     string `json:"user"`
+	UID      *int   `json:"uid,omitempty"`
+	UserFrom string `json:"user_from,omitempty"`
 	// SudoUser is who ran it through sudo (SUDO_USER), when it ran so: a
 	// claim of the environment, recorded as it was, not proven.
 	SudoUser string `json:"sudo_user,omitempty"`
 	Machine  string `json:"machine"`
+}
+
+// Who is the user as a person reads it: the name, the uid, and where the
+// name came from unless /etc/passwd said it (whoami.Identity.String); the
+// name alone from a receipt that has no uid.
+func (o *Operator) Who() string {
+	if o.UID == nil {
+		return o.User
+	}
+	name := o.User
+	if o.UserFrom == whoami.FromNone {
+		name = ""
+	}
+	return whoami.Identity{UID: *o.UID, Name: name, Source: o.UserFrom}.String()
 }
 
 // Build is the relayctl that ran: its version and the commit it was built

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"os/user"
 	"strings"
 	"syscall"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/relayctl/relayctl/internal/invprogram"
+	"github.com/relayctl/relayctl/internal/whoami"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout"
 )
@@ -389,9 +389,6 @@ func reconnects(n int) int {
 
 func owner(p *plans.Plan) string {
 	host, _ := os.Hostname()
-	who := "unknown"
-	if u, err := user.Current(); err == nil {
-		who = u.Username
-	}
+	who := whoami.Current()
 	return fmt.Sprintf("relayctl %s (pid %d on %s, user %s) since %s, plan %s", version(), os.Getpid(), host, who, time.Now().UTC().Format(time.RFC3339), p.Name)
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/user"
 	"strings"
 	"time"
 	"unicode"
@@ -13,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/relayctl/relayctl/internal/trust"
+	"github.com/relayctl/relayctl/internal/whoami"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/plans/approval"
 	"github.com/relayctl/relayctl/rollout"
@@ -117,10 +117,7 @@ func skipApproval(c *cli.Context, e *env, file, signers, from string) (*rollout.
 	case reason == "" || len(reason) > 200 || strings.IndexFunc(reason, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
 		return nil, errors.New(`--skip-approval needs a reason of printable text, at most 200 bytes, e.g. --skip-approval "outage 4711: rmem_max by hand"`)
 	}
-	who := "unknown"
-	if u, err := user.Current(); err == nil {
-		who = u.Username
-	}
+	who := whoami.Current().String()
 	fmt.Fprintf(e.stderr, "relayctl: warning: %s runs without approval although %s (from %s) requires one: --skip-approval %q, recorded in the receipt\n", file, signers, from, reason)
 	return &rollout.Approval{Decision: rollout.ApprovalSkipped, AllowedSigners: signers, From: from,
 		SkippedBy: fmt.Sprintf("--skip-approval %q", reason), User: who}, nil

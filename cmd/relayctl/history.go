@@ -476,7 +476,7 @@ func operatorText(o *rollout.Operator) string {
 	if o == nil {
 		return "-"
 	}
-	s := o.User + "@" + o.Machine
+	s := o.Who() + " on " + o.Machine
 	if o.SudoUser != "" {
 		s += " (sudo by " + o.SudoUser + ")"
 	}

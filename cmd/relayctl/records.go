@@ -6,12 +6,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/user"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/relayctl/relayctl/internal/whoami"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout"
 )
@@ -29,11 +29,13 @@ import (
 func runsDir(plan string) string { return plan + ".receipts" }
 
 // runInfo is this run's identity for its receipts: a new run id, the
-// kind, who runs relayctl on which machine, and which relayctl.
+// kind, who runs relayctl (its uid, and the name with where it came from)
+// on which machine, and which relayctl.
 func runInfo(kind string) rollout.RunInfo {
-	op := &rollout.Operator{User: "unknown", SudoUser: os.Getenv("SUDO_USER")}
-	if u, err := user.Current(); err == nil {
-		op.User = u.Username
+	id := whoami.Current()
+	op := &rollout.Operator{User: id.Name, UID: &id.UID, UserFrom: id.Source, SudoUser: os.Getenv("SUDO_USER")}
+	if op.User == "" {
+		op.User = "unknown"
 	}
 	op.Machine, _ = os.Hostname()
 	return rollout.RunInfo{ID: rollout.NewRunID(time.Now()), Kind: kind, Operator: op, Relayctl: &rollout.Build{Version: version(), Commit: commit()}}
