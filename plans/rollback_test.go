@@ -121,3 +121,32 @@ func TestRollbackBlocksAHostThatCannotGoBack(t *testing.T) {
 		t.Errorf("disagreeing receipts: %v %q", err, p.Hosts[0].Blockers)
 	}
 }
+
+// A host's receipt may name only sysctls the plan's spec sets: a receipt
+// naming kernel.core_pattern (which would make the kernel run a program)
+// is not read as relayctl writes it, and the host is blocked, whatever
+// the host's facts hold; a rollback plan edited to restore it does not
+// validate.
+func TestRollbackRestoresOnlyTheSpecsSysctls(t *testing.T) {
+	from, f := rolledOut(t)
+	f.Sysctls["kernel.core_pattern"] = SysctlFact{Exists: true, Value: "core", Writable: true}
+	f.Undo.Undo.Sysctls = []UndoSysctl{{Key: "kernel.core_pattern", Was: "|/tmp/x", Set: "core"}}
+	h := makeRollback(t, from, f).Hosts[0]
+	if h.Action != ActionBlocked || !strings.Contains(strings.Join(h.Blockers, " "), "sysctl kernel.core_pattern, which the plan's spec does not set") {
+		t.Errorf("a receipt naming kernel.core_pattern: %s, sysctls %+v, blockers %q; want blocked", h.Action, h.Sysctls, h.Blockers)
+	}
+	from, f = rolledOut(t)
+	f.Undo.Undo.Sysctls = append(f.Undo.Undo.Sysctls, f.Undo.Undo.Sysctls[0])
+	from.Sysctl = append(from.Sysctl, PlannedSysctl{Key: "net.core.rmem_default", Value: "212992"})
+	if h := makeRollback(t, from, f).Hosts[0]; h.Action != ActionBlocked || !strings.Contains(strings.Join(h.Blockers, " "), "net.core.rmem_max twice") {
+		t.Errorf("a receipt naming a sysctl twice: %s %q; want blocked", h.Action, h.Blockers)
+	}
+	from, f = rolledOut(t)
+	q := makeRollback(t, from, f)
+	qh := q.Hosts[0]
+	qh.Undo.Sysctls[0] = UndoSysctl{Key: "kernel.core_pattern", Was: "|/tmp/x", Set: "core"}
+	qh.Sysctls[0] = SysctlChange{Key: "kernel.core_pattern", Current: "core", Planned: "|/tmp/x", Writable: true, Change: true}
+	if err := Validate(q); err == nil || !strings.Contains(err.Error(), "kernel.core_pattern") {
+		t.Errorf("a rollback plan edited to restore kernel.core_pattern: %v", err)
+	}
+}

@@ -117,13 +117,11 @@ func validUndo(p *Plan, u *Undo) error {
 			}
 		}
 	}
-	if len(u.Sysctls) > len(p.Sysctl) || len(u.Files) > len(PlannedFiles(p)) {
-		return errors.New("more sysctls or files than the plan's spec has")
+	if len(u.Files) > len(PlannedFiles(p)) {
+		return errors.New("more files than the plan's spec writes")
 	}
-	for _, s := range u.Sysctls {
-		if tune.ValidKey(s.Key) != nil || hostText(s.Was) != nil || hostText(s.Set) != nil {
-			return fmt.Errorf("sysctl %q", clip(s.Key))
-		}
+	if err := undoSysctlsOfSpec(p, u); err != nil {
+		return err
 	}
 	for _, f := range u.Files {
 		if !slices.Contains(PlannedFiles(p), PlannedFile{f.Role, f.Path}) {
@@ -132,6 +130,30 @@ func validUndo(p *Plan, u *Undo) error {
 		if f.Existed && (!sha256Re.MatchString(f.SHA256) || ValidBackupName(f.Backup) != nil) || f.Set != "" && !sha256Re.MatchString(f.Set) {
 			return fmt.Errorf("file %s: a hash or backup name that is not relayctl's", clip(f.Path))
 		}
+	}
+	return nil
+}
+
+// undoSysctlsOfSpec checks the sysctls a host's receipt says its window
+// set: each a key the plan's spec sets, once, with values of one line. A
+// rollback writes only what the spec manages, whatever a receipt names
+// (kernel.core_pattern would make the kernel run a program as root).
+func undoSysctlsOfSpec(p *Plan, u *Undo) error {
+	spec := map[string]bool{}
+	for _, s := range p.Sysctl {
+		spec[s.Key] = true
+	}
+	seen := map[string]bool{}
+	for _, s := range u.Sysctls {
+		switch {
+		case tune.ValidKey(s.Key) != nil || hostText(s.Was) != nil || hostText(s.Set) != nil:
+			return fmt.Errorf("sysctl %q", clip(s.Key))
+		case !spec[s.Key]:
+			return fmt.Errorf("sysctl %s, which the plan's spec does not set", clip(s.Key))
+		case seen[s.Key]:
+			return fmt.Errorf("sysctl %s twice", clip(s.Key))
+		}
+		seen[s.Key] = true
 	}
 	return nil
 }
