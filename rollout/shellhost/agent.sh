@@ -1965,8 +1965,19 @@ $first
 EOF
 if [ "$cmd" = receipts ]; then
 	# Read-only, without the lock (history --hosts): one answer, then exit.
+	# Only where root alone could have written (a FIFO or a symlink swapped
+	# in between a check and a read would hang it or read another file):
+	# the state folder and every folder above it as lock checks them, and
+	# receipts/ root's alone, not a symlink. Nothing is made: a host
+	# without them has no receipts.
 	a=$owner
-	p_receipts
+	if [ -d "$state" ] && ! safe_dir_v "$state"; then
+		printf 'UNSAFE %s\n' "$(clean "$why")"
+	elif [ -d "$state" ] && { [ -e "$state/receipts" ] || [ -L "$state/receipts" ]; } && ! root_dirs "$state/receipts"; then
+		printf 'UNSAFE %s/receipts is not a folder that belongs to root and only root can write\n' "$state"
+	else
+		p_receipts
+	fi
 	exit 0
 fi
 [ "$cmd" = lock ] || {

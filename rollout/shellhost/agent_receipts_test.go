@@ -2,6 +2,7 @@ package shellhost
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -126,5 +127,57 @@ func TestAgentReadsReceiptsWithoutTheLock(t *testing.T) {
 	})
 	if err != nil {
 		t.Error(err)
+	}
+}
+
+// receipts reads only where root alone could have written, as lock
+// checks before it writes: a state folder, a folder above it or a
+// receipts folder that another user owns or can write is refused with
+// the reason, and nothing in it is read (whoever can write there can swap
+// a receipt for a FIFO, which would hang the read, or a symlink to a
+// file of root's between the check and the read). Nothing is made.
+func TestAgentReadsReceiptsOnlyWhereRootAloneCould(t *testing.T) {
+	root := rootDir(t)
+	secret := filepath.Join(root, "secret")
+	os.WriteFile(secret, []byte("root's alone"), 0o600)
+	elsewhere := filepath.Join(root, "elsewhere")
+	os.Mkdir(elsewhere, 0o755)
+	os.WriteFile(filepath.Join(elsewhere, receiptName(10)+".json"), []byte(`{"run": 10}`), 0o600)
+	for _, tt := range []struct {
+		name string
+		make func(state, receipts string) // after state/receipts/ is made, root's, with one receipt
+		want string
+	}{
+		{"the state folder another user's", func(state, _ string) { os.Chown(state, 65534, 65534) }, "STATE is not owned by root or is writable by its group or others"},
+		{"a folder above it open to others", func(state, _ string) { os.Chmod(filepath.Dir(state), 0o777) }, "PARENT is not owned by root or is writable by its group or others"},
+		{"receipts/ another user's", func(_, receipts string) { os.Chown(receipts, 65534, 65534) }, "STATE/receipts is not a folder that belongs to root and only root can write"},
+		{"receipts/ open to others", func(_, receipts string) { os.Chmod(receipts, 0o777) }, "STATE/receipts is not a folder that belongs to root and only root can write"},
+		{"receipts/ a symlink", func(_, receipts string) { os.RemoveAll(receipts); os.Symlink(elsewhere, receipts) }, "STATE/receipts is not a folder that belongs to root and only root can write"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			parent := filepath.Join(rootDir(t), "var")
+			state := filepath.Join(parent, "state")
+			receipts := filepath.Join(state, "receipts")
+			os.MkdirAll(receipts, 0o755)
+			os.Chmod(parent, 0o755)
+			os.WriteFile(filepath.Join(receipts, receiptName(11)+".json"), []byte(`{"run": 11}`), 0o600)
+			os.Symlink(secret, filepath.Join(receipts, receiptName(12)+".json"))
+			tt.make(state, receipts)
+			var got string
+			err := New("local", localConn{}, state).Run(context.Background(), []Op{op("receipts", "5")}, func(_ int, r Result) error {
+				got = r.Value
+				return nil
+			})
+			want := strings.NewReplacer("STATE", state, "PARENT", parent).Replace(tt.want)
+			if !errors.Is(err, ErrUnsafeHost) || !strings.Contains(err.Error(), "read receipts: ") || !strings.Contains(err.Error(), want) || got != "" {
+				t.Fatalf("got %v and %q read; want ErrUnsafeHost naming %q, and nothing read", err, got, want)
+			}
+		})
+	}
+	// A host without a state folder has no receipts, and gets none made.
+	none := filepath.Join(root, "none", "state")
+	err := New("local", localConn{}, none).Run(context.Background(), []Op{op("receipts", "5")}, nil)
+	if _, serr := os.Lstat(filepath.Join(root, "none")); err != nil || serr == nil {
+		t.Errorf("no state folder: %v, and %s made (%v)", err, filepath.Join(root, "none"), serr)
 	}
 }

@@ -136,7 +136,9 @@ func (h *Host) observeAlone(ctx context.Context, o rollout.Op, each func(int, ro
 
 // receiptsAlone reads the host's newest receipts without its lock
 // (history --hosts): agent.sh answers a first request "receipts" and
-// exits, so it runs as one command and waits on no apply.
+// exits, so it runs as one command and waits on no apply. It reads them
+// only where root alone could have written them, and answers UNSAFE
+// otherwise, as lock does.
 func (h *Host) receiptsAlone(ctx context.Context, o rollout.Op, each func(int, rollout.Result) error) error {
 	cmd := agentCommand(h.state)
 	out := &limitedBuffer{max: MaxObserveOutput + 64}
@@ -153,8 +155,11 @@ func (h *Host) receiptsAlone(ctx context.Context, o rollout.Op, each func(int, r
 		return fmt.Errorf("read receipts: %w", err)
 	}
 	word, size, _ := strings.Cut(line, " ")
-	if word == "ERR" {
+	switch word {
+	case "ERR":
 		return &rollout.OpError{Op: o, Msg: size}
+	case "UNSAFE":
+		return fmt.Errorf("read receipts: %w: %s: make it owned by root and writable by root alone", rollout.ErrUnsafeHost, size)
 	}
 	if word != "DATA" {
 		return fmt.Errorf("read receipts: unexpected answer %q", clip(line))
