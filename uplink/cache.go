@@ -27,9 +27,10 @@ import (
 // Its folder is DIR/releases and DIR/forms, DIR being the user's cache
 // folder's relayctl (os.UserCacheDir: $XDG_CACHE_HOME, else ~/.cache):
 // folders 0700 and files 0600, the user's alone. relayctl refuses a cache
-// folder that another user owns or can write (root under sudo with the
-// invoking user's HOME would otherwise write into that user's folder), and
-// reads no file through a symlink. A file is checked when read, by its
+// folder that another user owns or can write, and makes a missing one only
+// in a folder of its user's or root's (root under sudo with the invoking
+// user's HOME would otherwise write into that user's folder), and reads no
+// file through a symlink. A file is checked when read, by its
 // sha256: one that fails is removed (and a form made again), so a damaged
 // cache costs time, never a wrong upload (the host checks the sha256 of
 // what it decodes in any case).
@@ -55,7 +56,7 @@ func DefaultCacheDir() (string, error) {
 // OpenCache opens (and makes) the cache in dir.
 func OpenCache(dir string) (*Cache, error) {
 	dir = filepath.Clean(dir)
-	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+	if err := makeParents(filepath.Dir(dir)); err != nil {
 		return nil, fmt.Errorf("open release cache %s: %w", dir, err)
 	}
 	if err := safeParent(filepath.Dir(dir)); err != nil {
@@ -71,6 +72,31 @@ func OpenCache(dir string) (*Cache, error) {
 
 // Dir is the cache's folder.
 func (c *Cache) Dir() string { return c.dir }
+
+// makeParents makes d and the folders above it that are missing (0700),
+// only in a folder that passes safeParent: root under sudo -E, with the
+// invoking user's HOME and no ~/.cache, would otherwise make a ~/.cache of
+// root's in that user's home, and the cache in it.
+func makeParents(d string) error {
+	var missing []string
+	for p := d; ; p = filepath.Dir(p) {
+		if _, err := os.Stat(p); err == nil {
+			if err := safeParent(p); err != nil {
+				return err
+			}
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) || p == filepath.Dir(p) {
+			return err
+		}
+		missing = append(missing, p)
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := os.Mkdir(missing[i], 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+	}
+	return nil
+}
 
 // safeParent: the folder the cache is made in belongs to this user or
 // root, and nobody else can write it unless it is sticky (/tmp), where

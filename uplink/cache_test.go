@@ -77,6 +77,22 @@ func TestCacheRefusesUnsafeFolders(t *testing.T) {
 		if _, err := OpenCache(filepath.Join(theirs, "relayctl")); err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
 			t.Errorf("a cache in another user's folder: %v", err)
 		}
+		// Root under sudo -E: HOME is the user's, who has no ~/.cache yet.
+		// Nothing is made in their home.
+		if _, err := OpenCache(filepath.Join(theirs, ".cache", "relayctl")); err == nil || !strings.Contains(err.Error(), theirs+" belongs to uid 65534") {
+			t.Errorf("a cache under another user's home without .cache: %v", err)
+		}
+		if _, err := os.Lstat(filepath.Join(theirs, ".cache")); err == nil {
+			t.Errorf("root made %s in another user's folder", filepath.Join(theirs, ".cache"))
+		}
+	}
+	// Missing folders under one of this user's are made, the user's alone.
+	deep := filepath.Join(dir, "home", "me", ".cache", "relayctl")
+	if _, err := OpenCache(deep); err != nil {
+		t.Errorf("a cache whose folders are missing: %v", err)
+	}
+	if st, err := os.Stat(filepath.Dir(deep)); err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("%s: %v, %v; want made 0700", filepath.Dir(deep), err, st)
 	}
 }
 
