@@ -258,6 +258,7 @@ func TestRunRefusesFilesOthersCanChange(t *testing.T) {
 	}{
 		{"a script given to sh", []string{"sh", "inventory/hosts.sh"}, inv, "a file it is given, " + inv + ","},
 		{"an option's value", []string{"bin/print.sh", "--source=inventory/hosts.sh"}, inv, inv + " is writable by others (mode 0777)"},
+		{"a short option's value", []string{"bin/print.sh", "-iinventory/hosts.sh"}, inv, inv + " is writable by others (mode 0777)"},
 		{"a folder above a file given", []string{"sh", "inventory/hosts.sh"}, dir + "/inventory", dir + "/inventory is writable by others (mode 0777)"},
 		{"a file in a folder given", []string{"bin/print.sh", "tree"}, tree, tree + " is writable by others"},
 		{"a folder in a folder given", []string{"bin/print.sh", "tree"}, filepath.Dir(tree), filepath.Dir(tree) + " is writable by others"},

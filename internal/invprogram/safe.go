@@ -91,14 +91,17 @@ func programSafe(path string) error {
 }
 
 // namedFiles are the files and folders the arguments name that exist: an
-// argument, or what follows the = of an option (--config=FILE), as a path
-// relative to dir. A word that names nothing on disk is not a file.
+// argument, what follows the = of an option (--config=FILE), or what
+// follows a short option's letter (-iFILE), as a path relative to dir. A word that names nothing on disk is not a file.
 func namedFiles(args []string, dir string) []string {
 	var out []string
 	for _, a := range args {
 		words := []string{a}
 		if _, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(a, "-") {
 			words = append(words, v)
+		}
+		if len(a) > 2 && a[0] == '-' && a[1] != '-' {
+			words = append(words, a[2:])
 		}
 		for _, w := range words {
 			if w == "" {
