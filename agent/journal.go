@@ -183,20 +183,30 @@ func pruneBackups(state string) {
 
 // receiptsAnswer is the newest n receipts filed, newest first, as one DATA
 // answer: for each, "NAME SIZE" on a line, then its bytes. Read-only,
-// without the lock: only regular files of root's alone, in folders of
-// root's alone, are read, each opened without following a symlink or
-// waiting on a FIFO, and at most maxReceipt bytes of each.
+// without the lock, so only where root alone could have written them (a
+// FIFO or a symlink swapped in between a check and a read would hang it
+// or read another file): the state folder and every folder above it, as
+// written and as resolved, and receipts/ a folder of root's alone, not a
+// symlink; else UNSAFE why, nothing read. Nothing is made: a host without
+// them has no receipts. Each is opened without following a symlink or
+// waiting on a FIFO, and at most maxReceipt bytes of it read.
 func receiptsAnswer(p paths, n string) answer {
 	if !digits(n) {
 		return errf("bad receipt count")
 	}
 	want, _ := strconv.Atoi(n)
 	dir := p.state + "/receipts"
+	if _, err := os.Lstat(p.state); errors.Is(err, fs.ErrNotExist) {
+		return dataAnswer(nil)
+	}
+	if err := safeDirReadOnly(p.state); err != nil {
+		return answer{word: "UNSAFE", text: err.Error()}
+	}
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		return dataAnswer(nil)
 	}
-	if err := safeDirReadOnly(dir); err != nil {
-		return errf("%s: the receipts there are not read", err)
+	if !rootDir(dir) {
+		return answer{word: "UNSAFE", text: dir + " is not a folder that belongs to root and only root can write"}
 	}
 	names := receiptNames(p.state, ".json")
 	var out []byte

@@ -210,7 +210,7 @@ func (a answer) bytes() []byte {
 		return nil
 	case "DATA":
 		return append([]byte("DATA "+strconv.Itoa(len(a.data))+"\n"), a.data...)
-	case "VAL", "ERR":
+	case "VAL", "ERR", "UNSAFE":
 		return []byte(a.word + " " + clean(a.text) + "\n")
 	case "NEED":
 		if a.text == "" {
