@@ -10,6 +10,9 @@ type Facts struct {
 	User     string `json:"user"`
 	Hostname string `json:"hostname"`
 	Kernel   string `json:"kernel"`
+	// Arch is the host's machine as uname reports it (x86_64, aarch64):
+	// which build of the host agent it runs. "" where observe did not say.
+	Arch string `json:"arch,omitempty"`
 	// InitialNetns is false when the SSH session runs in a child network
 	// namespace (a container): global sysctls are read-only there.
 	InitialNetns bool `json:"initial_netns"`

@@ -290,7 +290,7 @@ func ValidateFacts(f *Facts) error {
 
 // factTexts: every short string is text a review can show.
 func factTexts(f *Facts) error {
-	for name, s := range map[string]string{"address": f.Address, "user": f.User, "hostname": f.Hostname, "kernel": f.Kernel,
+	for name, s := range map[string]string{"address": f.Address, "user": f.User, "hostname": f.Hostname, "kernel": f.Kernel, "arch": f.Arch,
 		"release current": f.Release.Current, "release link": f.Release.CurrentRaw, "running executable": f.Release.RunningExe,
 		"service detail": f.Service.Detail, "found by": f.Service.FoundBy, "lock owner": f.LockOwner, "relay config": f.Config.Unsafe} {
 		if err := hostText(s); err != nil {

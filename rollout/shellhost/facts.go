@@ -47,6 +47,7 @@ func FactsFromFrames(frames []Frame, q rollout.Query) (*plans.Facts, error) {
 		return nil, fmt.Errorf("%w: no kernel version", errFrame)
 	}
 	f.Hostname, _ = by.text("hostname")
+	f.Arch = by.arch()
 	if c, ok := by.text("clock"); ok {
 		f.ClockNanos, _ = strconv.ParseInt(c, 10, 64)
 	}
@@ -78,6 +79,17 @@ func FactsFromFrames(frames []Frame, q rollout.Query) (*plans.Facts, error) {
 		f.Undo = by.undo(q.UndoOf)
 	}
 	return f, by.socket(f, q.Port)
+}
+
+// arch is the host's machine as the agent read it from uname(2), if it
+// is a machine name (letters, digits, _ and -, as x86_64 or aarch64): ""
+// otherwise, and from observe.sh, which does not say.
+func (by frameSet) arch() string {
+	a, ok := by.text("arch")
+	if !ok || len(a) > 32 || strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
+		return ""
+	}
+	return a
 }
 
 // undo is the host's newest receipt of the plan with checksum sum that
