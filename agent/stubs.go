@@ -6,5 +6,3 @@ var (
 )
 
 func notYet(s *session, r *request) answer { return errf("%s: not in this agent yet", r.kind) }
-
-func observe(s *session, r *request) answer { return notYet(s, r) }
