@@ -19,7 +19,8 @@ import (
 // control plane of its own namespace (docs/kernel.md): its socket is read
 // back there, and its control plane asked there.
 //
-// A namespace belongs to an OS thread, not to a goroutine: the agent
+// A namespace belongs to an OS thread, not to a goroutine
+// (docs/kernel.md, reading a socket back): the agent
 // enters one on a thread of its own (a goroutine locked to it, setns(2)),
 // starts there what must run there (ss inherits the thread's namespace;
 // a socket is made in the namespace of the thread that makes it), and
