@@ -43,7 +43,8 @@ func ssArgs(port string, owners bool) []string {
 func validControl(c string) bool {
 	host, port, ok := strings.Cut(c, ":")
 	ip := net.ParseIP(host)
-	return ok && strings.HasPrefix(host, "127.") && ip != nil && ip.To4() != nil && validPort(port)
+	n := atoi(port)
+	return ok && strings.HasPrefix(host, "127.") && ip != nil && ip.To4() != nil && len(port) <= 5 && n >= 1 && n <= 65535
 }
 
 // validPort: p is a port number, 1 to 65535, in plain digits.

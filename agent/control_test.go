@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/relayctl/relayctl/plans"
 )
 
 // The relay's answers are bounded: a /status over 64 KiB is refused, not
@@ -59,5 +61,17 @@ func TestRelayStatusBounds(t *testing.T) {
 	relayStatus(f, pid, exact.Addr().String())
 	if got := f.out.Len(); got != len(testBoundary)*2+len(" relay-status\n")+maxStatus+len("\n end 0\n") {
 		t.Errorf("an answer of exactly %d bytes: framed in %d bytes", maxStatus, got)
+	}
+}
+
+// The agent takes the control addresses relayctl takes (plans.ValidControl),
+// and nothing else: loopback IPv4 and a port, never a name.
+func TestValidControlIsRelayctls(t *testing.T) {
+	for _, c := range []string{"127.0.0.1:7789", "127.3.2.1:1", "127.0.0.1:07789", "127.0.0.1:65535",
+		"127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:", "127.0.0.1", "localhost:7789", "10.0.0.1:7789", "[::1]:7789",
+		"127.1:7789", "127.000.0.1:7789", "127.0.0.1:77 89", "127.0.0.1:-1", " 127.0.0.1:7789", "127.0.0.1:7789:1"} {
+		if got, want := validControl(c), plans.ValidControl(c) == nil; got != want {
+			t.Errorf("%q: the agent takes it %v, relayctl %v", c, got, want)
+		}
 	}
 }
