@@ -233,8 +233,8 @@ func udpTableHasPort(table []byte, port int) bool {
 	want := fmt.Sprintf(":%04X", port)
 	for _, l := range strings.Split(string(table), "\n") {
 		slot, rest, ok := strings.Cut(strings.TrimLeft(l, " "), ": ")
-		local, _, _ := strings.Cut(rest, " ")
-		if ok && (slot == "" || digits(slot)) && strings.HasSuffix(local, want) && isUpperHex(strings.TrimSuffix(local, want)) {
+		local, _, spaced := strings.Cut(rest, " ")
+		if ok && spaced && (slot == "" || digits(slot)) && strings.HasSuffix(local, want) && isUpperHex(strings.TrimSuffix(local, want)) {
 			return true
 		}
 	}
