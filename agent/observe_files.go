@@ -52,9 +52,11 @@ func folderOf(p string) string {
 	return p[:i]
 }
 
-// othersCanWrite says who else than root can change folder dir (itself,
-// not followed: a symlink there is one anyone could have meant elsewhere),
-// "" if nobody: "is owned by uid U with mode M".
+// othersCanWrite says how someone other than root could change folder dir
+// (itself, not followed: a symlink there could have been meant anywhere),
+// "" if nobody can: "is owned by uid U with mode M". The rule is the
+// mode's, whole: observe.sh's pattern of stat's digits also refused root's
+// folders of modes under 010, which nobody else can write.
 func othersCanWrite(dir string) string {
 	st, err := lstatT(dir)
 	if err != nil {

@@ -151,8 +151,8 @@ func plainCgroup(cg string) bool {
 // pidFromFile: the pid the pid file names, trusted only if nobody but
 // root can write it: a regular file (no symlink) of root's, no special
 // bits, that neither its group nor others can write, read from the very
-// file that was checked. Its words are joined (observe.sh's reading:
-// blanks and newlines dropped).
+// file that was checked (observe.sh checked the path, then read it). Its
+// words are joined (observe.sh's reading: blanks and newlines dropped).
 func (o *observer) pidFromFile() string {
 	p := o.q.pidFile
 	if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
