@@ -213,6 +213,13 @@ func TestObservePIDFileTrust(t *testing.T) {
 			}
 		})
 	}
+	// Root's, that nobody may write, with a mode under 010 (observe.sh's
+	// pattern of stat's digits refused it): trusted.
+	os.Chown(h.a.pidFile, 0, 0)
+	os.Chmod(h.a.pidFile, 0o004)
+	if _, _, f := h.read(t); !f.Service.Running {
+		t.Errorf("root's pid file of mode 004: %+v", f.Service)
+	}
 	// A symlink to root's own pid file is no pid file.
 	os.Chmod(h.a.pidFile, 0o644)
 	must(t, os.Rename(h.a.pidFile, h.a.pidFile+".real"))
