@@ -11,10 +11,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/relayctl/relayctl/internal/agenttest"
 	"github.com/relayctl/relayctl/internal/lab"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/tune"
@@ -49,32 +49,15 @@ func parityLocal(ns string) parityRunner {
 	}
 }
 
-var agentBuild struct {
-	sync.Mutex
-	path string
-}
-
-// buildAgent builds cmd/relayctl-agent once per test binary, static (it
-// runs in a lab host as it is), into a folder that outlives the test.
-func buildAgent(t *testing.T) string {
+// agentFile is the agent built from this tree (internal/agenttest) as a
+// file of root's, to run as relayctl's bootstrap would.
+func agentFile(t *testing.T) string {
 	t.Helper()
-	agentBuild.Lock()
-	defer agentBuild.Unlock()
-	if agentBuild.path != "" {
-		return agentBuild.path
-	}
-	d, err := os.MkdirTemp("", "relayctl-agent-build-")
-	if err != nil {
+	p := filepath.Join(t.TempDir(), "relayctl-agent")
+	if err := os.WriteFile(p, agenttest.Set(t)[0].Bytes, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(d, "relayctl-agent")
-	c := exec.Command("go", "build", "-trimpath", "-o", out, "github.com/relayctl/relayctl/cmd/relayctl-agent")
-	c.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := c.CombinedOutput(); err != nil {
-		t.Fatalf("build the agent: %v: %s", err, b)
-	}
-	agentBuild.path = out
-	return out
+	return p
 }
 
 // observeScriptOn is observe.sh on a host: its frames.
@@ -287,7 +270,7 @@ func (h *parityHost) query() Query {
 
 func TestAgentObserveParity(t *testing.T) {
 	h := newParityHost(t)
-	agent := buildAgent(t)
+	agent := agentFile(t)
 	t.Run("no relay running", func(t *testing.T) {
 		parityWrite(t, h.pidFile, "999999999\n", 0o644)
 		q := h.query()
@@ -314,7 +297,7 @@ func TestAgentObserveParity(t *testing.T) {
 
 func TestAgentObserveParityRelayInItsOwnNamespace(t *testing.T) {
 	h := newParityHost(t)
-	agent := buildAgent(t)
+	agent := agentFile(t)
 	pid := h.startRelayd(t, h.relayNS)
 	run := parityLocal("") // the session in the machine's namespace, the relay in its own
 	t.Run("command manager", func(t *testing.T) {
@@ -361,7 +344,7 @@ func TestAgentObserveParityRelayInItsOwnNamespace(t *testing.T) {
 func TestLabAgentObserveParitySystemd(t *testing.T) {
 	lab.RequireSystemd(t)
 	relayd := lab.BuildRelayd(t, "1.9.0")
-	agent := buildAgent(t)
+	agent := agentFile(t)
 	l := lab.StartT(t, lab.Options{Hosts: []lab.HostOptions{{Systemd: true, Relay: &lab.RelayInstall{Binary: relayd, Version: "1.9.0", Start: true}}}})
 	h := l.Hosts[0]
 	dst, err := h.Path("/usr/local/sbin/relayctl-agent")
