@@ -3,8 +3,7 @@
 // (rollout/primitive.go lists them) and nothing else. It reads and writes
 // files, hashes, decodes and reads /proc itself, and starts only the
 // service's own commands (the spec's start and stop words, systemctl,
-// journalctl), ss, the independent read-back of the relay's socket, and
-// zstd -V (what the host can unpack an upload with).
+// journalctl) and ss, the independent read-back of the relay's socket.
 // Everything from a plan reaches it as data, validated first, never as
 // code; it is a constant of relayctl, which checks its sha256 before a
 // host runs it (bootstrap.go in rollout/shellhost).

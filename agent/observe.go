@@ -10,15 +10,17 @@ import (
 // fact relayctl needs of the host as framed sections (frame.go), the
 // sections observe.sh printed, in its order, with its contents and
 // statuses, so relayctl's parser (rollout/shellhost facts.go) makes the
-// same facts of them; and arch, the host's machine (uname), which
-// observe.sh did not report. Read-only: it is a session's lockless first
+// same facts of them; but for arch, the host's machine (uname), which
+// observe.sh did not report, and decoders, the forms of an upload the
+// agent decodes itself, in place of observe.sh's look at the host's gzip
+// and zstd. Read-only: it is a session's lockless first
 // request (plan, verify), a request in a locked session, and the window's
 // own read-back.
 //
 // Nothing here runs a command named by a spec or reaches a shell: files
-// and /proc are read by the agent, bounded; it runs only systemctl show,
-// zstd -V (what the host can unpack an upload with), and ss, the
-// read-back of the relay socket that does not trust the relay.
+// and /proc are read by the agent, bounded; it runs only systemctl show
+// and ss, the read-back of the relay socket that does not trust the
+// relay.
 func observe(s *session, r *request) answer {
 	if r.argvLeft > maxObserveWords {
 		return errf("observe: %d words, more than %d", r.argvLeft, maxObserveWords)

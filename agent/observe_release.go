@@ -2,10 +2,11 @@ package agent
 
 import (
 	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // releaseFacts, for a release relayctl ships: where the current link
@@ -88,15 +89,10 @@ func lsStatus(err error) int {
 	return 0
 }
 
-// decoders: what the host has to unpack an upload with (package uplink):
-// gzip, and zstd with its version (a patch needs zstd 1.4.5 or later).
-// They are the host's programs, as agent.sh's keep unpacks with them.
-func (o *observer) decoders() {
-	if _, err := exec.LookPath("gzip"); err == nil {
-		o.f.value("gzip", 0, "found")
-	}
-	if _, err := exec.LookPath("zstd"); err == nil {
-		out, st := commandIn("", 10*time.Second, "zstd", "-V")
-		o.f.section("zstd", st, out)
-	}
-}
+// decodes are the packed forms of an upload the agent decodes itself
+// (packed.go), wherever it runs: what it reports, rather than the host's
+// gzip and zstd programs, which observe.sh reported and it does not use.
+var decodes = []string{uplink.Gzip, uplink.Zstd, uplink.ZstdPatch}
+
+// decoders frames what the host can unpack an upload with.
+func (o *observer) decoders() { o.f.value("decoders", 0, strings.Join(decodes, " ")) }

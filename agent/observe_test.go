@@ -17,6 +17,7 @@ import (
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout"
 	"github.com/relayctl/relayctl/rollout/shellhost"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // testBoundary is a frame boundary as relayctl makes one.
@@ -476,5 +477,24 @@ func TestObserveRefusesBadWords(t *testing.T) {
 		if out := runSession(t, h.a.state, req("observe", 0, nil, tt.words, tt.b)); out != tt.want+"\n" {
 			t.Errorf("%s: got %q, want %q", name, out, tt.want)
 		}
+	}
+}
+
+// observe reports the forms keep decodes: every packed encoding relayctl
+// sends, each one the agent takes.
+func TestObserveReportsWhatKeepDecodes(t *testing.T) {
+	for _, enc := range uplink.Encodings {
+		if !slices.Contains(decodes, enc) {
+			t.Errorf("%s is not reported", enc)
+		}
+	}
+	for _, enc := range decodes {
+		if err := knownEncoding(enc); err != nil {
+			t.Errorf("reported %s: %v", enc, err)
+		}
+	}
+	h := newObsHost(t)
+	if by, _, f := h.read(t); string(by["decoders"].Data) != "gzip zstd zstd-patch" || strings.Join(f.Release.Decoders, " ") != "gzip zstd zstd-patch" {
+		t.Errorf("decoders %q, facts %q", by["decoders"].Data, f.Release.Decoders)
 	}
 }

@@ -306,9 +306,14 @@ func (by frameSet) socket(f *plans.Facts, port int) error {
 // v1.5.4, by Yann Collet ***").
 var zstdVersion = regexp.MustCompile(`\bv(\d+)\.(\d+)\.(\d+)\b`)
 
-// decoders are what observe found to unpack an upload with: gzip; zstd;
-// and zstd-patch where that zstd takes --patch-from (1.4.5 and later).
+// decoders are what the host can unpack an upload with: what the Go
+// agent says it decodes itself (its decoders section), or what observe.sh
+// found of the host's programs: gzip; zstd; and zstd-patch where that zstd
+// takes --patch-from (1.4.5 and later).
 func (by frameSet) decoders() []string {
+	if list, ok := by.text("decoders"); ok {
+		return agentDecoders(strings.Fields(list))
+	}
 	var d []string
 	if v, ok := by.text("gzip"); ok && v == "found" {
 		d = append(d, uplink.Gzip)
@@ -325,6 +330,18 @@ func (by frameSet) decoders() []string {
 	}
 	if n[0] > 1 || n[0] == 1 && (n[1] > 4 || n[1] == 4 && n[2] >= 5) {
 		d = append(d, uplink.ZstdPatch)
+	}
+	return d
+}
+
+// agentDecoders are the encodings the agent listed that relayctl knows,
+// in relayctl's order (gzip, zstd, zstd-patch); anything else is left out.
+func agentDecoders(listed []string) []string {
+	var d []string
+	for _, enc := range []string{uplink.Gzip, uplink.Zstd, uplink.ZstdPatch} {
+		if slices.Contains(listed, enc) {
+			d = append(d, enc)
+		}
 	}
 	return d
 }

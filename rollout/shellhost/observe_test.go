@@ -408,3 +408,25 @@ func TestDecodersByZstdVersion(t *testing.T) {
 		}
 	}
 }
+
+// The Go agent decodes uploads itself and says which forms in a section
+// of its own: relayctl takes the forms it knows from it, in its own order,
+// and no longer asks the host's programs.
+func TestDecodersTheAgentLists(t *testing.T) {
+	for _, c := range []struct {
+		listed string
+		status int
+		want   string
+	}{
+		{"gzip zstd zstd-patch", 0, "gzip zstd zstd-patch"},
+		{"zstd-patch zstd gzip", 0, "gzip zstd zstd-patch"},
+		{"gzip brotli ../x zstd", 0, "gzip zstd"},
+		{"", 0, ""},
+		{"gzip zstd zstd-patch", 1, "gzip"},
+	} {
+		by := frameSet{"decoders": {Name: "decoders", Data: []byte(c.listed), Status: c.status}, "gzip": {Name: "gzip", Data: []byte("found")}}
+		if got := strings.Join(by.decoders(), " "); got != c.want {
+			t.Errorf("%q (status %d): decoders %q, want %q", c.listed, c.status, got, c.want)
+		}
+	}
+}
