@@ -91,10 +91,13 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		code := s.start()
 		s.out.Flush()
 		return code
-	case "window":
+	case "window", "spawn":
 		if len(args) != 5 {
 			fmt.Fprintln(stderr, "usage: relayctl-agent window STATE_DIR ID SHA256")
 			return exitBad
+		}
+		if args[1] == "spawn" {
+			return spawnMain(pathsOf(state), args[3], args[4], stderr)
 		}
 		return windowMain(pathsOf(state), args[3], args[4], stderr)
 	case "install":

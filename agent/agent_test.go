@@ -13,7 +13,7 @@ import (
 // session starts a process of the agent (a window's): os.Executable is
 // this binary.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 2 && (os.Args[1] == "window" || os.Args[1] == "serve" || os.Args[1] == "install") {
+	if len(os.Args) > 2 && (os.Args[1] == "window" || os.Args[1] == "spawn" || os.Args[1] == "serve" || os.Args[1] == "install") {
 		os.Exit(Main(os.Args, os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())

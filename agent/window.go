@@ -178,19 +178,16 @@ func (s *session) startWindow(id string, prog []byte) (*windowHandle, error) {
 		return nil, err
 	}
 	defer logf.Close()
-	argv := []string{self, "window", s.state, id, sha256Hex(prog)}
-	if isDir("/run/systemd/system") {
-		argv = append([]string{"systemd-run", "--scope", "--quiet", "--collect", "--unit=relayctl-window-" + id, "--"}, argv...)
-	}
-	c := exec.Command(argv[0], argv[1:]...)
+	// Started through a process of its own that exits at once (spawn), so
+	// the window's process is nobody's child here: whatever ends this
+	// session and its descendants leaves it be.
+	c := exec.Command(self, "spawn", s.state, id, sha256Hex(prog))
 	c.Stderr = logf
 	c.ExtraFiles = []*os.File{s.lock, theirs}
-	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := c.Start(); err != nil {
+	if err := c.Run(); err != nil {
 		mine.Close()
-		return nil, err
+		return nil, fmt.Errorf("%v %s", err, strings.TrimSpace(readHead(dir+"/log", 300)))
 	}
-	go c.Wait() // reaped whenever it ends; it outlives this session if need be
 	conn, err := net.FileConn(mine)
 	mine.Close()
 	if err != nil {
@@ -460,6 +457,39 @@ func parseProgram(b []byte) (*program, error) {
 		}
 		p.undo = append(p.undo, data)
 	}
+}
+
+// spawnMain starts the window's process and exits: in a session of its
+// own (setsid), its standard files off the connection, and where systemd
+// runs the host in a scope unit of its own (relayctl-window-ID), out of
+// the SSH session's cgroup, which a logind teardown or an OOM kill takes
+// whole. It passes on fd 3 (the host lock) and fd 4 (the socket).
+func spawnMain(p paths, id, sum string, stderr io.Writer) int {
+	if len(id) != 16 || !isHexString(id) {
+		fmt.Fprintln(stderr, "bad window id")
+		return exitBad
+	}
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	argv := []string{self, "window", p.state, id, sum}
+	if isDir("/run/systemd/system") {
+		argv = append([]string{"systemd-run", "--scope", "--quiet", "--collect", "--unit=relayctl-window-" + id, "--"}, argv...)
+	}
+	c := exec.Command(argv[0], argv[1:]...)
+	if argv[0] == self {
+		c.Args[0] = "relayctl-window" // what ps shows
+	}
+	c.Stderr = stderr
+	c.ExtraFiles = []*os.File{os.NewFile(3, "lock"), os.NewFile(4, "session")}
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := c.Start(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
 }
 
 // windowMain is the window's process: fd 3 holds the host lock, fd 4 its
