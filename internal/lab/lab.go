@@ -18,6 +18,12 @@
 // one operators install, as /opt/relay/bin/relay-service on every such
 // host), since the machine has no systemd.
 //
+// A busybox host (HostOptions.Busybox, busybox.go) is such a host whose
+// programs are busybox's: inside its mount namespace, every folder on an
+// SSH session's PATH is a folder of the lab's holding Debian's
+// busybox-static, its applets, Debian's ss, ip, flock and zstd, and the
+// sshd; /etc/passwd gives root busybox sh as its login shell.
+//
 // A host of the other kind (HostOptions.Systemd, systemd.go) boots a real
 // systemd as PID 1 of its own PID, mount, UTS, IPC and cgroup namespaces,
 // on an overlay of the machine's root whose writes go to RAM. Its sshd runs
@@ -45,6 +51,8 @@
 //	lab.json                    what Load needs to find and stop the lab
 //	lab-N/                      sshd_config, host key, sshd.pid, sshd.log,
 //	                            root/ (the private trees, bind-mounted);
+//	                            for a busybox host: userland/ (bound over
+//	                            the folders on PATH and /etc/passwd);
 //	                            for a systemd host: boot.sh, boot.log, host
 //	                            key, seed/ (files laid over its root at
 //	                            boot), and the mountpoints fs/ and root/
@@ -133,6 +141,11 @@ type HostOptions struct {
 	// services.go). The packaged UDP servers the lab knows (unbound,
 	// memcached) are masked on a host that does not ask for them.
 	Services []Service
+	// Busybox gives the host a busybox userland (busybox.go, docs/lab.md):
+	// every folder on an SSH session's PATH holds only busybox's applets,
+	// Debian's ss, ip, flock and zstd, and the sshd; root's login shell is
+	// busybox sh. Not with Systemd.
+	Busybox bool
 }
 
 // RelayInstall is a relay release to install on a host.
@@ -166,7 +179,7 @@ type Lab struct {
 // Host is one lab host.
 type Host struct {
 	Name       string `json:"name"`        // ssh_config alias: lab-1, lab-2, ...
-	Kind       string `json:"kind"`        // "" (sshd in a mount namespace) or KindSystemd
+	Kind       string `json:"kind"`        // "" (sshd in a mount namespace), KindBusybox (the same, with a busybox userland) or KindSystemd
 	Addr       string `json:"addr"`        // where its sshd listens: 127.0.0.2:2222
 	HostName   string `json:"host_name"`   // Addr's host part
 	Port       int    `json:"port"`        // Addr's port
@@ -193,6 +206,7 @@ type Host struct {
 	sshdv         *exec.Cmd     // nil for a loaded lab
 	done          chan struct{} // closed when sshdv has been reaped
 	mountPin      *os.File      // the sshd's mount namespace, held open until stop (procTracker)
+	userland      userland      // busybox host: what is bound over the machine's programs
 }
 
 // Host returns the host with the given alias, or nil.
@@ -243,7 +257,8 @@ func (l *Lab) save() error {
 // Command returns a command that runs argv the way an SSH session on the
 // host would see the machine: in the sshd's mount and network namespaces,
 // or, on a systemd host, in all of the host's namespaces (nsenter -a), with
-// a plain environment (the machine's paths mean nothing there).
+// a plain environment (the machine's paths mean nothing there). On a
+// busybox host the environment is that of root's SSH session there.
 func (h *Host) Command(ctx context.Context, argv ...string) *exec.Cmd {
 	if h.Kind == KindSystemd {
 		args := append([]string{"-t", strconv.Itoa(h.InitPID), "-a", "--"}, argv...)
@@ -254,6 +269,9 @@ func (h *Host) Command(ctx context.Context, argv ...string) *exec.Cmd {
 	args := append([]string{"-t", strconv.Itoa(h.SSHDPID), "-m", "-n", "--"}, argv...)
 	cmd := exec.CommandContext(ctx, "nsenter", args...)
 	cmd.Env = append(os.Environ(), "HOME=/root")
+	if h.Kind == KindBusybox {
+		cmd.Env = slices.Clone(sessionEnv)
+	}
 	return cmd
 }
 

@@ -24,7 +24,7 @@ import (
 )
 
 // Tools a lab needs on the machine.
-var prerequisites = []string{"/usr/sbin/sshd", "ssh", "ssh-keygen", "ip", "unshare", "nsenter", "ss", "setsid", "nohup"}
+var prerequisites = []string{sshdBinary, "ssh", "ssh-keygen", "ip", "unshare", "nsenter", "ss", "setsid", "nohup"}
 
 // CheckPrerequisites reports the first missing prerequisite, wrapped in
 // ErrPrerequisite.
@@ -68,16 +68,21 @@ func privatePaths() []string {
 	return append(ps, emptyDirs...)
 }
 
+// sshdBinary is Debian's OpenSSH server.
+const sshdBinary = "/usr/sbin/sshd"
+
 // mountScript runs as the first process of a host's mount namespace: it
-// binds each private tree over its path, then becomes the sshd. Paths travel
-// as arguments, so nothing is spliced into the script.
+// binds each source over its target (the private trees; on a busybox host
+// then its userland), in order, then becomes the sshd. Paths travel as
+// arguments, so nothing is spliced into the script.
 const mountScript = `set -eu
-root=$1 cfg=$2
-shift 2
-for p in "$@"; do
-	mount --bind "$root$p" "$p"
+cfg=$1
+shift
+while [ $# -gt 0 ]; do
+	mount --bind "$1" "$2"
+	shift 2
 done
-exec /usr/sbin/sshd -D -e -f "$cfg"
+exec ` + sshdBinary + ` -D -e -f "$cfg"
 `
 
 // Start starts the lab's hosts in parallel and returns once every sshd
@@ -109,7 +114,15 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 			return nil, err
 		}
 	}
+	if slices.ContainsFunc(o.Hosts, func(h HostOptions) bool { return h.Busybox }) {
+		if err := CheckBusyboxPrerequisites(); err != nil {
+			return nil, err
+		}
+	}
 	for i, ho := range o.Hosts {
+		if ho.Busybox && ho.Systemd {
+			return nil, fmt.Errorf("start lab: host %d: a busybox host has no systemd (Busybox and Systemd both set)", i+1)
+		}
 		if err := validServices(ho.Services, ho.Systemd); err != nil {
 			return nil, fmt.Errorf("start lab: host %d: %w", i+1, err)
 		}
@@ -151,6 +164,9 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 			h.Kind, h.Root = KindSystemd, ""
 			h.noNetnsDropIn = o.Hosts[i].NoRelayNetns
 			h.logind = o.Hosts[i].Logind
+		}
+		if o.Hosts[i].Busybox {
+			h.Kind = KindBusybox
 		}
 		h.services = o.Hosts[i].Services
 		for _, s := range h.services {
@@ -282,6 +298,11 @@ func (h *Host) prepare(ctx context.Context) error {
 	}
 	if err := os.WriteFile(filepath.Join(h.Root, ServiceScript), serviceScript, 0o755); err != nil {
 		return fmt.Errorf("%s: install relay-service: %w", h.Name, err)
+	}
+	if h.Kind == KindBusybox {
+		if err := h.prepareBusybox(); err != nil {
+			return err
+		}
 	}
 	return keygen(ctx, filepath.Join(h.dir, "ssh_host_ed25519_key"), h.Name)
 }
@@ -501,8 +522,13 @@ func (h *Host) startSSHD(ctx context.Context, l *Lab) error {
 	// unshare execs without forking, so the sshd keeps the pid we start.
 	// --propagation slave, not private: with private, ip netns exec inside
 	// fails with "Invalid argument" (docs/kernel.md).
-	argv := []string{"unshare", "-m", "--propagation", "slave", "/bin/sh", "-c", mountScript, "lab-mount", h.Root, cfg}
-	argv = append(argv, privatePaths()...)
+	argv := []string{"unshare", "-m", "--propagation", "slave", "/bin/sh", "-c", mountScript, "lab-mount", cfg}
+	for _, p := range privatePaths() {
+		argv = append(argv, h.Root+p, p)
+	}
+	if h.Kind == KindBusybox {
+		argv = append(argv, h.userland.binds()...)
+	}
 	if h.SSHDNetns != "" {
 		argv = append([]string{"nsenter", "--net=" + filepath.Join("/run/netns", h.SSHDNetns)}, argv...)
 	}

@@ -46,6 +46,18 @@ func RequireSystemd(t testing.TB) {
 	}
 }
 
+// RequireBusybox is Require for busybox hosts (HostOptions.Busybox).
+func RequireBusybox(t testing.TB) {
+	t.Helper()
+	Require(t)
+	if err := CheckBusyboxPrerequisites(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("lab: %v", err)
+		}
+		t.Skipf("lab: %v (set CI=true to make this a failure)", err)
+	}
+}
+
 // RequireServices is RequireSystemd for hosts that run these packaged
 // services (HostOptions.Services): a missing package fails the test when
 // CI=true and skips it otherwise.
@@ -60,8 +72,8 @@ func RequireServices(t testing.TB, units ...string) {
 	}
 }
 
-// StartT starts a lab for a test (Require, RequireSystemd or
-// RequireServices first) and closes it at cleanup. An empty o.Dir means a
+// StartT starts a lab for a test (Require, RequireSystemd, RequireBusybox
+// or RequireServices first) and closes it at cleanup. An empty o.Dir means a
 // fresh t.TempDir().
 func StartT(t testing.TB, o Options) *Lab {
 	t.Helper()
@@ -69,6 +81,9 @@ func StartT(t testing.TB, o Options) *Lab {
 	for _, h := range o.Hosts {
 		if h.Systemd {
 			RequireSystemd(t)
+		}
+		if h.Busybox {
+			RequireBusybox(t)
 		}
 		for _, s := range h.Services {
 			RequireServices(t, s.Unit)
