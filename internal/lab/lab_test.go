@@ -372,11 +372,12 @@ func TestServiceScriptFailures(t *testing.T) {
 		}
 	}
 
-	install("0.0.1-exits", "echo \"relayd: bad flag in $*\" >&2\nexit 4\n")
+	install("0.0.1-exits", "grep SigIgn /proc/$$/status\necho \"relayd: bad flag in $*\" >&2\nexit 4\n")
 	_, errs, code := sshRun(t, l, h.Name, svc+" start", "")
 	if code != 1 || !strings.Contains(errs, "exited (status 4)") || !strings.Contains(errs, "relayd: bad flag in --config /etc/relay/relayd.env") {
 		t.Errorf("start of a release that exits: exit %d, stderr %q; want 1, its status and its log", code, errs)
 	}
+	wantHUPIgnored(t, errs)
 	if out, _, code := sshRun(t, l, h.Name, svc+" pid", ""); code != 3 {
 		t.Errorf("pid after a failed start: exit %d, %q; want 3", code, out)
 	}

@@ -212,7 +212,7 @@ func TestServiceNeedsOnlyItsTools(t *testing.T) {
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, tool := range []string{"sh", "setsid", "nohup", "sed", "awk", "readlink", "stat", "id", "cat", "rm", "mkdir",
+	for _, tool := range []string{"sh", "setsid", "sed", "awk", "readlink", "stat", "id", "cat", "rm", "mkdir",
 		"mv", "sleep", "wc", "tail", "grep", "mkfifo", "timeout"} {
 		p, err := exec.LookPath(tool)
 		if err != nil {

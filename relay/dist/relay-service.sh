@@ -38,8 +38,9 @@
 # else) if present, or from the file named by $RELAY_SERVICE_ENV:
 #   RELAY_NETNS    network namespace to start the relay in (ip netns exec);
 #                  empty: the caller's own
-#   RELAY_USER     user to run relayd as (setpriv; it then has no
-#                  capabilities, so no SO_RCVBUFFORCE); empty: the caller
+#   RELAY_USER     user to run relayd as (setpriv, or busybox's and su;
+#                  it then has no capabilities, so no SO_RCVBUFFORCE);
+#                  empty: the caller
 #   RELAY_WAIT     seconds that start and stop wait (default 5)
 #   RELAY_ROOT     default /opt/relay (binary: $RELAY_ROOT/current/relayd)
 #   RELAY_CONFIG   default /etc/relay/relayd.env; its RELAYD_LISTEN=HOST:PORT
@@ -52,10 +53,11 @@
 # settings file (a sticky one such as /tmp excepted): the caller (root,
 # usually) writes there.
 #
-# Needs, in PATH: sh, setsid, nohup, sed, awk, grep, readlink, stat, id,
-# rm, mkdir, mv, sleep, wc, tail, and mkfifo and timeout for a relayd
-# that says when it is ready (util-linux, coreutils or busybox); ip for
-# RELAY_NETNS, setpriv for RELAY_USER. Nothing else: not ss, not nsenter.
+# Needs, in PATH: sh, setsid, sed, awk, grep, readlink, stat, id, rm,
+# mkdir, mv, sleep, wc, tail, and mkfifo and timeout for a relayd that
+# says when it is ready (util-linux, coreutils or busybox 1.35); ip for
+# RELAY_NETNS; for RELAY_USER util-linux's setpriv, or busybox's setpriv
+# and su. Nothing else: not nohup, not bash, not ss, not nsenter.
 
 set -u
 
@@ -323,6 +325,7 @@ do_start() {
 		return 1
 	fi
 	dirs_ok || return 1
+	find_tools || return 1
 	rm_stale "$RELAY_PIDFILE"
 	port=$(listen_port)
 	log_offset
@@ -407,6 +410,46 @@ dirs_ok() {
 	return 0
 }
 
+# in_path NAME: the first executable NAME in PATH, in path_. Not command
+# -v: Debian's busybox-static sh runs its own applet of a name before
+# PATH's program of that name, and command -v says only the name.
+in_path() {
+	path_=
+	ifs_=$IFS
+	IFS=:
+	set -f
+	for pd_ in $PATH; do
+		if [ -f "${pd_:-.}/$1" ] && [ -x "${pd_:-.}/$1" ]; then
+			path_=${pd_:-.}/$1
+			break
+		fi
+	done
+	IFS=$ifs_
+	set +f
+	[ -n "$path_" ]
+}
+
+# find_tools finds, in PATH, what spawn runs that busybox also has as a
+# weaker applet: ip for RELAY_NETNS (busybox's has no netns) in ip_, and
+# for RELAY_USER setpriv in setpriv_, and su in su_ where that setpriv
+# cannot change the user (busybox's; util-linux's has --reuid).
+find_tools() {
+	if [ -n "$RELAY_NETNS" ]; then
+		in_path ip || { err "RELAY_NETNS=$RELAY_NETNS: no ip (iproute2) in PATH"; return 1; }
+		ip_=$path_
+	fi
+	su_=
+	[ -n "$RELAY_USER" ] || return 0
+	in_path setpriv || { err "RELAY_USER=$RELAY_USER: no setpriv in PATH"; return 1; }
+	setpriv_=$path_
+	"$setpriv_" --help 2>&1 | grep -q -e --reuid && return 0
+	if ! in_path su; then
+		err "RELAY_USER=$RELAY_USER: $setpriv_ cannot change the user (busybox's) and there is no su in PATH: install util-linux's setpriv"
+		return 1
+	fi
+	su_=$path_
+}
+
 # log_offset sets offset to the log's length, so log_tail shows only what
 # the relay about to start writes.
 log_offset() {
@@ -419,24 +462,33 @@ spawn() {
 	pf=$1
 	shift
 	if [ -n "$RELAY_NETNS" ]; then
-		set -- ip netns exec "$RELAY_NETNS"
+		set -- "$ip_" netns exec "$RELAY_NETNS"
 	fi
-	if [ -n "$RELAY_USER" ]; then
-		# After ip netns exec, which needs root; no capabilities left.
-		set -- "$@" setpriv --reuid="$RELAY_USER" --regid="$(id -g "$RELAY_USER")" --init-groups \
+	# After ip netns exec, which needs root; no capabilities left.
+	if [ -n "$RELAY_USER" ] && [ -z "$su_" ]; then
+		set -- "$@" "$setpriv_" --reuid="$RELAY_USER" --regid="$(id -g "$RELAY_USER")" --init-groups \
 			--inh-caps=-all --bounding-set=-all --no-new-privs
+	elif [ -n "$RELAY_USER" ]; then
+		# busybox: its setpriv only sets no_new_privs; su (root needs no
+		# password) sets the uid, gid and groups, which empties the
+		# permitted and effective sets, and execs without forking. The
+		# bounding set stays: no_new_privs keeps anything from raising
+		# the empty ones again. "--": su would take relayd's flags.
+		set -- "$@" "$setpriv_" --nnp "$su_" -p -s /bin/sh -c 'exec "$0" "$@"' -- "$RELAY_USER"
 	fi
 	# setsid: a session of its own, so the relay outlives the SSH session that
 	# started it; the inner sh writes its own pid, which every exec after it
-	# (nohup, ip netns exec, relayd) keeps. All three descriptors leave the
-	# session, or the SSH channel would stay open until the relay exits.
+	# (ip netns exec, setpriv, relayd) keeps, and ignores SIGHUP as nohup
+	# would (busybox has no nohup): an ignored signal stays ignored across
+	# exec, until relayd sets its own handler. All three descriptors leave
+	# the session, or the SSH channel would stay open until the relay exits.
 	if [ -n "${READY_FIFO:-}" ]; then
-		setsid sh -c 'echo "$$" >"$0" && exec "$@"' "$pf" \
-			nohup "$@" "$bin" --config "$RELAY_CONFIG" --ready-fd 4 \
+		setsid sh -c 'trap "" HUP && echo "$$" >"$0" && exec "$@"' "$pf" \
+			"$@" "$bin" --config "$RELAY_CONFIG" --ready-fd 4 \
 			</dev/null >>"$RELAY_LOG" 2>&1 4>"$READY_FIFO" 3<&- &
 	else
-		setsid sh -c 'echo "$$" >"$0" && exec "$@"' "$pf" \
-			nohup "$@" "$bin" --config "$RELAY_CONFIG" \
+		setsid sh -c 'trap "" HUP && echo "$$" >"$0" && exec "$@"' "$pf" \
+			"$@" "$bin" --config "$RELAY_CONFIG" \
 			</dev/null >>"$RELAY_LOG" 2>&1 &
 	fi
 	job=$!
@@ -474,6 +526,7 @@ do_handoff() {
 		return 1
 	fi
 	dirs_ok || return 1
+	find_tools || return 1
 	port=$(listen_port)
 	newpid=$RELAY_PIDFILE.new
 	rm -f "$newpid"

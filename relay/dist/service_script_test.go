@@ -29,6 +29,10 @@ func scriptFunc(t *testing.T, name string) string {
 // inodes, and a file whose name holds a line like "socket:[INODE]" (of a
 // socket that is another process's) does not pass for one.
 func TestListeningFindsTheSocketAndNoNameForOne(t *testing.T) {
+	testListening(t, machineShell)
+}
+
+func testListening(t *testing.T, sh shell) {
 	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -36,8 +40,7 @@ func TestListeningFindsTheSocketAndNoNameForOne(t *testing.T) {
 	defer conn.Close()
 	port := conn.LocalAddr().(*net.UDPAddr).Port
 	listening := func(pid, port int) error {
-		return exec.Command("sh", "-c", scriptFunc(t, "listening")+`listening "$1" "$2"`,
-			"sh", strconv.Itoa(pid), strconv.Itoa(port)).Run()
+		return sh(scriptFunc(t, "listening")+`listening "$1" "$2"`, strconv.Itoa(pid), strconv.Itoa(port)).Run()
 	}
 	if err := listening(os.Getpid(), port); err != nil {
 		t.Errorf("the socket on port %d is not found: %v", port, err)
@@ -79,6 +82,10 @@ func TestListeningFindsTheSocketAndNoNameForOne(t *testing.T) {
 // unless sticky or a symlink), with one stat for all of them, and names
 // the folder that breaks it, or one it cannot stat.
 func TestPrivateAboveNamesTheFolderThatBreaksTheRule(t *testing.T) {
+	testPrivateAbove(t, machineShell)
+}
+
+func testPrivateAbove(t *testing.T, sh shell) {
 	dir := t.TempDir()
 	mk := func(name string, mode os.FileMode) string {
 		p := filepath.Join(dir, name)
@@ -111,7 +118,7 @@ func TestPrivateAboveNamesTheFolderThatBreaksTheRule(t *testing.T) {
 		{filepath.Join(link, "f"), open + " above it is group- or world-writable (mode 777)"},
 		{filepath.Join(dir, "missing", "f"), "cannot resolve it"},
 	} {
-		out, err := exec.Command("sh", "-c", script, "sh", tt.path).CombinedOutput()
+		out, err := sh(script, tt.path).CombinedOutput()
 		switch {
 		case tt.want == "" && err != nil:
 			t.Errorf("%s: refused: %s", tt.path, out)
@@ -127,10 +134,14 @@ func TestPrivateAboveNamesTheFolderThatBreaksTheRule(t *testing.T) {
 // process named relayd is the relay. A pid file must be one line of digits
 // (with or without its newline; $(cat) also took a blank line after it).
 func TestAliveAndRunningPidReadWithoutAProcess(t *testing.T) {
+	testAliveAndRunningPid(t, machineShell)
+}
+
+func testAliveAndRunningPid(t *testing.T, sh shell) {
 	script := scriptFunc(t, "only_line") + scriptFunc(t, "alive") + scriptFunc(t, "is_relayd") + scriptFunc(t, "running_pid") +
 		`RELAY_PIDFILE=$2; case $1 in alive) alive "$3" ;; relayd) is_relayd "$3" ;; pid) running_pid ;; esac`
 	run := func(what, pidfile string, pid int) (string, bool) {
-		out, err := exec.Command("sh", "-c", script, "sh", what, pidfile, strconv.Itoa(pid)).Output()
+		out, err := sh(script, what, pidfile, strconv.Itoa(pid)).Output()
 		return strings.TrimSpace(string(out)), err == nil
 	}
 	start := func(name string, args ...string) *exec.Cmd {
