@@ -6,7 +6,7 @@
 //
 // Usage:
 //
-//	relaylab up --dir DIR [--hosts N] [--systemd N] [--base-port P] [--sshd-in-netns] [--no-relay-netns]
+//	relaylab up --dir DIR [--hosts N] [--systemd N] [--base-port P] [--sshd-in-netns] [--no-relay-netns] [--busybox]
 //	            [--relayd PATH --relay-version V [--start-relay=false]]
 //	relaylab down --dir DIR
 //	relaylab status --dir DIR
@@ -23,6 +23,7 @@
 //	ssh -F /tmp/lab/ssh_config lab-1 /opt/relay/bin/relay-service status
 //	relaylab up --dir /tmp/sd --systemd 2 --relayd bin/relayd --relay-version 1.8.0
 //	ssh -F /tmp/sd/ssh_config lab-1 systemctl status relayd
+//	relaylab up --dir /tmp/bb --busybox --relayd bin/relayd --relay-version 1.8.0
 //	relaylab exec --dir /tmp/lab lab-2 -- cat /etc/sysctl.d/90-relayctl.conf
 //	relaylab status --dir /tmp/lab
 //	relaylab down --dir /tmp/lab
@@ -50,7 +51,7 @@ func main() {
 }
 
 const usage = `usage:
-  relaylab up --dir DIR [--hosts N] [--systemd N] [--base-port P] [--sshd-in-netns] [--no-relay-netns]
+  relaylab up --dir DIR [--hosts N] [--systemd N] [--base-port P] [--sshd-in-netns] [--no-relay-netns] [--busybox]
               [--relayd PATH --relay-version V [--start-relay=false]]
   relaylab down --dir DIR
   relaylab status --dir DIR
@@ -61,6 +62,7 @@ examples:
   ssh -F /tmp/lab/ssh_config lab-1 /opt/relay/bin/relay-service status
   relaylab up --dir /tmp/sd --systemd 2 --relayd bin/relayd --relay-version 1.8.0
   ssh -F /tmp/sd/ssh_config lab-1 systemctl status relayd
+  relaylab up --dir /tmp/bb --busybox --relayd bin/relayd --relay-version 1.8.0
   relaylab exec --dir /tmp/lab lab-2 -- cat /etc/sysctl.d/90-relayctl.conf
   relaylab status --dir /tmp/lab
   relaylab down --dir /tmp/lab
@@ -124,6 +126,7 @@ func up(args []string, stdout, stderr io.Writer) error {
 	basePort := fs.Int("base-port", lab.DefaultBasePort, "sshd port on every host")
 	inNetns := fs.Bool("sshd-in-netns", false, "run each sshd in a child network namespace (rmem_max read-only)")
 	noRelayNetns := fs.Bool("no-relay-netns", false, "run each relay in its sshd's network namespace")
+	busybox := fs.Bool("busybox", false, "give the --hosts hosts a busybox userland (docs/lab.md)")
 	relayd := fs.String("relayd", "", "relayd binary to install on every host")
 	version := fs.String("relay-version", "", "release version for --relayd")
 	startRelay := fs.Bool("start-relay", true, "start the installed relay")
@@ -140,7 +143,7 @@ func up(args []string, stdout, stderr io.Writer) error {
 	}
 	o := lab.Options{Dir: *dir, BasePort: *basePort}
 	for i := range *hosts + *systemd {
-		ho := lab.HostOptions{SSHDInNetns: *inNetns, NoRelayNetns: *noRelayNetns}
+		ho := lab.HostOptions{SSHDInNetns: *inNetns, NoRelayNetns: *noRelayNetns, Busybox: *busybox}
 		if i >= *hosts {
 			ho = lab.HostOptions{Systemd: true}
 		}
@@ -174,7 +177,11 @@ func up(args []string, stdout, stderr io.Writer) error {
 		if ns == "" {
 			ns = "-"
 		}
-		fmt.Fprintf(stdout, "%s %s sshd_pid=%d relay_netns=%s\n", h.Name, h.Addr, h.SSHDPID, ns)
+		userland := "debian"
+		if h.Kind == lab.KindBusybox {
+			userland = "busybox"
+		}
+		fmt.Fprintf(stdout, "%s %s sshd_pid=%d relay_netns=%s userland=%s\n", h.Name, h.Addr, h.SSHDPID, ns, userland)
 	}
 	fmt.Fprintf(stdout, "try: ssh -F %s %s true\n", l.SSHConfig, l.Hosts[0].Name)
 	return nil

@@ -94,6 +94,32 @@ func TestUpExecDown(t *testing.T) {
 	}
 }
 
+// TestUpBusybox: relaylab up --busybox gives a host whose shell is
+// busybox's, with the relay under relay-service.
+func TestUpBusybox(t *testing.T) {
+	lab.RequireBusybox(t)
+	dir := t.TempDir()
+	relayd := lab.BuildRelayd(t, "1.8.0")
+	out, errs, code := runCLI(t, "", "up", "--dir", dir, "--busybox", "--relayd", relayd, "--relay-version", "1.8.0")
+	if code != 0 {
+		t.Fatalf("up: exit %d: %s", code, errs)
+	}
+	t.Cleanup(func() {
+		if l, err := lab.Load(dir); err == nil {
+			l.Close()
+		}
+	})
+	if !strings.Contains(out, " userland=busybox\n") {
+		t.Errorf("up printed %q, want userland=busybox", out)
+	}
+	if out, errs, code := runCLI(t, "", "exec", "--dir", dir, "lab-1", "--", "sh", "-c", "readlink /proc/$$/exe && /opt/relay/bin/relay-service pid"); code != 0 || !strings.HasPrefix(out, "/usr/bin/busybox\n") {
+		t.Errorf("exec: exit %d, %q %q; want busybox's sh and the relay's pid", code, out, errs)
+	}
+	if out, errs, code := runCLI(t, "", "down", "--dir", dir); code != 0 || out != "stopped 1 hosts\n" {
+		t.Errorf("down: exit %d, %q %q", code, out, errs)
+	}
+}
+
 func TestUsage(t *testing.T) {
 	for _, args := range [][]string{{}, {"up"}, {"up", "--dir", "x", "--relayd", "bin"}, {"exec", "--dir", "x", "lab-1", "true"}, {"frob"}} {
 		if _, errs, code := runCLI(t, "", args...); code != 2 || !strings.Contains(errs, "examples:") {
