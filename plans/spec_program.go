@@ -141,7 +141,7 @@ func optionCode(name string, o codeOptions, args []string) string {
 				return name + " -" + letters[i:i+1] + " runs its argument as code"
 			}
 			fileGiven = fileGiven || strings.ContainsRune(letters, 'f')
-			if strings.IndexAny(letters[len(letters)-1:], o.valued) >= 0 {
+			if strings.ContainsAny(letters[len(letters)-1:], o.valued) {
 				i++ // the option's value
 			}
 		}
