@@ -141,12 +141,15 @@ type Server struct {
 	commands []string
 	signals  []string
 	forwards []string
+	globals  []string
+	voice    chan struct{} // closed while the server speaks; open while it is silent
 }
 
 // New starts a server on 127.0.0.1:0 and stops it when the test ends.
 func New(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	s := &Server{conns: map[net.Conn]bool{}, procs: map[*os.Process]bool{}}
+	s := &Server{conns: map[net.Conn]bool{}, procs: map[*os.Process]bool{}, voice: make(chan struct{})}
+	close(s.voice)
 	for _, o := range opts {
 		o(s)
 	}
@@ -195,6 +198,81 @@ func (s *Server) Signals() []string { return s.snapshot(&s.signals) }
 
 // Forwards lists the host:port destinations of direct-tcpip channels.
 func (s *Server) Forwards() []string { return s.snapshot(&s.forwards) }
+
+// GlobalRequests lists the global requests received, in order, each as its
+// type and, when the client asked for an answer, " want-reply"
+// ("keepalive@openssh.com want-reply"). The server answers each with a
+// failure, as sshd does a request it does not know.
+func (s *Server) GlobalRequests() []string { return s.snapshot(&s.globals) }
+
+// Silence makes the server fall silent, as a host whose traffic a network
+// drops: it sends nothing more on its connections (not even an answer to
+// a keepalive) and reads nothing more from them, until Speak. Its sockets
+// stay open and its commands run on.
+func (s *Server) Silence() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.voice:
+		s.voice = make(chan struct{})
+	default:
+	}
+}
+
+// Speak ends a Silence: what was held back is read and sent.
+func (s *Server) Speak() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.voice:
+	default:
+		close(s.voice)
+	}
+}
+
+// speaking is closed while the server speaks.
+func (s *Server) speaking() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.voice
+}
+
+// gatedConn is a connection of the server's that waits out a Silence
+// before each read and write.
+type gatedConn struct {
+	net.Conn
+	s      *Server
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (c *gatedConn) wait() error {
+	select {
+	case <-c.s.speaking():
+		return nil
+	case <-c.closed:
+		return net.ErrClosed
+	}
+}
+
+func (c *gatedConn) Read(p []byte) (int, error) {
+	if err := c.wait(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(p)
+}
+
+func (c *gatedConn) Write(p []byte) (int, error) {
+	if err := c.wait(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *gatedConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
 
 func (s *Server) snapshot(p *[]string) []string {
 	s.mu.Lock()
@@ -250,10 +328,11 @@ func (s *Server) checkKey(meta ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permis
 func (s *Server) accept() {
 	defer s.wg.Done()
 	for {
-		c, err := s.ln.Accept()
+		raw, err := s.ln.Accept()
 		if err != nil {
 			return
 		}
+		c := &gatedConn{Conn: raw, s: s, closed: make(chan struct{})}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -284,7 +363,16 @@ func (s *Server) serveConn(c net.Conn) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		ssh.DiscardRequests(reqs)
+		for req := range reqs {
+			name := req.Type
+			if req.WantReply {
+				name += " want-reply"
+			}
+			s.record(&s.globals, name)
+			if req.WantReply {
+				req.Reply(false, nil)
+			}
+		}
 	}()
 	for nc := range chans {
 		switch nc.ChannelType() {

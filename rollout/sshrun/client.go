@@ -1,8 +1,9 @@
 // Package sshrun is the SSH transport behind shellhost.Runner: it resolves a
 // host through ~/.ssh/config, checks its key against known_hosts (failing
 // closed), authenticates with identity files and ssh-agent, follows
-// ProxyJump hops, and runs one command per session, through sudo -n when the
-// remote user is not root.
+// ProxyJump hops, runs one command per session, through sudo -n when the
+// remote user is not root, and cuts a connection whose host falls silent
+// (keepalive.go).
 package sshrun
 
 import (
@@ -40,6 +41,10 @@ var (
 	// ErrTimeout: a connect or a command ran past its timeout. Errors that
 	// wrap it also match context.DeadlineExceeded.
 	ErrTimeout = errors.New("timed out")
+	// ErrSilent: the host sent nothing, not even an answer to a keepalive,
+	// through ServerAliveCountMax intervals in a row, and the connection
+	// was cut: every session on it ends with this.
+	ErrSilent = errors.New("the host fell silent")
 )
 
 // Options configures Dial and Resolve. The zero value is usable.
@@ -53,6 +58,14 @@ type Options struct {
 	SSHConfig         string        // "" = ~/.ssh/config (missing is fine); an explicit path must exist
 	ConnectTimeout    time.Duration // per hop, TCP connect plus handshake; 0 = 10s
 	CommandTimeout    time.Duration // per Run unless ctx has an earlier deadline; 0 = 60s
+	// ServerAliveInterval is how often the client asks the host for an
+	// answer (keepalive@openssh.com); ServerAliveCountMax how many
+	// intervals in a row it may hear nothing from the host before it cuts
+	// the connection (keepalive.go). 0 takes the host's ssh_config
+	// ServerAliveInterval or ServerAliveCountMax, else 15s and 3; a
+	// negative interval sends none.
+	ServerAliveInterval time.Duration
+	ServerAliveCountMax int
 	// Logf, when set, is told about things the user should know that are
 	// not errors: a host key recorded by AcceptNewHostKeys.
 	Logf func(format string, args ...any)
@@ -99,6 +112,9 @@ type Client struct {
 	o        Options
 	sessions atomic.Int64
 	keys     hopKeys // the target's: the key it accepted and its host key
+	alive    alive
+	tcp      net.Conn // the first hop's TCP connection: closing it cuts every hop
+	silent   atomic.Pointer[silentError]
 }
 
 // hopKeys are the keys of one hop's handshake: the user key the host
@@ -122,6 +138,10 @@ func Dial(ctx context.Context, spec string, o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	a, err := aliveFor(o, t, cfg)
+	if err != nil {
+		return nil, err
+	}
 	keys, err := newKeyring(o.Identities)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", t, err)
@@ -133,13 +153,21 @@ func Dial(ctx context.Context, spec string, o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{target: t, conn: conn, jumps: jumps, o: o, keys: hk}, nil
+	c := &Client{target: t, conn: conn, jumps: jumps, o: o, keys: hk, alive: a, tcp: d.tcp}
+	if a.interval > 0 {
+		// On the target's connection: through jump hosts, its silence is
+		// theirs too.
+		go keepAlive(conn, d.heard, a, c.cut)
+	}
+	return c, nil
 }
 
 type dialer struct {
-	o    Options
-	cfg  *ssh_config.Config
-	keys *keyring
+	o     Options
+	cfg   *ssh_config.Config
+	keys  *keyring
+	tcp   net.Conn   // the first hop's TCP connection
+	heard *heardConn // the hop dialled last: the target's, once connect returns
 }
 
 // connect reaches t, through its ProxyJump hops if it has any. As with
@@ -191,7 +219,11 @@ func (d *dialer) hop(ctx context.Context, t Target, jump *ssh.Client) (*ssh.Clie
 	if err != nil {
 		return nil, hopKeys{}, d.connectError(ctx, cctx, t, fmt.Errorf("connect: %w", err))
 	}
-	return d.handshake(ctx, cctx, t, conn)
+	if jump == nil {
+		d.tcp = conn
+	}
+	d.heard = &heardConn{Conn: conn}
+	return d.handshake(ctx, cctx, t, d.heard)
 }
 
 func (d *dialer) handshake(ctx, cctx context.Context, t Target, conn net.Conn) (*ssh.Client, hopKeys, error) {
@@ -283,6 +315,30 @@ func (c *Client) HostKey() string { return c.keys.host }
 // client has opened.
 func (c *Client) Sessions() int { return int(c.sessions.Load()) }
 
+// Keepalive is how often the client asks the host for an answer, and
+// through how many intervals of silence it cuts the connection; 0, 0 when
+// it sends none.
+func (c *Client) Keepalive() (interval time.Duration, count int) {
+	return c.alive.interval, c.alive.count
+}
+
+// cut ends a connection whose host fell silent: its first hop's TCP
+// connection is closed, so nothing above it waits on a write (a channel
+// close through a jump host would), and every session ends with the
+// cause.
+func (c *Client) cut() {
+	c.silent.Store(&silentError{target: c.target, a: c.alive})
+	c.tcp.Close()
+}
+
+// lost is err, or the keepalive's cut when that is what ended it.
+func (c *Client) lost(err error) error {
+	if s := c.silent.Load(); s != nil {
+		return s
+	}
+	return err
+}
+
 // Close closes the connection and those to its jump hosts.
 func (c *Client) Close() error {
 	err := c.conn.Close()
@@ -327,7 +383,7 @@ func (c *Client) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, s
 	}
 	s, err := c.conn.NewSession()
 	if err != nil {
-		return fmt.Errorf("%s: open session: %w", c.target, err)
+		return c.lost(fmt.Errorf("%s: open session: %w", c.target, err))
 	}
 	c.sessions.Add(1)
 	defer s.Close()
@@ -350,7 +406,7 @@ func (c *Client) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, s
 		in = &stdinCopy{r: stdin, w: w}
 	}
 	if err := s.Start(remote); err != nil {
-		return fmt.Errorf("%s: start command: %w", c.target, err)
+		return c.lost(fmt.Errorf("%s: start command: %w", c.target, err))
 	}
 	in.start()
 	done := make(chan error, 1)
@@ -382,7 +438,7 @@ func (c *Client) Run(ctx context.Context, cmd string, stdin io.Reader, stdout, s
 func (c *Client) exitError(err error, sudo bool, msg string) error {
 	var ee *ssh.ExitError
 	if !errors.As(err, &ee) {
-		return fmt.Errorf("%s: run command: %w", c.target, err)
+		return c.lost(fmt.Errorf("%s: run command: %w", c.target, err))
 	}
 	if sudo && ee.ExitStatus() == 1 {
 		for _, p := range sudoPrompts {

@@ -52,18 +52,12 @@ func Resolve(spec string, o Options) (Target, error) {
 // default file means no config; a missing explicit one is an error, since
 // the user meant a file that is not there.
 func loadSSHConfig(path string) (*ssh_config.Config, error) {
-	explicit := path != ""
-	if !explicit {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return nil, nil
-		}
-		path = filepath.Join(home, ".ssh", "config")
-	} else {
-		var err error
-		if path, err = expandHome(path); err != nil {
-			return nil, err
-		}
+	path, explicit, err := sshConfigPath(path)
+	if err != nil {
+		return nil, err
+	}
+	if path == "" {
+		return nil, nil
 	}
 	return sshConfigs.get([]string{path}, func() (*ssh_config.Config, error) {
 		b, err := os.ReadFile(path)
@@ -79,6 +73,20 @@ func loadSSHConfig(path string) (*ssh_config.Config, error) {
 		}
 		return cfg, nil
 	})
+}
+
+// sshConfigPath is the ssh_config file read for path: path itself
+// (explicit), or ~/.ssh/config for "" ("" when there is no home).
+func sshConfigPath(path string) (file string, explicit bool, err error) {
+	if path != "" {
+		file, err = expandHome(path)
+		return file, true, err
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", false, nil
+	}
+	return filepath.Join(home, ".ssh", "config"), false, nil
 }
 
 // sshConfigs are the ssh_config files parsed, for every dial to share
