@@ -27,7 +27,16 @@ func commands(e *env) []*cli.Command {
 	for _, c := range cmds {
 		c.HideHelpCommand = true
 		c.OnUsageError = onUsageError
-		c.Before = checkRequired
+		c.Before = checkFlags
 	}
 	return cmds
+}
+
+// checkFlags is every command's Before: what urfave/cli cannot check of
+// its flags.
+func checkFlags(c *cli.Context) error {
+	if err := checkRequired(c); err != nil {
+		return err
+	}
+	return checkKeepalive(c)
 }

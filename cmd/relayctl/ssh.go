@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -20,6 +21,8 @@ func sshFlags() []cli.Flag {
 		&cli.StringFlag{Name: "ssh-config", EnvVars: []string{"RELAYCTL_SSH_CONFIG"}, Usage: "ssh_config `FILE` for host aliases (default ~/.ssh/config)"},
 		&cli.DurationFlag{Name: "connect-timeout", Value: 10 * time.Second, Usage: "give up connecting to a host after this long"},
 		&cli.DurationFlag{Name: "command-timeout", Value: 60 * time.Second, Usage: "give up on one remote command after this long"},
+		&cli.DurationFlag{Name: "server-alive-interval", DefaultText: "the host's ssh_config ServerAliveInterval, else 15s", Usage: "ask each host for an answer this often (keepalive@openssh.com, as ssh's ServerAliveInterval) and cut the connection to a host silent through --server-alive-count-max intervals, as a lost connection (an apply dials it again, --reconnects); 0 sends none"},
+		&cli.IntFlag{Name: "server-alive-count-max", DefaultText: "the host's ssh_config ServerAliveCountMax, else 3", Usage: "how many keepalive intervals in a row a host may send nothing (no answer, no output) before its connection is cut"},
 		&cli.IntFlag{Name: "parallel", Value: 10, Usage: "hosts worked on at once"},
 	}
 }
@@ -32,7 +35,48 @@ func sshOptions(c *cli.Context) sshrun.Options {
 		SSHConfig:         c.String("ssh-config"),
 		ConnectTimeout:    c.Duration("connect-timeout"),
 		CommandTimeout:    c.Duration("command-timeout"),
+		// Options' 0 means "not given": the host's ssh_config, else the
+		// default. --server-alive-interval 0 means none, Options' negative.
+		ServerAliveInterval: keepaliveInterval(c),
+		ServerAliveCountMax: c.Int("server-alive-count-max"),
 	}
+}
+
+func keepaliveInterval(c *cli.Context) time.Duration {
+	if c.IsSet("server-alive-interval") && c.Duration("server-alive-interval") == 0 {
+		return -1
+	}
+	return c.Duration("server-alive-interval")
+}
+
+// checkKeepalive refuses keepalive flags relayctl cannot honour: an
+// interval under a second (ssh_config's are whole seconds; one a host's
+// sshd answers a thousand times a second is no keepalive), a count below
+// one.
+func checkKeepalive(c *cli.Context) error {
+	if !hasFlag(c, "server-alive-interval") {
+		return nil
+	}
+	if iv := c.Duration("server-alive-interval"); iv < 0 || iv > 0 && iv < time.Second {
+		return usageError(prefixed(commandName(c), fmt.Sprintf("--server-alive-interval %s: give 1s or more (0 sends no keepalives)", iv)), helpHint(c))
+	}
+	if n := c.Int("server-alive-count-max"); c.IsSet("server-alive-count-max") && n < 1 {
+		return usageError(prefixed(commandName(c), fmt.Sprintf("--server-alive-count-max %d: give 1 or more (1 cuts a host silent through one interval)", n)), helpHint(c))
+	}
+	return nil
+}
+
+// hasFlag is whether c's command has the flag name.
+func hasFlag(c *cli.Context, name string) bool {
+	if c.Command == nil {
+		return false
+	}
+	for _, f := range c.Command.Flags {
+		if f.Names()[0] == name {
+			return true
+		}
+	}
+	return false
 }
 
 // sshHosts are the hosts a command talks to: the shell backend over SSH.
