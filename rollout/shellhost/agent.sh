@@ -1744,6 +1744,7 @@ await_word() {
 		if [ -e "$win/session.gone" ] || ! alive "$win/session" || [ "$aw_now" -ge $((aw_start + w_await)) ]; then
 			if mkdir -- "$win/decided" 2>/dev/null; then
 				word=judge
+				end_session
 				return
 			fi
 			continue
@@ -1758,6 +1759,20 @@ await_word() {
 	read -r word sum _ <"$win/verdict" 2>/dev/null || word=judge
 	# relayctl's rollback as relayctl sent it, or none: then alone.
 	if [ "$word" = undo ] && [ "$(sha256_of "$win/undo.req" small)" != "$sum" ]; then word=judge; fi
+}
+
+# end_session: a session that still stands when the await runs out has
+# brought no word from relayctl for all of it: relayctl has gone quiet,
+# or its connection has (a network that drops its traffic, which sshd
+# notices only by its own ClientAlive settings or TCP's, hours later by
+# default). The window ends it (TERM, to the process its session file
+# names by pid and start time, never a pid since reused), so the host
+# lock it holds is free once the window has ended, and a word that comes
+# later finds no session: relayctl dials again and reads the journal.
+end_session() {
+	[ -e "$win/session.gone" ] && return 0
+	alive "$win/session" && kill -TERM "$al_pid" 2>/dev/null
+	return 0
 }
 
 # judge_alone: the window decided on the host. A window that stopped is

@@ -3,6 +3,7 @@ package shellhost
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -283,15 +284,17 @@ echo "read $? $line"`
 // The window's wait for relayctl's word ends when its session ends: at
 // once, by the session's own exit (session_gone, here with a tick of a
 // minute that only the wake can beat), and at the next tick when the
-// session is killed outright and runs nothing.
+// session is killed outright and runs nothing. When the wait runs out
+// with the session standing (silent), the window ends the session.
 func TestTheWindowsWaitEndsWithItsSession(t *testing.T) {
-	funcs := dozeFuncs(t) + agentFunc(t, "uptime_ms") + agentFunc(t, "now_ms") + agentFunc(t, "await_word") + agentFunc(t, "session_gone")
+	funcs := dozeFuncs(t) + agentFunc(t, "uptime_ms") + agentFunc(t, "now_ms") + agentFunc(t, "await_word") + agentFunc(t, "session_gone") + agentFunc(t, "end_session")
 	for _, tt := range []struct {
-		name, tick string
-		end        func(session *exec.Cmd, stdin io.Closer)
+		name, tick, await string
+		end               func(session *exec.Cmd, stdin io.Closer)
 	}{
-		{"its connection closed", "60", func(_ *exec.Cmd, stdin io.Closer) { stdin.Close() }},
-		{"killed outright", "0.2", func(session *exec.Cmd, _ io.Closer) { session.Process.Kill() }},
+		{"its connection closed", "60", "600000", func(_ *exec.Cmd, stdin io.Closer) { stdin.Close() }},
+		{"killed outright", "0.2", "600000", func(session *exec.Cmd, _ io.Closer) { session.Process.Kill() }},
+		{"silent through the await", "0.2", "300", func(*exec.Cmd, io.Closer) {}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			win := t.TempDir()
@@ -303,11 +306,11 @@ func TestTheWindowsWaitEndsWithItsSession(t *testing.T) {
 			if err := session.Start(); err != nil {
 				t.Fatal(err)
 			}
-			defer func() { session.Process.Kill(); session.Wait() }()
+			defer session.Process.Kill()
 			pid := session.Process.Pid
 			os.WriteFile(filepath.Join(win, "session"), []byte(fmt.Sprintf("%d %s\n", pid, startTime(t, pid))), 0o600)
 
-			window := exec.CommandContext(ctx, "sh", "-c", funcs+`win=$1 session_tick=$2 w_await=600000; await_word; echo "word $word"`, "sh", win, tt.tick)
+			window := exec.CommandContext(ctx, "sh", "-c", funcs+`win=$1 session_tick=$2 w_await=$3; await_word; echo "word $word"`, "sh", win, tt.tick, tt.await)
 			out := make(chan string, 1)
 			go func() { b, _ := window.CombinedOutput(); out <- string(b) }()
 			for ctx.Err() == nil { // until the window dozes
@@ -319,6 +322,19 @@ func TestTheWindowsWaitEndsWithItsSession(t *testing.T) {
 			tt.end(session, stdin)
 			if got := <-out; got != "word judge\n" || ctx.Err() != nil {
 				t.Fatalf("the window's wait: %q, %v", got, ctx.Err())
+			}
+			// The session is gone, however it went: the window ended a
+			// silent one (TERM).
+			ended := make(chan error, 1)
+			go func() { ended <- session.Wait() }()
+			select {
+			case err := <-ended:
+				var ee *exec.ExitError
+				if tt.name == "silent through the await" && (!errors.As(err, &ee) || ee.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGTERM) {
+					t.Errorf("the silent session ended with %v, want killed by TERM", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the session still runs after the window's wait")
 			}
 		})
 	}
