@@ -8,8 +8,9 @@
 # and zstd (the lab's hosts decode relayctl's compressed uploads and patches
 # with the machine's zstd; a test hides it from a host for gzip), and
 # busybox-static (the userland of the lab's busybox hosts; Debian's dynamic
-# busybox, which it replaces, is another build). Debian packages; needs
-# root to install.
+# busybox, which it replaces, is another build), and iptables (a test drops
+# one lab host's traffic: internal/lab/partition.go). Debian packages;
+# needs root to install.
 set -euo pipefail
 need=()
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
@@ -29,6 +30,7 @@ have openssl || need+=(openssl)
 have zstd || need+=(zstd)
 have gzip || need+=(gzip)
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' || need+=(busybox-static)
+have iptables || need+=(iptables)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
 	echo "lab-deps: missing ${need[*]}; install them as root (apt-get install ${need[*]})" >&2
