@@ -72,6 +72,10 @@ type session struct {
 	emit func(answer) error
 	win  *windowHandle // the window this session started, if any
 	now  func() time.Time
+	// quit ends the session's process at once: its window decided by
+	// itself while it still stood (window.go). A session in a test's own
+	// process ends with its input instead.
+	quit func()
 }
 
 // Main runs the agent: a session on stdin and stdout, or (args[1] window)
@@ -88,6 +92,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[1] {
 	case "serve":
 		s := newSession(pathsOf(state), stdin, stdout)
+		s.quit = func() { os.Exit(0) }
 		code := s.start()
 		s.out.Flush()
 		return code
@@ -112,7 +117,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 func newSession(p paths, stdin io.Reader, stdout io.Writer) *session {
-	s := &session{paths: p, in: bufio.NewReaderSize(stdin, 64<<10), out: bufio.NewWriterSize(stdout, 64<<10), now: time.Now}
+	s := &session{paths: p, in: bufio.NewReaderSize(stdin, 64<<10), out: bufio.NewWriterSize(stdout, 64<<10), now: time.Now, quit: func() {}}
 	s.emit = func(a answer) error {
 		_, err := s.out.Write(a.bytes())
 		return err

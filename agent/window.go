@@ -194,7 +194,7 @@ func (s *session) startWindow(id string, prog []byte) (*windowHandle, error) {
 		return nil, err
 	}
 	w := &windowHandle{id: id, dir: dir, msgs: make(chan windowMsg, 64), gone: make(chan struct{}), conn: conn}
-	go readWindowMsgs(conn, w.msgs, w.gone)
+	go readWindowMsgs(conn, w.msgs, w.gone, s.quit)
 	select {
 	case m, ok := <-w.msgs:
 		if ok && m.kind == "H" {
@@ -217,8 +217,10 @@ func (w *windowHandle) alive() bool {
 }
 
 // readWindowMsgs reads the window's messages until its end of the socket
-// closes.
-func readWindowMsgs(conn net.Conn, out chan<- windowMsg, gone chan<- struct{}) {
+// closes. X (the window decided by itself while this session still stood:
+// relayctl's run has gone quiet, a partition) ends the session at once,
+// whatever it waits on, so its hold on the host lock ends with the window.
+func readWindowMsgs(conn net.Conn, out chan<- windowMsg, gone chan<- struct{}, quit func()) {
 	defer close(out)
 	defer close(gone)
 	br := bufio.NewReader(conn)
@@ -226,6 +228,10 @@ func readWindowMsgs(conn net.Conn, out chan<- windowMsg, gone chan<- struct{}) {
 		m, err := readMsg(br)
 		if err != nil {
 			return
+		}
+		if m.kind == "X" {
+			quit()
+			continue
 		}
 		out <- m
 	}

@@ -134,6 +134,11 @@ func (w *window) await() (windowMsg, bool) {
 		}
 		return m, false
 	case <-timer.C:
+		// The session still stands but relayctl said nothing: its run has
+		// gone quiet (a partition keeps a session that no one talks to). The
+		// window decides by itself, and ends the session, so the lock is
+		// free once the window is over.
+		w.send("X")
 		return windowMsg{}, false
 	}
 }
