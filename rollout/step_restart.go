@@ -209,16 +209,32 @@ func (s restart) checks(c *checkCtx) []Check {
 
 // hostChecks: the relay runs, a new process where the plan restarts a
 // running one (a reload keeps its process: nothing to tell apart), from the
-// planned release's folder when the plan ships one.
+// folder of the release this plan leaves it on (runsFrom).
 func (s restart) hostChecks(c *checkCtx) []HostCheck {
-	old, dir := "-", "-"
+	old := "-"
 	if s.planned && !s.reload && c.before != nil && c.before.Service.Running && c.before.Service.PID > 0 {
 		old = strconv.Itoa(c.before.Service.PID)
 	}
-	if c.p.Relay.Kind != plans.ReleaseKindNone {
-		dir = releaseDir(c.p)
+	return []HostCheck{{Kind: "pid", Args: []string{old, runsFrom(c.p, c.h)}}}
+}
+
+// runsFrom is the release folder the relay runs from once host h's window
+// is done, as its plan planned it: the folder its switch points the link
+// at (for a rollback plan, the release the window it undoes replaced, not
+// the spec's: releaseFor), or, where the plan keeps the release, the one
+// the link pointed at when the plan was made; "-" (any) for a plan that
+// ships no release. The host judges a window it ends alone by this: a
+// check against the spec's release would roll a completed rollback back.
+func runsFrom(p *plans.Plan, h *plans.HostPlan) string {
+	switch {
+	case p.Relay.Kind == plans.ReleaseKindNone:
+		return "-"
+	case h.Release.Action != plans.ReleaseKeep:
+		return releaseFor(p, h).dir
+	case h.Previous.CurrentLink != "":
+		return plans.ResolveLink(p.Paths.Current, h.Previous.CurrentLink)
 	}
-	return []HostCheck{{Kind: "pid", Args: []string{old, dir}}}
+	return "-"
 }
 
 func (s restart) restored(c *checkCtx) []Check {

@@ -41,3 +41,37 @@ func TestValidateRunOfAWindow(t *testing.T) {
 		}
 	}
 }
+
+// The host judges a window it ends alone against the release this plan
+// leaves the relay on: a rollback plan's is the release the undone window
+// replaced, not the spec's (which is the release being rolled back). On
+// the code before, every plan's pid check named the spec's release.
+func TestTheHostChecksTheReleaseThePlanLeaves(t *testing.T) {
+	p := &plans.Plan{Paths: plans.PlanPaths(plans.DefaultPaths)}
+	p.Relay.Kind, p.Relay.Version = plans.ReleaseKindBinary, "1.8.3"
+	undo := &plans.Undo{Receipt: "r", Release: &plans.UndoRelease{Was: "1.8.2", Set: "1.8.3", WasLink: "/opt/relay/releases/1.8.2"}}
+	none := *p
+	none.Relay.Kind = plans.ReleaseKindNone
+	tests := []struct {
+		name string
+		p    *plans.Plan
+		h    plans.HostPlan
+		want string
+	}{
+		{"forward", p, plans.HostPlan{Release: plans.ReleaseChange{Action: plans.ReleaseUpgrade}}, "/opt/relay/releases/1.8.3"},
+		{"rollback", p, plans.HostPlan{Release: plans.ReleaseChange{Action: plans.ReleaseDowngrade}, Undo: undo}, "/opt/relay/releases/1.8.2"},
+		{"kept, as the link points", p, plans.HostPlan{Release: plans.ReleaseChange{Action: plans.ReleaseKeep}, Previous: plans.PreviousState{CurrentLink: "releases/1.8"}}, "/opt/relay/releases/1.8"},
+		{"a rollback that keeps the release", p, plans.HostPlan{Release: plans.ReleaseChange{Action: plans.ReleaseKeep}, Undo: &plans.Undo{Receipt: "r"},
+			Previous: plans.PreviousState{CurrentLink: "/opt/relay/releases/1.8.0"}}, "/opt/relay/releases/1.8.0"},
+		{"no release", &none, plans.HostPlan{Release: plans.ReleaseChange{Action: plans.ReleaseKeep}}, "-"},
+	}
+	for _, tt := range tests {
+		got := restart{planned: true}.hostChecks(&checkCtx{p: tt.p, h: &tt.h})
+		if len(got) != 1 || got[0].Kind != "pid" || got[0].Args[1] != tt.want {
+			t.Errorf("%s: got %v, want pid - %s", tt.name, got, tt.want)
+		}
+		if err := got[0].Validate(); err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+}

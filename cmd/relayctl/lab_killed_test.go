@@ -1,0 +1,173 @@
+package main
+
+// relayctl killed (SIGKILL) inside a window, on lab hosts, and what comes
+// after: the host ends the window by itself against what the plan being
+// applied planned, whatever its kind (forward, rollback, sysctl-only,
+// file-only).
+
+import (
+	"context"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relayctl/relayctl/internal/lab"
+	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/rollout"
+)
+
+// killedApply starts the built relayctl on apply PLAN (the host's own
+// read-back bounded by --verify-timeout and --stable-for) and kills it
+// with SIGKILL once h's journal shows the window begun: from there the
+// window is the host's alone.
+func (e *labEnv) killedApply(bin, plan string, h *lab.Host) {
+	e.t.Helper()
+	apply := exec.Command(bin, "apply", plan, "--verify-timeout", "4s", "--stable-for", "1s",
+		"--ssh-config", e.lab.SSHConfig, "--known-hosts", e.lab.KnownHosts, "--identity", e.lab.Identity)
+	if err := apply.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	waitJournal(e.t, h, "start window")
+	apply.Process.Signal(syscall.SIGKILL)
+	apply.Wait()
+}
+
+var windowEndRe = regexp.MustCompile(`window (kept|rolled-back|rollback-failed) by=[a-z]+[^\n]*`)
+
+// windowEnd waits for the journal's line that ends h's window, and
+// returns it.
+func windowEnd(t *testing.T, h *lab.Host, d time.Duration) string {
+	t.Helper()
+	var j []byte
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		j, _ = h.Exec(context.Background(), "sh", "-c", "cat /var/lib/relayctl/journal 2>/dev/null; true")
+		if m := windowEndRe.Find(j); m != nil {
+			return string(m)
+		}
+	}
+	t.Fatalf("%s: the window did not end within %v; the journal:\n%s", h.Name, d, j)
+	return ""
+}
+
+// relayExe is the program the relay on h runs, as /proc/PID/exe resolves.
+func relayExe(t *testing.T, h *lab.Host, pid int) string {
+	t.Helper()
+	out, err := h.Exec(context.Background(), "readlink", "/proc/"+strconv.Itoa(pid)+"/exe")
+	if err != nil {
+		t.Fatalf("%s: relay exe: %v", h.Name, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// windowKinds are the kinds of a plan's window steps on its first host.
+func windowKinds(t *testing.T, plan string) map[string]bool {
+	t.Helper()
+	pc, _, err := loadPlan(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, s := range pc.Plan().Hosts[0].Steps {
+		if s.Phase == plans.PhaseWindow {
+			kinds[s.Kind] = true
+		}
+	}
+	return kinds
+}
+
+// Every kind of plan, relayctl killed with SIGKILL inside its window: the
+// host judges the window by itself against what that plan planned and
+// keeps it (the relay on the plan's release, the plan's rb, started once),
+// and apply --resume reports it completed by the host. On the code
+// before, the host judged a rollback plan's window against the spec's
+// release (the one being rolled back), so it rolled the completed
+// rollback back: a second restart, onto the release being undone.
+func TestLabKilledInTheWindowOfEveryKindOfPlan(t *testing.T) {
+	bin := buildRelayctl(t)
+	withConfig := func(cfg string) []lab.HostOptions {
+		return []lab.HostOptions{{Relay: &lab.RelayInstall{Binary: lab.BuildRelayd(t, "1.7.0"), Version: "1.7.0", Start: true, Config: cfg}}}
+	}
+	keep170 := func(s string) string { // the release the hosts run already
+		return strings.Replace(s, "version: 1.8.0\n    artifact: "+lab.BuildRelayd(t, "1.8.0"), "version: 1.7.0\n    artifact: "+lab.BuildRelayd(t, "1.7.0"), 1)
+	}
+	for _, tt := range []struct {
+		name  string
+		hosts []lab.HostOptions
+		spec  func(string) string
+		plan  func(e *labEnv) string // makes the plan to apply (and anything before it)
+		kinds []string               // the window's steps the plan must have...
+		not   []string               // ...and must not
+		dir   string                 // the release the relay runs from after the window
+		rb    uint64
+	}{
+		{name: "forward", plan: func(e *labEnv) string { e.mustPlan(e.spec, e.plan); return e.plan },
+			kinds: []string{rollout.KindSetSysctl, rollout.KindSwitchRelease, rollout.KindInstallConfig, rollout.KindRestart},
+			dir:   "/opt/relay/releases/1.8.0", rb: 8388608},
+		{name: "rollback", plan: func(e *labEnv) string {
+			e.mustPlan(e.spec, e.plan)
+			if code, out, errs := e.relayctl("apply", e.plan); code != 0 {
+				t.Fatalf("apply the forward plan: exit %d\n%s\n%s", code, out, errs)
+			}
+			back, _ := e.rollbackPlan(t)
+			return back
+		},
+			kinds: []string{rollout.KindSetSysctl, rollout.KindSwitchRelease, rollout.KindInstallConfig, rollout.KindRestart},
+			dir:   "/opt/relay/releases/1.7.0", rb: 212992},
+		{name: "sysctl-only", hosts: withConfig(lab.DefaultRelayConfig + "RELAYD_SO_RCVBUF=4194304\nRELAYD_SO_RCVBUF_FORCE=false\n"), spec: keep170,
+			plan:  func(e *labEnv) string { e.mustPlan(e.spec, e.plan); return e.plan },
+			kinds: []string{rollout.KindSetSysctl, rollout.KindRestart}, not: []string{rollout.KindSwitchRelease, rollout.KindInstallConfig},
+			dir: "/opt/relay/releases/1.7.0", rb: 8388608},
+		{name: "file-only", spec: func(s string) string {
+			return strings.Replace(keep170(s), "sysctl:\n  net.core.rmem_max: 8388608\n", "", 1)
+		},
+			plan:  func(e *labEnv) string { e.mustPlan(e.spec, e.plan); return e.plan },
+			kinds: []string{rollout.KindInstallConfig, rollout.KindRestart}, not: []string{rollout.KindSetSysctl, rollout.KindSwitchRelease},
+			dir: "/opt/relay/releases/1.7.0", rb: 425984},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			hosts := tt.hosts
+			if hosts == nil {
+				hosts = []lab.HostOptions{{}}
+			}
+			e := startLab(t, hosts, tt.spec)
+			h := e.lab.Hosts[0]
+			plan := tt.plan(e)
+			kinds := windowKinds(t, plan)
+			for _, k := range tt.kinds {
+				if !kinds[k] {
+					t.Fatalf("the %s plan's window has no %s step: %v", tt.name, k, kinds)
+				}
+			}
+			for _, k := range tt.not {
+				if kinds[k] {
+					t.Fatalf("the %s plan's window has a %s step: %v", tt.name, k, kinds)
+				}
+			}
+			starts := e.starts(h)
+			e.killedApply(bin, plan, h)
+			// The host's own read-back: 4 s, 1 s stable, and a rollback.
+			if end := windowEnd(t, h, 30*time.Second); end != "window kept by=host" {
+				t.Errorf("the host ended the window with %q, want it kept by the host", end)
+			}
+			pid, rb := awaitRelay(t, h, 5*time.Second)
+			if exe := relayExe(t, h, pid); !strings.HasPrefix(exe, tt.dir+"/") || rb != tt.rb {
+				t.Errorf("after the window: the relay runs %s with rb %d, want the release in %s with rb %d", exe, rb, tt.dir, tt.rb)
+			}
+			if n := e.starts(h) - starts; n != 1 {
+				t.Errorf("the relay started %d times after the kill, want once (the window's restart)", n)
+			}
+			code, out, errs := e.relayctl("apply", plan, "--resume")
+			if code != 0 || !strings.Contains(out, "lab-1: applied, "+rollout.RecoveryCompletedByHost) {
+				t.Errorf("apply --resume: exit %d, want 0 and applied, %s\nstdout:\n%s\nstderr:\n%s", code, rollout.RecoveryCompletedByHost, out, errs)
+			}
+			if code, out, errs := e.relayctl("verify", plan); code != 0 {
+				t.Errorf("verify: exit %d\n%s\n%s", code, out, errs)
+			}
+			converged(t, h)
+		})
+	}
+}
