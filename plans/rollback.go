@@ -224,7 +224,7 @@ func rollbackRelease(h *HostPlan, p *Plan, f *Facts, u *Undo) {
 	} else if was.GreaterThan(have) {
 		h.Release.Action = ReleaseUpgrade
 	} else {
-		return // at it already: the drift says so
+		return // at it already: nothing to switch
 	}
 	switch {
 	case !h.Release.Installed:
@@ -267,36 +267,55 @@ func rollbackFiles(h *HostPlan, f *Facts, u *Undo) {
 }
 
 // rollbackDrift blocks a host that changed since the window: a rollback
-// would undo whatever changed it too.
+// would undo whatever changed it too. A thing back at what the window
+// found already is not drift: the rollback leaves it as it is (a run of
+// this rollback plan that was killed after it, a value reset by hand, or
+// in the lab a sysctl that another host's rollback reset for the kernel
+// they share), and a host back at all of it has nothing left to undo.
 func rollbackDrift(h *HostPlan, p *Plan, f *Facts, u *Undo) {
 	var drift []string
 	for _, s := range u.Sysctls {
-		if now := f.Sysctls[s.Key].Value; !tune.Equal(now, s.Set) {
+		if now := f.Sysctls[s.Key].Value; !tune.Equal(now, s.Set) && !tune.Equal(now, s.Was) {
 			drift = append(drift, fmt.Sprintf("sysctl %s is %s, that run set %s", s.Key, tune.Normalize(now), s.Set))
 		}
 	}
 	if r := u.Release; r != nil {
-		if now, want := ResolveLink(p.Paths.Current, f.Release.CurrentRaw), path.Join(p.Paths.Releases, r.Set); f.Release.CurrentRaw == "" || now != want {
+		now, want := ResolveLink(p.Paths.Current, f.Release.CurrentRaw), path.Join(p.Paths.Releases, r.Set)
+		if f.Release.CurrentRaw == "" || now != want && now != path.Join(p.Paths.Releases, r.Was) {
 			drift = append(drift, fmt.Sprintf("%s points at %s, that run pointed it at %s", p.Paths.Current, orNone(f.Release.CurrentRaw), want))
 		}
 	}
 	for _, uf := range u.Files {
-		now := (FileChange{Role: uf.Role, Path: uf.Path}).Observed(f)
-		got := "absent"
-		if now.Exists {
-			got = "sha256 " + sha256Text(now.Content)[:12]
-		}
-		want := "absent"
-		if !uf.Removed {
-			want = "sha256 " + uf.Set[:min(12, len(uf.Set))]
-		}
-		if got != want {
+		if got, want := undoFileNow(f, uf); got != want && got != undoFileWas(uf) {
 			drift = append(drift, fmt.Sprintf("the %s %s is %s, that run left it %s", uf.Role, uf.Path, got, want))
 		}
 	}
 	if len(drift) > 0 {
 		h.Blockers = append(h.Blockers, fmt.Sprintf("changed since that run (its receipt %s): %s; a rollback would undo those changes too: plan from the spec instead", u.Receipt, strings.Join(drift, "; ")))
 	}
+}
+
+// undoFileNow is a file the window wrote as the host has it now, and as
+// the window left it: "absent", or "sha256 " and 12 hex digits.
+func undoFileNow(f *Facts, uf UndoFile) (got, want string) {
+	now := (FileChange{Role: uf.Role, Path: uf.Path}).Observed(f)
+	got, want = "absent", "absent"
+	if now.Exists {
+		got = "sha256 " + sha256Text(now.Content)[:12]
+	}
+	if !uf.Removed {
+		want = "sha256 " + uf.Set[:min(12, len(uf.Set))]
+	}
+	return got, want
+}
+
+// undoFileWas is a file the window wrote as the window found it, in
+// undoFileNow's words.
+func undoFileWas(uf UndoFile) string {
+	if !uf.Existed {
+		return "absent"
+	}
+	return "sha256 " + uf.SHA256[:min(12, len(uf.SHA256))]
 }
 
 // releaseTarget is the release a host's window switches to and what it

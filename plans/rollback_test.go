@@ -150,3 +150,24 @@ func TestRollbackRestoresOnlyTheSpecsSysctls(t *testing.T) {
 		t.Errorf("a rollback plan edited to restore kernel.core_pattern: %v", err)
 	}
 }
+
+// A host back at what the window found already has nothing to undo, and
+// one partly back (a sysctl reset by hand, or by a killed run of the
+// rollback) goes back the rest of the way: neither is "changed since that
+// run". On the code before, both were blocked, so a rollback that had
+// completed (or half completed) was stale to apply and blocked to plan
+// again.
+func TestRollbackOfAHostBackAlready(t *testing.T) {
+	from, f := rolledOut(t)
+	back := incidentFacts() // the host as the window found it
+	back.Release.Installed, back.Undo = f.Release.Installed, f.Undo
+	if h := makeRollback(t, from, back).Hosts[0]; h.Action != ActionNone || len(h.Blockers) > 0 {
+		t.Errorf("a host back already: %s, blockers %q; want nothing to do", h.Action, h.Blockers)
+	}
+	from, f = rolledOut(t)
+	f.Sysctls["net.core.rmem_max"] = SysctlFact{Exists: true, Value: "212992", Writable: true}
+	h := makeRollback(t, from, f).Hosts[0]
+	if h.Action != ActionChange || len(h.Blockers) > 0 || h.Sysctls[0].Change || h.Release.Action != ReleaseDowngrade {
+		t.Errorf("a host partly back: %s, blockers %q, sysctl %+v, release %s; want the rest undone", h.Action, h.Blockers, h.Sysctls[0], h.Release.Action)
+	}
+}

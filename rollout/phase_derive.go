@@ -66,7 +66,7 @@ func (hr *hostRun) drifted(derived *plans.HostPlan) *ending {
 		return end(Unchanged, StateAsPlanned, "already as planned")
 	}
 	drift := plans.Diff(hr.stored.Facts, derived.Facts)
-	if !towardPlan(hr.p, drift) || !subsequence(derived.Steps, hr.stored.Steps) {
+	if !towardPlan(hr.p, hr.stored, drift) || !subsequence(derived.Steps, hr.stored.Steps) {
 		hr.res.Drift = drift
 		if hr.o.confirmOnly {
 			// The drift from the plan's facts is mostly the run's own work:
@@ -117,9 +117,11 @@ func subsequence(a, b []plans.Step) bool {
 	return true
 }
 
-// towardPlan reports whether every drifted fact is a planned sysctl that
-// now holds its planned value, or the planned release staged ahead.
-func towardPlan(p *plans.Plan, drift []plans.Drift) bool {
+// towardPlan reports whether every drifted fact is a sysctl that now
+// holds the value the host's plan sets it to, or the planned release
+// staged ahead. The host plan's value, not the spec's: a rollback plan
+// sets each sysctl back to what the window it undoes found.
+func towardPlan(p *plans.Plan, h *plans.HostPlan, drift []plans.Drift) bool {
 	if len(drift) == 0 {
 		return false
 	}
@@ -132,9 +134,9 @@ func towardPlan(p *plans.Plan, drift []plans.Drift) bool {
 			return false
 		}
 		planned := ""
-		for _, s := range p.Sysctl {
+		for _, s := range h.Sysctls {
 			if s.Key == key {
-				planned = s.Value
+				planned = s.Planned
 			}
 		}
 		if planned == "" || !tune.Equal(d.Observed, planned) {

@@ -59,7 +59,9 @@ lists them all). PLAN.ledger.json holds every host's outcome so far,
 written as each host starts and ends: --resume goes on with the hosts it
 does not show applied or unchanged, and refuses a ledger of another plan,
 and one whose rollout a soak stopped on a regression (--retry-rejected
-goes on all the same). When hosts did not end as planned, a hint per kind
+goes on all the same); a plain apply over a ledger that shows hosts in
+progress (its run was killed, or still runs) is refused, naming --resume,
+which goes on from it. When hosts did not end as planned, a hint per kind
 of cause names the command that goes on. On a terminal, progress is a
 live view of the wave and the fleet; otherwise one line per step.
 

@@ -83,7 +83,37 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 	if run.resume != nil {
 		return run, resumeRun(e, file, p, run, only, onlySet, from)
 	}
+	if !c.Bool("resume") {
+		if err := unfinishedRun(e, file, p); err != nil {
+			return nil, err
+		}
+	}
 	return run, freshRun(e, file, p, run, only, from)
+}
+
+// unfinishedRun refuses a new run of a plan whose ledger shows hosts in
+// progress: the run that wrote it was killed there (or still runs), and a
+// new run would start a new ledger, lose its account, and meet the hosts
+// it applied as if they were someone else's change. --resume is the one
+// command that goes on from it. A ledger that cannot be read as this
+// plan's is replaced, as before.
+func unfinishedRun(e *env, file string, p *plans.Plan) error {
+	l, err := loadFleetLedger(e, file, p, false)
+	if err != nil || l == nil {
+		return nil
+	}
+	var busy []string
+	for _, h := range l.Hosts {
+		if h.Outcome == rollout.InProgress {
+			busy = append(busy, h.Host)
+		}
+	}
+	if len(busy) == 0 {
+		return nil
+	}
+	return withHint(fmt.Errorf("%s: run %d of this plan, last written %s, has %d host(s) in progress (%s): it was killed there, or it still runs; a new run would start a new ledger over its account",
+		ledgerFile(file), l.Run, plans.Visible(l.Updated), len(busy), plans.Visible(strings.Join(abbreviate(busy, 5), " "))),
+		fmt.Sprintf("relayctl apply %s --resume goes on from it: a host left inside its window is finished from its journal, one it applied is checked, not applied again", file))
 }
 
 // resumeRejected refuses to resume a rollout a soak stopped on a

@@ -3,7 +3,9 @@ package main
 // relayctl killed (SIGKILL) inside a window, on lab hosts, and what comes
 // after: the host ends the window by itself against what the plan being
 // applied planned, whatever its kind (forward, rollback, sysctl-only,
-// file-only).
+// file-only); a plain re-run over the killed run's ledger refuses and
+// names --resume, which converges, with a host the killed run had
+// applied found as planned, not stale.
 
 import (
 	"context"
@@ -169,5 +171,82 @@ func TestLabKilledInTheWindowOfEveryKindOfPlan(t *testing.T) {
 			}
 			converged(t, h)
 		})
+	}
+}
+
+// A rollback plan's run killed inside its second host's window, its
+// canary applied: a plain re-run over that run's ledger refuses, naming
+// the one command that goes on from it, --resume, which finds the canary
+// as planned and the second host completed by itself. A host already at
+// the rollback plan's target is as planned whichever command finds it:
+// the rollback plan made again, and a plain apply once the ledger is
+// done. On the code before, the re-run started a new ledger and refused
+// the canary as stale (the facts the killed run changed), --resume did
+// the same, and the rollback plan made again blocked it as "changed since
+// that run". (The plan sets no sysctl: the lab's hosts share one kernel,
+// so the canary's rollback of a global sysctl would be drift on the
+// other host, which a real fleet does not have.)
+func TestLabKilledRunThenRerunAndResume(t *testing.T) {
+	bin := buildRelayctl(t)
+	e := startLab(t, []lab.HostOptions{{}, {}}, func(s string) string {
+		return strings.Replace(s, "sysctl:\n  net.core.rmem_max: 8388608\n", "", 1)
+	})
+	h1, h2 := e.lab.Hosts[0], e.lab.Hosts[1]
+	e.mustPlan(e.spec, e.plan)
+	if code, out, errs := e.relayctl("apply", e.plan); code != 0 {
+		t.Fatalf("apply the forward plan: exit %d\n%s\n%s", code, out, errs)
+	}
+	back, _ := e.rollbackPlan(t)
+	apply := exec.Command(bin, "apply", back, "--verify-timeout", "4s", "--stable-for", "1s",
+		"--ssh-config", e.lab.SSHConfig, "--known-hosts", e.lab.KnownHosts, "--identity", e.lab.Identity)
+	var progress lockedBuffer
+	apply.Stderr = &progress
+	if err := apply.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the killed run said:\n%s", progress.String())
+		}
+	})
+	waitJournalFor(t, h2, "start window", 60*time.Second) // lab-1, the canary, is done
+	apply.Process.Signal(syscall.SIGKILL)
+	apply.Wait()
+	if led := readLedger(t, back); ledgerLine(led) != "lab-1=applied lab-2="+rollout.InProgress {
+		t.Fatalf("the killed run's ledger: %s, want lab-1 applied and lab-2 in progress", ledgerLine(led))
+	}
+	if end := windowEnd(t, h2, 30*time.Second); end != "window kept by=host" {
+		t.Fatalf("lab-2's window ended %q, want kept by the host", end)
+	}
+	pid1, _, _ := e.socket(h1)
+
+	code, out, errs := e.relayctl("apply", back)
+	if code != 1 || !strings.Contains(errs, back+".ledger.json") || !strings.Contains(errs, "relayctl apply "+back+" --resume") || strings.Contains(out, "refused") {
+		t.Errorf("a plain apply over the killed run's ledger: exit %d, want refused before anything connects, naming --resume\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	if led := readLedger(t, back); ledgerLine(led) != "lab-1=applied lab-2="+rollout.InProgress {
+		t.Errorf("the refused apply changed the ledger: %s", ledgerLine(led))
+	}
+	code, out, errs = e.relayctl("apply", back, "--resume")
+	if code != 0 || !strings.Contains(out, "lab-2: applied, "+rollout.RecoveryCompletedByHost) {
+		t.Errorf("apply --resume: exit %d, want 0, lab-1 as planned and lab-2 completed by the host\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	code, out, errs = e.relayctl("rollback", e.plan, "--out", back+"2", "--detailed-exitcode")
+	if md := mustRead(t, back+"2.md"); code != 0 || strings.Contains(md, "changed since that run") {
+		t.Errorf("the rollback plan made again: exit %d, want 0 (both hosts back already)\nstdout:\n%s\nstderr:\n%s\nreview:\n%s", code, out, errs, md)
+	}
+	code, out, errs = e.relayctl("apply", back)
+	if code != 0 || !strings.Contains(out, "unchanged:     2  lab-1 lab-2") {
+		t.Errorf("apply once the ledger is done: exit %d, want 0 with both hosts unchanged\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	for _, h := range []*lab.Host{h1, h2} {
+		pid, rb := awaitRelay(t, h, time.Second)
+		if exe := relayExe(t, h, pid); !strings.HasPrefix(exe, "/opt/relay/releases/1.7.0/") || rb != 212992 {
+			t.Errorf("%s: the relay runs %s with rb %d, want 1.7.0 with rb 212992", h.Name, exe, rb)
+		}
+		converged(t, h)
+	}
+	if pid, _, _ := e.socket(h1); pid != pid1 {
+		t.Errorf("lab-1's relay restarted (pid %d, was %d) after the killed run had applied it", pid, pid1)
 	}
 }

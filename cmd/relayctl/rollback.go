@@ -35,11 +35,13 @@ The plan is a plan like any other: written with --out (and PLAN.md, its
 review), shown, approved and applied by relayctl apply, with the same
 switch (a restart through systemd's store, a handoff, or a restart),
 waves, soak and read-back. A host that changed since that run (a sysctl,
-the release link or a file not as the run left it) is blocked with what
-changed, as is one that no longer keeps the release or the backups; one
-that cannot be read is unreachable, within --max-unreachable. apply reads
-each host's receipt again and refuses a host where it is not the one the
-plan was made from.
+the release link or a file neither as the run left it nor as it found it)
+is blocked with what changed, as is one that no longer keeps the release
+or the backups; one already back at what the run found has nothing to
+undo, and one partly back goes back the rest of the way; one that cannot
+be read is unreachable, within --max-unreachable. apply reads each host's
+receipt again and refuses a host where it is not the one the plan was
+made from.
 
 Exit status: as plan's: 0 a plan was made, 1 an error (including blocked
 hosts, or more unreachable ones than the budget allows; the plan is still
