@@ -36,7 +36,7 @@ type fleet struct {
 
 	mu       sync.Mutex
 	stopped  string
-	rejected bool          // a soak judged the release a regression: the hosts left are not to be resumed
+	rejected bool          // the plan's release was rejected (rejects): the hosts left are not to be resumed
 	sem      chan struct{} // the wave's parallel slots
 }
 
@@ -263,7 +263,7 @@ func (f *fleet) host(i int, w *WaveResult) {
 	if why := r.Soak.stops(r.Host); why != "" {
 		f.stop(why) // a soak that did not pass stops the rollout, whatever the budgets
 	}
-	if r.Next == NextRejected {
+	if rejects(r.Next) {
 		f.mu.Lock()
 		f.rejected = true
 		f.mu.Unlock()
@@ -283,7 +283,7 @@ func (f *fleet) finish() (*Report, error) {
 	for _, r := range f.rep.Hosts {
 		switch {
 		case r.Outcome == NotStarted && f.rejected:
-			r.Next = NextRejected // the release this plan ships was judged a regression
+			r.Next = NextRejected // the release this plan ships was rejected
 		case r.Outcome == NotStarted:
 			r.Next = NextResume
 		}

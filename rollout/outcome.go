@@ -43,7 +43,7 @@ const (
 	NextNewPlan   = "new plan"   // the plan has nothing valid for it now (drifted, edited, not read): plan again, review, apply that
 	NextUnblock   = "unblock"    // blocked in the plan: fix what the blockers name, then plan again
 	NextSpec      = "fix spec"   // the spec's values or release failed there (a value the kernel refused, a release that did not read back): --resume would fail the same way; fix the spec, plan again
-	NextRejected  = "rejected"   // a soak judged the release a regression: the rollout of it is over; a fixed release, or relayctl rollback of the hosts it changed
+	NextRejected  = "rejected"   // a soak judged the release a regression, or a host left by a rollout where it (or the spec's values) failed: the rollout of it is over; a fixed release, or relayctl rollback of the hosts it changed
 	NextOtherPlan = "other plan" // a run of another plan stopped in its window: that plan's --resume
 	NextWait      = "wait"       // another apply holds it, it is outside the window, or its soak had no traffic: later, --resume
 	NextPlayers   = "players"    // its players had not gone at the drain deadline: --resume when they have
@@ -51,8 +51,16 @@ const (
 	NextUndo      = "undo"       // its rollback failed, in between: --resume --recover rollback undoes what is left
 )
 
-// Nexts lists every next, as the hint table test walks them.
-var Nexts = []string{NextResume, NextFix, NextNewPlan, NextUnblock, NextSpec, NextRejected, NextOtherPlan, NextWait, NextPlayers, NextJournal, NextUndo}
+// Nexts lists every next, in the order the hints say them (the table
+// test walks them): a plan whose release or values failed first, since
+// that decides what every other way on is worth.
+var Nexts = []string{NextSpec, NextRejected, NextResume, NextFix, NextNewPlan, NextUnblock, NextOtherPlan, NextWait, NextPlayers, NextJournal, NextUndo}
+
+// rejects reports whether a host that ended with next rejects the plan's
+// release for the rest of its rollout: a soak judged it a regression, or
+// it (or the spec's values) failed there and was rolled back. Either way
+// --resume would put the same release on the same hosts again.
+func rejects(next string) bool { return next == NextRejected || next == NextSpec }
 
 // nextFor is what to do next after an outcome, as a rule; an ending whose
 // cause says otherwise sets its own (ending.because).

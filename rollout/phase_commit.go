@@ -60,12 +60,14 @@ func (commitPhase) run(ctx context.Context, hr *hostRun) *ending {
 }
 
 // rolledBackNext is what to do after the window was rolled back: after a
-// crash, --resume (the policy undid a dead run's window, nothing of the
-// plan is wrong); else by the failure's cause (failureNext). A failure of
-// the switch, or of the read-back after it, is the planned release and
-// config not working there.
+// crash, --resume (the policy undid a dead run's window, or the dead run's
+// word did: nothing of the plan is known wrong); else by the failure's
+// cause (failureNext), a window the host rolled back by itself included
+// (its own read-back, or a step that failed). A failure of the switch, or
+// of the read-back after it, is the planned release and config not
+// working there.
 func (hr *hostRun) rolledBackNext() string {
-	if hr.rec != nil {
+	if hr.rec != nil && !hr.rec.rolledBackByHost() {
 		return NextResume
 	}
 	switched := !hr.inWindow

@@ -110,6 +110,12 @@ func (rec *recovery) words(out Outcome) string {
 	return ""
 }
 
+// rolledBackByHost: the host rolled the window back by its own judgement,
+// with nobody's word: its read-back did not hold, or a step failed.
+func (rec *recovery) rolledBackByHost() bool {
+	return rec.rolledBack && rec.journal.End != nil && rec.journal.End.By == ByHost
+}
+
 // errCrashed says where a dead run stopped.
 func errCrashed(j *Journal) error {
 	return errors.New("an earlier run of this plan stopped inside its window; its journal ends with: " + plans.Visible(lastLine(j.Last)))

@@ -58,8 +58,10 @@ PLAN.receipt.json and PLAN.receipt.md point at the newest (relayctl history
 lists them all). PLAN.ledger.json holds every host's outcome so far,
 written as each host starts and ends: --resume goes on with the hosts it
 does not show applied or unchanged, and refuses a ledger of another plan,
-and one whose rollout a soak stopped on a regression (--retry-rejected
-goes on all the same); a plain apply over a ledger that shows hosts in
+and one whose release was rejected: a soak judged it a regression, or it
+(or the spec's values) failed on a host and was rolled back there, a
+crash or a read-back that did not hold (--retry-rejected goes on all the
+same); a plain apply over a ledger that shows hosts in
 progress (its run was killed, or still runs) is refused, naming --resume,
 which goes on from it. When hosts did not end as planned, a hint per kind
 of cause names the command that goes on. On a terminal, progress is a
@@ -120,7 +122,7 @@ Examples:
 			&cli.DurationFlag{Name: "soak", DefaultText: "the plan's rollout.soak, else none", Usage: "after each wave's canary's read-back, watch its drop counters for `DURATION` under real traffic and stop the rollout when they rise (docs/soak.md); 0 turns the soak off"},
 			&cli.StringFlag{Name: "soak-hosts", DefaultText: "the plan's rollout.soak, else canary", Usage: "which hosts soak: `canary` (the first of each wave) or all"},
 			&cli.BoolFlag{Name: "resume", Usage: "go on from PLAN.ledger.json with the hosts it does not show applied or unchanged (within the --only of the run it resumes)"},
-			&cli.BoolFlag{Name: "retry-rejected", Usage: "with --resume: go on although a soak judged this plan's release a regression (refused without it: the release would reach the same hosts again)"},
+			&cli.BoolFlag{Name: "retry-rejected", Usage: "with --resume: go on although this plan's release was rejected: a soak judged it a regression, or it failed on a host and was rolled back there (refused without it: the release would reach the same hosts again)"},
 			onlyFlagDef(),
 			&cli.BoolFlag{Name: "stage-only", Usage: "stage every host and stop before the window, as relayctl stage"},
 			&cli.DurationFlag{Name: "fetch-timeout", Value: rollout.DefaultFetchTimeout, Usage: "how long a host may take to fetch a release from the plan's url"},

@@ -116,32 +116,45 @@ func unfinishedRun(e *env, file string, p *plans.Plan) error {
 		fmt.Sprintf("relayctl apply %s --resume goes on from it: a host left inside its window is finished from its journal, one it applied is checked, not applied again", file))
 }
 
-// resumeRejected refuses to resume a rollout a soak stopped on a
-// regression: --resume would deploy the release it rejected onto the same
-// hosts again (and the canary's players would pay for it a second time).
-// retry says the operator knows.
+// resumeRejected refuses to resume a rollout whose release was rejected:
+// a soak judged it a regression, or it (or the spec's values) failed on a
+// host and was rolled back there (a crash, a read-back that did not hold,
+// a value the kernel refused). --resume would deploy it onto the same
+// hosts again, and their players would pay for it a second time. retry
+// says the operator knows.
 func resumeRejected(l *rollout.Ledger, file string, p *plans.Plan, retry bool) error {
 	if l == nil {
 		return nil
 	}
+	var rej rejection
 	var why string
 	var applied []string
 	for _, h := range l.Hosts {
-		if h.Next == rollout.NextRejected && why == "" && h.Outcome != string(rollout.NotStarted) {
-			why = h.Host + ": " + h.Reason
-		}
-		if h.Next == rollout.NextRejected && why == "" {
-			why = h.Reason
-		}
 		if h.Outcome == string(rollout.Applied) {
 			applied = append(applied, h.Host)
 		}
+		switch {
+		case h.Next == rollout.NextRejected && h.Outcome != string(rollout.NotStarted):
+			rej.soak = true // only a soak's verdict rejects on a host that ran
+		case h.Next == rollout.NextSpec:
+			rej.failed = append(rej.failed, h.Host)
+		case h.Next == rollout.NextRejected:
+			rej.left = true // stopped before it started, by a rejection elsewhere
+		default:
+			continue
+		}
+		if why == "" && h.Outcome != string(rollout.NotStarted) {
+			why = h.Host + ": " + h.Reason
+		}
 	}
-	if why == "" || retry {
+	if !rej.rejected() || retry {
 		return nil
 	}
-	return withHint(fmt.Errorf("%s: a soak judged this plan's release a regression (%s): resuming would deploy it onto the same hosts again", ledgerFile(file), plans.Visible(why)),
-		rejectedHint("the rollout", file, p, applied)+"; --resume --retry-rejected goes on all the same")
+	err := fmt.Errorf("%s: %s: resuming would deploy it onto the same hosts again", ledgerFile(file), rej.cause("this plan's release"))
+	if why != "" {
+		err = fmt.Errorf("%s: %s (%s): resuming would deploy it onto the same hosts again", ledgerFile(file), rej.cause("this plan's release"), plans.Visible(why))
+	}
+	return withHint(err, rejectedHint("the rollout", file, p, applied, rej)+"; --resume --retry-rejected goes on all the same")
 }
 
 // resumeRun says what a resumed run will do, within the selection of the

@@ -13,10 +13,12 @@ import (
 // another and each names a command that makes progress, or says what must
 // change before one can: a host that drifted needs a new plan, not
 // --resume; a value the kernel refused needs the spec fixed; a release a
-// soak rejected is never resumed onto the same hosts.
+// soak rejected, or one that failed on a host, is never resumed onto the
+// same hosts.
 func nextHints(rep *rollout.Report, file string, p *plans.Plan) []string {
 	by := map[string][]string{}
 	var applied []string
+	var rej rejection
 	for _, h := range rep.Hosts {
 		if h.Next != "" {
 			by[h.Next] = append(by[h.Next], h.Host)
@@ -24,18 +26,44 @@ func nextHints(rep *rollout.Report, file string, p *plans.Plan) []string {
 		if h.Outcome == rollout.Applied {
 			applied = append(applied, h.Host)
 		}
+		if s := h.Soak; s != nil && s.Verdict == rollout.SoakRegression {
+			rej.soak = true
+		}
 	}
+	rej.failed = by[rollout.NextSpec]
 	var out []string
 	for _, next := range rollout.Nexts {
 		if hosts := by[next]; len(hosts) > 0 {
-			out = append(out, hintFor(next, plans.Visible(strings.Join(abbreviate(hosts, 5), " ")), len(hosts), file, p, applied))
+			out = append(out, hintFor(next, plans.Visible(strings.Join(abbreviate(hosts, 5), " ")), len(hosts), file, p, applied, rej))
 		}
 	}
 	return out
 }
 
+// rejection is why the rollout of a plan's release is over (rollout's
+// NextRejected): a soak judged it a regression, or it (or the spec's
+// values) failed on hosts and was rolled back there.
+type rejection struct {
+	soak   bool
+	failed []string // the hosts where it failed (next: fix spec)
+	left   bool     // hosts a rejection stopped before they started, its cause not among the hosts
+}
+
+func (r rejection) rejected() bool { return r.soak || len(r.failed) > 0 || r.left }
+
+// cause says it in words, for a plan shipping release.
+func (r rejection) cause(release string) string {
+	switch {
+	case r.soak:
+		return "a soak judged " + release + " a regression"
+	case len(r.failed) > 0:
+		return fmt.Sprintf("%s (or the spec's values) failed on %s and was rolled back there", release, plans.Visible(strings.Join(abbreviate(r.failed, 5), " ")))
+	}
+	return "a run of this plan rejected " + release
+}
+
 // hintFor is the hint of one kind of next step, for hosts (n of them).
-func hintFor(next, hosts string, n int, file string, p *plans.Plan, applied []string) string {
+func hintFor(next, hosts string, n int, file string, p *plans.Plan, applied []string, rej rejection) string {
 	spec := p.SpecFile
 	again := fmt.Sprintf("relayctl plan %s --out PLAN, review it, then relayctl apply PLAN", spec)
 	if rb := p.Rollback; rb != nil {
@@ -49,7 +77,7 @@ func hintFor(next, hosts string, n int, file string, p *plans.Plan, applied []st
 	case rollout.NextSpec:
 		return fmt.Sprintf("%s: the spec's values or release failed there and were rolled back (the reasons say which: a value the kernel refused, a release that did not start or read back); --resume would do the same again: fix the spec (or build a fixed release), relayctl validate %s, then relayctl plan %s --out PLAN, review it, and relayctl apply PLAN", hosts, spec, spec)
 	case rollout.NextRejected:
-		return rejectedHint(hosts, file, p, applied)
+		return rejectedHint(hosts, file, p, applied, rej)
 	case rollout.NextOtherPlan:
 		return fmt.Sprintf("%s: a run of another plan stopped inside its window there; relayctl apply THAT_PLAN --resume finishes or undoes it (the host's journal names the plan)", hosts)
 	case rollout.NextFix:
@@ -66,10 +94,10 @@ func hintFor(next, hosts string, n int, file string, p *plans.Plan, applied []st
 	return fmt.Sprintf("relayctl apply %s --resume goes on with %d host(s) as they are (%s): applied hosts are checked, not applied again", file, n, hosts)
 }
 
-// rejectedHint: the rollout of a release a soak rejected is over. The
-// ways on are a fixed release, or relayctl rollback of the hosts it
-// changed; --resume is refused.
-func rejectedHint(hosts, file string, p *plans.Plan, applied []string) string {
+// rejectedHint: the rollout of a release a soak rejected, or one that
+// failed on a host, is over. The ways on are a fixed release (or spec),
+// or relayctl rollback of the hosts it changed; --resume is refused.
+func rejectedHint(hosts, file string, p *plans.Plan, applied []string, rej rejection) string {
 	release := "its release"
 	if p.Relay.Version != "" {
 		release = "release " + p.Relay.Version
@@ -78,6 +106,10 @@ func rejectedHint(hosts, file string, p *plans.Plan, applied []string) string {
 	if len(applied) > 0 {
 		undo = fmt.Sprintf("%d host(s) keep it (%s): relayctl rollback %s --out back.plan undoes them", len(applied), plans.Visible(strings.Join(abbreviate(applied, 5), " ")), file)
 	}
-	return fmt.Sprintf("%s: a soak judged %s a regression, so the rollout of it is over and --resume is refused (it would deploy it onto the same hosts again); %s; then ship a fixed release: a new relay.release in %s, relayctl plan %s --out PLAN, review it, and relayctl apply PLAN",
-		hosts, release, undo, p.SpecFile, p.SpecFile)
+	fix := "ship a fixed release: a new relay.release in " + p.SpecFile
+	if !rej.soak && len(rej.failed) > 0 {
+		fix = "fix the spec or ship a fixed release (a new relay.release in " + p.SpecFile + ")"
+	}
+	return fmt.Sprintf("%s: %s, so the rollout of it is over and --resume is refused (it would deploy it onto the same hosts again); %s; then %s, relayctl plan %s --out PLAN, review it, and relayctl apply PLAN",
+		hosts, rej.cause(release), undo, fix, p.SpecFile)
 }

@@ -233,6 +233,41 @@ func TestEveryHintMovesForward(t *testing.T) {
 				w.change("h1", func(s *rollouttest.Sim) { s.IgnoreRB = false })
 			},
 			follow: [][]string{{"validate", "SPEC"}, {"plan", "SPEC", "--out", "PLAN"}, {"apply", "NEW"}}, moved: applied("x.plan", "h1")},
+		{name: "not started after a release that did not read back", host: "h2", outcome: rollout.NotStarted, next: rollout.NextRejected,
+			setup: func(w *hintWorld) []string {
+				w.mustPlan()
+				w.change("h1", func(s *rollouttest.Sim) { s.IgnoreRB = true })
+				return []string{"apply", "PLAN", "--verify-timeout", "300ms"}
+			},
+			// Not --resume, which would deploy the release onto h1 again:
+			// refused, touching nothing; a fixed release goes on.
+			fix: func(w *hintWorld) {
+				code := w.run("apply", "PLAN", "--resume")
+				if code != 1 || !strings.Contains(w.lastErr, "failed on h1 and was rolled back there") || w.sim("h1").Restarts != 2 || w.sim("h2").Restarts != 0 {
+					w.t.Fatalf("--resume after h1 failed: exit %d, h1 restarted %d times, h2 %d; want refused, nothing changed\n%s", code, w.sim("h1").Restarts, w.sim("h2").Restarts, w.lastErr)
+				}
+				w.edit(func(s string) string {
+					return strings.Replace(s, "version: 1.8.0\n    artifact: relayd", "version: 1.8.1\n    artifact: relayd-1.8.1", 1)
+				})
+				w.change("h1", func(s *rollouttest.Sim) { s.IgnoreRB = false })
+			},
+			follow: [][]string{{"plan", "SPEC", "--out", "PLAN"}, {"apply", "NEW"}}, moved: applied("x.plan", "h2")},
+		{name: "rolled back by the host itself", host: "h1", outcome: rollout.RolledBack, next: rollout.NextSpec,
+			setup: func(w *hintWorld) []string {
+				w.change("h1", func(s *rollouttest.Sim) { s.CrashAfter, s.IgnoreRB = "restart", true })
+				w.mustPlan()
+				// The run is cut off in the window and cannot come back; the
+				// host's own read-back does not hold, and it rolls back.
+				w.run("apply", "PLAN", "--reconnects", "0", "--verify-timeout", "300ms")
+				return []string{"apply", "PLAN", "--resume"}
+			},
+			fix: func(w *hintWorld) {
+				w.edit(func(s string) string {
+					return strings.Replace(s, "version: 1.8.0\n    artifact: relayd", "version: 1.8.1\n    artifact: relayd-1.8.1", 1)
+				})
+				w.change("h1", func(s *rollouttest.Sim) { s.IgnoreRB = false })
+			},
+			follow: [][]string{{"validate", "SPEC"}, {"plan", "SPEC", "--out", "PLAN"}, {"apply", "NEW"}}, moved: applied("x.plan", "h1")},
 		{name: "a rollback that failed", host: "h1", outcome: rollout.Failed, next: rollout.NextUndo,
 			setup: func(w *hintWorld) []string {
 				w.mustPlan()

@@ -5,7 +5,8 @@ package main
 // applied planned, whatever its kind (forward, rollback, sysctl-only,
 // file-only); a plain re-run over the killed run's ledger refuses and
 // names --resume, which converges, with a host the killed run had
-// applied found as planned, not stale.
+// applied found as planned, not stale. And a canary rolled back because
+// its new relay crashed blocks the release on --resume.
 
 import (
 	"context"
@@ -249,4 +250,64 @@ func TestLabKilledRunThenRerunAndResume(t *testing.T) {
 	if pid, _, _ := e.socket(h1); pid != pid1 {
 		t.Errorf("lab-1's relay restarted (pid %d, was %d) after the killed run had applied it", pid, pid1)
 	}
+}
+
+// A canary whose new relay crashed during its read-back is rolled back,
+// and that blocks the release: the first hint is a fixed release (or the
+// rollback plan), not --resume, and --resume is refused with why, its
+// canary left alone; --retry-rejected is the operator's word to go on. On
+// the code before, only a soak's verdict blocked a release: the hint
+// offered --resume, which deployed the same release to the same canary
+// again.
+func TestLabResumeAfterACanaryCrashed(t *testing.T) {
+	e := startLab(t, []lab.HostOptions{{}, {}}, nil)
+	h1, h2 := e.lab.Hosts[0], e.lab.Hosts[1]
+	e.mustPlan(e.spec, e.plan)
+	pid2, _, _ := e.socket(h2)
+	done := e.applyAsync("--stable-for", "3s")
+	waitJournal(t, h1, "done restart")
+	if pid, _, ok := relayOn(h1); ok {
+		syscall.Kill(pid, syscall.SIGKILL) // the new release crashes
+	}
+	r := <-done
+	if r.code != 1 || !strings.Contains(r.out, "rolled back:   1  lab-1") || !strings.Contains(r.out, "not started:   1  lab-2") {
+		t.Fatalf("apply: exit %d, want lab-1 rolled back and lab-2 not started\nstdout:\n%s\nstderr:\n%s", r.code, r.out, r.err)
+	}
+	hints := hintLines(r.err)
+	if len(hints) == 0 || strings.Contains(hints[0], "--resume goes on") || !strings.Contains(hints[0], "fixed release") {
+		t.Errorf("the first hint is not a fixed release or the rollback plan: %q", hints)
+	}
+	for _, hint := range hints {
+		if strings.Contains(hint, "--resume goes on") {
+			t.Errorf("a hint offers --resume after the release crashed: %s", hint)
+		}
+	}
+	pid1, _, _ := e.socket(h1)
+	starts1 := e.starts(h1)
+
+	code, out, errs := e.relayctl("apply", e.plan, "--resume")
+	if code != 1 || !strings.Contains(errs, "failed on lab-1 and was rolled back there") || !strings.Contains(errs, "--resume --retry-rejected goes on all the same") {
+		t.Errorf("apply --resume after the crash: exit %d, want refused with the reason\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	if p, _, _ := e.socket(h1); p != pid1 || e.starts(h1) != starts1 {
+		t.Errorf("lab-1's relay restarted (pid %d, was %d; %d starts since): the refused --resume deployed the release again", p, pid1, e.starts(h1)-starts1)
+	}
+	if p, _, _ := e.socket(h2); p != pid2 {
+		t.Errorf("lab-2's relay restarted (pid %d, was %d): the refused --resume touched it", p, pid2)
+	}
+	// The operator's word: the same release again, knowingly.
+	if code, out, errs := e.relayctl("apply", e.plan, "--resume", "--retry-rejected"); code != 0 {
+		t.Errorf("apply --resume --retry-rejected: exit %d, want 0 (nothing crashes this time)\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+}
+
+// hintLines are relayctl's hints in stderr, in order.
+func hintLines(stderr string) []string {
+	var out []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if h, ok := strings.CutPrefix(l, "relayctl: hint: "); ok {
+			out = append(out, h)
+		}
+	}
+	return out
 }
