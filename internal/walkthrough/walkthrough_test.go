@@ -61,12 +61,17 @@ func script(steps []step) string {
 	var b strings.Builder
 	b.WriteString("set -u\n")
 	for _, s := range steps {
-		fmt.Fprintf(&b, "printf '%%s\\n' %q\n", "$ "+s.cmd)
+		// Echoed as written: single-quoted, so $! or $PWD is not expanded
+		// (a double-quoted echo of "… & apply=$!" failed under set -u).
+		fmt.Fprintf(&b, "printf '%%s\\n' %s\n", shellQuote("$ "+s.cmd))
 		fmt.Fprintf(&b, "%s\n", s.cmd)
 		fmt.Fprintf(&b, "rc=$?; if [ $rc != %d ]; then echo \"walkthrough: README.md:%d exited $rc, want %d\" >&2; exit 1; fi\n", s.exit, s.line, s.exit)
 	}
 	return b.String()
 }
+
+// shellQuote is s as one single-quoted shell word.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // TestReadmeWalkthrough runs the README's next steps in a copy of the
 // repository (make lab writes bin/ and lab/ there), holding the kernel
@@ -104,7 +109,8 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the README's walkthrough failed: %v", err)
 	}
-	for _, want := range []string{"lab-1                change", "applied:       1  lab-1", "rolled back:   1  lab-1", "lab: stopped; restored"} {
+	for _, want := range []string{"lab-1                change", "applied:       1  lab-1", "rolled back:   1  lab-1",
+		"has 1 host(s) in progress (lab-1)", "lab-1: applied, completed by the host after the connection was lost", "lab: stopped; restored"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the walkthrough's output lacks %q", want)
 		}
@@ -132,5 +138,14 @@ func TestWalkthroughSteps(t *testing.T) {
 	want := []step{{5, "make lab", 0}, {6, "cd lab   # go there", 0}, {7, "relayctl plan a --out b  # exit 2: changes", 2}, {12, "make lab-down", 0}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got %v\nwant %v", got, want)
+	}
+}
+
+// The script echoes each command as written and runs it: $! and quotes
+// of both kinds included.
+func TestScriptEchoesCommandsAsWritten(t *testing.T) {
+	out, err := exec.Command("bash", "-c", script([]step{{1, `true & job=$!`, 0}, {2, `wait $job; echo 'it'"s" done`, 0}})).CombinedOutput()
+	if want := "$ true & job=$!\n$ wait $job; echo 'it'\"s\" done\nits done\n"; err != nil || string(out) != want {
+		t.Errorf("got %v %q, want %q", err, out, want)
 	}
 }
