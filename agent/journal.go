@@ -59,10 +59,10 @@ func pStep(s *session, r *request) answer {
 // pClear: an unfinished run's journal and stage archived as
 // receipts/abandoned-TIME.*: VAL that name.
 func pClear(s *session, r *request) answer {
-	old := s.state + "/receipts/abandoned-" + s.now().UTC().Format("20060102T150405Z")
 	if err := os.MkdirAll(s.state+"/receipts", 0o755); err != nil {
 		return errf("mkdir receipts")
 	}
+	old := freshArchive(s.state+"/receipts/abandoned-"+s.now().UTC().Format("20060102T150405Z"), ".journal", ".stage")
 	if fi, err := os.Lstat(s.journal); err == nil && fi.Mode().IsRegular() {
 		if err := os.Rename(s.journal, old+".journal"); err != nil {
 			return errf("archive the journal")
@@ -75,6 +75,27 @@ func pClear(s *session, r *request) answer {
 	}
 	s.forgetWindow()
 	return val(old)
+}
+
+// freshArchive is base, or base-2, base-3...: a name none of whose forms
+// (base+suffix) exists yet, so a second archive in the same second does not
+// land in (or fail on) the first.
+func freshArchive(base string, suffixes ...string) string {
+	for i := 1; ; i++ {
+		name := base
+		if i > 1 {
+			name = base + "-" + strconv.Itoa(i)
+		}
+		taken := false
+		for _, s := range suffixes {
+			if exists(name + s) {
+				taken = true
+			}
+		}
+		if !taken {
+			return name
+		}
+	}
 }
 
 // fileReceipt files the request's data as STATE/receipts/NAME.json,

@@ -67,3 +67,20 @@ func TestServiceWordsRunWithoutAShell(t *testing.T) {
 		t.Errorf("a start that fails: %q", got)
 	}
 }
+
+// Two unfinished runs archived in the same second are two archives: the
+// second does not land in (or fail on) the first.
+func TestClearTwiceInOneSecond(t *testing.T) {
+	state := stateDir(t)
+	for i := 0; i < 2; i++ {
+		got := locked(t, state, req("begin", 0, nil, nil, "p", "sha256:x"), req("clear", 0, nil, nil))
+		if len(got) != 2 || got[0] != "OK" || !strings.HasPrefix(got[1], "VAL "+state+"/receipts/abandoned-") {
+			t.Fatalf("run %d: %q", i, got)
+		}
+	}
+	stages, _ := filepath.Glob(state + "/receipts/abandoned-*.stage")
+	journals, _ := filepath.Glob(state + "/receipts/abandoned-*.journal")
+	if len(stages) != 2 || len(journals) != 2 {
+		t.Errorf("archives: %v %v, want two of each", stages, journals)
+	}
+}

@@ -510,6 +510,11 @@ func windowMain(p paths, id, sum string, stderr io.Writer) int {
 		return fail("bad window id")
 	}
 	dir := p.windows + "/window-" + id
+	// Inherited without close-on-exec: set it again, or every command the
+	// window runs (the relay's start above all) would hold the host lock
+	// and the session's socket for as long as it lives.
+	syscall.CloseOnExec(3)
+	syscall.CloseOnExec(4)
 	lock, conn := os.NewFile(3, "lock"), os.NewFile(4, "session")
 	if !sameFile(lock, p.state+"/lock") {
 		return fail("the window's process does not hold the host lock")

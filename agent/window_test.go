@@ -82,3 +82,25 @@ func TestAWindowRunsOnlyWhatWasSent(t *testing.T) {
 		t.Error("a program that was not the one sent ran")
 	}
 }
+
+// The commands a window runs (the relay's start above all, which lives on)
+// hold neither the host lock nor the session's socket: the window's
+// process marks both close-on-exec again (an inherited descriptor is not).
+func TestAWindowsCommandsHoldNeitherTheLockNorTheSocket(t *testing.T) {
+	state := stateDir(t)
+	out := filepath.Join(filepath.Dir(state), "fds")
+	win := req("stop", 1, nil, []string{"/bin/sh", "-c", "ls -l /proc/$$/fd/ > " + out}, "command", "3")
+	prog := "relayctl-window 1\nkind rollback\nawait 0\njudge 0\nstable 0\nchecks 0\nobserve 0\nundo-at\nwindow " + strconv.Itoa(len(win)) + "\n" + win
+	got := runSession(t, state, "lock\tx\n"+req("detach", 0, []byte(prog), nil, "0123456789abcdef", sha256Hex([]byte(prog)), "1"))
+	t.Cleanup(func() { os.RemoveAll(pathsOf(state).windows + "/window-0123456789abcdef") })
+	if !strings.HasPrefix(got, "LOCKED\nOK\nVAL ") {
+		t.Fatalf("detach: %q", got)
+	}
+	fds, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(fds), state+"/lock") || strings.Contains(string(fds), "socket:") {
+		t.Errorf("the window's command holds the lock or the socket:\n%s", fds)
+	}
+}
