@@ -170,7 +170,11 @@ func runApply(c *cli.Context, e *env) error {
 	if fleet.resume != nil {
 		kind = rollout.RunResume
 	}
-	rep, err := rollout.Apply(ctx, sshHosts(c, targets(p)), checked, rollout.ApplyOptions{
+	hostsOf, err := sshHosts(c, targets(p))
+	if err != nil {
+		return err
+	}
+	rep, err := rollout.Apply(ctx, hostsOf, checked, rollout.ApplyOptions{
 		Parallel:      c.Int("parallel"),
 		Artifact:      artifact,
 		Cache:         shippedCache(e, artifact),

@@ -85,7 +85,11 @@ func runFacts(c *cli.Context, e *env) error {
 			return fmt.Errorf("host: %w", err)
 		}
 	}
-	all, errs := rollout.ObserveAll(c.Context, sshHosts(c, to), hosts, q, c.Int("parallel"))
+	d, err := sshHosts(c, to)
+	if err != nil {
+		return err
+	}
+	all, errs := rollout.ObserveAll(c.Context, d, hosts, q, c.Int("parallel"))
 	facts, down := splitObserved(e, all, errs)
 	if c.Bool("json") {
 		// No content that may be secret leaves the host in a facts file:

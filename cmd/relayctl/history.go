@@ -351,7 +351,14 @@ func readHosts(dec *json.Decoder, each func(historyHost)) error {
 // a row per receipt of the scope's plan (by checksum) or spec (by name),
 // or every receipt with --host alone.
 func hostHistory(c *cli.Context, sc scope) ([]historyRun, []historyMiss) {
-	d := sshHosts(c, sc.targets)
+	d, err := sshHosts(c, sc.targets)
+	if err != nil {
+		misses := []historyMiss{}
+		for _, h := range sc.hosts {
+			misses = append(misses, historyMiss{Host: h, Error: err.Error()})
+		}
+		return []historyRun{}, misses
+	}
 	n := sc.last
 	if n <= 0 || n > rollout.HostReceiptsKept {
 		n = rollout.HostReceiptsKept

@@ -340,7 +340,11 @@ func gather(c *cli.Context, e *env, s *plans.Spec, lastApply bool) ([]*plans.Fac
 	q := rollout.QueryFor(s)
 	q.LastApply = lastApply // verify: the newest receipt's drop counters
 	fmt.Fprintf(e.stderr, "relayctl: observing %d host(s)\n", len(s.Hosts))
-	facts, errs := rollout.ObserveAll(c.Context, sshHosts(c, s.Targets), s.Hosts, q, c.Int("parallel"))
+	d, err := sshHosts(c, s.Targets)
+	if err != nil {
+		return nil, nil, err
+	}
+	facts, errs := rollout.ObserveAll(c.Context, d, s.Hosts, q, c.Int("parallel"))
 	read, down := splitObserved(e, facts, errs)
 	return read, down, nil
 }

@@ -90,7 +90,11 @@ func runRollback(c *cli.Context, e *env) error {
 	q := rollout.QueryForPlan(from)
 	q.UndoOf = from.Checksum // each host's own receipt of that run, and its backups
 	fmt.Fprintf(e.stderr, "relayctl: reading each host's receipt of plan %s (%d host(s))\n", from.Name, len(hosts))
-	facts, errs := rollout.ObserveAll(c.Context, sshHosts(c, targets(from)), hosts, q, c.Int("parallel"))
+	d, err := sshHosts(c, targets(from))
+	if err != nil {
+		return err
+	}
+	facts, errs := rollout.ObserveAll(c.Context, d, hosts, q, c.Int("parallel"))
 	read, down := splitObserved(e, facts, errs)
 	p, err := plans.MakeRollback(plans.RollbackInput{From: from, Receipt: rec, Undos: undos, Facts: read, Unreachable: down, Steps: rollout.Steps})
 	if err != nil {

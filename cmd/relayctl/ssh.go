@@ -6,10 +6,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/relayctl/relayctl/agentbin"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout"
 	"github.com/relayctl/relayctl/rollout/shellhost"
 	"github.com/relayctl/relayctl/rollout/sshrun"
+	"github.com/relayctl/relayctl/uplink"
 )
 
 // sshFlags are shared by every command that talks to hosts.
@@ -79,14 +81,36 @@ func hasFlag(c *cli.Context, name string) bool {
 	return false
 }
 
-// sshHosts are the hosts a command talks to: the shell backend over SSH.
-// A host named in targets is dialled there ([user@]address[:port], an
-// inventory's) and named by its name in everything else.
-func sshHosts(c *cli.Context, targets map[string]string) rollout.HostDialer {
+// sshHosts are the hosts a command talks to: relayctl's host agent over
+// SSH. A host named in targets is dialled there ([user@]address[:port],
+// an inventory's) and named by its name in everything else.
+func sshHosts(c *cli.Context, targets map[string]string) (rollout.HostDialer, error) {
 	if testHosts != nil {
-		return testHosts
+		return testHosts, nil
 	}
-	return shellhost.Hosts(sshrun.Dialer{Options: sshOptions(c), Targets: targets}, plans.StateDir)
+	agents, err := hostAgents()
+	if err != nil {
+		return nil, err
+	}
+	return shellhost.Hosts(sshrun.Dialer{Options: sshOptions(c), Targets: targets}, plans.StateDir, agents, agentCache()), nil
+}
+
+// hostAgents is the host agent relayctl ships: the one it was built with.
+var hostAgents = agentbin.Embedded
+
+// agentCache is where relayctl keeps the agents it ships, the bases of
+// the patches that upgrade them (the release cache); nil when it cannot be
+// used, which costs the patches, nothing else.
+func agentCache() *uplink.Cache {
+	dir, err := uplink.DefaultCacheDir()
+	if err != nil {
+		return nil
+	}
+	c, err := uplink.OpenCache(dir)
+	if err != nil {
+		return nil
+	}
+	return c
 }
 
 // testHosts is set by the test binary alone (main_test.go), whose CLI

@@ -98,7 +98,11 @@ func runStage(c *cli.Context, e *env) error {
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	live, width := terminal(e.stderr)
-	rep, err := rollout.Stage(ctx, sshHosts(c, targets(checked.Plan())), checked, rollout.ApplyOptions{
+	hostsOf, err := sshHosts(c, targets(checked.Plan()))
+	if err != nil {
+		return err
+	}
+	rep, err := rollout.Stage(ctx, hostsOf, checked, rollout.ApplyOptions{
 		Parallel:     c.Int("parallel"),
 		Artifact:     artifact,
 		Cache:        shippedCache(e, artifact),

@@ -138,7 +138,11 @@ func verifyInput(c *cli.Context, e *env, arg string) (*plans.Plan, map[string]*p
 		}
 		q := rollout.QueryForPlan(p)
 		q.LastApply = true
-		facts, errs := rollout.ObserveAll(c.Context, sshHosts(c, targets(p)), hosts, q, c.Int("parallel"))
+		d, err := sshHosts(c, targets(p))
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		facts, errs := rollout.ObserveAll(c.Context, d, hosts, q, c.Int("parallel"))
 		read, down = splitObserved(e, facts, errs)
 	}
 	by := make(map[string]*plans.Facts, len(read))

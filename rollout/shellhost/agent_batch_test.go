@@ -9,6 +9,7 @@ package shellhost
 import (
 	"context"
 	"errors"
+	"github.com/relayctl/relayctl/internal/agenttest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,7 +131,7 @@ func TestAgentSysctlWantStopsTheBatch(t *testing.T) {
 		t.Skip("unshare not found")
 	}
 	root := rootDir(t)
-	h := New("local", localConn{localRunner{netns: true}}, filepath.Join(root, "state"))
+	h := New("local", localConn{localRunner{netns: true}}, filepath.Join(root, "state"), agenttest.Set(t), nil)
 	if err := lock(h, "x"); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relayctl/relayctl/internal/agenttest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -96,7 +97,7 @@ func TestAgentReadsReceiptsWithoutTheLock(t *testing.T) {
 	os.WriteFile(secret, []byte("not a receipt"), 0o600)
 	os.Symlink(secret, filepath.Join(receipts, receiptName(14)+".json"))
 	lockedAgent(t, state) // an apply in progress holds the lock
-	h := New("local", localConn{}, state)
+	h := New("local", localConn{}, state, agenttest.Set(t), nil)
 	var files []rollout.HostFile
 	err := h.Run(context.Background(), []Op{op("receipts", "2")}, func(_ int, r Result) error {
 		var err error
@@ -118,7 +119,7 @@ func TestAgentReadsReceiptsWithoutTheLock(t *testing.T) {
 		t.Errorf("%d round trips, want 1", h.RoundTrips())
 	}
 	// No receipts folder at all: none, no error.
-	h = New("local", localConn{}, filepath.Join(rootDir(t), "none"))
+	h = New("local", localConn{}, filepath.Join(rootDir(t), "none"), agenttest.Set(t), nil)
 	err = h.Run(context.Background(), []Op{op("receipts", "5")}, func(_ int, r Result) error {
 		if r.Value != "" {
 			t.Errorf("a host without receipts answered %q", r.Value)

@@ -6,6 +6,7 @@ package shellhost
 import (
 	"context"
 	"errors"
+	"github.com/relayctl/relayctl/internal/agenttest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,7 +42,7 @@ func rootDir(t testing.TB) string {
 
 func lockedAgent(t *testing.T, state string) *Host {
 	t.Helper()
-	h := New("local", localConn{}, state)
+	h := New("local", localConn{}, state, agenttest.Set(t), nil)
 	if err := lock(h, "test owner"); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func runOps(h *Host, ops ...Op) ([]Result, error) {
 
 func TestAgentRefusesUnsafeStateDir(t *testing.T) {
 	rootDir(t)
-	h := New("local", localConn{}, filepath.Join(t.TempDir(), "state"))
+	h := New("local", localConn{}, filepath.Join(t.TempDir(), "state"), agenttest.Set(t), nil)
 	err := lock(h, "x")
 	if !errors.Is(err, ErrUnsafeHost) || !strings.Contains(err.Error(), "/tmp is not owned by root or is writable by its group or others") {
 		t.Errorf("got %v, want ErrUnsafeHost naming /tmp", err)
@@ -80,7 +81,7 @@ func TestAgentRefusesStateFoldersAnotherUserOwns(t *testing.T) {
 	os.Chown(private, 65534, 65534)
 	linked := filepath.Join(root, "linked-state")
 	os.Symlink(private, linked)
-	err := lock(New("local", localConn{}, linked), "x")
+	err := lock(New("local", localConn{}, linked, agenttest.Set(t), nil), "x")
 	if !errors.Is(err, ErrUnsafeHost) || !strings.Contains(err.Error(), private+" (through a symlink in "+linked+") is not owned by root") {
 		t.Errorf("state folder a symlink to a service's own: got %v, want ErrUnsafeHost naming %s", err, private)
 	}
@@ -108,7 +109,7 @@ func TestAgentRefusesStateFoldersAnotherUserOwns(t *testing.T) {
 			os.Chown(d, 65534, 65534)
 			// What that user would leave there for root to write through.
 			os.Symlink(victim, filepath.Join(d, tt.plant))
-			h := New("local", localConn{}, state)
+			h := New("local", localConn{}, state, agenttest.Set(t), nil)
 			err := lock(h, "x")
 			if err == nil {
 				runOps(h, tt.ops...)
@@ -127,7 +128,7 @@ func TestAgentRefusesStateFoldersAnotherUserOwns(t *testing.T) {
 func TestAgentLock(t *testing.T) {
 	state := filepath.Join(rootDir(t), "state")
 	first := lockedAgent(t, state)
-	second := New("local", localConn{}, state)
+	second := New("local", localConn{}, state, agenttest.Set(t), nil)
 	if err := lock(second, "other"); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "test owner") {
 		t.Errorf("second lock: got %v, want ErrLocked naming the owner", err)
 	}
@@ -232,7 +233,7 @@ func TestAgentSysctlReadsBack(t *testing.T) {
 		t.Skip("unshare not found")
 	}
 	// In a network namespace of its own, so the machine's values stay.
-	h := New("local", localConn{localRunner{netns: true}}, filepath.Join(rootDir(t), "state"))
+	h := New("local", localConn{localRunner{netns: true}}, filepath.Join(rootDir(t), "state"), agenttest.Set(t), nil)
 	if err := lock(h, "x"); err != nil {
 		t.Fatal(err)
 	}

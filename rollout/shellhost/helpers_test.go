@@ -1,7 +1,13 @@
 package shellhost
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
 	"context"
+	"github.com/relayctl/relayctl/internal/agenttest"
 	"strconv"
 
 	"github.com/relayctl/relayctl/plans"
@@ -58,7 +64,7 @@ func observeOn(h *Host, q Query) (*plans.Facts, error) {
 
 // observeWith runs observe.sh as a command of its own over r.
 func observeWith(r Runner, name string, q Query) (*plans.Facts, error) {
-	return observeOn(New(name, runnerConn{r}, "/nonexistent"), q)
+	return observeOn(New(name, runnerConn{r}, "/nonexistent", agenttest.MustSet(), nil), q)
 }
 
 type runnerConn struct{ Runner }
@@ -67,3 +73,14 @@ func (runnerConn) Close() error          { return nil }
 func (runnerConn) Address() string       { return "local" }
 func (runnerConn) User() string          { return "root" }
 func (runnerConn) Identity() SSHIdentity { return SSHIdentity{User: "root"} }
+
+// agentCmd is the agent built from this tree run as a session of its own
+// on this machine (its binary in a folder only root can write).
+func agentCmd(t *testing.T, state string) *exec.Cmd {
+	t.Helper()
+	bin := filepath.Join(rootDir(t), "relayctl-agent")
+	if err := os.WriteFile(bin, agenttest.Set(t)[0].Bytes, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return exec.Command(bin, "serve", state)
+}

@@ -1,16 +1,16 @@
 // Package shellhost is relayctl's real host: rollout.Host over a command
-// runner (SSH, in production), made of two shell scripts that are constants
-// of relayctl. observe.sh reads a host's facts; agent.sh holds the host lock
-// for the length of an apply and carries out the primitives relayctl sends
-// it (rollout/primitive.go lists them). Nothing from a spec or a plan
-// reaches either script as code: values travel as data, validated first.
+// runner (SSH, in production). Each session runs relayctl's host agent
+// (package agent, carried by agentbin and started by boot.sh:
+// bootstrap.go), which reads the host's facts, holds the host lock for
+// the length of an apply and carries out the primitives relayctl sends it
+// (rollout/primitive.go lists them). Nothing from a spec or a plan reaches
+// the host as code: values travel as data, validated first.
 package shellhost
 
 import (
 	"bufio"
 	"bytes"
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -18,20 +18,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relayctl/relayctl/agentbin"
 	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/uplink"
 )
 
-//go:embed agent.sh
-var agentScript string
-
-// Host is a rollout.Host over a connection: observe.sh for facts, and one
-// long-lived agent.sh session that holds the host lock and runs primitives
-// for the whole apply.
+// Host is a rollout.Host over a connection: the agent read-only for facts
+// (a session of its own), and one long-lived agent session that holds the
+// host lock and runs primitives for the whole apply.
 type Host struct {
-	name  string
-	conn  Conn
-	state string
-	count countingRunner
+	name   string
+	conn   Conn
+	state  string
+	agents agentbin.Set
+	cache  *uplink.Cache // agents shipped, the bases of patches (nil: none)
+	count  countingRunner
 
 	mu      sync.Mutex
 	agent   *session
@@ -41,17 +42,22 @@ type Host struct {
 var _ rollout.Host = (*Host)(nil)
 
 // New wraps a connection to the host a spec calls name; state is the
-// host's state folder (plans.StateDir).
-func New(name string, c Conn, state string) *Host {
-	return &Host{name: name, conn: c, state: state, count: countingRunner{Runner: c}}
+// host's state folder (plans.StateDir), agents the host agent relayctl
+// ships, cache where relayctl keeps the agents it shipped (nil for none).
+func New(name string, c Conn, state string, agents agentbin.Set, cache *uplink.Cache) *Host {
+	return &Host{name: name, conn: c, state: state, agents: agents, cache: cache, count: countingRunner{Runner: c}}
 }
 
 // Hosts makes a rollout.HostDialer of a transport Dialer.
-func Hosts(d Dialer, state string) rollout.HostDialer { return dialer{d, state} }
+func Hosts(d Dialer, state string, agents agentbin.Set, cache *uplink.Cache) rollout.HostDialer {
+	return dialer{d, state, agents, cache}
+}
 
 type dialer struct {
-	d     Dialer
-	state string
+	d      Dialer
+	state  string
+	agents agentbin.Set
+	cache  *uplink.Cache
 }
 
 func (s dialer) DialHost(ctx context.Context, name string) (rollout.Host, error) {
@@ -59,7 +65,7 @@ func (s dialer) DialHost(ctx context.Context, name string) (rollout.Host, error)
 	if err != nil {
 		return nil, err
 	}
-	return New(name, c, s.state), nil
+	return New(name, c, s.state, s.agents, s.cache), nil
 }
 
 // Address is what was dialled.
@@ -105,11 +111,11 @@ func (h *Host) Run(ctx context.Context, ops []rollout.Op, each func(i int, r rol
 	h.mu.Unlock()
 	switch {
 	case a == nil && ops[0].Kind == "lock":
-		return h.lockAndRun(ctx, ops, each)
+		return h.withAgent(ctx, func() error { return h.lockAndRun(ctx, ops, each) })
 	case a == nil && len(ops) == 1 && ops[0].Kind == "observe":
-		return h.observeAlone(ctx, ops[0], each)
+		return h.withAgent(ctx, func() error { return h.observeAlone(ctx, ops[0], each) })
 	case a == nil && len(ops) == 1 && ops[0].Kind == "receipts":
-		return h.receiptsAlone(ctx, ops[0], each)
+		return h.withAgent(ctx, func() error { return h.receiptsAlone(ctx, ops[0], each) })
 	case a == nil:
 		return errors.New("run on host: the host is not locked")
 	case ops[0].Kind == "lock":
@@ -118,13 +124,18 @@ func (h *Host) Run(ctx context.Context, ops []rollout.Op, each func(i int, r rol
 	return h.send(ctx, a, ops, 0, each, nil)
 }
 
-// observeAlone runs observe.sh as one command (plan, verify, facts).
+// observeAlone reads the host without its lock (plan, verify, facts): the
+// agent answers a first request observe and exits.
 func (h *Host) observeAlone(ctx context.Context, o rollout.Op, each func(int, rollout.Result) error) error {
 	c, err := newObserveCall(*o.Query, h.name, h.conn.Address(), h.conn.User())
 	if err != nil {
 		return err
 	}
-	f, err := c.run(ctx, &h.count)
+	data, err := h.alone(ctx, "observe", []rollout.Op{o}, map[int]framed{0: c})
+	if err != nil {
+		return err
+	}
+	f, err := c.facts([]byte(data))
 	if err != nil {
 		return err
 	}
@@ -135,46 +146,63 @@ func (h *Host) observeAlone(ctx context.Context, o rollout.Op, each func(int, ro
 }
 
 // receiptsAlone reads the host's newest receipts without its lock
-// (history --hosts): agent.sh answers a first request "receipts" and
-// exits, so it runs as one command and waits on no apply. It reads them
-// only where root alone could have written them, and answers UNSAFE
-// otherwise, as lock does.
+// (history --hosts): the agent answers a first request receipts and exits,
+// so it runs as one command and waits on no apply. It reads them only
+// where root alone could have written them, and answers UNSAFE otherwise,
+// as lock does.
 func (h *Host) receiptsAlone(ctx context.Context, o rollout.Op, each func(int, rollout.Result) error) error {
-	cmd := agentCommand(h.state)
-	out := &limitedBuffer{max: MaxObserveOutput + 64}
-	var errb bytes.Buffer
-	if err := h.count.Run(ctx, cmd, strings.NewReader("receipts\t"+o.Args[0]+"\n"), out, &errb); err != nil {
-		return fmt.Errorf("read receipts: %w", err)
-	}
-	if out.over {
-		return fmt.Errorf("read receipts: the host printed more than %d bytes", MaxObserveOutput)
-	}
-	r := bufio.NewReader(bytes.NewReader(out.Bytes()))
-	line, err := readLine(r)
+	data, err := h.alone(ctx, "read receipts", []rollout.Op{o}, nil)
 	if err != nil {
-		return fmt.Errorf("read receipts: %w", err)
-	}
-	word, size, _ := strings.Cut(line, " ")
-	switch word {
-	case "ERR":
-		return &rollout.OpError{Op: o, Msg: size}
-	case "UNSAFE":
-		return fmt.Errorf("read receipts: %w: %s: make it owned by root and writable by root alone", rollout.ErrUnsafeHost, size)
-	}
-	if word != "DATA" {
-		return fmt.Errorf("read receipts: unexpected answer %q", clip(line))
-	}
-	data, err := readData(r, size)
-	if err != nil {
-		return fmt.Errorf("read receipts: %w", err)
-	}
-	if rest, _ := io.ReadAll(r); len(rest) > 0 {
-		return fmt.Errorf("read receipts: %d bytes after the answer", len(rest))
+		return err
 	}
 	if each != nil {
 		return each(0, rollout.Result{Value: data, At: time.Now()})
 	}
 	return nil
+}
+
+// alone runs the agent for one read-only request (observe, receipts) as a
+// command of its own: its DATA answer, or its ERR as an OpError.
+func (h *Host) alone(ctx context.Context, what string, ops []rollout.Op, calls map[int]framed) (string, error) {
+	var in bytes.Buffer
+	if err := writeBatch(&in, ops, payloads(ops, calls, true, map[int]*keepState{}, 0), nil, false); err != nil {
+		return "", err
+	}
+	out := &limitedBuffer{max: MaxObserveOutput + 64}
+	var errb bytes.Buffer
+	runErr := h.count.Run(ctx, h.bootCommand("serve"), &in, out, &errb)
+	if out.over {
+		return "", fmt.Errorf("%s: the host printed more than %d bytes", what, MaxObserveOutput)
+	}
+	r := bufio.NewReader(bytes.NewReader(out.Bytes()))
+	line, err := firstLine(r, h.state)
+	var need *errNeedAgent
+	switch {
+	case errors.As(err, &need) || errors.Is(err, rollout.ErrUnsafeHost):
+		return "", err
+	case err != nil && runErr != nil:
+		return "", fmt.Errorf("%s: %w", what, runErr)
+	case err != nil:
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	word, size, _ := strings.Cut(line, " ")
+	switch word {
+	case "ERR":
+		return "", &rollout.OpError{Op: ops[0], Msg: size}
+	case "UNSAFE":
+		return "", fmt.Errorf("%s: %w: %s: make it owned by root and writable by root alone", what, rollout.ErrUnsafeHost, size)
+	}
+	if word != "DATA" {
+		return "", fmt.Errorf("%s: unexpected answer %q", what, clip(line))
+	}
+	data, err := readData(r, size)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	if rest, _ := io.ReadAll(r); len(rest) > 0 {
+		return "", fmt.Errorf("%s: %d bytes after the answer", what, len(rest))
+	}
+	return data, nil
 }
 
 // countingRunner counts round trips.

@@ -2,34 +2,29 @@ package shellhost
 
 import (
 	"context"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/relayctl/relayctl/agent"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout"
 	"github.com/relayctl/relayctl/rollout/rollouttest"
 )
 
-// rollout.Primitives is the one list of host primitives: agent.sh defines
-// a function for each (and no other), lock aside, which is the session's
-// first line, and sync, which ends a batch; the Sim has a case for each.
+// rollout.Primitives is the one list of host primitives: the agent has a
+// handler for each (and no other) besides sync, which ends a batch; the
+// Sim has a case for each.
 func TestEveryPrimitiveHasAnAgentFunctionAndASimCase(t *testing.T) {
-	var agent []string
-	for _, m := range regexp.MustCompile(`(?m)^p_([a-z_]+)\(\) \{`).FindAllStringSubmatch(agentScript, -1) {
-		agent = append(agent, strings.ReplaceAll(m[1], "_", "-"))
-	}
+	got := agent.Kinds()
 	want := []string{"sync"}
 	for _, p := range rollout.Primitives {
-		if p.Kind != "lock" {
-			want = append(want, p.Kind)
-		}
+		want = append(want, p.Kind)
 	}
-	sort.Strings(agent)
+	sort.Strings(got)
 	sort.Strings(want)
-	if strings.Join(agent, " ") != strings.Join(want, " ") {
-		t.Errorf("agent.sh's primitives:\n%s\nthe table's (lock aside, sync added):\n%s", strings.Join(agent, " "), strings.Join(want, " "))
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("the agent's primitives:\n%s\nthe table's (sync added):\n%s", strings.Join(got, " "), strings.Join(want, " "))
 	}
 
 	q := rollout.Query{Port: 7788, Paths: plans.PlanPaths(plans.DefaultPaths), Service: plans.PlanService{Manager: "none"}}

@@ -2,11 +2,11 @@ package shellhost
 
 import (
 	"fmt"
+	"github.com/relayctl/relayctl/internal/agenttest"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -198,7 +198,7 @@ func BenchmarkAgentObserve(b *testing.B) {
 
 func benchAgent(b *testing.B) (*fakeRelay, *Host) {
 	r := startFakeRelay(b)
-	h := New("local", localConn{}, filepath.Join(rootDir(b), "state"))
+	h := New("local", localConn{}, filepath.Join(rootDir(b), "state"), agenttest.Set(b), nil)
 	if err := lock(h, "bench"); err != nil {
 		b.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestAgentSampleRefusesBadArguments(t *testing.T) {
 		fmt.Fprintf(&in, "sample\t0\t0\t0\t@@relayctl-x\t%s\t%s\t%s\nsync\t0\t0\t0\n", b[0], b[1], b[2])
 	}
 	in.WriteString("unlock\t0\t0\t0\n")
-	cmd := exec.Command("sh", "-c", `eval "$1"`, "relayctl-agent", agentScript, state, observeScript)
+	cmd := agentCmd(t, state)
 	cmd.Stdin = strings.NewReader(in.String())
 	out, err := cmd.Output()
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 	"github.com/relayctl/relayctl/rollout"
 )
 
-// session is agent.sh running on the host: requests go to its stdin,
+// session is the agent running on the host: requests go to its stdin,
 // answers come from its stdout, one line each.
 type session struct {
 	in     *io.PipeWriter
@@ -38,11 +38,11 @@ func (a *session) close() {
 	}
 }
 
-// start runs agent.sh on the host. It lives as long as the apply: no
+// start runs the agent on the host. It lives as long as the apply: no
 // per-command timeout, and an interrupt of the apply does not cut a host
 // off inside its window.
 func (h *Host) start(ctx context.Context) *session {
-	cmd := agentCommand(h.state)
+	cmd := h.bootCommand("serve")
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	a := &session{in: inW, out: bufio.NewReader(outR), stderr: &bytes.Buffer{}, done: make(chan error, 1), once: make(chan struct{})}
@@ -54,13 +54,6 @@ func (h *Host) start(ctx context.Context) *session {
 		a.done <- err
 	}()
 	return a
-}
-
-// agentCommand runs agent.sh with its state folder. The script reaches the
-// shell as an argument it evaluates, so the agent has its own text, and
-// starts its window's process with it (agent.sh, "The window's process").
-func agentCommand(state string) string {
-	return Command("sh", "-c", `eval "$1"`, "relayctl-agent", agentScript, state, observeScript)
 }
 
 // lockAndRun starts the agent and sends the lock request and, behind it
@@ -82,7 +75,12 @@ func (h *Host) lockAndRun(ctx context.Context, ops []rollout.Op, each func(int, 
 		return rollout.ConnLost(err)
 	}
 	lockAnswer := func() error {
-		line, err := readLine(a.out)
+		line, err := firstLine(a.out, h.state)
+		var need *errNeedAgent
+		if errors.As(err, &need) || errors.Is(err, rollout.ErrUnsafeHost) {
+			a.close()
+			return err
+		}
 		if err != nil {
 			a.close()
 			return fmt.Errorf("take host lock: %v %s", err, strings.TrimSpace(a.stderr.String()))
