@@ -153,12 +153,17 @@ install)
 		exit 2
 		;;
 	esac
-	if [ "$(sum "$t")" = "$want" ] && chmod 0700 -- "$t" && mv -f -- "$t" "$dir/$want"; then
+	wrote=$?
+	if [ "$wrote" = 0 ] && [ "$(sum "$t")" = "$want" ] && chmod 0700 -- "$t" && mv -f -- "$t" "$dir/$want"; then
 		echo INSTALLED
 		exit 0
 	fi
 	rm -f -- "$t"
-	echo "FAILED the agent received does not hash to $want"
+	if [ "$wrote" != 0 ]; then
+		echo "FAILED cannot write relayctl's agent in $dir (a full disk?)"
+	else
+		echo "FAILED the agent received does not hash to $want"
+	fi
 	exit 1
 	;;
 esac
