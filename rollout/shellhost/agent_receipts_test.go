@@ -165,7 +165,7 @@ func TestAgentReadsReceiptsOnlyWhereRootAloneCould(t *testing.T) {
 			os.Symlink(secret, filepath.Join(receipts, receiptName(12)+".json"))
 			tt.make(state, receipts)
 			var got string
-			err := New("local", localConn{}, state).Run(context.Background(), []Op{op("receipts", "5")}, func(_ int, r Result) error {
+			err := New("local", localConn{}, state, agenttest.Set(t), nil).Run(context.Background(), []Op{op("receipts", "5")}, func(_ int, r Result) error {
 				got = r.Value
 				return nil
 			})
@@ -177,7 +177,7 @@ func TestAgentReadsReceiptsOnlyWhereRootAloneCould(t *testing.T) {
 	}
 	// A host without a state folder has no receipts, and gets none made.
 	none := filepath.Join(root, "none", "state")
-	err := New("local", localConn{}, none).Run(context.Background(), []Op{op("receipts", "5")}, nil)
+	err := New("local", localConn{}, none, agenttest.Set(t), nil).Run(context.Background(), []Op{op("receipts", "5")}, nil)
 	if _, serr := os.Lstat(filepath.Join(root, "none")); err != nil || serr == nil {
 		t.Errorf("no state folder: %v, and %s made (%v)", err, filepath.Join(root, "none"), serr)
 	}

@@ -1,6 +1,6 @@
 # shellcheck shell=sh
 # relayctl's bootstrap: the first thing a session runs on a host, as
-#   sh -c BOOT relayctl-boot STATE_DIR SHAS serve
+#   sh -c BOOT relayctl-boot STATE_DIR SHAS serve [if-state]
 #   sh -c BOOT relayctl-boot STATE_DIR SHAS install SHA256 SIZE ENCODING [BASE]
 # SHAS are the sha256s of relayctl's host agent, one for each machine
 # relayctl carries it for (MACHINE=SHA256, comma-separated). The agent
@@ -8,7 +8,9 @@
 # folders root alone can change, as written and as resolved. serve execs
 # it there once its sha256 is checked, or answers NEED MACHINE KEPT GZIP
 # (the agents this host keeps, a patch's possible bases; whether it has
-# gzip) and exits 3, or UNSAFE WHY and exits 77. install reads the agent's
+# gzip) and exits 3, or UNSAFE WHY and exits 77; with if-state (a
+# read-only call) a host without STATE_DIR answers NONE: it has nothing to
+# read, and nothing is made there for it. install reads the agent's
 # bytes in ENCODING (raw, gzip, or zstd-patch from the kept agent BASE,
 # which decodes it itself) from stdin, checks its sha256 and puts it in
 # place: INSTALLED, or FAILED WHY, or UNSAFE WHY.
@@ -108,6 +110,10 @@ serve)
 		exec "$a" serve "$state"
 	done
 	IFS=$old_ifs
+	if [ "${1:-}" = if-state ] && ! [ -e "$state" ] && ! [ -L "$state" ]; then
+		echo NONE
+		exit 0
+	fi
 	g=-
 	command -v gzip >/dev/null 2>&1 && g=gzip
 	echo "NEED $(uname -m) $(kept) $g"

@@ -53,9 +53,14 @@ func (h *Host) bootCommand(mode ...string) string {
 	return Command(append([]string{"sh", "-c", bootScript, "relayctl-boot", h.state, shas(h.agents), mode[0]}, mode[1:]...)...)
 }
 
+// errNoState is the bootstrap's NONE: a read-only call found no state
+// folder on the host, so no agent and nothing to read (and nothing made).
+var errNoState = errors.New("the host has no relayctl state folder")
+
 // bootAnswer reads a first line that is the bootstrap's, not the agent's:
-// NEED (the agent is not there), UNSAFE (its folder is not root's alone).
-// It returns nil for any other line, which is the agent's.
+// NEED (the agent is not there), UNSAFE (its folder is not root's alone),
+// NONE (no state folder, for a read-only call). It returns nil for any
+// other line, which is the agent's.
 func bootAnswer(line, state string) error {
 	word, rest, _ := strings.Cut(line, " ")
 	switch word {
@@ -73,6 +78,8 @@ func bootAnswer(line, state string) error {
 		return fmt.Errorf("%w: %s: make it owned by root and writable by root alone", rollout.ErrUnsafeHost, rest)
 	case "FAILED":
 		return fmt.Errorf("start relayctl's agent: %s", rest)
+	case "NONE":
+		return errNoState
 	}
 	return nil
 }
@@ -136,17 +143,22 @@ func machines(set agentbin.Set) string {
 }
 
 // withAgent runs call, and once more after installing the agent when the
-// host lacked it.
-func (h *Host) withAgent(ctx context.Context, call func() error) error {
+// host lacked it; what, when not "", says what failed.
+func (h *Host) withAgent(ctx context.Context, what string, call func() error) error {
 	err := call()
 	var need *errNeedAgent
-	if !errors.As(err, &need) {
-		return err
+	if errors.As(err, &need) {
+		if err = h.install(ctx, need); err == nil {
+			err = call()
+		}
 	}
-	if err := h.install(ctx, need); err != nil {
-		return err
+	if err != nil && what != "" {
+		var oe *rollout.OpError
+		if !errors.As(err, &oe) && !strings.HasPrefix(err.Error(), what+": ") {
+			err = fmt.Errorf("%s: %w", what, err)
+		}
 	}
-	return call()
+	return err
 }
 
 // firstLine reads a session's first answer line, the bootstrap's or the

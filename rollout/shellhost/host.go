@@ -111,11 +111,11 @@ func (h *Host) Run(ctx context.Context, ops []rollout.Op, each func(i int, r rol
 	h.mu.Unlock()
 	switch {
 	case a == nil && ops[0].Kind == "lock":
-		return h.withAgent(ctx, func() error { return h.lockAndRun(ctx, ops, each) })
+		return h.withAgent(ctx, "", func() error { return h.lockAndRun(ctx, ops, each) })
 	case a == nil && len(ops) == 1 && ops[0].Kind == "observe":
-		return h.withAgent(ctx, func() error { return h.observeAlone(ctx, ops[0], each) })
+		return h.withAgent(ctx, "observe", func() error { return h.observeAlone(ctx, ops[0], each) })
 	case a == nil && len(ops) == 1 && ops[0].Kind == "receipts":
-		return h.withAgent(ctx, func() error { return h.receiptsAlone(ctx, ops[0], each) })
+		return h.withAgent(ctx, "read receipts", func() error { return h.receiptsAlone(ctx, ops[0], each) })
 	case a == nil:
 		return errors.New("run on host: the host is not locked")
 	case ops[0].Kind == "lock":
@@ -151,7 +151,10 @@ func (h *Host) observeAlone(ctx context.Context, o rollout.Op, each func(int, ro
 // where root alone could have written them, and answers UNSAFE otherwise,
 // as lock does.
 func (h *Host) receiptsAlone(ctx context.Context, o rollout.Op, each func(int, rollout.Result) error) error {
-	data, err := h.alone(ctx, "read receipts", []rollout.Op{o}, nil)
+	data, err := h.alone(ctx, "read receipts", []rollout.Op{o}, nil, "if-state")
+	if errors.Is(err, errNoState) {
+		data, err = "", nil // a host relayctl never reached has no receipts
+	}
 	if err != nil {
 		return err
 	}
@@ -163,14 +166,14 @@ func (h *Host) receiptsAlone(ctx context.Context, o rollout.Op, each func(int, r
 
 // alone runs the agent for one read-only request (observe, receipts) as a
 // command of its own: its DATA answer, or its ERR as an OpError.
-func (h *Host) alone(ctx context.Context, what string, ops []rollout.Op, calls map[int]framed) (string, error) {
+func (h *Host) alone(ctx context.Context, what string, ops []rollout.Op, calls map[int]framed, mode ...string) (string, error) {
 	var in bytes.Buffer
 	if err := writeBatch(&in, ops, payloads(ops, calls, true, map[int]*keepState{}, 0), nil, false); err != nil {
 		return "", err
 	}
 	out := &limitedBuffer{max: MaxObserveOutput + 64}
 	var errb bytes.Buffer
-	runErr := h.count.Run(ctx, h.bootCommand("serve"), &in, out, &errb)
+	runErr := h.count.Run(ctx, h.bootCommand(append([]string{"serve"}, mode...)...), &in, out, &errb)
 	if out.over {
 		return "", fmt.Errorf("%s: the host printed more than %d bytes", what, MaxObserveOutput)
 	}
@@ -178,7 +181,7 @@ func (h *Host) alone(ctx context.Context, what string, ops []rollout.Op, calls m
 	line, err := firstLine(r, h.state)
 	var need *errNeedAgent
 	switch {
-	case errors.As(err, &need) || errors.Is(err, rollout.ErrUnsafeHost):
+	case errors.As(err, &need) || errors.Is(err, rollout.ErrUnsafeHost) || errors.Is(err, errNoState):
 		return "", err
 	case err != nil && runErr != nil:
 		return "", fmt.Errorf("%s: %w", what, runErr)
