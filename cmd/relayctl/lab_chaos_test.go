@@ -362,7 +362,7 @@ func (c *chaos) agents(h *lab.Host) []int {
 		}
 		cmdline, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline")
 		ns, _ := os.Readlink("/proc/" + p.Name() + "/ns/mnt")
-		if (strings.Contains(string(cmdline), "relayctl-agent\x00") || strings.Contains(string(cmdline), "relayctl-window\x00")) && ns == h.MountNS {
+		if (strings.Contains(string(cmdline), "/agent/") && strings.Contains(string(cmdline), "\x00serve\x00") || strings.HasPrefix(string(cmdline), "relayctl-window\x00")) && ns == h.MountNS {
 			pids = append(pids, pid)
 		}
 	}

@@ -342,7 +342,7 @@ func killWindow(t *testing.T, h *lab.Host) {
 		for _, ent := range ents {
 			cmd, _ := os.ReadFile("/proc/" + ent.Name() + "/cmdline")
 			ns, _ := os.Readlink("/proc/" + ent.Name() + "/ns/mnt")
-			if ns == h.MountNS && (strings.Contains(string(cmd), "relayctl-agent\x00") || strings.Contains(string(cmd), "relayctl-window\x00")) {
+			if ns == h.MountNS && (strings.Contains(string(cmd), "/agent/") && strings.Contains(string(cmd), "\x00serve\x00") || strings.HasPrefix(string(cmd), "relayctl-window\x00")) {
 				pid, _ := strconv.Atoi(ent.Name())
 				syscall.Kill(pid, syscall.SIGKILL)
 			}

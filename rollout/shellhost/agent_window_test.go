@@ -106,7 +106,7 @@ func sessionTree(state string) []int {
 			parent[pid], _ = strconv.Atoi(f[1])
 		}
 		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if strings.Contains(string(cmd), "relayctl-agent\x00") && strings.Contains(string(cmd), "\x00"+state+"\x00") {
+		if strings.Contains(string(cmd), "\x00serve\x00"+state+"\x00") {
 			roots = append(roots, pid)
 		}
 	}
