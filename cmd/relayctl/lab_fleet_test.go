@@ -517,9 +517,9 @@ func TestLabURLRelease(t *testing.T) {
 		{"bad-sha", srv.URL + "/relayd-1.8.0", other, nil,
 			"refused (as it was): stage: fetch release: the file fetched from " + srv.URL + "/relayd-1.8.0 has sha256 " + sha + ", want " + other + " (nothing was written)"},
 		{"not-found", srv.URL + "/missing", sha, nil,
-			"refused (as it was): stage: fetch release: fetch " + srv.URL + "/missing: curl: (22) The requested URL returned error: 404 (nothing was written)"},
+			"refused (as it was): stage: fetch release: fetch " + srv.URL + "/missing: the requested URL returned error: 404 (nothing was written)"},
 		{"timeout", srv.URL + "/slow", sha, []string{"--fetch-timeout", "2s"},
-			"refused (as it was): stage: fetch release: fetch " + srv.URL + "/slow: curl: (28) Operation timed out after "},
+			"refused (as it was): stage: fetch release: fetch " + srv.URL + "/slow: timed out after "},
 		{"good", srv.URL + "/relayd-1.8.0", sha, nil, ""},
 	}
 	for i, tt := range tests {
