@@ -14,7 +14,7 @@ import (
 // between the engine and the outside. Everything is a primitive (the
 // table in primitive.go): a session starts with "lock" (or is a lone
 // "observe", read-only), and the engine batches by composing Run calls.
-// The real implementation is shellhost.Host (agent.sh and observe.sh over
+// The real implementation is shellhost.Host (relayctl's host agent over
 // SSH); rollouttest.Sim is a host in memory for the engine's unit tests.
 // Both implement exactly this: no optional interfaces.
 type Host interface {
@@ -80,7 +80,7 @@ type Op struct {
 	// expect checks the answer (a sysctl's read-back); an error stops the
 	// run there. An Op with an expect ends its batch unless hostChecked
 	// says the host makes the same check itself and stops the batch on it
-	// (agent.sh's sysctl WANT).
+	// (the agent's sysctl WANT).
 	expect      func(Result) error
 	hostChecked bool
 	// refuses: a failure of this primitive means nothing was written (a

@@ -11,9 +11,9 @@ import (
 )
 
 // Primitive is one kind of Op a host carries out. This table is the one
-// list of them: the shell backend's agent.sh has a function per kind
-// (p_KIND, a - in KIND a _), the Sim a case per kind, and
-// TestEveryPrimitiveHasAnAgentFunctionAndASimCase holds all three to it.
+// list of them: the host agent (package agent) has a handler per kind, the
+// Sim a case per kind, and TestEveryPrimitiveHasAnAgentFunctionAndASimCase
+// holds all three to it.
 type Primitive struct {
 	Kind string
 	// Args are the Op's arguments in order, for people.

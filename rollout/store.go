@@ -29,7 +29,7 @@ func storeFile(p *plans.Plan, sha string) string {
 func storeDir(p *plans.Plan) string { return p.Paths.Releases + "/.sha256" }
 
 // keepOp has the host hold data at path, sent only if it does not
-// already (see agent.sh keep).
+// already (see the agent's keep).
 func keepOp(path, sha string, data []byte, mode string) Op {
 	o := op("keep", path, sha, strconv.Itoa(len(data)), mode)
 	o.Data, o.Offer = data, true

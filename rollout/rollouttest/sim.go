@@ -522,7 +522,7 @@ func (s *Sim) Sampled() int {
 	return s.Samples
 }
 
-// jlog appends a line to the journal, as agent.sh does (rollout/journal.go).
+// jlog appends a line to the journal, as the host agent does (rollout/journal.go).
 func (s *Sim) jlog(text string) {
 	if s.Journal == "" && !strings.HasPrefix(text, "begin ") {
 		return // no run begun: nothing to note (as the agent, before begin)
@@ -742,7 +742,7 @@ type SimReceipt struct {
 }
 
 // fileReceipt files a commit's or record's receipt and keeps the newest KEEP,
-// as agent.sh does.
+// as the host agent does.
 func (s *Sim) fileReceipt(o rollout.Op) {
 	body := string(o.Data)
 	if s.Lean {
@@ -756,7 +756,7 @@ func (s *Sim) fileReceipt(o rollout.Op) {
 }
 
 // receipts answers the newest N receipts, newest first, framed as
-// agent.sh frames them.
+// the host agent frames them.
 func (s *Sim) receipts(o rollout.Op) rollout.Result {
 	n, _ := strconv.Atoi(o.Args[0])
 	var b strings.Builder

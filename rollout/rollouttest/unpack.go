@@ -10,7 +10,7 @@ import (
 )
 
 // unpack is a keep's upload as the shell backend sends it and the agent
-// takes it (shellhost/packed.go, agent.sh p_keep): the first keep of a
+// takes it (shellhost/packed.go, the agent's keep): the first keep of a
 // Run the host lacks the bytes of (unless they were sent at once,
 // Op.Send) answers its offer NEED, and the rest of
 // the Run follows with the keeps' bytes (a round trip more: s.needs); the

@@ -8,7 +8,7 @@ import (
 	"github.com/relayctl/relayctl/tune"
 )
 
-// The Sim's detached window, as agent.sh's window process runs it: the ops
+// The Sim's detached window, as the host agent's window process runs it: the ops
 // after a detach run on the host whatever becomes of the connection (a
 // DropIn or CrashAfter among them cuts the run off, not the window, unless
 // WindowDies); then the window waits for the run's verdict, and when the

@@ -123,7 +123,7 @@ func TestObserveReadsTheUndoOfAPlan(t *testing.T) {
 	os.WriteFile(filepath.Join(receipts, "20260102T000000Z-p-abababababab.backups", "backup-relay-config"), []byte("x"), 0o600)
 	q := r.query("")
 	q.UndoOf = "sha256:" + sum
-	f, err := observeWith(localRunner{}, "here", q)
+	f, err := observeWith(t, localRunner{}, "here", q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestObserveReadsTheUndoOfAPlan(t *testing.T) {
 		t.Fatalf("undo: %+v; want the newest receipt of the plan with a record, and its backup", u)
 	}
 	os.Chmod(receipts, 0o777)
-	if f, err := observeWith(localRunner{}, "here", q); err != nil || f.Undo != nil {
+	if f, err := observeWith(t, localRunner{}, "here", q); err != nil || f.Undo != nil {
 		t.Errorf("undo from a folder others can write: %+v, %v; want none read", f.Undo, err)
 	}
 }

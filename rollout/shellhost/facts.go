@@ -3,7 +3,6 @@ package shellhost
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -15,7 +14,7 @@ import (
 	"github.com/relayctl/relayctl/uplink"
 )
 
-// frameSet is observe.sh's sections by name.
+// frameSet is observe's sections by name.
 type frameSet map[string]Frame
 
 // text is a section's output, trimmed, when its command succeeded.
@@ -83,7 +82,7 @@ func FactsFromFrames(frames []Frame, q rollout.Query) (*plans.Facts, error) {
 
 // arch is the host's machine as the agent read it from uname(2), if it
 // is a machine name (letters, digits, _ and -, as x86_64 or aarch64): ""
-// otherwise, and from observe.sh, which does not say.
+// otherwise.
 func (by frameSet) arch() string {
 	a, ok := by.text("arch")
 	if !ok || len(a) > 32 || strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != "" {
@@ -302,36 +301,11 @@ func (by frameSet) socket(f *plans.Facts, port int) error {
 	return nil
 }
 
-// zstdVersion finds the version zstd -V prints ("*** Zstandard CLI (64-bit)
-// v1.5.4, by Yann Collet ***").
-var zstdVersion = regexp.MustCompile(`\bv(\d+)\.(\d+)\.(\d+)\b`)
-
-// decoders are what the host can unpack an upload with: what the Go
-// agent says it decodes itself (its decoders section), or what observe.sh
-// found of the host's programs: gzip; zstd; and zstd-patch where that zstd
-// takes --patch-from (1.4.5 and later).
+// decoders are what the host can unpack an upload with: what the agent
+// says it decodes itself (its decoders section; none when it does not say).
 func (by frameSet) decoders() []string {
-	if list, ok := by.text("decoders"); ok {
-		return agentDecoders(strings.Fields(list))
-	}
-	var d []string
-	if v, ok := by.text("gzip"); ok && v == "found" {
-		d = append(d, uplink.Gzip)
-	}
-	v, ok := by.text("zstd")
-	m := zstdVersion.FindStringSubmatch(v)
-	if !ok || m == nil {
-		return d
-	}
-	d = append(d, uplink.Zstd)
-	var n [3]int
-	for i := range n {
-		n[i], _ = strconv.Atoi(m[i+1])
-	}
-	if n[0] > 1 || n[0] == 1 && (n[1] > 4 || n[1] == 4 && n[2] >= 5) {
-		d = append(d, uplink.ZstdPatch)
-	}
-	return d
+	list, _ := by.text("decoders")
+	return agentDecoders(strings.Fields(list))
 }
 
 // agentDecoders are the encodings the agent listed that relayctl knows,

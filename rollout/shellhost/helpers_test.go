@@ -62,9 +62,10 @@ func observeOn(h *Host, q Query) (*plans.Facts, error) {
 	return f, err
 }
 
-// observeWith runs observe.sh as a command of its own over r.
-func observeWith(r Runner, name string, q Query) (*plans.Facts, error) {
-	return observeOn(New(name, runnerConn{r}, "/nonexistent", agenttest.MustSet(), nil), q)
+// observeWith reads a host's facts over r without its lock, as plan does
+// (the agent kept in a state folder of the test's own).
+func observeWith(t *testing.T, r Runner, name string, q Query) (*plans.Facts, error) {
+	return observeOn(New(name, runnerConn{r}, filepath.Join(rootDir(t), "state"), agenttest.Set(t), nil), q)
 }
 
 type runnerConn struct{ Runner }

@@ -97,8 +97,8 @@ func (h *Host) Close() error {
 }
 
 // Run carries out ops on the host (rollout.Host). A lone observe without a
-// session runs observe.sh as a command of its own; a lock starts agent.sh,
-// and everything after it goes to that session in batches.
+// session is a session of the agent of its own; a lock starts the agent's
+// session, and everything after it goes to that session in batches.
 func (h *Host) Run(ctx context.Context, ops []rollout.Op, each func(i int, r rollout.Result) error) error {
 	if len(ops) == 0 {
 		return nil

@@ -2,7 +2,6 @@ package shellhost
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	_ "embed"
 	"encoding/hex"
@@ -18,14 +17,11 @@ import (
 	"github.com/relayctl/relayctl/tune"
 )
 
-//go:embed observe.sh
-var observeScript string
-
 // MaxObserveOutput bounds what one observe may print: every file in it is
 // bounded on the host already, this is the last line of defence.
 const MaxObserveOutput = 16 << 20
 
-// args are observe.sh's arguments for the query.
+// args are observe's words for the query: the request's argv lines.
 func args(q rollout.Query) ([]string, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
@@ -57,8 +53,8 @@ func unitDropIn(s plans.PlanService) string {
 	return plans.UnitDropInPath(s.Name)
 }
 
-// observeCall is one run of observe.sh: a fresh frame boundary, the
-// script's arguments, and how to read its output into facts.
+// observeCall is one observe: a fresh frame boundary, its words, and how
+// to read its framed answer into facts.
 type observeCall struct {
 	q                   rollout.Query
 	boundary            string
@@ -78,27 +74,7 @@ func newObserveCall(q rollout.Query, host, address, user string) (*observeCall, 
 	return &observeCall{q: q, boundary: boundary, args: a, host: host, address: address, user: user}, nil
 }
 
-// command is observe.sh as a command of its own (no session held): the
-// script and its words, all quoted. The frame boundary is not among them:
-// it travels on stdin.
-func (c *observeCall) command() string {
-	return Command(append([]string{"sh", "-c", observeScript, "relayctl-observe"}, c.args...)...)
-}
-
-// run runs observe.sh as a command of its own over r.
-func (c *observeCall) run(ctx context.Context, r Runner) (*plans.Facts, error) {
-	out := &limitedBuffer{max: MaxObserveOutput}
-	var errb bytes.Buffer
-	if err := r.Run(ctx, c.command(), strings.NewReader(c.boundary+"\n"), out, &errb); err != nil {
-		return nil, fmt.Errorf("observe: %w", err)
-	}
-	if out.over {
-		return nil, fmt.Errorf("observe: the host printed more than %d bytes", MaxObserveOutput)
-	}
-	return c.facts(out.Bytes())
-}
-
-// facts parses what observe.sh printed.
+// facts parses what observe answered.
 func (c *observeCall) facts(out []byte) (*plans.Facts, error) {
 	if len(out) > MaxObserveOutput {
 		return nil, fmt.Errorf("observe: the host printed more than %d bytes", MaxObserveOutput)

@@ -9,7 +9,7 @@ import (
 	"github.com/relayctl/relayctl/rollout"
 )
 
-// framed is a primitive whose answer is framed output, as observe.sh
+// framed is a primitive whose answer is framed output, as observe
 // prints it: it goes to the host with a fresh frame boundary in place of
 // its own words, and its answer is parsed here rather than passed on.
 type framed interface {
@@ -28,7 +28,7 @@ func (c *observeCall) parse(out []byte, r *rollout.Result) error {
 }
 
 // sampleCall is one sample primitive: the relay's drop counters, framed
-// with a fresh boundary (agent.sh's p_sample).
+// with a fresh boundary.
 type sampleCall struct {
 	boundary  string
 	args      []string // PID PORT CONTROL|-

@@ -223,7 +223,7 @@ func TestObserveReadsTheLastApply(t *testing.T) {
 	elsewhere := filepath.Join(t.TempDir(), "planted.json") // anyone could have written it
 	os.WriteFile(elsewhere, []byte(`{"plan":"p","outcome":"applied","drops_after":{"ss_d":99,"socket_inode":9,"clock_ns":300}}`), 0o644)
 	os.Symlink(elsewhere, dir+"/20260105T000000Z-p-link.json")
-	f, err := observeWith(localRunner{}, "here", q)
+	f, err := observeWith(t, localRunner{}, "here", q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestObserveReadsTheLastApply(t *testing.T) {
 	}
 	// Not asked, not read.
 	q.LastApply = false
-	if f, err := observeWith(localRunner{}, "here", q); err != nil || f.LastApply != nil {
+	if f, err := observeWith(t, localRunner{}, "here", q); err != nil || f.LastApply != nil {
 		t.Errorf("without LastApply: %+v, %v", f.LastApply, err)
 	}
 }

@@ -366,7 +366,7 @@ func readData(r *bufio.Reader, size string) (string, error) {
 	return string(buf), nil
 }
 
-// writeBatch writes a batch as agent.sh reads it: each Op's request line
+// writeBatch writes a batch as the agent reads it: each Op's request line
 // (KIND, JOURNAL, NDATA, NARGV, its arguments), then its data and its
 // command words, then "sync" (unless the batch ends the agent); pl is
 // what each sends (payloads: a keep's offer, or its bytes in a form).

@@ -13,7 +13,7 @@ import (
 
 // enclosing is a request whose data holds the requests after it in its
 // batch (rollout.Op.Encloses): a detach's, whose data is the window's
-// program (agent.sh, "The window's process"), or a verdict undo's, whose
+// program (package agent, window.go), or a verdict undo's, whose
 // data is the rollback's requests. The words end with the data's sha256
 // and how many requests it holds: the agent checks the one and answers the
 // other.
