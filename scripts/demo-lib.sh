@@ -15,8 +15,11 @@ build_release() {
 }
 
 # build_tool PACKAGE OUT [VERSION]: relayctl, relaylab or another command of
-# this repository, built the same way.
+# this repository, built the same way. relayctl embeds its host agent
+# (agentbin/bin), so the agent of this tree is built first, as make agent
+# builds it: a relayctl built over a stale or missing agent would ship it.
 build_tool() {
+	if [ "$1" = ./cmd/relayctl ]; then make -s agent >&2 || return 1; fi
 	CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -X main.Version=${3:-devel}" -o "$2" "$1"
 }
 
