@@ -153,6 +153,11 @@ func runApply(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	unhold, err := holdPlan(file)
+	if err != nil {
+		return err
+	}
+	defer unhold()
 	fleet, err := fleetOptions(c, e, file, p)
 	if err != nil || fleet == nil {
 		return err

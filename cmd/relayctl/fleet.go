@@ -91,6 +91,27 @@ func fleetOptions(c *cli.Context, e *env, file string, p *plans.Plan) (*fleetRun
 	return run, freshRun(e, file, p, run, only, from)
 }
 
+// holdPlan takes a lock on the plan file for the run (flock, which the
+// kernel lets go when the holder dies), so that a second apply of the plan
+// on this machine, or --resume while the run still goes on, is refused
+// naming it, not taken for a killed run: its ledger shows hosts in
+// progress either way. A run from another machine meets the host lock.
+func holdPlan(file string) (func(), error) {
+	f, err := os.OpenFile(file, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, withHint(fmt.Errorf("%s: another relayctl on this machine is applying this plan now; its ledger %s has its account", file, ledgerFile(file)),
+				fmt.Sprintf("wait for it to end (relayctl verify %s then says where each host is); after a kill, relayctl apply %s --resume", file, file))
+		}
+		return nil, fmt.Errorf("%s: lock for the run: %w", file, err)
+	}
+	return func() { f.Close() }, nil
+}
+
 // unfinishedRun refuses a new run of a plan whose ledger shows hosts in
 // progress: the run that wrote it was killed there (or still runs), and a
 // new run would start a new ledger, lose its account, and meet the hosts
