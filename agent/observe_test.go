@@ -16,7 +16,7 @@ import (
 
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout"
-	"github.com/relayctl/relayctl/rollout/shellhost"
+	"github.com/relayctl/relayctl/rollout/hostfacts"
 	"github.com/relayctl/relayctl/uplink"
 )
 
@@ -118,23 +118,23 @@ func observeOn(t *testing.T, state string, words []string) (string, []byte) {
 
 // read is observe on h, parsed as relayctl parses it: its frames by name
 // (and their order), and its facts.
-func (h *obsHost) read(t *testing.T) (map[string]shellhost.Frame, []string, *plans.Facts) {
+func (h *obsHost) read(t *testing.T) (map[string]hostfacts.Frame, []string, *plans.Facts) {
 	t.Helper()
 	word, out := observeOn(t, h.a.state, h.a.words())
 	if word != "DATA" {
 		t.Fatalf("observe: %s", word)
 	}
-	frames, err := shellhost.ParseFrames(out, testBoundary)
+	frames, err := hostfacts.ParseFrames(out, testBoundary)
 	if err != nil {
 		t.Fatalf("relayctl refuses the output: %v\n%s", err, out)
 	}
-	by := map[string]shellhost.Frame{}
+	by := map[string]hostfacts.Frame{}
 	var names []string
 	for _, fr := range frames {
 		by[fr.Name] = fr
 		names = append(names, fr.Name)
 	}
-	f, err := shellhost.FactsFromFrames(frames, h.a.query())
+	f, err := hostfacts.FactsFromFrames(frames, h.a.query())
 	if err != nil {
 		t.Fatalf("facts: %v\n%s", err, out)
 	}
@@ -314,11 +314,11 @@ func TestObserveCutsFilesAtMaxFilePlusOne(t *testing.T) {
 	}
 	must(t, os.WriteFile(h.a.config, []byte(strings.Repeat("A=1\n", plans.MaxHostFile)), 0o600))
 	word, out := observeOn(t, h.a.state, h.a.words())
-	frames, err := shellhost.ParseFrames(out, testBoundary)
+	frames, err := hostfacts.ParseFrames(out, testBoundary)
 	if word != "DATA" || err != nil {
 		t.Fatal(word, err)
 	}
-	if _, err := shellhost.FactsFromFrames(frames, h.a.query()); err == nil || !strings.Contains(err.Error(), "larger than") {
+	if _, err := hostfacts.FactsFromFrames(frames, h.a.query()); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("a huge relay config: %v", err)
 	}
 }
@@ -333,7 +333,7 @@ func TestObserveBoundaryInAFileIsRefused(t *testing.T) {
 	} {
 		must(t, os.WriteFile(h.a.config, []byte(content), 0o600))
 		_, out := observeOn(t, h.a.state, h.a.words())
-		if _, err := shellhost.ParseFrames(out, testBoundary); !errors.Is(err, shellhost.ErrForgedFrame) {
+		if _, err := hostfacts.ParseFrames(out, testBoundary); !errors.Is(err, hostfacts.ErrForgedFrame) {
 			t.Errorf("%s in the relay config: got %v, want a forged frame", name, err)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relayctl/relayctl/rollout/shellhost"
+	"github.com/relayctl/relayctl/rollout/hostfacts"
 )
 
 // The relay's /status and drain gate are asked inside its network
@@ -114,7 +114,7 @@ func TestSampleInTheRelaysNamespace(t *testing.T) {
 	if n < 0 || n > len(data) {
 		t.Fatalf("sample: %q", out)
 	}
-	frames, err := shellhost.ParseFrames([]byte(data[:n]), testBoundary)
+	frames, err := hostfacts.ParseFrames([]byte(data[:n]), testBoundary)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestSampleInTheRelaysNamespace(t *testing.T) {
 	if strings.Join(names, ",") != "clock,ss,proc-net-udp,proc-net-snmp" {
 		t.Errorf("sections %q", names)
 	}
-	d, err := shellhost.DropsFromFrames(frames, atoi(pid), port)
+	d, err := hostfacts.DropsFromFrames(frames, atoi(pid), port)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,14 @@ package shellhost
 import (
 	"context"
 	"errors"
-	"github.com/relayctl/relayctl/internal/agenttest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/relayctl/relayctl/internal/agenttest"
 
 	"github.com/relayctl/relayctl/plans"
 )

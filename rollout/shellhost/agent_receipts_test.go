@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/relayctl/relayctl/internal/agenttest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/relayctl/relayctl/internal/agenttest"
 
 	"github.com/relayctl/relayctl/rollout"
 )

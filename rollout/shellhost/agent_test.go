@@ -6,13 +6,14 @@ package shellhost
 import (
 	"context"
 	"errors"
-	"github.com/relayctl/relayctl/internal/agenttest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/relayctl/relayctl/internal/agenttest"
 
 	"github.com/relayctl/relayctl/plans"
 )

@@ -12,6 +12,7 @@ import (
 
 	"github.com/relayctl/relayctl/agentbin"
 	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/rollout/hostfacts"
 	"github.com/relayctl/relayctl/uplink"
 )
 
@@ -67,7 +68,7 @@ func bootAnswer(line, state string) error {
 	case "NEED":
 		f := strings.Fields(rest)
 		if len(f) != 3 {
-			return fmt.Errorf("start relayctl's agent: unexpected answer %q", clip(line))
+			return fmt.Errorf("start relayctl's agent: unexpected answer %q", hostfacts.Clip(line))
 		}
 		e := &errNeedAgent{machine: f[0], gzip: f[2] == "gzip"}
 		if f[1] != "-" {

@@ -7,8 +7,9 @@ import (
 	"testing"
 
 	"context"
-	"github.com/relayctl/relayctl/internal/agenttest"
 	"strconv"
+
+	"github.com/relayctl/relayctl/internal/agenttest"
 
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout"

@@ -20,6 +20,7 @@ import (
 
 	"github.com/relayctl/relayctl/agentbin"
 	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/rollout/hostfacts"
 	"github.com/relayctl/relayctl/uplink"
 )
 
@@ -171,11 +172,11 @@ func (h *Host) alone(ctx context.Context, what string, ops []rollout.Op, calls m
 	if err := writeBatch(&in, ops, payloads(ops, calls, true, map[int]*keepState{}, 0), nil, false); err != nil {
 		return "", err
 	}
-	out := &limitedBuffer{max: MaxObserveOutput + 64}
+	out := &limitedBuffer{max: hostfacts.MaxObserveOutput + 64}
 	var errb bytes.Buffer
 	runErr := h.count.Run(ctx, h.bootCommand(append([]string{"serve"}, mode...)...), &in, out, &errb)
 	if out.over {
-		return "", fmt.Errorf("%s: the host printed more than %d bytes", what, MaxObserveOutput)
+		return "", fmt.Errorf("%s: the host printed more than %d bytes", what, hostfacts.MaxObserveOutput)
 	}
 	r := bufio.NewReader(bytes.NewReader(out.Bytes()))
 	line, err := firstLine(r, h.state)
@@ -196,7 +197,7 @@ func (h *Host) alone(ctx context.Context, what string, ops []rollout.Op, calls m
 		return "", fmt.Errorf("%s: %w: %s: make it owned by root and writable by root alone", what, rollout.ErrUnsafeHost, size)
 	}
 	if word != "DATA" {
-		return "", fmt.Errorf("%s: unexpected answer %q", what, clip(line))
+		return "", fmt.Errorf("%s: unexpected answer %q", what, hostfacts.Clip(line))
 	}
 	data, err := readData(r, size)
 	if err != nil {

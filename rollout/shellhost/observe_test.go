@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/relayctl/relayctl/plans"
+	"github.com/relayctl/relayctl/rollout/hostfacts"
 	"github.com/relayctl/relayctl/uplink"
 )
 
@@ -54,76 +55,6 @@ func (l localRunner) Run(ctx context.Context, cmd string, stdin io.Reader, stdou
 }
 
 const testBoundary = "@@relayctl-0123456789abcdef0123456789abcdef"
-
-func TestParseFrames(t *testing.T) {
-	B := testBoundary
-	out := B + " kernel\n6.18.44\n\n" + B + " end 0\n" +
-		B + " relay-config\nabsent\n\n" + B + " end 2\n" +
-		B + " file /etc/sysctl.d/a b.conf\na = 1\n@@relayctl-guess end 0\n\n" + B + " end 0\n"
-	frames, err := ParseFrames([]byte(out), B)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(frames) != 3 {
-		t.Fatalf("got %d frames, want 3", len(frames))
-	}
-	if frames[0].Name != "kernel" || string(frames[0].Data) != "6.18.44\n" {
-		t.Errorf("kernel frame: got %q %q", frames[0].Name, frames[0].Data)
-	}
-	if frames[2].Name != "file /etc/sysctl.d/a b.conf" || string(frames[2].Data) != "a = 1\n@@relayctl-guess end 0\n" {
-		t.Errorf("a frame whose content fakes another boundary: got %q %q", frames[2].Name, frames[2].Data)
-	}
-	if frames[1].Status != 2 {
-		t.Errorf("status: got %d, want 2", frames[1].Status)
-	}
-	for _, bad := range []string{
-		"garbage\n",
-		B + " kernel\n6.18\n",                    // never ends
-		B + " kernel\n6.18\n\n" + B + " end x\n", // bad status
-		B + " kernel\n6.18\n\n" + B + " end 0",   // no final newline
-		B + " kernel",                            // no header newline
-		"@@relayctl-other kernel\nx\n\n@@relayctl-other end 0\n",
-	} {
-		if _, err := ParseFrames([]byte(bad), B); err == nil {
-			t.Errorf("ParseFrames(%q): got no error", bad)
-		}
-	}
-	// A frame seen twice, or output holding the boundary, is forged.
-	for _, forged := range []string{
-		B + " ss\na\n" + B + " end 0\n" + B + " ss\nb\n" + B + " end 0\n",
-		B + " relay-status\n{}" + B + " ss\n\n" + B + " end 0\n",
-	} {
-		if _, err := ParseFrames([]byte(forged), B); !errors.Is(err, ErrForgedFrame) {
-			t.Errorf("ParseFrames(%q): got %v, want ErrForgedFrame", forged, err)
-		}
-	}
-}
-
-func FuzzParseFrames(f *testing.F) {
-	B := testBoundary
-	f.Add([]byte(B + " kernel\n6.18.44\n\n" + B + " end 0\n"))
-	f.Add([]byte(B + " relay-config\nabsent\n\n" + B + " end 2\n"))
-	f.Add([]byte(B + " a\nabc\n" + B + " end 0\n" + B + " b\nx\n\n" + B + " end 1\n"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		frames, err := ParseFrames(b, B)
-		if err != nil {
-			return
-		}
-		n := 0
-		seen := map[string]bool{}
-		for _, fr := range frames {
-			n += len(fr.Data)
-			if seen[fr.Name] || bytes.Contains(fr.Data, []byte(B)) {
-				t.Fatalf("accepted a forged frame %q", fr.Name)
-			}
-			seen[fr.Name] = true
-		}
-		if n > len(b) {
-			t.Fatalf("frames hold %d bytes of a %d-byte input", n, len(b))
-		}
-		FactsFromFrames(frames, Query{Keys: []string{"net.core.rmem_max"}, Port: 7788})
-	})
-}
 
 func TestQueryCommandQuotes(t *testing.T) {
 	q := Query{Keys: []string{"net.core.rmem_max"}, Port: 7788, Paths: plans.PlanPaths(plans.DefaultPaths),
@@ -314,7 +245,7 @@ func TestObserveForgedStatusCannotChangeFacts(t *testing.T) {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	f, err := observeWith(t, localRunner{}, "here", r.query(ln.Addr().String()))
-	if errors.Is(err, ErrForgedFrame) {
+	if errors.Is(err, hostfacts.ErrForgedFrame) {
 		return // detected
 	}
 	if err != nil {
@@ -330,80 +261,12 @@ func TestObserveForgedStatusCannotChangeFacts(t *testing.T) {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
-func framesOf(B string, kv ...string) []byte {
-	var b bytes.Buffer
-	for i := 0; i+1 < len(kv); i += 2 {
-		fmt.Fprintf(&b, "%s %s\n%s\n%s end 0\n", B, kv[i], kv[i+1], B)
-	}
-	return b.Bytes()
-}
-
-// The current release is the version of the folder the link names only
-// when that folder is directly in the releases dir: a link to
-// /anywhere/1.8.0 is not release 1.8.0.
-func TestObserveReleaseIsTheWholeLinkTarget(t *testing.T) {
-	q := Query{Port: 7788, Paths: plans.PlanPaths(plans.DefaultPaths)}
-	for _, tt := range []struct{ link, want string }{
-		{"/opt/relay/releases/1.8.0", "1.8.0"},
-		{"releases/1.8.0", "1.8.0"},
-		{"/anywhere/1.8.0", ""},
-		{"/opt/relay/releases/../../tmp/1.8.0", ""},
-		{"/opt/relay/releases/1.8.0/..", ""},
-	} {
-		frames, err := ParseFrames(framesOf(testBoundary, "kernel", "6.18", "current-link", tt.link), testBoundary)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := FactsFromFrames(frames, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if f.Release.Current != tt.want {
-			t.Errorf("link %s: got release %q, want %q", tt.link, f.Release.Current, tt.want)
-		}
-	}
-}
-
-// A sysctl.d file over the size limit is reported, not read into memory.
-func TestObserveBoundsHostFiles(t *testing.T) {
-	big := strings.Repeat("# padding\n", plans.MaxHostFile/10+10)
-	frames, err := ParseFrames(framesOf(testBoundary, "kernel", "6.18", "file /etc/sysctl.d/99-big.conf", big), testBoundary)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := FactsFromFrames(frames, Query{Port: 7788, Paths: plans.PlanPaths(plans.DefaultPaths)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(f.SysctlFiles) != 0 || len(f.SkippedFiles) != 1 || !strings.Contains(f.SkippedFiles[0], "99-big.conf is larger than") {
-		t.Errorf("got files %d, skipped %q", len(f.SysctlFiles), f.SkippedFiles)
-	}
+// What a host prints is kept only up to its bound, and the excess noted.
+func TestLimitedBufferKeepsItsBound(t *testing.T) {
 	var lb limitedBuffer
 	lb.max = 10
 	lb.Write([]byte("0123456789abc"))
 	if !lb.over || lb.Len() != 10 {
 		t.Errorf("limitedBuffer kept %d bytes, over %v", lb.Len(), lb.over)
-	}
-}
-
-// The Go agent decodes uploads itself and says which forms in a section
-// of its own: relayctl takes the forms it knows from it, in its own order,
-// and no longer asks the host's programs.
-func TestDecodersTheAgentLists(t *testing.T) {
-	for _, c := range []struct {
-		listed string
-		status int
-		want   string
-	}{
-		{"gzip zstd zstd-patch", 0, "gzip zstd zstd-patch"},
-		{"zstd-patch zstd gzip", 0, "gzip zstd zstd-patch"},
-		{"gzip brotli ../x zstd", 0, "gzip zstd"},
-		{"", 0, ""},
-		{"gzip zstd zstd-patch", 1, ""},
-	} {
-		by := frameSet{"decoders": {Name: "decoders", Data: []byte(c.listed), Status: c.status}}
-		if got := strings.Join(by.decoders(), " "); got != c.want {
-			t.Errorf("%q (status %d): decoders %q, want %q", c.listed, c.status, got, c.want)
-		}
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/rollout/hostfacts"
 )
 
 // framed is a primitive whose answer is framed output, as observe
@@ -44,7 +44,7 @@ func newSampleCall(o rollout.Op) (*sampleCall, error) {
 	if perr != nil || err != nil {
 		return nil, fmt.Errorf("sample: bad pid %q or port %q", o.Args[0], o.Args[1])
 	}
-	b, err := newBoundary()
+	b, err := hostfacts.NewBoundary()
 	if err != nil {
 		return nil, err
 	}
@@ -56,52 +56,14 @@ func (c *sampleCall) words() ([]string, []string) {
 }
 
 func (c *sampleCall) parse(out []byte, r *rollout.Result) error {
-	frames, err := ParseFrames(out, c.boundary)
+	frames, err := hostfacts.ParseFrames(out, c.boundary)
 	if err != nil {
 		return fmt.Errorf("sample: %w", err)
 	}
-	d, err := DropsFromFrames(frames, c.pid, c.port)
+	d, err := hostfacts.DropsFromFrames(frames, c.pid, c.port)
 	if err != nil {
 		return fmt.Errorf("sample: %w", err)
 	}
 	r.Drops = d
 	return nil
-}
-
-// DropsFromFrames reads a sample's sections: the host clock, ss, the
-// namespace's /proc/net/udp and snmp, and the relay's /status when it was
-// asked, of relay process pid on port. A socket ss does not show has inode
-// 0 (the soak reads that as a relay gone); a /status of another process
-// or socket is left out (its counters are not this relay's); output that
-// does not parse is an error.
-func DropsFromFrames(frames []Frame, pid, port int) (*plans.DropCounters, error) {
-	by := frameSet{}
-	for _, fr := range frames {
-		by[fr.Name] = fr
-	}
-	clock, ok := by.text("clock")
-	if !ok {
-		return nil, fmt.Errorf("%w: no clock", errFrame)
-	}
-	f := &plans.Facts{}
-	var err error
-	if f.ClockNanos, err = strconv.ParseInt(clock, 10, 64); err != nil || f.ClockNanos <= 0 {
-		return nil, fmt.Errorf("%w: bad clock %q", errFrame, clip(clock))
-	}
-	// Every bound socket on the port in the relay's namespace (ss without
-	// -p, which would read every process's descriptors): the soak checks
-	// the relay's own socket is among them, and a socket of another
-	// program shows as counters that disagree.
-	if err := by.socket(f, port); err != nil {
-		return nil, err
-	}
-	f.Service = plans.ServiceFact{Running: true, PID: pid}
-	if fr, ok := by["relay-status"]; ok {
-		f.RelayStatus = parseStatus(fr)
-	}
-	if st := f.RelayStatus; st != nil && st.Read && (st.PID != pid || st.SocketInode != 0 && st.SocketInode != f.Socket.Inode) {
-		f.RelayStatus = nil
-	}
-	c := plans.DropCountersOf(f)
-	return &c, nil
 }

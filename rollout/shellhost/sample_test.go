@@ -2,7 +2,6 @@ package shellhost
 
 import (
 	"fmt"
-	"github.com/relayctl/relayctl/internal/agenttest"
 	"io"
 	"net"
 	"net/http"
@@ -11,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/relayctl/relayctl/internal/agenttest"
 
 	"golang.org/x/sys/unix"
 )
@@ -101,73 +102,6 @@ func TestAgentSamplesDropCounters(t *testing.T) {
 	if _, err := runOps(h, op("clock")); err != nil {
 		t.Errorf("after a failed sample: %v", err)
 	}
-}
-
-// A /status that answers for another process or another socket is not
-// this relay's: its counters are left out. The frames are parsed as
-// strictly as observe's.
-func TestDropsFromFramesTrustsOnlyTheRelaysStatus(t *testing.T) {
-	const B = "@@relayctl-0123"
-	ss := "UNCONN 0 0 0.0.0.0:7788 0.0.0.0:* ino:555 sk:1 <-> skmem:(r0,rb4096,t0,tb212992,f0,w0,o0,bl0,d41)"
-	snmp := "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\nUdp: 900 0 41 0 41 0\n"
-	status := func(pid, inode int) string {
-		return fmt.Sprintf("HTTP/1.0 200 OK\r\n\r\n"+`{"version":"1.8.0","pid":%d,"socket_inode":%d,"players":8,"counters":{"rx_packets":100,"rx_drops":41}}`, pid, inode)
-	}
-	for _, tt := range []struct {
-		name   string
-		status string
-		want   bool
-	}{
-		{"its own", status(42, 555), true},
-		{"another process", status(43, 555), false},
-		{"another socket", status(42, 556), false},
-		{"not JSON", "HTTP/1.0 200 OK\r\n\r\n<html>", false},
-	} {
-		frames, err := ParseFrames(framesOf(B, "clock", "1700000000000000000", "ss", ss, "proc-net-snmp", snmp, "relay-status", tt.status), B)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := DropsFromFrames(frames, 42, 7788)
-		if err != nil {
-			t.Fatalf("%s: %v", tt.name, err)
-		}
-		if c.SSDrops != 41 || c.RcvbufErrors != 41 || c.InDatagrams != 900 || c.SocketInode != 555 || c.ClockNanos != 1700000000000000000 {
-			t.Errorf("%s: kernel counters %+v", tt.name, c)
-		}
-		if got := c.RelayRxDrops != nil; got != tt.want {
-			t.Errorf("%s: relay counters kept %v, want %v", tt.name, got, tt.want)
-		}
-	}
-	for _, bad := range [][]byte{
-		framesOf(B, "ss", ss),                             // no clock
-		framesOf(B, "clock", "yesterday", "ss", ss),       // a clock that is not one
-		framesOf(B, "clock", "17", "ss", "UNCONN broken"), // ss that does not parse
-	} {
-		frames, err := ParseFrames(bad, B)
-		if err != nil {
-			continue
-		}
-		if _, err := DropsFromFrames(frames, 42, 7788); err == nil {
-			t.Errorf("%q was read as a sample", bad)
-		}
-	}
-}
-
-func FuzzDropsFromFrames(f *testing.F) {
-	const B = "@@relayctl-0123"
-	f.Add(framesOf(B, "clock", "1700000000000000000", "ss", "UNCONN 0 0 0.0.0.0:7788 0.0.0.0:* ino:555 sk:1 <-> skmem:(r0,rb4096,t0,tb212992,f0,w0,o0,bl0,d41)",
-		"proc-net-snmp", "Udp: InDatagrams InErrors RcvbufErrors\nUdp: 1 2 3\n", "relay-status", `{"version":"1.8.0","pid":42,"counters":{"rx_drops":1}}`))
-	f.Add(framesOf(B, "clock", "-1"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		frames, err := ParseFrames(b, B)
-		if err != nil {
-			return
-		}
-		c, err := DropsFromFrames(frames, 42, 7788)
-		if err == nil && (c.ClockNanos <= 0 || c.PID != 42) {
-			t.Errorf("accepted a sample without a clock or of another pid: %+v", c)
-		}
-	})
 }
 
 // The soak samples every few seconds for a minute: BenchmarkAgentSample
@@ -276,55 +210,5 @@ func TestAgentSampleRefusesBadArguments(t *testing.T) {
 	}
 	if fileExists(made) {
 		t.Error("a command in a sample's arguments ran")
-	}
-}
-
-// A receipt on the host is relayctl's own file, read as untrusted as any
-// host output: whatever it holds, verify gets a baseline or none, and no
-// text of it that a terminal could act on.
-func FuzzLastApply(f *testing.F) {
-	f.Add("20260102T000000Z-p-bbbb.json", []byte(`{"plan":"p","plan_checksum":"sha256:bbbb","outcome":"applied","drops_after":{"ss_d":7,"socket_inode":9,"clock_ns":200}}`))
-	f.Add("x y.json", []byte(`{"drops_after":null}`))
-	f.Add("r.json", []byte("{\"plan\":\"\\u001b[31m\",\"drops_after\":{}}"))
-	f.Fuzz(func(t *testing.T, name string, data []byte) {
-		by := frameSet{"last-apply-name": {Name: "last-apply-name", Data: []byte(name)}, "last-apply": {Name: "last-apply", Data: data}}
-		la := by.lastApply()
-		if la == nil {
-			return
-		}
-		for _, s := range []string{la.Plan, la.Checksum, la.Outcome, la.Receipt} {
-			if strings.ContainsAny(s, "\x1b\r\n\x00") {
-				t.Errorf("a control character reached the baseline: %q", s)
-			}
-		}
-	})
-}
-
-// The players a soak judges: /status's players_established and the
-// forwarded count are read into the sample, checked; a relay that does not
-// report established players (an older relayd) gives none, not 0.
-func TestStatusEstablishedPlayers(t *testing.T) {
-	for _, tt := range []struct {
-		body      string
-		est       int // -1: none
-		forwarded uint64
-		err       string
-	}{
-		{`{"version":"1.9.0","players":40,"players_established":32,"counters":{"forwarded":1234}}`, 32, 1234, ""},
-		{`{"version":"1.8.0","players":40,"counters":{"forwarded":99}}`, -1, 99, ""},
-		{`{"version":"1.9.0","players":40,"players_established":41}`, 0, 0, "status has 41 established players of 40"},
-		{`{"version":"1.9.0","players":40,"players_established":-1}`, 0, 0, "status has negative numbers"},
-	} {
-		st := parseStatus(Frame{Name: "relay-status", Data: []byte(tt.body)})
-		switch {
-		case tt.err != "":
-			if st.Read || st.Error != tt.err {
-				t.Errorf("%s: read %v, error %q; want %q", tt.body, st.Read, st.Error, tt.err)
-			}
-		case !st.Read || st.Forwarded != tt.forwarded:
-			t.Errorf("%s: %+v", tt.body, st)
-		case tt.est < 0 && st.PlayersEstablished != nil, tt.est >= 0 && (st.PlayersEstablished == nil || *st.PlayersEstablished != tt.est):
-			t.Errorf("%s: established %v, want %d", tt.body, st.PlayersEstablished, tt.est)
-		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/rollout/hostfacts"
 )
 
 // session is the agent running on the host: requests go to its stdin,
@@ -120,7 +121,7 @@ func lockAnswer(line, state string) (dead string, err error) {
 	case "UNSAFE":
 		return "", fmt.Errorf("%w: %s: make it owned by root and writable by root alone", rollout.ErrUnsafeHost, rest)
 	}
-	return "", fmt.Errorf("take host lock: unexpected answer %q", clip(line))
+	return "", fmt.Errorf("take host lock: unexpected answer %q", hostfacts.Clip(line))
 }
 
 // send sends ops to the agent in batches: a batch is written at once,
@@ -336,7 +337,7 @@ func readAnswer(out *bufio.Reader, o rollout.Op) (string, rollout.Result, error)
 			return "", r, err
 		}
 	default:
-		return "", r, outOfStep("run on host: unexpected answer %q to %s", clip(line), o.Kind)
+		return "", r, outOfStep("run on host: unexpected answer %q to %s", hostfacts.Clip(line), o.Kind)
 	}
 	return word, r, nil
 }
@@ -348,7 +349,7 @@ func readSync(out *bufio.Reader) error {
 		return rollout.ConnLost(err)
 	}
 	if line != "OK" {
-		return outOfStep("run on host: unexpected answer %q to sync", clip(line))
+		return outOfStep("run on host: unexpected answer %q to sync", hostfacts.Clip(line))
 	}
 	return nil
 }
@@ -356,8 +357,8 @@ func readSync(out *bufio.Reader) error {
 // readData reads a DATA answer's bytes.
 func readData(r *bufio.Reader, size string) (string, error) {
 	n, err := strconv.Atoi(size)
-	if err != nil || n < 0 || n > MaxObserveOutput {
-		return "", outOfStep("run on host: bad answer DATA %q", clip(size))
+	if err != nil || n < 0 || n > hostfacts.MaxObserveOutput {
+		return "", outOfStep("run on host: bad answer DATA %q", hostfacts.Clip(size))
 	}
 	buf := make([]byte, n)
 	if _, err := io.ReadFull(r, buf); err != nil {

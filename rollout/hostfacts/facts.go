@@ -1,4 +1,4 @@
-package shellhost
+package hostfacts
 
 import (
 	"encoding/json"
@@ -239,7 +239,7 @@ func (by frameSet) files(f *plans.Facts, q rollout.Query) error {
 		f.LockOwner = plans.Visible(strings.TrimSpace(string(d)))
 	}
 	if why, ok := by.text("relay-config-unsafe"); ok {
-		f.Config = plans.FileFact{Unsafe: plans.Visible(clipTo(why, 300))}
+		f.Config = plans.FileFact{Unsafe: plans.Visible(ClipTo(why, 300))}
 	}
 	if fr, ok := by["relay-config"]; ok && fr.Status == 0 {
 		if len(fr.Data) > plans.MaxHostFile {
@@ -250,7 +250,7 @@ func (by frameSet) files(f *plans.Facts, q rollout.Query) error {
 	for _, p := range q.Files {
 		ff := plans.FileFact{}
 		if why, ok := by.text("written " + p + "-unsafe"); ok {
-			ff.Unsafe = plans.Visible(clipTo(why, 300))
+			ff.Unsafe = plans.Visible(ClipTo(why, 300))
 		} else if fr, ok := by["written "+p]; ok && fr.Status == 0 {
 			if len(fr.Data) > plans.MaxHostFile {
 				return fmt.Errorf("%s is larger than %d bytes", p, plans.MaxHostFile)
@@ -293,7 +293,7 @@ func (by frameSet) socket(f *plans.Facts, port int) error {
 			if len(s.PIDs) > 0 {
 				pid = s.PIDs[0]
 			}
-			f.Socket.All = append(f.Socket.All, plans.SocketEntry{Local: plans.Visible(clip(s.Local)), Rcvbuf: s.Rcvbuf, Drops: s.Drops, Inode: s.Inode, PID: pid})
+			f.Socket.All = append(f.Socket.All, plans.SocketEntry{Local: plans.Visible(Clip(s.Local)), Rcvbuf: s.Rcvbuf, Drops: s.Drops, Inode: s.Inode, PID: pid})
 		}
 	}
 	f.Socket.ProcUDPDrops, f.Socket.RcvbufErrors, f.Socket.InErrors = r.ProcUDPDrops, r.RcvbufErrors, r.InErrors

@@ -1,14 +1,16 @@
-package shellhost
+package hostfacts
 
 import (
 	"testing"
+
+	"github.com/relayctl/relayctl/rollout"
 )
 
 // The host agent reports the machine (uname's) in a section of its own:
 // relayctl keeps a machine name, and nothing else a host might print
 // there; observe.sh, which has no such section, leaves it empty.
 func TestFactsArch(t *testing.T) {
-	q := Query{Port: 7788}
+	q := rollout.Query{Port: 7788}
 	for _, tt := range []struct {
 		name   string
 		frames []byte
