@@ -23,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/relayctl/relayctl/rollout"
 )
 
 // Exit statuses of a session that could not start.
@@ -71,7 +73,10 @@ type session struct {
 	// window's process.
 	emit func(answer) error
 	win  *windowHandle // the window this session started, if any
-	now  func() time.Time
+	// readBack is the window's own read-back, in a window's process
+	// (read-back), which it tells its session.
+	readBack *rollout.HostReadBack
+	now      func() time.Time
 	// quit ends the session's process at once: its window decided by
 	// itself while it still stood (window.go). A session in a test's own
 	// process ends with its input instead.
@@ -201,7 +206,7 @@ func (s *session) do(r *request) answer {
 	var a answer
 	h, known := primitives[r.kind]
 	switch {
-	case s.skipping && r.kind != "sync" && r.kind != "unlock":
+	case s.skipping && r.kind != "sync":
 		a = answer{word: "SKIP"}
 	case !known || s.inWindow && sessionOnly[r.kind]:
 		a = errf("unknown request %s", clean(r.kind))
@@ -263,7 +268,7 @@ func init() {
 			return errf("the host is locked already: lock is a session's first request")
 		},
 	}
-	for _, family := range []map[string]handler{filePrimitives, journalPrimitives, sysctlPrimitives, servicePrimitives, releasePrimitives, relayPrimitives, windowPrimitives} {
+	for _, family := range []map[string]handler{filePrimitives, journalPrimitives, sysctlPrimitives, servicePrimitives, releasePrimitives, relayPrimitives, windowPrimitives, readBackPrimitives} {
 		for k, h := range family {
 			primitives[k] = h
 		}

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,21 +33,6 @@ func stateDir(t testing.TB) string {
 	os.Chmod(d, 0o755)
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return filepath.Join(d, "state")
-}
-
-// req is one request line, its data and its words, as relayctl writes it.
-func req(kind string, journal int, data []byte, argv []string, args ...string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s\t%d\t%d\t%d", kind, journal, len(data), len(argv))
-	for _, a := range args {
-		b.WriteString("\t" + a)
-	}
-	b.WriteString("\n")
-	b.Write(data)
-	for _, w := range argv {
-		b.WriteString(w + "\n")
-	}
-	return b.String()
 }
 
 // runSession runs one session in this process: input is everything relayctl

@@ -115,6 +115,9 @@ func fileReceipt(s *session, r *request) (string, *answer) {
 		return "", &a
 	}
 	body, err := r.data(maxReceipt)
+	if err == nil {
+		body, err = completeReceipt(s, r, body)
+	}
 	if err != nil {
 		a := errf("write receipt: %v", err)
 		return "", &a

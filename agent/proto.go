@@ -236,3 +236,22 @@ func clean(s string) string {
 	}
 	return b.String()
 }
+
+// req is one request line, its data and its words, as relayctl writes
+// it: the agent makes one to read the host as relayctl asks (read-back).
+func req(kind string, journal int, data []byte, argv []string, args ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\t%d\t%d\t%d", kind, journal, len(data), len(argv))
+	for _, a := range args {
+		b.WriteString("\t" + a)
+	}
+	b.WriteString("\n")
+	b.Write(data)
+	for _, w := range argv {
+		b.WriteString(w + "\n")
+	}
+	return b.String()
+}
+
+// bufioReader reads a request made here.
+func bufioReader(s string) *bufio.Reader { return bufio.NewReader(strings.NewReader(s)) }

@@ -84,3 +84,34 @@ func TestClearTwiceInOneSecond(t *testing.T) {
 		t.Errorf("archives: %v %v, want two of each", stages, journals)
 	}
 }
+
+// A run's receipt filed in its window's batch can be taken back (reopen):
+// its journal and the window's backups are the run's again, the receipt
+// gone; there is nothing to reopen where no receipt is, or where a journal
+// is there already.
+func TestReopenTakesBackAFiledRun(t *testing.T) {
+	state := stateDir(t)
+	src := filepath.Join(filepath.Dir(state), "relayd.env")
+	os.WriteFile(src, []byte("A=1\n"), 0o644)
+	got := locked(t, state,
+		req("begin", 0, nil, nil, "p", "sha256:x"),
+		req("backup", 0, nil, nil, src, "backup-env"),
+		req("commit", 0, []byte("{}\n"), nil, "r1", "applied", "5"),
+		req("reopen", 1, nil, nil, "r1"),
+	)
+	if strings.Join(got, "|") != "OK|OK|OK|OK" {
+		t.Fatalf("got %q", got)
+	}
+	if b, err := os.ReadFile(state + "/stage/backup-env"); err != nil || string(b) != "A=1\n" {
+		t.Errorf("the backup is not back in the stage: %q %v", b, err)
+	}
+	if j, _ := os.ReadFile(state + "/journal"); !strings.Contains(string(j), "begin plan=p") || !strings.Contains(string(j), "ok reopen r1") {
+		t.Errorf("journal: %q", j)
+	}
+	if exists(state + "/receipts/r1.json") {
+		t.Error("the receipt is still there")
+	}
+	if got := locked(t, state, req("reopen", 1, nil, nil, "r1")); len(got) != 1 || !strings.HasPrefix(got[0], "ERR ") {
+		t.Errorf("a second reopen: %q", got)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/relayctl/relayctl/rollout"
 )
 
 // A window runs in a process of its own, outside the session: a detach
@@ -61,7 +64,10 @@ type windowHandle struct {
 	msgs    chan windowMsg // from the window's process; closed when it is gone
 	gone    chan struct{}  // closed when its end of the socket closes
 	conn    net.Conn
-	n       int // the window's requests, whose answers were relayed
+	// readBack is the window's own read-back, as it told it (B), for the
+	// receipt a commit behind the window completes with it.
+	readBack *rollout.HostReadBack
+	n        int // the window's requests, whose answers were relayed
 }
 
 type windowMsg struct {
@@ -135,6 +141,7 @@ func (s *session) relay(n int) {
 		s.out.Flush()
 		m, ok := <-s.win.msgs
 		for ok && m.kind != "A" {
+			s.win.heard(m)
 			m, ok = <-s.win.msgs
 		}
 		if !ok {
@@ -143,6 +150,23 @@ func (s *session) relay(n int) {
 			return
 		}
 		s.out.Write(m.data)
+		// The session's own requests behind the window are not done after
+		// a window's request that stopped it (nor after a NEED).
+		if bytes.HasPrefix(m.data, []byte("ERR ")) || bytes.HasPrefix(m.data, []byte("NEED")) {
+			s.skipping = true
+		}
+	}
+}
+
+// heard takes a message of the window's that is no answer: B, its own
+// read-back.
+func (w *windowHandle) heard(m windowMsg) {
+	if m.kind != "B" {
+		return
+	}
+	var rb rollout.HostReadBack
+	if json.Unmarshal(m.data, &rb) == nil {
+		w.readBack = &rb
 	}
 }
 
@@ -246,7 +270,7 @@ func readMsg(br *bufio.Reader) (windowMsg, error) {
 	}
 	kind, text, _ := strings.Cut(line, " ")
 	m := windowMsg{kind: kind, text: text}
-	if kind == "A" || kind == "V" && strings.HasPrefix(text, "undo ") {
+	if kind == "A" || kind == "B" || kind == "V" && strings.HasPrefix(text, "undo ") {
 		n := atoi(strings.TrimPrefix(text, "undo "))
 		if n < 0 || n > maxProgram {
 			return m, errors.New("bad message size")
@@ -292,8 +316,12 @@ func pVerdict(s *session, r *request) answer {
 		msg = "V undo " + strconv.Itoa(len(undo)) + "\n"
 	}
 	s.win.conn.Write(append([]byte(msg), undo...))
-	m := s.win.next("D", "E")
-	if m.kind != "D" {
+	m := s.win.next("D", "E", "R")
+	switch m.kind {
+	case "R": // it refused the keep: it goes on waiting for a word
+		return bad(errf("%s", m.text))
+	case "D":
+	default:
 		return bad(errf("the window on the host ended by itself: %s", endText(m)))
 	}
 	if word == "keep" {
@@ -308,6 +336,7 @@ func pVerdict(s *session, r *request) answer {
 // over); kind "" when its process is gone.
 func (w *windowHandle) next(kinds ...string) windowMsg {
 	for m := range w.msgs {
+		w.heard(m)
 		for _, k := range kinds {
 			if m.kind == k {
 				return m

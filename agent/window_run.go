@@ -3,6 +3,7 @@ package agent
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/relayctl/relayctl/rollout"
 )
 
 // window is a window's process at work.
@@ -26,6 +29,8 @@ type window struct {
 	// stopAt and stopMsg: the window's requests stopped there (0: ran whole).
 	stopAt  int
 	stopMsg string
+	// readBack is the window's own read-back, when it had one.
+	readBack *rollout.HostReadBack
 }
 
 func newWindow(p paths, pr *program, conn net.Conn, lock *os.File) *window {
@@ -63,10 +68,17 @@ func (w *window) session(reqs []byte, emit func(answer) error) *session {
 	return s
 }
 
-// serve answers reqs, each answer sent to the session, and notes where
-// they stopped.
+// serve answers reqs, each answer sent to the session (a read-back's
+// verdict told it first, B), and notes where they stopped.
 func (w *window) serve(reqs []byte) (stopAt int, stopMsg string) {
-	s := w.session(reqs, func(a answer) error {
+	var s *session
+	s = w.session(reqs, func(a answer) error {
+		if s.readBack != nil && w.readBack == nil {
+			w.readBack = s.readBack
+			if b, err := json.Marshal(s.readBack); err == nil {
+				w.send("B "+strconv.Itoa(len(b)), b...)
+			}
+		}
 		b := a.bytes()
 		w.send("A "+strconv.Itoa(len(b)), b...)
 		return nil
@@ -119,28 +131,45 @@ func (w *window) endByController(stopAt int, msg string) {
 }
 
 // await waits for relayctl's word while the session lives, at most the
-// program's await: ok false means the window decides by itself. A
-// rollback that is not the one relayctl sent is no word.
+// program's await: ok false means the window decides by itself. A keep
+// the window does not take (it stopped, or its own read-back did not
+// hold) is refused, and the wait goes on; a rollback that is not the one
+// relayctl sent is no word.
 func (w *window) await() (windowMsg, bool) {
 	timer := time.NewTimer(w.prog.await)
 	defer timer.Stop()
-	select {
-	case m, ok := <-w.words:
-		if !ok {
-			return m, false
+	for {
+		select {
+		case m, ok := <-w.words:
+			if !ok {
+				return m, false
+			}
+			if why := w.refusesKeep(); m.text == "keep" && why != "" {
+				w.send("R " + clean(why))
+				continue
+			}
+			return m, m.text == "keep" || strings.HasPrefix(m.text, "undo ")
+		case <-timer.C:
+			// The session still stands but relayctl said nothing: its run has
+			// gone quiet (a partition keeps a session that no one talks to). The
+			// window decides by itself, and ends the session, so the lock is
+			// free once the window is over.
+			w.send("X")
+			return windowMsg{}, false
 		}
-		if m.text == "keep" || strings.HasPrefix(m.text, "undo ") {
-			return m, true
-		}
-		return m, false
-	case <-timer.C:
-		// The session still stands but relayctl said nothing: its run has
-		// gone quiet (a partition keeps a session that no one talks to). The
-		// window decides by itself, and ends the session, so the lock is
-		// free once the window is over.
-		w.send("X")
-		return windowMsg{}, false
 	}
+}
+
+// refusesKeep is why the window takes no keep ("" when it does): it
+// stopped, or its own read-back did not hold.
+func (w *window) refusesKeep() string {
+	switch {
+	case w.stopAt != 0:
+		return "the window stopped: " + w.stopMsg
+	case w.readBack != nil && !w.readBack.Result.Held:
+		return "the window's own read-back does not hold: " + w.readBack.Result.Why
+	}
+	return ""
 }
 
 // end notes how the window ended in the journal and tells the session.
@@ -159,10 +188,18 @@ func (w *window) judgeAlone() {
 		w.undoAt(w.stopAt, "window: "+w.stopMsg)
 		return
 	}
+	if rb := w.readBack; rb != nil { // it read itself back already, by the plan's own checks
+		if rb.Result.Held {
+			w.end("kept by=host")
+		} else {
+			w.undoAt(len(w.prog.undoAt), "read-back: "+rb.Result.Why)
+		}
+		return
+	}
 	deadline := time.Now().Add(w.prog.judge)
 	held := ""
 	for {
-		fail, pid := w.readBack()
+		fail, pid := w.hostRead()
 		switch {
 		case fail == "" && (w.prog.stable == 0 || held == pid):
 			w.end("kept by=host")
@@ -210,10 +247,10 @@ func (w *window) undoAt(i int, why string) {
 	w.end("rolled-back by=host why=" + why)
 }
 
-// readBack reads the host as the program's observe request does, and
+// hostRead reads the host as the program's observe request does, and
 // checks the reading: what does not hold ("" when all does), and the
 // relay's pid read.
-func (w *window) readBack() (fail, pid string) {
+func (w *window) hostRead() (fail, pid string) {
 	var reading answer
 	s := w.session(w.prog.observe, func(a answer) error { reading = a; return nil })
 	r, err := readRequest(s.in)

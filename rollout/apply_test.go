@@ -155,9 +155,10 @@ func TestApplyFleetOutcomes(t *testing.T) {
 	}
 }
 
-// The window's steps run in the plan's order, each its primitives, and the
-// rollback undoes them last first, with the one extra restart after every
-// file is back.
+// The window's steps run in the plan's order, each its primitives; the
+// keep behind them is refused (the host's own read-back did not hold), and
+// the rollback undoes them last first, with the one extra restart after
+// every file is back.
 func TestApplyWindowAndRollbackOrder(t *testing.T) {
 	d, p, sims := fleet(t, 1, "")
 	sims[0].IgnoreRB = true
@@ -167,7 +168,7 @@ func TestApplyWindowAndRollbackOrder(t *testing.T) {
 	}
 	got := strings.Join(kinds(sims[0].Ops), " ")
 	want := "lock begin dir dir dir dir dir file-ok file-ok file-ok file-ok link-ok exec-ok keep place-release keep keep backup backup backup-link release-sum " +
-		"detach sysctl rename rename link restart " +
+		"detach sysctl rename rename link restart verdict " +
 		"verdict restore-link restore restore sysctl restart " +
 		"commit unlock"
 	if got != want {
@@ -485,12 +486,12 @@ func (h batchLog) Run(ctx context.Context, ops []rollout.Op, each func(int, roll
 	return h.Host.Run(ctx, ops, each)
 }
 
-// A full apply of a host that lacks the release is four round trips: lock
-// and observe; the stage with the release's bytes and the files' (no
-// offer first: observe saw the store without them); the window with its
-// first read-back; the keep with the receipt and the unlock
-// (docs/bench-apply.md, "Round trips").
-func TestFullApplyIsFourRoundTrips(t *testing.T) {
+// A full apply of a host that lacks the release is three round trips:
+// lock and observe; the stage with the release's bytes and the files' (no
+// offer first: observe saw the store without them); the window, with the
+// host's own read-back inside it and, since it held, the keep, the receipt
+// and the unlock behind it (docs/bench-apply.md, "Round trips").
+func TestFullApplyIsThreeRoundTrips(t *testing.T) {
 	d, p, _ := fleet(t, 1, "")
 	var batches []string
 	for name, h := range d {
@@ -498,15 +499,38 @@ func TestFullApplyIsFourRoundTrips(t *testing.T) {
 	}
 	rep := applyFake(t, context.Background(), d, p, 1)
 	h := rep.Hosts[0]
-	if h.Outcome != rollout.Applied || h.RoundTrips != 4 || len(batches) != 4 {
-		t.Fatalf("%s, %d round trips in the receipt; batches:\n%s\nwant applied in 4", h.Outcome, h.RoundTrips, strings.Join(batches, "\n"))
+	if h.Outcome != rollout.Applied || h.RoundTrips != 3 || len(batches) != 3 {
+		t.Fatalf("%s, %d round trips in the receipt; batches:\n%s\nwant applied in 3", h.Outcome, h.RoundTrips, strings.Join(batches, "\n"))
 	}
-	for i, want := range []string{"lock observe", "begin ", "detach ", "verdict "} {
+	for i, want := range []string{"lock observe", "begin ", "detach "} {
 		if !strings.HasPrefix(batches[i], want) {
 			t.Errorf("batch %d: %s; want it to begin %q", i+1, batches[i], want)
 		}
 	}
-	if !strings.Contains(batches[1], "keep place-release") || !strings.HasSuffix(batches[2], "restart observe") || !strings.HasSuffix(batches[3], "commit unlock") {
+	if !strings.Contains(batches[1], "keep place-release") || !strings.HasSuffix(batches[2], "restart read-back verdict commit unlock") {
 		t.Errorf("batches:\n%s\nwant the release in the stage, the read-back in the window, the receipt with the keep", strings.Join(batches, "\n"))
+	}
+}
+
+// relayctl checks the reading a host judged its own window on: where the
+// host held it (and kept it, filed its receipt and unlocked in the
+// window's batch) but relayctl's checks of the same reading do not, the
+// receipt is taken back (reopen) and the window rolled back, and the
+// receipt says why.
+func TestHostReadBackRelayctlDisagreesWith(t *testing.T) {
+	d, p, sims := fleet(t, 1, "")
+	sims[0].IgnoreRB = true    // the relay's socket never gets its rb
+	sims[0].HoldsAnyway = true // but the host's own read-back says it held
+	rep := applyFake(t, context.Background(), d, p, 1)
+	h := rep.Hosts[0]
+	if h.Outcome != rollout.RolledBack || !strings.Contains(h.Reason, "relayctl's check of the same reading does not") {
+		t.Fatalf("got %s: %s; want rolled back, relayctl's check named", h.Outcome, h.Reason)
+	}
+	got := strings.Join(kinds(sims[0].Ops), " ")
+	if !strings.Contains(got, "restart verdict commit unlock lock reopen detach ") || !strings.HasSuffix(got, "commit unlock") {
+		t.Errorf("primitives: %s; want the batch's keep and commit, then lock, reopen, a rollback and its commit", got)
+	}
+	if sims[0].Link != "/opt/relay/releases/1.7.0" || len(sims[0].Receipts) != 1 || !strings.Contains(sims[0].Receipts[0].Body, `"outcome": "rolled back"`) {
+		t.Errorf("link %s, receipts %d; want back on 1.7.0 with one receipt, rolled back", sims[0].Link, len(sims[0].Receipts))
 	}
 }

@@ -51,19 +51,17 @@ func newStepBatch(phase string, st []step, ops func(step) []Op, lead []Op) *step
 }
 
 // runSteps runs a phase's batch, recording each step done under its title,
-// and the tail's answer to gotTail. It returns how many of the host's
-// steps had started (the index after the last one that began).
-func (hr *hostRun) runSteps(ctx context.Context, phase string, b *stepBatch, tail *Op, gotTail func(Result)) (started int, err error) {
+// and the tail's answers to gotTail (k: which of the tail). It returns how
+// many of the host's steps had started (the index after the last one that
+// began), and a failure of the tail as a *tailError.
+func (hr *hostRun) runSteps(ctx context.Context, phase string, b *stepBatch, tail []Op, gotTail func(k int, r Result) error) (started int, err error) {
 	if len(b.spans) == 0 {
 		if b.lead == 0 {
 			return 0, nil
 		}
 		tail = nil // nothing ran for a tail to follow
 	}
-	ops := b.ops
-	if tail != nil {
-		ops = append(ops, *tail)
-	}
+	ops := append(append([]Op(nil), b.ops...), tail...)
 	cur, next := 0, 0 // the span the next answer belongs to; the op answered next
 	begin := func() {
 		if cur < len(b.spans) {
@@ -75,26 +73,9 @@ func (hr *hostRun) runSteps(ctx context.Context, phase string, b *stepBatch, tai
 	err = hr.host.Run(ctx, ops, func(j int, r Result) error {
 		next = j + 1
 		if j >= len(b.ops) { // past the steps: the tail's answer
-			gotTail(r)
-			return nil
+			return gotTail(j-len(b.ops), r)
 		}
-		hr.res.BytesUploaded += int64(r.Sent)
-		if ops[j].Kind == "detach" {
-			hr.awaiting = true // the host runs the window, and then waits for this run's word
-		}
-		if ops[j].heard != nil {
-			ops[j].heard(r.Value)
-		}
-		if ops[j].upload {
-			hr.uploaded(ops[j], r)
-		}
-		if ops[j].clock {
-			fmt.Sscan(r.Value, &hr.stopped)
-		}
-		if err := ops[j].Check(r); err != nil {
-			if ops[j].specValue {
-				return &refusedValue{err}
-			}
+		if err := hr.answered(ops[j], r); err != nil {
 			return err
 		}
 		if cur < len(b.spans) && j == b.spans[cur].end-1 {
@@ -123,8 +104,44 @@ func (hr *hostRun) runSteps(ctx context.Context, phase string, b *stepBatch, tai
 		}
 		return started, fmt.Errorf("%s: %s: %w", phase, stepName(d), err)
 	}
-	return started, nil
+	// next is the op that failed: the first not answered.
+	return started, &tailError{at: min(next-len(b.ops), len(tail)-1), err: err}
 }
+
+// answered takes a step's op's answer: what it uploaded, the clock when
+// the relay stopped, what a listener hears, and the op's own check.
+func (hr *hostRun) answered(o Op, r Result) error {
+	hr.res.BytesUploaded += int64(r.Sent)
+	if o.Kind == "detach" {
+		hr.awaiting = true // the host runs the window, and then waits for this run's word
+	}
+	if o.heard != nil {
+		o.heard(r.Value)
+	}
+	if o.upload {
+		hr.uploaded(o, r)
+	}
+	if o.clock {
+		fmt.Sscan(r.Value, &hr.stopped)
+	}
+	if err := o.Check(r); err != nil {
+		if o.specValue {
+			return &refusedValue{err}
+		}
+		return err
+	}
+	return nil
+}
+
+// tailError is a failure of a batch's tail, after its steps: at, which op
+// of the tail.
+type tailError struct {
+	at  int
+	err error
+}
+
+func (e *tailError) Error() string { return e.err.Error() }
+func (e *tailError) Unwrap() error { return e.err }
 
 // stepName is a step's title up to its details: "place release", "set sysctl".
 func stepName(d plans.Step) string {

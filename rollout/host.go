@@ -27,9 +27,12 @@ type Host interface {
 	// or ErrUnsafeHost, and its answer names the owner of a dead run whose
 	// lock was free and is taken over ("" for none). "observe" answers Result.Facts.
 	// "unlock" ends the session and must end its ops. "detach" makes the
-	// rest of its call a window the host runs by itself (window.go): their
-	// answers come as any others'; "verdict" is the run's word to it, and
-	// a verdict undo's later ops are the window's rollback. A lost
+	// ops after it, up to a verdict keep or the end of its call, a window
+	// the host runs by itself (window.go): their answers come as any
+	// others'; "verdict" is the run's word to it, and a verdict undo's later
+	// ops are the window's rollback. After a window's ops its call may go
+	// on with the session's: a verdict keep, a prune, a commit and the
+	// unlock, which run only if the window held (its read-back did). A lost
 	// connection is an error for which IsConnLost is true.
 	Run(ctx context.Context, ops []Op, each func(i int, r Result) error) error
 	// Address is the host:port dialled; User the remote user; Identity
@@ -74,8 +77,11 @@ type Op struct {
 	// of whatever it decoded, as of Data.
 	Packed []Packed
 	Argv   []string // restart, stop, handoff: the command words
-	Query  *Query   // observe: what to read
+	Query  *Query   // observe, read-back: what to read
 	Window *Window  // detach: the window the later ops of its Run call make
+	// Judge is a read-back's: how the host judges its own readings
+	// (ReadBack.Judge, on the host).
+	Judge *ReadBack
 
 	// expect checks the answer (a sysctl's read-back); an error stops the
 	// run there. An Op with an expect ends its batch unless hostChecked
@@ -147,7 +153,10 @@ type Result struct {
 	// took none of the forms before it, one reason each.
 	Form    string
 	Refused []string
-	Facts   *plans.Facts        // observe's answer
+	Facts   *plans.Facts        // observe's answer; read-back's, the reading it ended on
+	// ReadBack is a read-back's verdict as the host gave it: whether its
+	// readings held (Held, Why); relayctl checks Facts itself.
+	ReadBack *ReadBackResult
 	Drops   *plans.DropCounters // sample's answer
 	At      time.Time           // when the answer came (relayctl's clock)
 }

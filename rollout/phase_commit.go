@@ -41,6 +41,12 @@ func (commitPhase) run(ctx context.Context, hr *hostRun) *ending {
 	if hr.rec != nil {
 		hr.res.Recovery = hr.rec.words(Applied)
 	}
+	if hr.filedInBatch { // the host kept, filed and unlocked in the window's batch
+		hr.res.Outcome, hr.res.Ended = Applied, stamp(hr.o.Now())
+		hr.res.Soak.settle(Applied)
+		hr.committed = end(Applied, StateAsPlanned, "")
+		return hr.committed
+	}
 	var lead []Op
 	if hr.awaiting {
 		lead = []Op{verdictOp(VerdictKeep)}
@@ -83,19 +89,9 @@ func (hr *hostRun) rolledBackNext() string {
 // changes nothing the host's state depends on, so a failure is a line in
 // the receipt, not a rollback: the next plan lists what is left.
 func (hr *hostRun) prune(ctx context.Context, lead []Op) ([]Op, *ending) {
-	rel := hr.h.Release
-	if len(rel.Prune)+len(rel.PruneStore) == 0 {
+	o, ok := hr.pruneOp()
+	if !ok {
 		return lead, nil
-	}
-	o := op("prune", hr.p.Paths.Releases, hr.p.Paths.Current, strconv.Itoa(len(rel.Prune)+len(rel.PruneStore)))
-	var names []string
-	for _, v := range rel.Prune {
-		o.Argv = append(o.Argv, "v:"+v)
-		names = append(names, v)
-	}
-	for _, sha := range rel.PruneStore {
-		o.Argv = append(o.Argv, "s:"+sha)
-		names = append(names, "store "+short12(sha))
 	}
 	err := hr.host.Run(ctx, append(lead, o), hr.keepHeard)
 	if e := hr.keepLost(err, "during commit"); e != nil {
@@ -106,8 +102,28 @@ func (hr *hostRun) prune(ctx context.Context, lead []Op) ([]Op, *ending) {
 		hr.pr.say(hr.h.Host, "could not remove every old release: %v", err)
 		return nil, nil
 	}
-	hr.res.Pruned = names
+	hr.res.Pruned = hr.pruned
 	return nil, nil
+}
+
+// pruneOp is the prune of the old releases and store entries the plan
+// lists (none: false), and hr.pruned their names for the receipt.
+func (hr *hostRun) pruneOp() (Op, bool) {
+	rel := hr.h.Release
+	if len(rel.Prune)+len(rel.PruneStore) == 0 {
+		return Op{}, false
+	}
+	o := op("prune", hr.p.Paths.Releases, hr.p.Paths.Current, strconv.Itoa(len(rel.Prune)+len(rel.PruneStore)))
+	hr.pruned = nil
+	for _, v := range rel.Prune {
+		o.Argv = append(o.Argv, "v:"+v)
+		hr.pruned = append(hr.pruned, v)
+	}
+	for _, sha := range rel.PruneStore {
+		o.Argv = append(o.Argv, "s:"+sha)
+		hr.pruned = append(hr.pruned, "store "+short12(sha))
+	}
+	return o, true
 }
 
 // keepHeard notes a window's keep answered: the window has ended, kept.
@@ -158,22 +174,16 @@ func (hr *hostRun) commit(ctx context.Context, out Outcome, lead []Op, done *end
 // refused, is the ending it returns (keepLost).
 func (hr *hostRun) file(ctx context.Context, kind string, lead []Op) *ending {
 	hr.filing = true
-	hr.res.Ended = stamp(hr.o.Now())
-	hr.res.RoundTrips = hr.trips + hr.host.RoundTrips() + 1 // with the filing's own
-	name := HostReceiptName(hr.p, hr.o.RunInfo.ID)
-	if kind == "commit" && hr.res.Outcome == Applied {
-		hr.res.Undo = hr.undoRecord(name) // the host keeps the window's backups beside this receipt
-	}
-	body, err := hostReceiptJSON(hr.p, hr.res, hr.o)
-	if err != nil {
-		hr.pr.say(hr.h.Host, "receipt: %v", err)
+	o, ok := hr.receiptOp(kind, hr.res.Outcome)
+	if !ok {
 		return nil
 	}
-	o := op(kind, name, strings.ReplaceAll(string(hr.res.Outcome), " ", "-"), strconv.Itoa(HostReceiptsKept))
-	o.Data = body
+	if kind == "commit" && hr.res.Outcome == Applied {
+		hr.res.Undo = hr.undoRecord(o.Args[0])
+	}
 	// The unlock goes in the same batch; if the filing fails the host
 	// skips it, and the run's end unlocks.
-	err = hr.host.Run(ctx, append(lead, o, unlockOp()), hr.keepHeard)
+	err := hr.host.Run(ctx, append(lead, o, unlockOp()), hr.keepHeard)
 	if e := hr.keepLost(err, "during commit"); e != nil {
 		return e
 	}
@@ -183,6 +193,30 @@ func (hr *hostRun) file(ctx context.Context, kind string, lead []Op) *ending {
 	}
 	hr.locked = false
 	return nil
+}
+
+// receiptOp files the host's receipt of this run, as it ends with out
+// (kind commit or record; false when it cannot be made, which is said).
+func (hr *hostRun) receiptOp(kind string, out Outcome) (Op, bool) {
+	hr.res.Ended = stamp(hr.o.Now())
+	hr.res.RoundTrips = hr.trips + hr.host.RoundTrips() + 1 // with the filing's own
+	name := HostReceiptName(hr.p, hr.o.RunInfo.ID)
+	res := *hr.res
+	res.Outcome, res.Undo = out, nil
+	if out == Applied {
+		res.State = StateAsPlanned
+	}
+	if kind == "commit" && out == Applied {
+		res.Undo = hr.undoRecord(name) // the host keeps the window's backups beside this receipt
+	}
+	body, err := hostReceiptJSON(hr.p, &res, hr.o)
+	if err != nil {
+		hr.pr.say(hr.h.Host, "receipt: %v", err)
+		return Op{}, false
+	}
+	o := op(kind, name, strings.ReplaceAll(string(out), " ", "-"), strconv.Itoa(HostReceiptsKept))
+	o.Data = body
+	return o, true
 }
 
 // stamp is a time as receipts give it: UTC, RFC 3339 to the millisecond.

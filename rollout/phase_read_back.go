@@ -2,10 +2,8 @@ package rollout
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/relayctl/relayctl/plans"
 )
@@ -23,7 +21,13 @@ func (readBackPhase) run(ctx context.Context, hr *hostRun) *ending {
 	if hr.rec != nil && hr.rec.switched {
 		before = nil // the switch was a dead run's: its before is unknown
 	}
-	after, err := hr.verify(context.WithoutCancel(ctx), before, hr.first)
+	var after *plans.Facts
+	var err error
+	if hr.hostRB != nil {
+		after, err = hr.confirm(before)
+	} else {
+		after, err = hr.verify(context.WithoutCancel(ctx), before, hr.first)
+	}
 	if after != nil && hr.stopped > 0 && after.ClockNanos > hr.stopped {
 		hr.res.WindowMillis = (after.ClockNanos - hr.stopped) / 1e6
 	}
@@ -34,54 +38,52 @@ func (readBackPhase) run(ctx context.Context, hr *hostRun) *ending {
 }
 
 // verify reads the host back until it matches the plan, and has for
-// StableFor with the same relay process, or time runs out. It returns the
-// first reading that matched: the window ends there.
+// StableFor with the same relay process, or time runs out (ReadBack, the
+// judge the host agent runs too). It returns the first reading that
+// matched: the window ends there.
 func (hr *hostRun) verify(ctx context.Context, before, reading *plans.Facts) (*plans.Facts, error) {
-	deadline := time.Now().Add(hr.o.VerifyTimeout) // a real clock: Now may be a test's fixed one
-	d := plans.Step{Phase: plans.PhaseVerify, Kind: KindReadBack, Title: "read back"}
-	target := steps(hr.p, hr.h, stepInput{}, true)
-	var first *plans.Facts // the first matching reading of the process seen now
-	var since time.Time
-	for {
-		after := reading // a reading made already (in the window's batch)
-		reading = nil
-		if after == nil {
-			var err error
-			if after, err = hr.observe(ctx); err != nil {
-				return nil, err // a connection lost is resync's, else the read-back failed
-			}
-		}
-		checks := checksOf(target, &checkCtx{p: hr.p, h: hr.h, before: before, after: after})
-		// A unit systemd restarts on its own, or has given up on, will not
-		// come right by waiting: stop now, with its journal (rollback).
-		if why := unitFailing(hr.p, after); why != "" && !allOK(checks) {
-			hr.res.Verify = checks
-			hr.record(plans.PhaseVerify, d, "failed", why)
-			return after, errors.New("read-back: " + why)
-		}
-		switch {
-		case !allOK(checks):
-			first = nil
-		case first == nil || !sameProcess(first, after):
-			first, since = after, time.Now()
-		}
-		stable := first != nil && time.Since(since) >= hr.o.StableFor
-		if stable || time.Now().After(deadline) {
-			hr.res.Verify = checks
-			if bad := failed(checks); bad != "" {
-				hr.record(plans.PhaseVerify, d, "failed", bad)
-				return after, errors.New("read-back: " + bad)
-			}
-			if !stable {
-				why := fmt.Sprintf("the relay read back as planned but did not stay up for %s (pid %d)", hr.o.StableFor, after.Service.PID)
-				hr.record(plans.PhaseVerify, d, "failed", why)
-				return after, errors.New("read-back: " + why)
-			}
-			hr.record(plans.PhaseVerify, d, "done", "")
-			return first, nil
-		}
-		time.Sleep(200 * time.Millisecond)
+	rb := ReadBack{Plan: hr.p, Host: hr.h, Before: before, StableFor: hr.o.StableFor, Timeout: hr.o.VerifyTimeout}
+	res, err := rb.Judge(reading, func() (*plans.Facts, error) { return hr.observe(ctx) })
+	if err != nil {
+		return nil, err // a connection lost is resync's, else the read-back failed
 	}
+	hr.judged(res)
+	return res.After, res.Err()
+}
+
+// confirm is relayctl's own check of the reading a host judged its window
+// on (in the window's batch): its verdict stands only if relayctl's checks
+// of that reading agree; where they do not, the window is rolled back (a
+// host that kept it, and filed its receipt, has it reopened first).
+func (hr *hostRun) confirm(before *plans.Facts) (*plans.Facts, error) {
+	host := *hr.hostRB
+	res := ReadBackResult{After: hr.first, Held: host.Held, Why: host.Why}
+	if hr.first != nil {
+		res.Checks = hr.readBack(before).Checks(hr.first)
+	}
+	switch ok := hr.first != nil && allOK(res.Checks); {
+	case host.Held && !ok:
+		res.Held = false
+		res.Why = "the host held its window by its own read-back, but relayctl's check of the same reading does not: " + failed(res.Checks)
+		if hr.first == nil {
+			res.Why = "the host held its window by its own read-back, but sent no reading relayctl could check"
+		}
+	case !host.Held && host.Why == "":
+		res.Why = "the host's read-back did not hold"
+	}
+	hr.judged(res)
+	return res.After, res.Err()
+}
+
+// judged records a read-back's verdict: its checks, and its step.
+func (hr *hostRun) judged(res ReadBackResult) {
+	d := plans.Step{Phase: plans.PhaseVerify, Kind: KindReadBack, Title: "read back"}
+	hr.res.Verify = res.Checks
+	if res.Held {
+		hr.record(plans.PhaseVerify, d, "done", "")
+		return
+	}
+	hr.record(plans.PhaseVerify, d, "failed", res.Why)
 }
 
 // sameProcess reports whether two readings show the same relay process.

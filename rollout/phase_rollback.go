@@ -29,6 +29,11 @@ func (rollbackPhase) run(ctx context.Context, hr *hostRun) *ending {
 	if hr.rec != nil && hr.rec.rolledBack {
 		return hr.readBackRolledBack(ctx)
 	}
+	if hr.filedInBatch {
+		if err := hr.reopen(ctx); err != nil {
+			return end(Failed, "as planned by the host's own read-back, which relayctl's does not confirm", "window: "+hr.failure.Error()+"; reopen: "+err.Error())
+		}
+	}
 	hr.undoing = true
 	hr.unitLog(ctx, hr.stopped)
 	if tail := lastLines(hr.res.UnitLog, 4); tail != "" {
@@ -234,4 +239,26 @@ func lastLines(log string, n int) string {
 		out = out[len(out)-n:]
 	}
 	return plans.Visible(strings.Join(out, " | "))
+}
+
+// reopen takes back the receipt a host filed in its window's batch, whose
+// read-back relayctl's own check does not confirm, so the window can be
+// rolled back: a new session takes the lock (the batch's unlock ended the
+// last one; the window may still be ending), and the run's journal and the
+// window's backups are the run's again.
+func (hr *hostRun) reopen(ctx context.Context) error {
+	name := HostReceiptName(hr.p, hr.o.RunInfo.ID)
+	lock := lockOp(hr.o.Owner, hr.o.VerifyTimeout+time.Minute)
+	err := hr.host.Run(ctx, []Op{lock, op("reopen", name)}, func(i int, r Result) error {
+		if i == 0 {
+			hr.locked = true
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	hr.filedInBatch, hr.awaiting, hr.committed = false, false, nil
+	hr.pr.say(hr.h.Host, "the receipt the host filed on its own read-back is taken back; rolling the window back")
+	return nil
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/relayctl/relayctl/plans"
@@ -35,20 +36,19 @@ func (windowPhase) run(ctx context.Context, hr *hostRun) *ending {
 	if len(b.spans) == 0 && hr.rec != nil {
 		return nil // nothing is left of the recovered window: the read-back follows
 	}
-	tail := observeOp(hr.q)
+	tail := hr.windowTail()
 	b.ops[0] = detachOp(hr.windowProgram(b))
-	started, err := hr.runSteps(context.WithoutCancel(ctx), plans.PhaseWindow, b, &tail, func(r Result) {
-		if r.Facts != nil {
-			r.Facts.Host = hr.h.Host
-			hr.first = r.Facts
-		}
-	})
+	started, err := hr.runSteps(context.WithoutCancel(ctx), plans.PhaseWindow, b, tail, func(k int, r Result) error { return hr.tailAnswer(tail[k], r) })
 	hr.started = max(hr.started, started) // a recovered window began before this run
 	var done []step
 	for _, sp := range b.spans[:b.done] {
 		done = append(done, hr.st[sp.index])
 	}
 	hr.countSwitch(done)
+	var te *tailError
+	if errors.As(err, &te) && !isConnLost(err) {
+		err = hr.tailFailed(tail, te)
+	}
 	if err != nil {
 		hr.failure, hr.inWindow = err, true
 		hr.playerImpact(nil)

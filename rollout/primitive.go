@@ -78,7 +78,7 @@ var Primitives = []Primitive{
 	{Kind: "unit-log", Args: "UNIT SINCE_NS [INVOCATION]", Doc: "the unit's journal lines since then; with the invocation id of a run that failed, once the journal has that run's first entry (at most 2 s)"},
 	{Kind: "clock", Doc: "the host clock (ns)"},
 	{Kind: "clear", Doc: "archive an unfinished run's journal and stage folder"},
-	{Kind: "commit", Args: "NAME OUTCOME KEEP", Payload: DataPayload, Doc: "file the receipt (the data) as NAME.json and the journal beside it as NAME.journal, then keep the newest KEEP receipts; the run is over"},
+	{Kind: "commit", Args: "NAME OUTCOME KEEP [read-back]", Payload: DataPayload, Doc: "file the receipt (the data) as NAME.json and the journal beside it as NAME.journal, then keep the newest KEEP receipts; the run is over. With read-back (in the window's batch, behind its keep) the receipt is completed first with the window's own read-back: its checks and what it read (CompleteHostReceipt)"},
 	{Kind: "record", Args: "NAME OUTCOME KEEP", Payload: DataPayload,
 		Doc: "file the receipt (the data) of a run that ends without a commit (unchanged, refused under the lock) as NAME.json, the journal untouched (it is not this run's), then keep the newest KEEP receipts"},
 	{Kind: "receipts", Args: "N", Doc: "the newest N receipts filed, newest first (DATA: for each, NAME SIZE on a line, then its bytes); read-only, and the one request a session may begin with instead of lock, without taking it"},
@@ -86,6 +86,10 @@ var Primitives = []Primitive{
 		Doc: "the ops after it in its Run call are a window the host runs by itself, outside the session, holding the lock (Op.Window: its read-back, checks and rollbacks, sent as its data): their answers follow; then it waits for a verdict, or, the session gone, ends the window by itself"},
 	{Kind: "verdict", Args: "keep|undo", Payload: DataPayload,
 		Doc: "the run's word to the window waiting for it: keep (it ends, kept), or undo (the ops after it, the rollback, are the window's, sent as its data); fails, saying how, when the window ended by itself first"},
+	{Kind: "read-back", Args: "BOUNDARY", Payload: DataPayload,
+		Doc: "a window's last op: the host reads itself back (observe, the data's query, framed with BOUNDARY) until it holds as the plan says, stably, or the time runs out, by ReadBack.Judge, the function relayctl's read-back runs (the data: the ReadBack and the query): DATA, the verdict and the reading it ends on, as frames relayctl reads itself; the window then takes a keep only if it held"},
+	{Kind: "reopen", Args: "NAME", Mutates: true,
+		Doc: "a run filed as NAME in its window's batch (the host's read-back held) that relayctl's own check of that reading does not hold: its receipt taken back, its journal the journal again and the window's backups the stage again, so the window can be rolled back"},
 	{Kind: "unlock", Doc: "release the host lock and end the session; the last of a session"},
 }
 
@@ -129,9 +133,12 @@ func (o Op) Validate() error {
 			return fmt.Errorf("%s: %w", o.Kind, err)
 		}
 	}
-	if o.Kind == "observe" {
+	if o.Kind == "observe" || o.Kind == "read-back" {
 		if o.Query == nil {
-			return fmt.Errorf("observe without a query")
+			return fmt.Errorf("%s without a query", o.Kind)
+		}
+		if o.Kind == "read-back" && (o.Judge == nil || o.Judge.Plan == nil || o.Judge.Host == nil) {
+			return fmt.Errorf("read-back without its plan")
 		}
 		return o.Query.Validate()
 	}
@@ -157,9 +164,12 @@ func (o Op) Validate() error {
 
 // ValidateRun checks the ops of one Run call, as a backend must before it
 // sends any: each Op (Validate), and a detach's, or a verdict undo's, ops
-// (the rest of the call) as a window the host runs by itself.
+// (Enclosed) as a window the host runs by itself. After a detach's window
+// the call may go on with the session's own: a verdict keep and what a
+// run that holds does next (prune, commit, unlock), in the same batch.
 func ValidateRun(ops []Op) error {
-	for i, o := range ops {
+	for i := 0; i < len(ops); i++ {
+		o := ops[i]
 		if err := o.Validate(); err != nil {
 			return err
 		}
@@ -168,12 +178,30 @@ func ValidateRun(ops []Op) error {
 		}
 		switch {
 		case o.Kind == "detach":
-			return o.Window.Validate(ops[i+1:])
+			j := Enclosed(ops, i)
+			if err := o.Window.Validate(ops[i+1 : j]); err != nil {
+				return err
+			}
+			if j < len(ops) && ops[j].Args[0] != VerdictKeep {
+				return fmt.Errorf("run on host: only a keep may follow a window in its call")
+			}
+			i = j - 1
 		case o.Kind == "verdict" && o.Args[0] == VerdictUndo:
 			return windowOps(ops[i+1:])
 		}
 	}
 	return nil
+}
+
+// Enclosed is where the ops the op at i encloses (Encloses) end: at the
+// next verdict of the call, which is the session's, or at its end.
+func Enclosed(ops []Op, i int) int {
+	for j := i + 1; j < len(ops); j++ {
+		if ops[j].Kind == "verdict" {
+			return j
+		}
+	}
+	return len(ops)
 }
 
 // Encloses says the ops after this one in its Run call run inside the

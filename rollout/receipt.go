@@ -79,13 +79,19 @@ func readingsOf(keys []string, r *HostResult) HostReadings {
 		c := CountersOf(f)
 		hr.DropsBefore = &c
 	}
-	if f := r.After; f != nil {
-		hr.SysctlsAfter = sysctlValues(f, keys)
-		hr.ReleaseAfter, hr.PIDAfter, hr.RBAfter = f.Release.Current, f.Service.PID, f.Socket.Rcvbuf
-		c := CountersOf(f)
-		hr.DropsAfter = &c
-	}
+	afterReadings(&hr, r.After, keys)
 	return hr
+}
+
+// afterReadings summarises the host as read after its apply (nil: not read).
+func afterReadings(hr *HostReadings, f *plans.Facts, keys []string) {
+	if f == nil {
+		return
+	}
+	hr.SysctlsAfter = sysctlValues(f, keys)
+	hr.ReleaseAfter, hr.PIDAfter, hr.RBAfter = f.Release.Current, f.Service.PID, f.Socket.Rcvbuf
+	c := CountersOf(f)
+	hr.DropsAfter = &c
 }
 
 func sysctlValues(f *plans.Facts, keys []string) map[string]string {

@@ -133,7 +133,7 @@ func windowOps(ops []Op) error {
 		switch {
 		case o.Offer || o.EndsBatch():
 			return fmt.Errorf("detach: %s needs relayctl between it and the next op", o.Kind)
-		case o.Kind == "lock" || o.Kind == "unlock" || o.Kind == "detach" || o.Kind == "verdict" || o.Kind == "begin" || o.Kind == "commit" || o.Kind == "clear":
+		case o.Kind == "lock" || o.Kind == "unlock" || o.Kind == "detach" || o.Kind == "verdict" || o.Kind == "begin" || o.Kind == "commit" || o.Kind == "clear" || o.Kind == "reopen":
 			return fmt.Errorf("detach: %s is the session's, not a window's", o.Kind)
 		}
 	}

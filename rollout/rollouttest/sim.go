@@ -68,6 +68,10 @@ type Sim struct {
 	FailOp         string        // a primitive kind that fails with the host's message FailMsg
 	FailMsg        string        // what the host says when FailOp fails
 	IgnoreRB       bool          // the restarted relay keeps the default buffer
+	// HoldsAnyway: the host's own read-back (a window's read-back op)
+	// says it held whatever it read, as a host agent that disagrees with
+	// relayctl's checks would.
+	HoldsAnyway bool
 	DropIn         string        // a primitive kind at which the connection is lost, before it is done (in a window the host does it still)
 	CrashAfter     string        // a primitive kind after which the connection is lost (it was done)
 	WindowDies     bool          // a window's process dies with the connection (as after a reboot): its journal is left unfinished
@@ -109,6 +113,11 @@ type Sim struct {
 	lost       bool       // the session's connection is lost: nothing but a new lock
 	win        *simWindow // a window waiting for the run's word
 	ended      string     // how the last window ended
+	// readBack is the last window's own read-back (its read-back op), which
+	// a commit with read-back completes the receipt with; filed are the
+	// journals filed with receipts, by name, for a reopen.
+	readBack *rollout.HostReadBack
+	filed    map[string]string
 	trips      int
 	needs      int // the Run's keeps that answered NEED: a round trip each
 
@@ -385,15 +394,21 @@ func (s *Sim) Run(ctx context.Context, ops []rollout.Op, each func(int, rollout.
 	if err := rollout.ValidateRun(ops); err != nil {
 		return err
 	}
-	for i, o := range ops {
+	for i := 0; i < len(ops); i++ {
+		o := ops[i]
 		sent += requestBytes(o)
 		restarts = restarts || o.Kind == "restart" || o.Kind == "handoff"
 		if o.Encloses() {
-			for _, w := range ops[i+1:] {
+			j := rollout.Enclosed(ops, i)
+			for _, w := range ops[i+1 : j] {
 				sent += requestBytes(w)
 				restarts = restarts || w.Kind == "restart" || w.Kind == "handoff"
 			}
-			return s.enclose(i, ops, each)
+			if err := s.enclose(i, ops[:j], each); err != nil {
+				return err
+			}
+			i = j - 1
+			continue
 		}
 		var r rollout.Result
 		var err error
@@ -460,6 +475,9 @@ func (s *Sim) one(o rollout.Op, window bool) (rollout.Result, error) {
 	}
 	if o.Kind == "sample" {
 		return s.sample(o)
+	}
+	if o.Kind == "read-back" {
+		return s.readBackOp(o, window)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -554,9 +572,18 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 	case "step":
 		s.jlog(o.Args[0])
 	case "commit":
+		if err := s.completeReceipt(&o); err != nil {
+			return rollout.Result{}, err
+		}
 		s.keep(o)
+		if s.filed == nil {
+			s.filed = map[string]string{}
+		}
+		s.filed[o.Args[0]] = s.Journal
 		s.Journal, s.Backups = "", map[string]*string{} // filed with the receipt
 		s.fileReceipt(o)
+	case "reopen":
+		return rollout.Result{}, s.reopen(o.Args[0])
 	case "detach", "verdict":
 		return rollout.Result{}, fmt.Errorf("%s alone: its window's ops come after it", o.Kind)
 	case "record":
@@ -856,4 +883,65 @@ func (s *Sim) restart() {
 	if s.IgnoreRB {
 		s.RB = uint64(def)
 	}
+}
+
+// readBackOp is a window's own read-back: the Sim read by ReadBack.Judge,
+// the function the host agent runs, as the read-back op's query says.
+func (s *Sim) readBackOp(o rollout.Op, window bool) (rollout.Result, error) {
+	if !window {
+		return rollout.Result{}, &rollout.OpError{Op: o, Msg: "read-back is a window's"}
+	}
+	res, err := o.Judge.Judge(nil, func() (*plans.Facts, error) { return s.Facts(), nil })
+	if err != nil {
+		return rollout.Result{}, &rollout.OpError{Op: o, Msg: err.Error()}
+	}
+	s.mu.Lock()
+	if s.HoldsAnyway {
+		res.Held, res.Why = true, ""
+	}
+	s.readBack = &rollout.HostReadBack{Result: res, Keys: o.Judge.Plan.ReadKeys()}
+	if s.win != nil {
+		s.win.readBack = &res
+	}
+	s.mu.Unlock()
+	return rollout.Result{Facts: res.After, ReadBack: &rollout.ReadBackResult{Held: res.Held, Why: res.Why}}, nil
+}
+
+// completeReceipt completes a commit's receipt with the window's own
+// read-back, when the commit asks (its fourth word), as the agent does.
+func (s *Sim) completeReceipt(o *rollout.Op) error {
+	if len(o.Args) < 4 || o.Args[3] != "read-back" {
+		return nil
+	}
+	if s.readBack == nil {
+		return errors.New("no read-back of the window to complete the receipt with")
+	}
+	b, err := rollout.CompleteHostReceipt(o.Data, *s.readBack)
+	if err != nil {
+		return err
+	}
+	o.Data = b
+	return nil
+}
+
+// reopen takes back the receipt name filed in its window's batch: its
+// journal and backups the run's again, as the agent does.
+func (s *Sim) reopen(name string) error {
+	j, ok := s.filed[name]
+	if !ok {
+		return fmt.Errorf("no receipt %s to reopen", name)
+	}
+	for i, r := range s.Receipts {
+		if r.Name == name+".json" {
+			s.Receipts = append(s.Receipts[:i], s.Receipts[i+1:]...)
+			break
+		}
+	}
+	s.Journal, s.Backups = j, s.Kept[name]
+	if s.Backups == nil {
+		s.Backups = map[string]*string{}
+	}
+	delete(s.Kept, name)
+	delete(s.filed, name)
+	return nil
 }

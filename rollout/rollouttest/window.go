@@ -18,9 +18,10 @@ import (
 
 // simWindow is a window in flight on the Sim.
 type simWindow struct {
-	w    *rollout.Window
-	stop int    // the op of the window that failed (0-based), -1 for none
-	msg  string // what it said
+	w        *rollout.Window
+	stop     int                     // the op of the window that failed (0-based), -1 for none
+	msg      string                  // what it said
+	readBack *rollout.ReadBackResult // its own read-back's verdict, when it had one
 }
 
 // enclose runs a detach's or a verdict's ops (ops[i] and the rest), with
@@ -94,8 +95,25 @@ func (s *Sim) verdictKeep(o rollout.Op) (rollout.Result, error) {
 	case !waiting:
 		return rollout.Result{}, &rollout.OpError{Op: o, Msg: "the window on the host ended by itself: " + end}
 	}
+	if why := s.refusesKeep(); why != "" {
+		return rollout.Result{}, &rollout.OpError{Op: o, Msg: why}
+	}
 	s.endWindow("kept by=controller")
 	return rollout.Result{Value: "kept by=controller"}, nil
+}
+
+// refusesKeep is why the window waiting takes no keep ("" when it does):
+// it stopped, or its own read-back did not hold. It goes on waiting.
+func (s *Sim) refusesKeep() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch w := s.win; {
+	case w.stop >= 0:
+		return "the window stopped: " + w.msg
+	case w.readBack != nil && !w.readBack.Held:
+		return "the window's own read-back does not hold: " + w.readBack.Why
+	}
+	return ""
 }
 
 // windowOps runs ops[from:] as the host's window does: each until the
@@ -172,6 +190,12 @@ func (s *Sim) judge(w *simWindow) {
 	why, at := "", len(w.w.UndoAt)-1
 	if w.stop >= 0 {
 		why, at = "window: "+w.msg, w.stop
+	} else if w.readBack != nil {
+		if w.readBack.Held {
+			s.endWindow("kept by=host")
+			return
+		}
+		why = "read-back: " + w.readBack.Why
 	} else if why = s.hostChecks(w.w.Checks); why == "" {
 		s.endWindow("kept by=host")
 		return

@@ -43,6 +43,9 @@ func payloads(batch []rollout.Op, calls map[int]framed, withData bool, keeps map
 		p := payload{args: o.Args, argv: o.Argv, data: o.Data}
 		if c := calls[i]; c != nil {
 			p.args, p.argv = c.words()
+			if d, ok := c.(carriesData); ok {
+				p.data = d.data()
+			}
 		}
 		if o.Offer {
 			st := keeps[base+i]

@@ -9,6 +9,9 @@ import (
 	"github.com/relayctl/relayctl/rollout/hostfacts"
 )
 
+// carriesData is a framed call that sends data of its own (read-back's).
+type carriesData interface{ data() []byte }
+
 // framed is a primitive whose answer is framed output, as observe
 // prints it: it goes to the host with a fresh frame boundary in place of
 // its own words, and its answer is parsed here rather than passed on.

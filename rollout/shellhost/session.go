@@ -207,6 +207,8 @@ func (h *Host) framedCalls(batch []rollout.Op) (map[int]framed, error) {
 		switch o.Kind {
 		case "observe":
 			c, err = newObserveCall(*o.Query, h.name, h.conn.Address(), h.conn.User())
+		case "read-back":
+			c, err = newReadBackCall(o, h.name, h.conn.Address(), h.conn.User())
 		case "sample":
 			c, err = newSampleCall(o)
 		default:
@@ -373,11 +375,12 @@ func readData(r *bufio.Reader, size string) (string, error) {
 // what each sends (payloads: a keep's offer, or its bytes in a form).
 // Data is written from its own slice, never copied: every host shares
 // the one copy of a release, and of each of its forms, in memory. An
-// enclosing request (a window's) holds the rest of the batch in its data:
-// nothing after it is written on its own.
+// enclosing request (a window's) holds the ops it encloses in its data
+// (rollout.Enclosed); the session's own that follow are written after.
 func writeBatch(w io.Writer, batch []rollout.Op, pl []payload, encl map[int]enclosing, sync bool) error {
 	var b bytes.Buffer
-	for i, o := range batch {
+	for i := 0; i < len(batch); i++ {
+		o := batch[i]
 		args, data, argv := pl[i].args, pl[i].data, pl[i].argv
 		e, encloses := encl[i]
 		if encloses {
@@ -410,7 +413,7 @@ func writeBatch(w io.Writer, batch []rollout.Op, pl []payload, encl map[int]encl
 			b.WriteByte('\n')
 		}
 		if encloses {
-			break
+			i = rollout.Enclosed(batch, i) - 1 // written in its data; the session's own follow
 		}
 	}
 	if sync {

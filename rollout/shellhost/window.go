@@ -29,7 +29,7 @@ func (h *Host) enclosings(batch []rollout.Op, calls map[int]framed) (map[int]enc
 		if !o.Encloses() {
 			continue
 		}
-		sub := batch[i+1:]
+		sub := batch[i+1 : rollout.Enclosed(batch, i)]
 		reqs, err := requests(sub, shifted(calls, i+1))
 		if err != nil {
 			return nil, err
