@@ -153,12 +153,12 @@ type Result struct {
 	// took none of the forms before it, one reason each.
 	Form    string
 	Refused []string
-	Facts   *plans.Facts        // observe's answer; read-back's, the reading it ended on
+	Facts   *plans.Facts // observe's answer; read-back's, the reading it ended on
 	// ReadBack is a read-back's verdict as the host gave it: whether its
 	// readings held (Held, Why); relayctl checks Facts itself.
 	ReadBack *ReadBackResult
-	Drops   *plans.DropCounters // sample's answer
-	At      time.Time           // when the answer came (relayctl's clock)
+	Drops    *plans.DropCounters // sample's answer
+	At       time.Time           // when the answer came (relayctl's clock)
 }
 
 // OpError is an Op the host refused or failed, with the host's own words.

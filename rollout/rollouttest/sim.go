@@ -64,14 +64,14 @@ type Sim struct {
 	SocketFrom    string
 
 	// Faults.
-	LockBusy       bool
-	FailOp         string        // a primitive kind that fails with the host's message FailMsg
-	FailMsg        string        // what the host says when FailOp fails
-	IgnoreRB       bool          // the restarted relay keeps the default buffer
+	LockBusy bool
+	FailOp   string // a primitive kind that fails with the host's message FailMsg
+	FailMsg  string // what the host says when FailOp fails
+	IgnoreRB bool   // the restarted relay keeps the default buffer
 	// HoldsAnyway: the host's own read-back (a window's read-back op)
 	// says it held whatever it read, as a host agent that disagrees with
 	// relayctl's checks would.
-	HoldsAnyway bool
+	HoldsAnyway    bool
 	DropIn         string        // a primitive kind at which the connection is lost, before it is done (in a window the host does it still)
 	CrashAfter     string        // a primitive kind after which the connection is lost (it was done)
 	WindowDies     bool          // a window's process dies with the connection (as after a reboot): its journal is left unfinished
@@ -118,8 +118,8 @@ type Sim struct {
 	// journals filed with receipts, by name, for a reopen.
 	readBack *rollout.HostReadBack
 	filed    map[string]string
-	trips      int
-	needs      int // the Run's keeps that answered NEED: a round trip each
+	trips    int
+	needs    int // the Run's keeps that answered NEED: a round trip each
 
 	// For the fleet simulator (net.go): Net makes each round trip take
 	// time; Lean keeps no list of the primitives and large files by their
