@@ -230,6 +230,12 @@ func (s *session) do(r *request) answer {
 	if !was && s.skipping && s.stopAt == 0 {
 		s.stopAt, s.stopMsg = s.served, clean(a.text)
 	}
+	// An unlock ends its batch, with no sync after it (one that runs ends
+	// the session): one skipped after a failure ends the batch as a sync
+	// would, so the next batch (a rollback's) runs.
+	if r.kind == "unlock" && a.word == "SKIP" {
+		s.skipping = false
+	}
 	return a
 }
 

@@ -73,6 +73,20 @@ func TestLockAndUnlock(t *testing.T) {
 	}
 }
 
+// An unlock skipped after a failure ends its batch as a sync would: the
+// next batch (relayctl's rollback, after a window that failed) runs. It
+// was answered SKIP whole, the rollback's verdict first.
+func TestSkippedUnlockEndsItsBatch(t *testing.T) {
+	state := stateDir(t)
+	out := runSession(t, state, "lock\tme\n"+
+		req("verdict", 0, nil, nil, "keep")+req("unlock", 0, nil, nil)+
+		req("verdict", 0, nil, nil, "keep")+"sync\t0\t0\t0\n")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 5 || !strings.HasPrefix(lines[1], "ERR ") || lines[2] != "SKIP" || !strings.HasPrefix(lines[3], "ERR ") || lines[4] != "OK" {
+		t.Fatalf("got %q; want the first batch's ERR and a skipped unlock, then the next batch's verdict run (ERR: no window) and its sync", lines)
+	}
+}
+
 func TestUnsafeStateFolder(t *testing.T) {
 	state := stateDir(t)
 	parent := filepath.Dir(state)
