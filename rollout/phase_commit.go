@@ -152,9 +152,11 @@ func (hr *hostRun) keepLost(err error, where string) *ending {
 // commit files the receipt and the journal on the host, behind lead (the
 // window's keep), and unlocks. done is the host's ending once it is filed:
 // what a run that lost its connection meanwhile finds (the journal gone
-// with the receipt).
+// with the receipt). The receipt filed says that ending: the host's copy
+// and the local one tell the same state (the run's loop sets it only once
+// the phase has returned, after the filing).
 func (hr *hostRun) commit(ctx context.Context, out Outcome, lead []Op, done *ending) *ending {
-	hr.res.Outcome = out
+	hr.res.Outcome, hr.res.State, hr.res.Reason, hr.res.Next = out, done.state, done.reason, done.next
 	hr.res.Soak.settle(out)
 	hr.committed = done
 	e := hr.file(ctx, "commit", lead)
