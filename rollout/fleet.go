@@ -68,13 +68,13 @@ func runFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) 
 // them, untouched.
 func newFleet(ctx context.Context, d HostDialer, p *plans.Plan, o ApplyOptions) (*fleet, error) {
 	f := &fleet{ctx: ctx, d: d, p: p, o: o, start: o.Now(), clock: time.Now(), keys: p.ReadKeys()}
-	f.rep = &Report{Plan: p.Name, Checksum: p.Checksum, Started: f.start.UTC().Format(time.RFC3339), Run: 1, Approval: o.Approval, RunInfo: o.RunInfo}
+	f.rep = &Report{Plan: p.Name, Checksum: p.Checksum, Release: p.ReleaseName(), Started: f.start.UTC().Format(time.RFC3339), Run: 1, Approval: o.Approval, RunInfo: o.RunInfo}
 	if o.Only != nil {
 		f.rep.Only = o.Only.String()
 	}
 	for i, h := range p.Hosts {
 		f.results = append(f.results, &HostResult{HostAccount: HostAccount{Host: h.Host, Address: h.Address, Labels: h.Labels, Outcome: NotStarted, State: StateAsWas,
-			ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}}})
+			ReleasePlanned: h.Release.Planned, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}}})
 		if o.Only.Matches(h.Labels) {
 			f.sel = append(f.sel, i)
 		}

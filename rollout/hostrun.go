@@ -128,7 +128,7 @@ type hostRun struct {
 }
 
 func applyHost(ctx context.Context, d HostDialer, p *plans.Plan, h *plans.HostPlan, o ApplyOptions, pr *progress, yield func() func()) *HostResult {
-	res := &HostResult{HostAccount: HostAccount{Host: h.Host, Address: h.Address, Labels: h.Labels, State: StateAsWas, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}},
+	res := &HostResult{HostAccount: HostAccount{Host: h.Host, Address: h.Address, Labels: h.Labels, State: StateAsWas, ReleasePlanned: h.Release.Planned, ExpectedRB: h.Readback.Expected, Steps: []StepRecord{}},
 		started: o.Now(), clock: time.Now()}
 	res.Started = stamp(res.started)
 	host, err := d.DialHost(ctx, h.Host)

@@ -156,11 +156,15 @@ type HostAccount struct {
 	Started string            `json:"started,omitempty"`
 	Ended   string            `json:"ended,omitempty"`
 	Labels  map[string]string `json:"labels,omitempty"` // from the inventory (the plan's)
-	Outcome Outcome           `json:"outcome"`
-	State   string            `json:"state"` // as it was, as planned, or what exactly
-	Reason  string            `json:"reason,omitempty"`
-	Drift   []plans.Drift     `json:"drift,omitempty"`
-	Journal string            `json:"journal,omitempty"` // an unfinished run's journal, when that refused us
+	// ReleasePlanned is the release the plan puts the host on (its host
+	// plan's: a rollback plan's from the host's record), absent for a
+	// plan that ships none or a host it holds as unreachable.
+	ReleasePlanned string        `json:"release_planned,omitempty"`
+	Outcome        Outcome       `json:"outcome"`
+	State          string        `json:"state"` // as it was, as planned, or what exactly
+	Reason         string        `json:"reason,omitempty"`
+	Drift          []plans.Drift `json:"drift,omitempty"`
+	Journal        string        `json:"journal,omitempty"` // an unfinished run's journal, when that refused us
 	// DeadRun is the owner of a dead run whose lock this run found free
 	// and took; Recovery what became of its unfinished window.
 	DeadRun  string `json:"dead_run,omitempty"`
@@ -234,6 +238,7 @@ type Phase struct {
 type Report struct {
 	Plan     string        `json:"plan"`
 	Checksum string        `json:"checksum"`
+	Release  string        `json:"release,omitempty"` // plans.Plan.ReleaseName
 	Started  string        `json:"started"`
 	Millis   int64         `json:"ms"`
 	Hosts    []*HostResult `json:"hosts"`

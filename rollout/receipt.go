@@ -125,6 +125,9 @@ type FleetReceipt struct {
 	FormatVersion int    `json:"format_version"`
 	Plan          string `json:"plan"`
 	Checksum      string `json:"plan_checksum"`
+	// Release is the release the plan leaves its hosts on
+	// (plans.Plan.ReleaseName): absent for a plan that ships none.
+	Release string `json:"release,omitempty"`
 	RunInfo
 	Started  string        `json:"started"`
 	Ended    string        `json:"ended,omitempty"`
@@ -175,7 +178,7 @@ func ReceiptJSON(p *plans.Plan, rep *Report) ([]byte, error) {
 // FleetReceipt, without ever holding it (a receipt of 10,000 hosts is
 // some 70 MB).
 func WriteReceiptJSON(w io.Writer, p *plans.Plan, rep *Report) error {
-	fr := FleetReceipt{FormatVersion: ReceiptFormatVersion, Plan: rep.Plan, Checksum: rep.Checksum, RunInfo: rep.RunInfo, Started: rep.Started, Ended: rep.Ended, Millis: rep.Millis,
+	fr := FleetReceipt{FormatVersion: ReceiptFormatVersion, Plan: rep.Plan, Checksum: rep.Checksum, Release: rep.Release, RunInfo: rep.RunInfo, Started: rep.Started, Ended: rep.Ended, Millis: rep.Millis,
 		Run: rep.Run, Only: rep.Only, Outside: rep.Outside, Waves: rep.Waves, Stopped: rep.Stopped, Approval: rep.Approval}
 	return plans.StreamJSON(w, fr, len(rep.Hosts), func(i int) any { return Receipt(p, rep.Hosts[i]) }, "receipt")
 }

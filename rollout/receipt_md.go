@@ -88,6 +88,7 @@ func cell(s string) string { return plans.MDCell(plans.MDText(s)) }
 func (m *receiptMD) header(rep *Report) {
 	m.w("# relayctl receipt: %s\n\n", md(rep.Plan))
 	m.w("- Plan checksum %s\n", code(rep.Checksum))
+	m.w("- Release %s\n", md(releaseWords(m.p, rep.Release)))
 	if ri := rep.RunInfo; ri.ID != "" {
 		m.w("- Run %s (%s)%s%s\n", code(ri.ID), md(ri.Kind), operatorMD(ri.Operator), buildMD(ri.Relayctl))
 	}
@@ -112,6 +113,19 @@ func (m *receiptMD) header(rep *Report) {
 			x.Failures, x.MaxFailures, x.Unreachable, x.MaxUnreachable, x.NotStarted, x.EndMillis-x.StartMillis)
 	}
 	m.w("\n")
+}
+
+// releaseWords is the release line of a receipt's header.
+func releaseWords(p *plans.Plan, release string) string {
+	switch {
+	case release == "" && p.Relay.Kind == plans.ReleaseKindNone:
+		return "none: the service as each host has it"
+	case release == "":
+		return "none planned (no host of the plan could be read)"
+	case p.Rollback != nil:
+		return release + ": a rollback plan, each host back to the release the window it undoes replaced"
+	}
+	return release
 }
 
 // host is one host's section.
@@ -158,7 +172,7 @@ func (m *receiptMD) window(r HostReceipt) {
 	if m.p.Relay.Kind == plans.ReleaseKindNone {
 		m.w("- Release: none (%s as the host has it); %s; restarts: %d\n", md(m.p.Relay.Program), pids, r.Restarts)
 	} else {
-		m.w("- Release (%s): %s before, %s after; relay %s; restarts: %d\n", md(m.p.Relay.Kind), md(releaseText(r.ReleaseBefore, true)), md(releaseText(r.ReleaseAfter, read)), pids, r.Restarts)
+		m.w("- Release (%s): planned %s; %s before, %s after; relay %s; restarts: %d\n", md(m.p.Relay.Kind), md(orDash(r.ReleasePlanned)), md(releaseText(r.ReleaseBefore, true)), md(releaseText(r.ReleaseAfter, read)), pids, r.Restarts)
 	}
 	if len(r.Pruned) > 0 {
 		m.w("- Removed after the window: %s\n", md(strings.Join(r.Pruned, ", ")))

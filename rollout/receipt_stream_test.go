@@ -21,7 +21,7 @@ func TestReceiptStreamsTheSameBytes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fr := rollout.FleetReceipt{FormatVersion: rollout.ReceiptFormatVersion, Plan: rep.Plan, Checksum: rep.Checksum, RunInfo: rep.RunInfo, Started: rep.Started, Ended: rep.Ended, Millis: rep.Millis,
+		fr := rollout.FleetReceipt{FormatVersion: rollout.ReceiptFormatVersion, Plan: rep.Plan, Checksum: rep.Checksum, Release: rep.Release, RunInfo: rep.RunInfo, Started: rep.Started, Ended: rep.Ended, Millis: rep.Millis,
 			Run: rep.Run, Waves: rep.Waves, Stopped: rep.Stopped, Approval: rep.Approval, Hosts: []rollout.HostReceipt{}}
 		for _, h := range rep.Hosts {
 			fr.Hosts = append(fr.Hosts, rollout.Receipt(p, h))

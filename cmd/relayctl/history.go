@@ -25,8 +25,9 @@ func historyCommand(e *env) *cli.Command {
 		Usage:     "list the runs of a plan, a spec or a host, newest first: who ran them, with which relayctl and key, and how each host ended",
 		ArgsUsage: "[PLAN|SPEC]",
 		Description: `Lists runs (apply, resume, stage), newest first, each with its run id,
-kind, plan, start, how its hosts ended, the operator (user and machine), the
-relayctl version and commit, and the SSH keys the hosts accepted.
+kind, plan, the release it puts the hosts on, start, how its hosts ended,
+the operator (user and machine), the relayctl version and commit, and the
+SSH keys the hosts accepted.
 
 From the local records (the default): a PLAN's record beside it,
 PLAN.receipts/, where every run keeps its receipt under a name of its own;
@@ -78,10 +79,15 @@ type historyReport struct {
 // historyRun is one run: from a local record, every host it covered
 // (Hosts only with --host); from a host, that host's receipt.
 type historyRun struct {
-	RunID    string            `json:"run_id"`
-	Kind     string            `json:"kind"`
-	Plan     string            `json:"plan"`
-	Checksum string            `json:"plan_checksum"`
+	RunID    string `json:"run_id"`
+	Kind     string `json:"kind"`
+	Plan     string `json:"plan"`
+	Checksum string `json:"plan_checksum"`
+	// Release is the release the run's plan leaves its hosts on (the
+	// receipt's release; with --hosts, that host's release_planned):
+	// absent for a plan that ships none, or a receipt from before it
+	// was recorded.
+	Release  string            `json:"release,omitempty"`
 	Started  string            `json:"started,omitempty"`
 	Ended    string            `json:"ended,omitempty"`
 	Operator *rollout.Operator `json:"operator,omitempty"`
@@ -261,7 +267,7 @@ func localRun(f runFile, host string) (historyRun, error) {
 		return r, err
 	}
 	r.RunID, r.Kind = orElse(head.ID, f.ID), orElse(head.Kind, f.Kind)
-	r.Plan, r.Checksum, r.Started, r.Ended = head.Plan, head.Checksum, head.Started, head.Ended
+	r.Plan, r.Checksum, r.Release, r.Started, r.Ended = head.Plan, head.Checksum, head.Release, head.Started, head.Ended
 	r.Operator, r.Relayctl, r.Approval = head.Operator, head.Relayctl, head.Approval
 	return r, nil
 }
@@ -278,6 +284,7 @@ type runHead struct {
 	FormatVersion int    `json:"format_version"`
 	Plan          string `json:"plan"`
 	Checksum      string `json:"plan_checksum"`
+	Release       string `json:"release"`
 	rollout.RunInfo
 	Started  string            `json:"started"`
 	Ended    string            `json:"ended"`
@@ -410,7 +417,7 @@ func hostReceiptRun(host string, f rollout.HostFile, sc scope) (historyRun, bool
 		r.RunID, r.Kind = orElse(hh.ID, r.RunID), orElse(hh.Kind, r.Kind)
 		r.Operator, r.Relayctl, r.Approval = hh.Operator, hh.Relayctl, hh.Approval
 	}
-	r.Plan, r.Checksum, r.Started, r.Ended = hr.Plan, hr.Checksum, hr.Started, hr.Ended
+	r.Plan, r.Checksum, r.Release, r.Started, r.Ended = hr.Plan, hr.Checksum, hr.ReleasePlanned, hr.Started, hr.Ended
 	line := historyHost{Host: host, Outcome: string(hr.Outcome), State: hr.State, Reason: hr.Reason, SSH: hr.SSH, Started: hr.Started, Ended: hr.Ended}
 	r.Hosts = []historyHost{line}
 	r.Outcomes[line.Outcome] = 1
@@ -446,9 +453,9 @@ func printHistory(w io.Writer, rep historyReport) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tKIND\tPLAN\tSTARTED\tHOSTS\tOPERATOR\tRELAYCTL\tSSH KEY\t")
+	fmt.Fprintln(tw, "RUN\tKIND\tPLAN\tRELEASE\tSTARTED\tHOSTS\tOPERATOR\tRELAYCTL\tSSH KEY\t")
 	for _, r := range rep.Runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", plans.Visible(r.RunID), plans.Visible(r.Kind), plans.Visible(r.Plan), plans.Visible(orElse(r.Started, "-")),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", plans.Visible(r.RunID), plans.Visible(r.Kind), plans.Visible(r.Plan), plans.Visible(orElse(r.Release, "-")), plans.Visible(orElse(r.Started, "-")),
 			plans.Visible(hostsText(r)), plans.Visible(operatorText(r.Operator)), plans.Visible(buildText(r.Relayctl)), plans.Visible(keysText(r.Keys)))
 	}
 	tw.Flush()
