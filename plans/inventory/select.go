@@ -130,10 +130,10 @@ func (inv *Inventory) Select(p *Pattern, opt Options) (*Selection, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &selector{inv: inv, opt: opt, unread: map[string]*unread{}}
+	s := &selector{inv: inv, opt: opt, unread: map[string]*unread{}, dialled: map[string]hostAt{}}
 	sel := &Selection{Hosts: make([]Host, 0, set.count())}
 	set.each(func(i int) {
-		if h, ok := s.host(inv.hosts[i]); ok {
+		if h, ok := s.host(inv.hosts[i]); ok && s.once(inv.hosts[i], &h) {
 			sel.Hosts = append(sel.Hosts, h)
 		}
 	})
@@ -160,6 +160,41 @@ type selector struct {
 	opt    Options
 	errs   []*Error
 	unread map[string]*unread
+	// dialled is the selected host first seen at each address and port.
+	dialled map[string]hostAt
+}
+
+// hostAt is a host's name and the line it is first defined at.
+type hostAt struct {
+	name string
+	line int
+}
+
+// once refuses a selected host dialled at the same address and port as
+// one selected before it: one machine under two names would be planned,
+// counted in capacity and rollout by each name's labels (two regions),
+// and given two windows. The ports compared are as the inventory sets
+// them, unset the same as unset (ssh_config may give an address a port of
+// its own, so unset is not taken for 22); addresses as written, an IP
+// address in its canonical form, a name in lower case.
+func (s *selector) once(h *host, out *Host) bool {
+	addr := strings.ToLower(out.Address)
+	if a, err := netip.ParseAddr(out.Address); err == nil {
+		addr = a.Unmap().String()
+	}
+	key := addr + " " + strconv.Itoa(out.Port)
+	first, dup := s.dialled[key]
+	if !dup {
+		s.dialled[key] = hostAt{out.Name, out.Line}
+		return true
+	}
+	at := "port unset: ssh_config's, else 22"
+	if out.Port != 0 {
+		at = "port " + strconv.Itoa(out.Port)
+	}
+	s.failHost(h, "%s is dialled at %s (%s), as %s (line %d) is: one machine under two names would be planned, counted and restarted as two; select one of them, or give each its own ansible_host or ansible_port",
+		h.name, out.Address, at, first.name, first.line)
+	return false
 }
 
 // unread counts the selected hosts that set a variable relayctl ignores.

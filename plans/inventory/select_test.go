@@ -255,3 +255,37 @@ func mustPattern(t *testing.T, s string) *Pattern {
 	}
 	return p
 }
+
+// Two names dialled at the same address and port are one machine: the
+// second is refused at its line, naming the first, whatever region each
+// is in. Another port, or an address only one of them names, is another
+// host; an unset port is not taken for 22 (ssh_config may set one).
+func TestSelectOneMachineUnderTwoNames(t *testing.T) {
+	for _, tt := range []struct {
+		name, src, want string
+	}{
+		{"same address and port, two regions", "[ash]\nrelay-1.ash ansible_host=10.1.0.1 ansible_port=2222 region=ash\n[fra]\nrelay-9.fra ansible_host=10.1.0.1 ansible_port=2222 region=fra\n",
+			"d.ini:4: relay-9.fra is dialled at 10.1.0.1 (port 2222), as relay-1.ash (line 2) is: one machine under two names"},
+		{"both ports unset", "[ash]\nrelay-1.ash ansible_host=10.1.0.1 region=ash\nrelay-2.ash ansible_host=10.1.0.1 region=ash\n",
+			"d.ini:3: relay-2.ash is dialled at 10.1.0.1 (port unset: ssh_config's, else 22), as relay-1.ash (line 2) is"},
+		{"a name and another's ansible_host", "[ash]\nRelay-1.ash region=ash\nrelay-2.ash ansible_host=relay-1.ASH region=ash\n",
+			"d.ini:3: relay-2.ash is dialled at relay-1.ASH (port unset: ssh_config's, else 22), as Relay-1.ash (line 2) is"},
+		{"an IPv4-mapped address", "[ash]\nrelay-1.ash ansible_host=10.1.0.1 region=ash\nrelay-2.ash ansible_host=::ffff:10.1.0.1 region=ash\n",
+			"d.ini:3: relay-2.ash is dialled at ::ffff:10.1.0.1"},
+		{"another port", "[ash]\nrelay-1.ash ansible_host=10.1.0.1 ansible_port=2222 region=ash\nrelay-2.ash ansible_host=10.1.0.1 ansible_port=2223 region=ash\n", ""},
+		{"unset and 22", "[ash]\nrelay-1.ash ansible_host=10.1.0.1 region=ash\nrelay-2.ash ansible_host=10.1.0.1 ansible_port=22 region=ash\n", ""},
+	} {
+		_, err := selectAll(t, "d.ini", tt.src, "all", "region")
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v, want two hosts", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: got %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	// Only the selected hosts count: a name outside the pattern may share
+	// an address (a host being renamed).
+	if _, err := selectAll(t, "d.ini", "[ash]\nrelay-1.ash ansible_host=10.1.0.1\n[old]\nrelay-old ansible_host=10.1.0.1\n", "ash"); err != nil {
+		t.Errorf("a duplicate outside the pattern: %v", err)
+	}
+}
