@@ -94,41 +94,58 @@ func validateHostNames(p *Plan, s *Spec) error {
 }
 
 // CheckInventory selects an inventory plan's hosts again, from the
-// inventory and vars files as they are now, and compares them with the
-// plan's: the same files (by sha256), the same hosts in the same order,
-// each with the same target and labels. A file that changed is
-// ErrFleetChanged, with what changed; the same files selecting other hosts
-// than the plan's is ErrPlanEdited. A plan of listed hosts passes.
-func CheckInventory(p *Plan, in InventoryInput) error {
+// inventory and vars files as they are now, and compares what they
+// resolve to with the plan's: the same hosts in the same order, each with
+// the same target and labels (all a plan takes from an inventory). Files
+// whose bytes changed (a comment, a variable relayctl does not read, a
+// host outside the pattern) but resolve to the same hosts leave the plan
+// standing: the note says what changed, the plan keeps its record of the
+// sha256s it was made from. Other hosts from changed files are
+// ErrFleetChanged, with what changed; other hosts from the same files are
+// ErrPlanEdited. A plan of listed hosts passes.
+func CheckInventory(p *Plan, in InventoryInput) (note string, err error) {
 	s, err := ParseSpec(p.SpecFile, []byte(p.Spec))
 	if err != nil {
-		return fmt.Errorf("%w: the spec recorded in the plan does not parse:\n%v", ErrPlanEdited, err)
+		return "", fmt.Errorf("%w: the spec recorded in the plan does not parse:\n%v", ErrPlanEdited, err)
 	}
 	if s.Inventory == nil {
-		return nil
+		return "", nil
 	}
 	if p.Inventory == nil {
-		return fmt.Errorf("%w: the spec names inventory %s, the plan records none", ErrPlanEdited, s.Inventory.Source())
+		return "", fmt.Errorf("%w: the spec names inventory %s, the plan records none", ErrPlanEdited, s.Inventory.Source())
 	}
 	_, errs := s.SelectHosts(in)
 	if len(errs) > 0 {
-		return fmt.Errorf("%w: selecting its hosts again: %v", ErrFleetChanged, errs)
+		return "", fmt.Errorf("%w: selecting its hosts again: %v", ErrFleetChanged, errs)
 	}
-	now, was := s.InventoryRecord, p.Inventory
-	if d := recordDiff(was, now); d != "" {
-		return fmt.Errorf("%w: %s; %s; make a new plan (relayctl plan %s --out PLAN) and review it", ErrFleetChanged, d, hostsDiff(p, s), p.SpecFile)
+	d := recordDiff(p.Inventory, s.InventoryRecord)
+	other := otherSelection(p, s)
+	switch {
+	case other == "" && d != "":
+		return d + "; it selects the same hosts, with the same targets and labels: the plan stands", nil
+	case other == "":
+		return "", nil
+	case d != "":
+		return "", fmt.Errorf("%w: %s; %s; make a new plan (relayctl plan %s --out PLAN) and review it", ErrFleetChanged, d, hostsDiff(p, s), p.SpecFile)
 	}
+	return "", fmt.Errorf("%w: %s", ErrPlanEdited, other)
+}
+
+// otherSelection says how the plan's hosts differ from what the spec
+// selected (its Hosts, Targets, Labels): "" when they are the same, in
+// the same order.
+func otherSelection(p *Plan, s *Spec) string {
 	if len(p.Hosts) != len(s.Hosts) {
-		return fmt.Errorf("%w: %d hosts, its inventory selects %d", ErrPlanEdited, len(p.Hosts), len(s.Hosts))
+		return fmt.Sprintf("%d hosts, its inventory selects %d", len(p.Hosts), len(s.Hosts))
 	}
 	for i, h := range p.Hosts {
 		name := s.Hosts[i]
 		if h.Host != name || h.Target != s.Targets[name] || !maps.Equal(h.Labels, s.Labels[name]) {
-			return fmt.Errorf("%w: host %d is %s (target %s, labels %s), its inventory gives %s (target %s, labels %s)", ErrPlanEdited, i+1,
+			return fmt.Sprintf("host %d is %s (target %s, labels %s), its inventory gives %s (target %s, labels %s)", i+1,
 				Visible(h.Host), orAbsent(Visible(h.Target)), LabelsText(h.Labels), name, orAbsent(s.Targets[name]), LabelsText(s.Labels[name]))
 		}
 	}
-	return nil
+	return ""
 }
 
 // recordDiff names the first inventory or vars file that is not as
@@ -159,7 +176,8 @@ func recordDiff(was, now *InventoryRecord) string {
 }
 
 // hostsDiff says how the selection changed: hosts added, removed, and
-// those whose target or labels changed.
+// those whose target or labels changed; else their order (waves and
+// canaries follow it).
 func hostsDiff(p *Plan, s *Spec) string {
 	was := make(map[string]*HostPlan, len(p.Hosts))
 	for _, h := range p.Hosts {
@@ -183,7 +201,7 @@ func hostsDiff(p *Plan, s *Spec) string {
 		}
 	}
 	if len(added)+len(removed)+len(changed) == 0 {
-		return "it selects the same hosts"
+		return "it selects the same hosts in another order"
 	}
 	var parts []string
 	for _, x := range []struct {

@@ -158,25 +158,47 @@ func TestCheckInventory(t *testing.T) {
 	if err := Validate(p); err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckInventory(p, invFiles(invINI)); err != nil {
-		t.Fatalf("unchanged: %v", err)
+	vars := func(ini, fra string) InventoryInput {
+		in := invFiles(ini)
+		in.Dir = fstest.MapFS{"group_vars/fra.yml": {Data: []byte(fra)}}
+		return in
 	}
-	added := strings.Replace(invINI, "relay-1.fra\n", "relay-1.fra\nrelay-2.fra\n", 1)
-	err := CheckInventory(p, invFiles(added))
-	if !errors.Is(err, ErrFleetChanged) || !strings.Contains(err.Error(), "1 host(s) added (relay-2.fra)") {
-		t.Errorf("a host added: %v", err)
-	}
-	in := invFiles(invINI)
-	in.Dir = fstest.MapFS{"group_vars/fra.yml": {Data: []byte("region: fra\nx: 1\n")}}
-	if err := CheckInventory(p, in); !errors.Is(err, ErrFleetChanged) || !strings.Contains(err.Error(), "vars file group_vars/fra.yml has sha256") {
-		t.Errorf("a vars file changed: %v", err)
+	// What the inventory resolves to is compared, not its bytes: a change
+	// that selects the same hosts, targets and labels leaves the plan
+	// standing, and the note says what changed.
+	for _, tt := range []struct {
+		name      string
+		in        InventoryInput
+		note, err string
+		is        error
+	}{
+		{name: "unchanged", in: invFiles(invINI)},
+		{name: "a comment", in: invFiles("# the fleet, as of today\n" + invINI), note: "hosts.ini has sha256 "},
+		{name: "a variable relayctl does not read", in: vars(invINI, "region: fra\nx: 1\n"), note: "vars file group_vars/fra.yml has sha256 "},
+		{name: "a host outside the pattern", in: invFiles(invINI + "[spare]\nrelay-3.ash\n"), note: "hosts.ini has sha256 "},
+		{name: "a host added", in: invFiles(strings.Replace(invINI, "relay-1.fra\n", "relay-1.fra\nrelay-2.fra\n", 1)), is: ErrFleetChanged, err: "1 host(s) added (relay-2.fra)"},
+		{name: "a label changed", in: vars(invINI, "region: fra2\n"), is: ErrFleetChanged, err: "vars file group_vars/fra.yml has sha256 "},
+		{name: "a target changed", in: invFiles(strings.Replace(invINI, "10.0.0.1", "10.0.0.9", 1)), is: ErrFleetChanged, err: "1 host(s) with another target or labels (relay-1.ash)"},
+		{name: "the order changed", in: invFiles(strings.Replace(invINI, "[ash]\nrelay-1.ash ansible_host=10.0.0.1\n", "[ash]\n", 1) + "[ash]\nrelay-1.ash ansible_host=10.0.0.1\n"), is: ErrFleetChanged, err: "it selects the same hosts in another order"},
+	} {
+		note, err := CheckInventory(p, tt.in)
+		switch {
+		case tt.is == nil && err != nil:
+			t.Errorf("%s: %v, want the plan to stand", tt.name, err)
+		case tt.is != nil && (!errors.Is(err, tt.is) || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("%s: got %v, want %v with %q", tt.name, err, tt.is, tt.err)
+		case tt.note == "" && note != "":
+			t.Errorf("%s: note %q, want none", tt.name, note)
+		case tt.note != "" && (!strings.HasPrefix(note, tt.note) || !strings.HasSuffix(note, "it selects the same hosts, with the same targets and labels: the plan stands")):
+			t.Errorf("%s: note %q, want it to start %q and say the plan stands", tt.name, note, tt.note)
+		}
 	}
 	edited := inventoryPlan(t, invINI)
 	edited.Hosts[0].Target = "10.9.9.9"
 	if err := Validate(edited); err != nil {
 		t.Fatalf("a target in the right form passes Validate (the inventory decides): %v", err)
 	}
-	if err := CheckInventory(edited, invFiles(invINI)); !errors.Is(err, ErrPlanEdited) || !strings.Contains(err.Error(), "target 10.9.9.9") {
+	if _, err := CheckInventory(edited, invFiles(invINI)); !errors.Is(err, ErrPlanEdited) || !strings.Contains(err.Error(), "target 10.9.9.9") {
 		t.Errorf("a target edited: %v", err)
 	}
 	for name, edit := range map[string]func(p *Plan){
@@ -311,12 +333,12 @@ func TestSelectHostsFromProgram(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := CheckInventory(p, InventoryInput{Data: []byte(progOutput)}); err != nil {
+	if _, err := CheckInventory(p, InventoryInput{Data: []byte(progOutput)}); err != nil {
 		t.Fatalf("the same output: %v", err)
 	}
 	grown := strings.Replace(progOutput, `"fra": {"hosts": ["relay-1.fra"]}`, `"fra": {"hosts": ["relay-1.fra", "relay-2.fra"]}`, 1)
 	grown = strings.Replace(grown, `"relay-1.fra": {"region": "fra"}`, `"relay-1.fra": {"region": "fra"}, "relay-2.fra": {"region": "fra"}`, 1)
-	err = CheckInventory(p, InventoryInput{Data: []byte(grown)})
+	_, err = CheckInventory(p, InventoryInput{Data: []byte(grown)})
 	if !errors.Is(err, ErrFleetChanged) || !strings.Contains(err.Error(), "the output of inventory/ec2.py --list has sha256") || !strings.Contains(err.Error(), "1 host(s) added (relay-2.fra)") {
 		t.Errorf("a host added: %v", err)
 	}

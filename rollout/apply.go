@@ -65,10 +65,17 @@ type ApplyOptions struct {
 
 // Checked is a plan that passed CheckPlan: the only kind Apply and Stage
 // take, so a run checks its plan once, before anything connects.
-type Checked struct{ plan *plans.Plan }
+type Checked struct {
+	plan *plans.Plan
+	note string
+}
 
 // Plan is the checked plan.
 func (c Checked) Plan() *plans.Plan { return c.plan }
+
+// InventoryNote says, for a plan whose inventory or vars files changed
+// since it was made but select the same hosts, what changed; "" otherwise.
+func (c Checked) InventoryNote() string { return c.note }
 
 // CheckPlan is everything apply and verify check in a plan file before
 // anything connects: the plan against its recorded spec (plans.Validate),
@@ -95,9 +102,11 @@ func CheckPlanFrom(p *plans.Plan, in plans.InventoryInput) (Checked, error) {
 	if err != nil {
 		return Checked{}, err
 	}
-	if err := plans.CheckInventory(p, in); err != nil {
+	note, err := plans.CheckInventory(p, in)
+	if err != nil {
 		return Checked{}, err
 	}
+	c.note = note
 	return c, nil
 }
 
@@ -142,7 +151,7 @@ func checkPlan(p *plans.Plan) (Checked, error) {
 			return Checked{}, fmt.Errorf("%w: host %s: %s; make and review the plan again", plans.ErrPlanEdited, h.Host, d)
 		}
 	}
-	return Checked{p}, nil
+	return Checked{plan: p}, nil
 }
 
 // stepDiff names the first difference between two step lists.

@@ -153,6 +153,7 @@ func runApply(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	noteInventory(e, file, checked)
 	unhold, err := holdPlan(file)
 	if err != nil {
 		return err
@@ -315,6 +316,15 @@ func readCheckedPlan(file string, allow invprogram.Allow) (rollout.Checked, []by
 	}
 	c, err := checkLoaded(file, p, allow)
 	return c, data, err
+}
+
+// noteInventory says when the plan's inventory changed since it was made
+// but selects the same hosts: the plan stands, and the operator sees why
+// the inventory's sha256 is not the plan's.
+func noteInventory(e *env, file string, c rollout.Checked) {
+	if n := c.InventoryNote(); n != "" {
+		fmt.Fprintf(e.stderr, "relayctl: warning: %s: %s\n", file, plans.Visible(n))
+	}
 }
 
 // readPlan reads a plan file, checking nothing it names yet.

@@ -87,6 +87,7 @@ func runStage(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	noteInventory(e, file, checked)
 	artifact, err := planArtifact(c.String("artifact"), p)
 	if err != nil {
 		return err
