@@ -256,11 +256,14 @@ func waveCounts(w *WaveResult) string {
 	return strings.Join(parts, ", ")
 }
 
-// above prints a permanent line; when live, above the block. Callers hold mu.
+// above prints a permanent line; when live, above the block. Callers hold
+// mu. The line is printed whole, never cut to the terminal's width (an
+// interrupt's line, a host's reason): the terminal wraps it, and the
+// cursor goes back up over the block's lines only, drawn after it.
 func (p *progress) above(line string) {
 	if p.live {
 		p.clear()
-		fmt.Fprintln(p.w, p.fit(line))
+		fmt.Fprintln(p.w, line)
 		p.draw()
 		return
 	}

@@ -70,6 +70,34 @@ func TestInterruptSaysWhatItDoes(t *testing.T) {
 	if got := out.String(); !strings.HasSuffix(got, want) {
 		t.Errorf("got\n%s\nwant it to end\n%s", got, want)
 	}
+	// On an 80-column terminal too: a line above the live block is said
+	// whole (the terminal wraps it); only the block is cut to fit.
+	out.Reset()
+	p = newProgress(ApplyOptions{Progress: &out, Live: true, LiveWidth: 80}, 5, 2)
+	p.waveStart(&WaveResult{Wave: 2, Hosts: []string{"a", "b", "c", "d"}})
+	for _, h := range []string{"a", "b", "c"} {
+		p.hostStart(h)
+	}
+	p.step("a", plans.PhaseWindow, "restart relay once")
+	p.step("b", plans.PhaseWindow, "restart relay once")
+	p.interrupted()
+	reason := "read-back: ss rb on udp/7788: got 212992, want 8388608 (the relay asked for 4194304)"
+	p.hostEnd(&HostResult{HostAccount: HostAccount{Host: "c", Outcome: RolledBack, State: StateAsWas, Reason: reason}})
+	p.finish()
+	got := out.String()
+	for _, w := range []string{want, "c: rolled back (as it was): " + reason + "\n"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("live at 80 columns:\n%q\nwant it whole:\n%q", got, w)
+		}
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if _, after, ok := strings.Cut(l, "\x1b[J"); ok {
+			l = after
+		}
+		if !strings.HasPrefix(l, "relayctl: interrupt") && !strings.HasPrefix(l, "c: rolled back") && len([]rune(l)) >= 80 {
+			t.Errorf("a line of the live block is %d wide, past the terminal's 80: %q", len([]rune(l)), l)
+		}
+	}
 }
 
 // A big fleet's view is a summary: no line per step (or per host applied)
