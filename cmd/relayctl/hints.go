@@ -17,27 +17,49 @@ import (
 // same hosts.
 func nextHints(rep *rollout.Report, file string, p *plans.Plan) []string {
 	by := map[string][]string{}
-	var applied []string
-	var rej rejection
+	r := hintRun{file: file, p: p}
 	for _, h := range rep.Hosts {
 		if h.Next != "" {
 			by[h.Next] = append(by[h.Next], h.Host)
 		}
 		if h.Outcome == rollout.Applied {
-			applied = append(applied, h.Host)
+			r.applied = append(r.applied, h.Host)
 		}
 		if s := h.Soak; s != nil && s.Verdict == rollout.SoakRegression {
-			rej.soak = true
+			r.rej.soak = true
+		}
+		if s := h.Soak; s != nil && s.Verdict == rollout.SoakInsufficient && s.Settings.NoTraffic != plans.SoakContinue {
+			r.idle = append(r.idle, h.Host)
 		}
 	}
-	rej.failed = by[rollout.NextSpec]
+	r.rej.failed = by[rollout.NextSpec]
 	var out []string
 	for _, next := range rollout.Nexts {
 		if hosts := by[next]; len(hosts) > 0 {
-			out = append(out, hintFor(next, plans.Visible(strings.Join(abbreviate(hosts, 5), " ")), len(hosts), file, p, applied, rej))
+			out = append(out, r.hintFor(next, plans.Visible(strings.Join(abbreviate(hosts, 5), " ")), len(hosts)))
 		}
 	}
 	return out
+}
+
+// hintRun is what the hints of one run know besides each kind's hosts.
+type hintRun struct {
+	file    string // the plan file, as given
+	p       *plans.Plan
+	applied []string  // the hosts it applied
+	rej     rejection // why the rollout of its release is over, if it is
+	idle    []string  // the hosts whose soak stopped the rollout for want of traffic
+}
+
+// idleWay is what a hint that offers --resume adds when a soak without
+// traffic stopped the rollout: --resume alone soaks the next host, which
+// stops again while the relays carry nobody.
+func (r hintRun) idleWay() string {
+	if len(r.idle) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; but the soak of %s had no traffic, and --resume soaks again and stops the same way until players are back: relayctl apply %s --resume --soak 0 goes on without the soak's evidence, or for a fleet whose canaries are idle set no_traffic: continue in the rollout.soak of %s and make a new plan (docs/soak.md)",
+		plans.Visible(strings.Join(abbreviate(r.idle, 5), " ")), r.file, r.p.SpecFile)
 }
 
 // rejection is why the rollout of a plan's release is over (rollout's
@@ -63,7 +85,8 @@ func (r rejection) cause(release string) string {
 }
 
 // hintFor is the hint of one kind of next step, for hosts (n of them).
-func hintFor(next, hosts string, n int, file string, p *plans.Plan, applied []string, rej rejection) string {
+func (r hintRun) hintFor(next, hosts string, n int) string {
+	file, p := r.file, r.p
 	spec := p.SpecFile
 	again := fmt.Sprintf("relayctl plan %s --out PLAN, review it, then relayctl apply PLAN", spec)
 	if rb := p.Rollback; rb != nil {
@@ -77,13 +100,13 @@ func hintFor(next, hosts string, n int, file string, p *plans.Plan, applied []st
 	case rollout.NextSpec:
 		return fmt.Sprintf("%s: the spec's values or release failed there and were rolled back (the reasons say which: a value the kernel refused, a release that did not start or read back); --resume would do the same again: fix the spec (or build a fixed release), relayctl validate %s, then relayctl plan %s --out PLAN, review it, and relayctl apply PLAN", hosts, spec, spec)
 	case rollout.NextRejected:
-		return rejectedHint(hosts, file, p, applied, rej)
+		return rejectedHint(hosts, file, p, r.applied, r.rej)
 	case rollout.NextOtherPlan:
 		return fmt.Sprintf("%s: a run of another plan stopped inside its window there; relayctl apply THAT_PLAN --resume finishes or undoes it (the host's journal names the plan)", hosts)
 	case rollout.NextFix:
 		return fmt.Sprintf("%s: fix on the host what each reason names (a folder's owner, a host key, a full disk), then relayctl apply %s --resume", hosts, file)
 	case rollout.NextWait:
-		return fmt.Sprintf("%s: held by another apply, outside the plan's window, or without traffic for its soak; relayctl apply %s --resume later, or relayctl apply %s --resume --ignore-window for an emergency outside the window", hosts, file, file)
+		return fmt.Sprintf("%s: held by another apply, outside the plan's window, or without traffic for its soak; relayctl apply %s --resume later, or relayctl apply %s --resume --ignore-window for an emergency outside the window%s", hosts, file, file, r.idleWay())
 	case rollout.NextPlayers:
 		return fmt.Sprintf("%s still had players at the drain deadline: relayctl apply %s --resume when they have gone, or give drain.deadline more time", hosts, file)
 	case rollout.NextJournal:
@@ -91,7 +114,7 @@ func hintFor(next, hosts string, n int, file string, p *plans.Plan, applied []st
 	case rollout.NextUndo:
 		return fmt.Sprintf("%s: the rollback failed and the host is in between (the reasons say where); fix what they name, then relayctl apply %s --resume --recover rollback undoes the rest from the host's journal", hosts, file)
 	}
-	return fmt.Sprintf("relayctl apply %s --resume goes on with %d host(s) as they are (%s): applied hosts are checked, not applied again", file, n, hosts)
+	return fmt.Sprintf("relayctl apply %s --resume goes on with %d host(s) as they are (%s): applied hosts are checked, not applied again%s", file, n, hosts, r.idleWay())
 }
 
 // rejectedHint: the rollout of a release a soak rejected, or one that

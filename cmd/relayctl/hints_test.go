@@ -322,6 +322,23 @@ func TestEveryHintMovesForward(t *testing.T) {
 					w.t.Errorf("rollback of the kept host: exit %d, link %s\n%s\n%s", code, w.sim("h1").Link, w.lastOut, w.lastErr)
 				}
 			}},
+		// A soak without traffic stops the rollout; --resume alone would
+		// soak the next canary, still without players, and stop again: the
+		// hint names --soak 0 (on without the evidence) and no_traffic.
+		{name: "not started after a soak without traffic", host: "h2", outcome: rollout.NotStarted, next: rollout.NextResume,
+			setup: func(w *hintWorld) []string {
+				w.writeSpec("rollout:\n  soak: {duration: 1s, interval: 250ms, baseline: 0s}\n")
+				w.mustPlan()
+				return plain(w)
+			},
+			follow: [][]string{{"apply", "PLAN", "--resume", "--soak", "0"}}, moved: applied("x.plan", "h2")},
+		{name: "a soak without traffic rolled back", host: "h1", outcome: rollout.RolledBack, next: rollout.NextWait,
+			setup: func(w *hintWorld) []string {
+				w.writeSpec("rollout:\n  soak: {duration: 1s, interval: 250ms, baseline: 0s, no_traffic: rollback}\n")
+				w.mustPlan()
+				return plain(w)
+			},
+			follow: [][]string{{"apply", "PLAN", "--resume", "--soak", "0"}}, moved: applied("x.plan", "h1")},
 		{name: "another plan's window", host: "h1", outcome: rollout.Refused, next: rollout.NextOtherPlan,
 			setup: func(w *hintWorld) []string {
 				other := filepath.Join(w.dir, "other.yaml")
