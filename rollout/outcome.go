@@ -165,6 +165,10 @@ type HostAccount struct {
 	Reason         string        `json:"reason,omitempty"`
 	Drift          []plans.Drift `json:"drift,omitempty"`
 	Journal        string        `json:"journal,omitempty"` // an unfinished run's journal, when that refused us
+	// OtherPlan is the plan whose run stopped inside its window on the
+	// host, when that refused this run (next: other plan): its name and
+	// checksum, by which the hint finds its file.
+	OtherPlan *PlanRef `json:"other_plan,omitempty"`
 	// DeadRun is the owner of a dead run whose lock this run found free
 	// and took; Recovery what became of its unfinished window.
 	DeadRun  string `json:"dead_run,omitempty"`
@@ -232,6 +236,12 @@ type Phase struct {
 	Name    string `json:"name"`
 	StartMs int64  `json:"start_ms"`
 	Ms      int64  `json:"ms"`
+}
+
+// PlanRef names a plan: its name and checksum.
+type PlanRef struct {
+	Plan     string `json:"plan"`
+	Checksum string `json:"plan_checksum"`
 }
 
 // Report is the whole apply.

@@ -55,7 +55,7 @@ func (recoverPhase) run(ctx context.Context, hr *hostRun) *ending {
 		if hr.o.ClearJournal {
 			return hr.archive(ctx, fmt.Sprintf("the journal of plan %s (%s), which stopped inside its window, archived at your request (--clear-journal)", plans.Visible(j.Plan), plans.Visible(j.Checksum)))
 		}
-		hr.res.Journal = raw
+		hr.res.Journal, hr.res.OtherPlan = raw, &PlanRef{Plan: j.Plan, Checksum: j.Checksum}
 		return end(Refused, "in between: an apply of plan "+plans.Visible(j.Plan)+" stopped inside its window",
 			fmt.Sprintf("an apply of plan %s (checksum %s) stopped inside its window on this host: finish or undo it with that plan, relayctl apply THAT_PLAN --resume; or check the host, then apply with --clear-journal",
 				plans.Visible(j.Plan), plans.Visible(j.Checksum))).because(NextOtherPlan)

@@ -2,6 +2,11 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/relayctl/relayctl/plans"
@@ -35,11 +40,95 @@ func nextHints(rep *rollout.Report, file string, p *plans.Plan) []string {
 	r.rej.failed = by[rollout.NextSpec]
 	var out []string
 	for _, next := range rollout.Nexts {
-		if hosts := by[next]; len(hosts) > 0 {
+		hosts := by[next]
+		switch {
+		case len(hosts) == 0:
+		case next == rollout.NextOtherPlan:
+			out = append(out, r.otherPlanHints(rep.Hosts)...)
+		default:
 			out = append(out, r.hintFor(next, plans.Visible(strings.Join(abbreviate(hosts, 5), " ")), len(hosts)))
 		}
 	}
 	return out
+}
+
+// otherPlanHints are the hints of the hosts where a run of another plan
+// stopped inside its window, one per such plan: its name and checksum,
+// the journal on the host, and its plan file when one beside this plan
+// (or in the current folder) has its checksum.
+func (r hintRun) otherPlanHints(hosts []*rollout.HostResult) []string {
+	var order []rollout.PlanRef
+	by := map[rollout.PlanRef][]string{}
+	for _, h := range hosts {
+		if h.Next != rollout.NextOtherPlan {
+			continue
+		}
+		ref := rollout.PlanRef{Plan: "(unnamed)"}
+		if h.OtherPlan != nil {
+			ref = *h.OtherPlan
+		}
+		if by[ref] == nil {
+			order = append(order, ref)
+		}
+		by[ref] = append(by[ref], h.Host)
+	}
+	journal := path.Join(r.p.Paths.StateDir, "journal")
+	var out []string
+	for _, ref := range order {
+		names := plans.Visible(strings.Join(abbreviate(by[ref], 5), " "))
+		what := fmt.Sprintf("%s: a run of plan %s (checksum %s) stopped inside its window there (%s on the host says where)", names, plans.Visible(ref.Plan), plans.Visible(ref.Checksum), journal)
+		if f := findPlanFile(ref.Checksum, filepath.Dir(r.file), "."); f != "" {
+			out = append(out, fmt.Sprintf("%s: relayctl apply %s --resume finishes or undoes it; then relayctl apply %s --resume goes on here", what, f, r.file))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: no plan file in %s has that checksum; relayctl apply THAT_PLAN --resume with the plan file that run applied finishes or undoes it; without it, check the host (relayctl verify %s), then relayctl apply %s --resume --clear-journal archives that journal and goes on",
+			what, filepath.Dir(r.file), r.file, r.file))
+	}
+	return out
+}
+
+// planHead is the start of a plan file relayctl wrote: its format and
+// checksum come first.
+var planHead = regexp.MustCompile(`^\{\s*"format_version":\s*\d+,\s*"checksum":\s*"(sha256:[0-9a-f]{64})"`)
+
+// findPlanFile is the first plan file in dirs with checksum, "" when none
+// has it: each regular file's first bytes are read, at most maxScan files.
+func findPlanFile(checksum string, dirs ...string) string {
+	const maxScan = 10000
+	seen := map[string]bool{}
+	for _, dir := range dirs {
+		abs, err := filepath.Abs(dir)
+		if err != nil || seen[abs] {
+			continue
+		}
+		seen[abs] = true
+		ents, _ := os.ReadDir(dir)
+		for i, e := range ents {
+			if i == maxScan {
+				break
+			}
+			if !e.Type().IsRegular() {
+				continue
+			}
+			f := filepath.Join(dir, e.Name())
+			if m := planHead.FindSubmatch(readHead(f, 256)); m != nil && string(m[1]) == checksum {
+				return f
+			}
+		}
+	}
+	return ""
+}
+
+// readHead is a file's first n bytes, nil when it cannot be read.
+func readHead(name string, n int) []byte {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	k, _ := io.ReadFull(f, b)
+	return b[:k]
 }
 
 // hintRun is what the hints of one run know besides each kind's hosts.
@@ -101,8 +190,6 @@ func (r hintRun) hintFor(next, hosts string, n int) string {
 		return fmt.Sprintf("%s: the spec's values or release failed there and were rolled back (the reasons say which: a value the kernel refused, a release that did not start or read back); --resume would do the same again: fix the spec (or build a fixed release), relayctl validate %s, then relayctl plan %s --out PLAN, review it, and relayctl apply PLAN", hosts, spec, spec)
 	case rollout.NextRejected:
 		return rejectedHint(hosts, file, p, r.applied, r.rej)
-	case rollout.NextOtherPlan:
-		return fmt.Sprintf("%s: a run of another plan stopped inside its window there; relayctl apply THAT_PLAN --resume finishes or undoes it (the host's journal names the plan)", hosts)
 	case rollout.NextFix:
 		return fmt.Sprintf("%s: fix on the host what each reason names (a folder's owner, a host key, a full disk), then relayctl apply %s --resume", hosts, file)
 	case rollout.NextWait:

@@ -355,6 +355,33 @@ func TestEveryHintMovesForward(t *testing.T) {
 					w.t.Errorf("that plan's --resume: %s (%s)\n%s", h.Outcome, h.Recovery, w.lastErr)
 				}
 			}},
+		{name: "another plan's window, its file not here", host: "h1", outcome: rollout.Refused, next: rollout.NextOtherPlan,
+			setup: func(w *hintWorld) []string {
+				other := filepath.Join(w.dir, "other.yaml")
+				os.WriteFile(other, []byte(strings.Replace(hintSpec, "name: hints", "name: other", 1)), 0o644)
+				os.Mkdir(w.dir+"/elsewhere", 0o755)
+				w.run("plan", other, "--out", w.dir+"/elsewhere/other.plan")
+				w.mustPlan()
+				w.change("h1", func(s *rollouttest.Sim) { s.DropIn = "restart" })
+				w.run("apply", w.dir+"/elsewhere/other.plan", "--reconnects", "0")
+				return plain(w)
+			},
+			// The hint says no plan file here has that checksum, and the
+			// way without it: check the host, then --clear-journal.
+			fix: func(w *hintWorld) {
+				want := "a run of plan other (checksum sha256:"
+				if hint := hintLine(w.lastErr, "h1"); !strings.Contains(hint, want) || !strings.Contains(hint, "no plan file in "+w.dir+" has that checksum") || !strings.Contains(hint, "/var/lib/relayctl/journal") {
+					w.t.Errorf("the hint does not name the plan, say none is in %s, or name the journal:\n%s", w.dir, hint)
+				}
+			},
+			follow: [][]string{{"verify", "PLAN"}, {"apply", "PLAN", "--resume", "--clear-journal"}},
+			// The journal is archived and the host goes on past it (here to
+			// a new plan: the other plan's window changed it since x.plan).
+			moved: func(w *hintWorld, code int) {
+				if h := w.host(w.plan, "h1"); !strings.Contains(w.lastErr, "h1: the journal of plan other") || !strings.Contains(w.lastErr, "archived at your request") || h.Next == rollout.NextOtherPlan {
+					w.t.Errorf("--clear-journal after checking the host: exit %d, %s (next %s)\n%s", code, h.Outcome, h.Next, w.lastErr)
+				}
+			}},
 		{name: "the lock held", host: "h1", outcome: rollout.Refused, next: rollout.NextWait,
 			setup: func(w *hintWorld) []string {
 				w.mustPlan()
@@ -469,6 +496,8 @@ func (w *hintWorld) named(cmd []string) string {
 		case i > 0 && cmd[i-1] == "--out":
 		case a == "SPEC":
 			a = w.spec
+		case a == "THAT_PLAN": // the other plan's file, found by its checksum
+			a = w.dir + "/other.plan"
 		case a == "PLAN":
 			a = w.plan
 		case a == "NEW": // a new plan, the file the hint leaves to the operator
