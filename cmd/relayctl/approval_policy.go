@@ -23,15 +23,18 @@ import (
 // it lists, whatever the flags and environment, unless --skip-approval
 // says otherwise in so many words (and the receipt records it). A team
 // turns approval on once, here, and no run can forget it. Tests point it
-// elsewhere; nothing else changes it.
-var systemAllowedSigners = "/etc/relayctl/allowed_signers"
+// elsewhere; nothing else changes it. The help names the machine's
+// (machineAllowedSigners), whatever the tests point it at.
+var systemAllowedSigners = machineAllowedSigners
+
+const machineAllowedSigners = "/etc/relayctl/allowed_signers"
 
 const envRequireApproval = "RELAYCTL_REQUIRE_APPROVAL"
 
 // approvalFlags are apply's and stage's flags about who approved the plan.
 func approvalFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "require-approval", Usage: "refuse the plan unless PLAN.sig is a signature of it by a key in this allowed_signers `FILE` (default: $" + envRequireApproval + ", else " + systemAllowedSigners + " when it exists)"},
+		&cli.StringFlag{Name: "require-approval", Usage: "refuse the plan unless PLAN.sig is a signature of it by a key in this allowed_signers `FILE` (default: $" + envRequireApproval + ", else " + machineAllowedSigners + " when it exists)"},
 		&cli.StringFlag{Name: "skip-approval", Usage: "run the plan unsigned although an allowed_signers file is configured, for this `REASON`, which the receipt records with who ran it"},
 		&cli.StringFlag{Name: "signature", Usage: "the plan's signature `FILE` (default PLAN.sig)"},
 		&cli.StringFlag{Name: "checksum", Usage: "refuse the plan unless its checksum is this `sha256:...` (copied from the review)"},

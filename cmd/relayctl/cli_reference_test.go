@@ -44,6 +44,11 @@ func TestCLIReference(t *testing.T) {
 		name := m[2]
 		seen[name] = true
 		want := helpOf(t, name)
+		// The tests point the machine's files elsewhere (TestMain); the
+		// reference, made by a test, must still name the machine's.
+		if stand := filepath.Dir(systemAllowedSigners); strings.Contains(want, stand) || strings.Contains(m[3], stand) {
+			t.Errorf("the --help of %s names the tests' stand-in %s, not the machine's /etc/relayctl files", name, stand)
+		}
 		if m[3] != want && !*updateReference {
 			t.Errorf("docs/cli.md: the --help of %s differs from relayctl %s --help; run go test ./cmd/relayctl -run TestCLIReference -update\n--- docs/cli.md\n%s\n--- relayctl %s --help\n%s", name, name, m[3], name, want)
 		}

@@ -20,13 +20,15 @@ import (
 // inventory may run (hosts.inventory.program), one absolute path a line,
 // root's alone: what a fleet's CI keeps, where an operator at a terminal
 // types --allow-inventory-program instead. Tests point it elsewhere;
-// nothing else changes it.
-var systemInventoryPrograms = "/etc/relayctl/inventory-programs"
+// nothing else changes it. The help names the machine's.
+var systemInventoryPrograms = machineInventoryPrograms
+
+const machineInventoryPrograms = "/etc/relayctl/inventory-programs"
 
 // allowProgramFlag is the flag of every command that may run a spec's
 // inventory program.
 func allowProgramFlag() cli.Flag {
-	return &cli.BoolFlag{Name: "allow-inventory-program", Usage: "run the spec's inventory program (hosts.inventory.program) on this machine, with your rights, although " + systemInventoryPrograms + " does not list it"}
+	return &cli.BoolFlag{Name: "allow-inventory-program", Usage: "run the spec's inventory program (hosts.inventory.program) on this machine, with your rights, although " + machineInventoryPrograms + " does not list it"}
 }
 
 // inventoryAllow is what lets this run run a spec's inventory program.
