@@ -6,17 +6,20 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout"
+	"github.com/relayctl/relayctl/rollout/sshrun"
 )
 
 func historyCommand(e *env) *cli.Command {
@@ -39,7 +42,9 @@ With --hosts, from the hosts' own receipts instead (under
 /var/lib/relayctl/receipts, each host keeps its newest 100): each host of
 the PLAN or SPEC, or the --host NAME, is read over SSH, read-only and
 without its lock (one round trip, while an apply may be running), a row per
-receipt; a host that cannot be read is listed after, with why.
+receipt; a host that cannot be read is listed after, with why. A --host
+NAME alone is dialled where the newest plan in --dir dials it; one no plan
+there names, only when it is an IP address or ssh_config names it.
 
 With --json, one document on stdout (format_version 1, docs/json.md).
 
@@ -53,7 +58,7 @@ Examples:
    relayctl history --host relay-ash-1
    relayctl history ashburn.plan --hosts --host relay-ash-1`,
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "host", Usage: "only the runs of host `NAME` (with --hosts and no PLAN or SPEC: read NAME)"},
+			&cli.StringFlag{Name: "host", Usage: "only the runs of host `NAME` (with --hosts and no PLAN or SPEC: read NAME where the newest plan in --dir dials it)"},
 			&cli.BoolFlag{Name: "hosts", Usage: "read the hosts' own receipts over SSH instead of the local records"},
 			&cli.StringFlag{Name: "dir", Value: ".", Usage: "the `FOLDER` whose plans' records a SPEC or --host alone is looked up in"},
 			&cli.IntFlag{Name: "last", Value: 20, Usage: "at most `N` runs (per host with --hosts, at most 100); 0 for every one kept"},
@@ -169,7 +174,14 @@ func historyScope(c *cli.Context) (scope, error) {
 	sc := scope{host: c.String("host"), last: c.Int("last")}
 	if c.NArg() == 0 {
 		sc.hosts = []string{sc.host}
-		return sc, nil
+		if !c.Bool("hosts") {
+			return sc, nil
+		}
+		target, err := hostWhere(c, sc.host, c.String("dir"))
+		if target != "" {
+			sc.targets = map[string]string{sc.host: target}
+		}
+		return sc, err
 	}
 	arg := c.Args().First()
 	if strings.HasSuffix(arg, ".yaml") || strings.HasSuffix(arg, ".yml") {
@@ -212,6 +224,54 @@ func historyScope(c *cli.Context) (scope, error) {
 		sc.hosts = []string{sc.host}
 	}
 	return sc, nil
+}
+
+// hostWhere is where --hosts dials a --host given without a PLAN or SPEC:
+// where the newest plan in dir that names it dials it (its target; ""
+// for a host dialled by its name). A host no plan there names is dialled
+// by its name only when that is an IP address or ssh_config names it: an
+// inventory's name is often neither, and its lookup would ask DNS about
+// a name the fleet does not go by.
+func hostWhere(c *cli.Context, host, dir string) (string, error) {
+	target, found := recordedTarget(host, dir)
+	if found {
+		return target, nil
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return "", nil
+	}
+	if t, err := sshrun.Resolve(host, sshOptions(c)); err == nil && t.HostName != host {
+		return "", nil
+	}
+	return "", withHint(fmt.Errorf("history --hosts --host %s: no plan in %s names %s, and ssh_config does not, so where it is dialled is not known (an inventory's name is not looked up in DNS)", host, dir, host),
+		fmt.Sprintf("give the plan or spec it is in: relayctl history PLAN --hosts --host %s, or --dir the folder of its plans", host))
+}
+
+// recordedTarget is the target of host in the newest plan file in dir
+// that names it, and whether one does.
+func recordedTarget(host, dir string) (string, bool) {
+	ents, _ := os.ReadDir(dir)
+	var newest time.Time
+	target, found := "", false
+	for i, e := range ents {
+		if i == 10000 || !e.Type().IsRegular() || planHead.Find(readHead(filepath.Join(dir, e.Name()), 256)) == nil {
+			continue
+		}
+		info, err := e.Info()
+		data, rerr := os.ReadFile(filepath.Join(dir, e.Name()))
+		var p struct {
+			Hosts []struct{ Host, Target string } `json:"hosts"`
+		}
+		if err != nil || rerr != nil || json.Unmarshal(data, &p) != nil || found && !info.ModTime().After(newest) {
+			continue
+		}
+		for _, h := range p.Hosts {
+			if h.Host == host {
+				target, found, newest = h.Target, true, info.ModTime()
+			}
+		}
+	}
+	return target, found
 }
 
 // localHistory reads the runs in the local records: the PLAN's, or every

@@ -9,6 +9,7 @@ package main
 // that region's hosts left, then the next region, each with a canary.
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -121,6 +122,18 @@ region=ash
 	}
 	if _, rb, _ := e.socket(r["fra-2"]); rb != 212992 {
 		t.Errorf("relay-fra-2 is in maintenance, but its rb is %d", rb)
+	}
+	// A host's own receipts by its inventory name alone (no PLAN, no SPEC,
+	// no ssh_config entry): it is reached where the plan in --dir dialled
+	// it, never by a DNS lookup of the name; a name no plan there has is
+	// refused before anything is dialled.
+	var hist historyReport
+	if code, out, errs := e.direct("history", "--host", "relay-ash-2", "--hosts", "--dir", e.dir, "--json"); code != 0 || json.Unmarshal([]byte(out), &hist) != nil ||
+		len(hist.Runs) != 1 || hist.Runs[0].Hosts[0].Outcome != "applied" {
+		t.Errorf("history --host relay-ash-2 --hosts: exit %d, want its one receipt\n%s\n%s", code, out, errs)
+	}
+	if code, out, errs := e.direct("history", "--host", "relay-sin-9", "--hosts", "--dir", e.dir); code != 1 || !strings.Contains(errs, "no plan in "+e.dir+" names relay-sin-9") || strings.Contains(errs, "lookup") {
+		t.Errorf("history --host relay-sin-9 --hosts: exit %d, want 1 naming no plan, no lookup\n%s\n%s", code, out, errs)
 	}
 
 	e.write("inventory/hosts.yaml", fmt.Sprintf(`all:
