@@ -77,7 +77,10 @@ func runVerify(c *cli.Context, e *env) error {
 			continue
 		}
 		vh := verifyHost{Host: h.Host, Address: h.Address, OK: true, Checks: append([]rollout.Check{}, rollout.PlannedChecks(p, h, nil, f)...),
-			Unfinished: plans.Visible(rollout.JournalNote(f.Journal))}
+			Unfinished: plans.Visible(rollout.JournalNote(f.Journal)), Release: f.Release.Current}
+		if f.Socket.Found {
+			vh.RB = f.Socket.Rcvbuf
+		}
 		for _, ch := range vh.Checks {
 			vh.OK = vh.OK && ch.OK
 		}
@@ -212,7 +215,12 @@ type verifyHost struct {
 	Address string          `json:"address,omitempty"`
 	OK      bool            `json:"ok"` // every check as planned, and drops within the promise
 	Checks  []rollout.Check `json:"checks"`
-	Drops   *verifyDrops    `json:"drops,omitempty"`
+	// Release and RB are the release the host runs and its relay socket's
+	// rb, as read: absent when there is none (a plan of kind none, no
+	// socket found).
+	Release string       `json:"release,omitempty"`
+	RB      uint64       `json:"rb,omitempty"`
+	Drops   *verifyDrops `json:"drops,omitempty"`
 	// Unreachable is why the host could not be read (now, or when the
 	// plan was made); it then has no checks and no drops.
 	Unreachable string `json:"unreachable,omitempty"`
@@ -241,7 +249,7 @@ func printVerifyTable(e *env, rep verifyReport) {
 			}
 		}
 		if checksOK {
-			fmt.Fprintf(tw, "%s\tall %d checks\tas planned\tas planned\t\n", plans.Visible(h.Host), len(h.Checks))
+			fmt.Fprintf(tw, "%s\tall %d checks\tas planned\tas planned%s\t\n", plans.Visible(h.Host), len(h.Checks), plans.Visible(readText(h)))
 		}
 	}
 	tw.Flush()
@@ -288,6 +296,22 @@ func printVerifyTable(e *env, rep verifyReport) {
 			fmt.Fprintf(e.stdout, "%s: %s\n", plans.Visible(h.Host), plans.Visible(h.Unreachable))
 		}
 	}
+}
+
+// readText is what a host as planned was read running: ": release 1.8.0,
+// rb 8388608", or less where it has no release or socket.
+func readText(h verifyHost) string {
+	var parts []string
+	if h.Release != "" {
+		parts = append(parts, "release "+h.Release)
+	}
+	if h.RB != 0 {
+		parts = append(parts, fmt.Sprintf("rb %d", h.RB))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(parts, ", ")
 }
 
 // verifyDrops is a host's drop counters now, and their rate since the

@@ -20,6 +20,10 @@ type step struct {
 	line int // in README.md
 	cmd  string
 	exit int
+	// claims are what a relayctl verify line's comment says it prints:
+	// the comment's parts between "; ", each in the command's output
+	// (runs of spaces taken as one).
+	claims []string
 }
 
 var exitMark = regexp.MustCompile(`#\s*exit (\d+)\b`)
@@ -44,6 +48,9 @@ func walkthroughSteps(readme string) ([]step, error) {
 			s := step{line: i + 1, cmd: l}
 			if m := exitMark.FindStringSubmatch(l); m != nil {
 				s.exit, _ = strconv.Atoi(m[1])
+			}
+			if cmd, comment, ok := strings.Cut(l, "#"); ok && strings.HasPrefix(strings.TrimSpace(cmd), "relayctl verify ") {
+				s.claims = strings.Split(strings.TrimSpace(comment), "; ")
 			}
 			steps = append(steps, s)
 		}
@@ -109,6 +116,9 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the README's walkthrough failed: %v", err)
 	}
+	for _, c := range claimsMissed(steps, string(out)) {
+		t.Error(c)
+	}
 	for _, want := range []string{"lab-1                change", "applied:       1  lab-1", "rolled back:   1  lab-1",
 		"has 1 host(s) in progress (lab-1)", "lab-1: applied, completed by the host after the connection was lost", "lab: stopped; restored"} {
 		if !strings.Contains(string(out), want) {
@@ -118,6 +128,47 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(repo, "lab", "lab.json")); err == nil {
 		t.Error("make lab-down left the lab up")
 	}
+}
+
+// claimsMissed checks each verify step's comment against its output in
+// the script's (between its echoed command and the next's), and says
+// which part of which comment the output does not bear out.
+func claimsMissed(steps []step, out string) []string {
+	space := regexp.MustCompile(`[ \t]+`)
+	lines := strings.Split(out, "\n")
+	var missed []string
+	at := 0
+	for i, s := range steps {
+		start := index(lines, at, "$ "+s.cmd)
+		if start < 0 {
+			missed = append(missed, fmt.Sprintf("README.md:%d: the walkthrough's output does not show %q run", s.line, s.cmd))
+			continue
+		}
+		end := len(lines)
+		if i+1 < len(steps) {
+			if e := index(lines, start+1, "$ "+steps[i+1].cmd); e >= 0 {
+				end = e
+			}
+		}
+		at = start + 1
+		got := space.ReplaceAllString(strings.Join(lines[start+1:end], "\n"), " ")
+		for _, c := range s.claims {
+			if !strings.Contains(got, space.ReplaceAllString(c, " ")) {
+				missed = append(missed, fmt.Sprintf("README.md:%d: %s says %q, which its output does not:\n%s", s.line, s.cmd, c, got))
+			}
+		}
+	}
+	return missed
+}
+
+// index is the first line from at that is l, or -1.
+func index(lines []string, at int, l string) int {
+	for i := at; i < len(lines); i++ {
+		if lines[i] == l {
+			return i
+		}
+	}
+	return -1
 }
 
 // command runs in the copy, with the kernel lock marked as held by this
@@ -135,16 +186,30 @@ func TestWalkthroughSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []step{{5, "make lab", 0}, {6, "cd lab   # go there", 0}, {7, "relayctl plan a --out b  # exit 2: changes", 2}, {12, "make lab-down", 0}}
+	want := []step{{5, "make lab", 0, nil}, {6, "cd lab   # go there", 0, nil}, {7, "relayctl plan a --out b  # exit 2: changes", 2, nil}, {12, "make lab-down", 0, nil}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got %v\nwant %v", got, want)
+	}
+}
+
+// A verify line's comment is what it prints: each part between "; " is
+// looked for in the output between its command and the next.
+func TestVerifyCommentsAreItsOutput(t *testing.T) {
+	steps, err := walkthroughSteps("## A ten-minute walkthrough\n```sh\nrelayctl verify a   # as planned: rb 8; lab-1: done\nrelayctl verify b  # as planned: rb 9\n```\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := "$ relayctl verify a   # as planned: rb 8; lab-1: done\nlab-1  as planned:  rb 8\nlab-1: done\n$ relayctl verify b  # as planned: rb 9\nlab-1  as planned: rb 8\n"
+	missed := claimsMissed(steps, out)
+	if len(missed) != 1 || !strings.Contains(missed[0], `README.md:4: relayctl verify b  # as planned: rb 9 says "as planned: rb 9"`) {
+		t.Errorf("got %q, want b's claim alone missed", missed)
 	}
 }
 
 // The script echoes each command as written and runs it: $! and quotes
 // of both kinds included.
 func TestScriptEchoesCommandsAsWritten(t *testing.T) {
-	out, err := exec.Command("bash", "-c", script([]step{{1, `true & job=$!`, 0}, {2, `wait $job; echo 'it'"s" done`, 0}})).CombinedOutput()
+	out, err := exec.Command("bash", "-c", script([]step{{line: 1, cmd: `true & job=$!`}, {line: 2, cmd: `wait $job; echo 'it'"s" done`}})).CombinedOutput()
 	if want := "$ true & job=$!\n$ wait $job; echo 'it'\"s\" done\nits done\n"; err != nil || string(out) != want {
 		t.Errorf("got %v %q, want %q", err, out, want)
 	}
