@@ -189,6 +189,10 @@ type Host struct {
 	RelayNetns string `json:"relay_netns"` // where the relay runs, under /run/netns; "" = the sshd's namespace (systemd: /run/netns/relay inside the host)
 	Veth       string `json:"veth"`        // initial-namespace end of the veth pair (SSHDInNetns)
 	MountNS    string `json:"mount_ns"`    // the sshd's /proc/PID/ns/mnt, so Close never kills a reused pid
+	// SSHDStopped says relaylab stop stopped the host's sshd (StopSSHD);
+	// KeeperPID holds its mount namespace meanwhile (hoststop.go).
+	SSHDStopped bool `json:"sshd_stopped,omitempty"`
+	KeeperPID   int  `json:"keeper_pid,omitempty"`
 
 	// Systemd hosts only.
 	InitPID    int        `json:"init_pid,omitempty"`    // the host's systemd, PID 1 inside (the machine's PID)
@@ -266,7 +270,11 @@ func (h *Host) Command(ctx context.Context, argv ...string) *exec.Cmd {
 		cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LC_ALL=C"}
 		return cmd
 	}
-	args := append([]string{"-t", strconv.Itoa(h.SSHDPID), "-m", "-n", "--"}, argv...)
+	pid := h.SSHDPID
+	if h.SSHDStopped && h.KeeperPID != 0 {
+		pid = h.KeeperPID // relaylab stop: the keeper is in the host's namespaces
+	}
+	args := append([]string{"-t", strconv.Itoa(pid), "-m", "-n", "--"}, argv...)
 	cmd := exec.CommandContext(ctx, "nsenter", args...)
 	cmd.Env = append(os.Environ(), "HOME=/root")
 	if h.Kind == KindBusybox {
@@ -490,7 +498,11 @@ func (h *Host) stop() error {
 			nets[id] = true
 		}
 	}
-	tr := trackHost(h.MountNS, nets, h.mountPin, h.SSHDPID)
+	owner := h.SSHDPID
+	if h.KeeperPID != 0 && !h.running() {
+		owner = h.KeeperPID // the sshd is stopped: the keeper holds the namespace
+	}
+	tr := trackHost(h.MountNS, nets, h.mountPin, owner)
 	h.mountPin = nil // the tracker's now
 	defer tr.release()
 	procs := func() []int {

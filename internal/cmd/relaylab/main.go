@@ -10,12 +10,17 @@
 //	            [--relayd PATH --relay-version V [--start-relay=false]]
 //	relaylab down --dir DIR
 //	relaylab status --dir DIR
+//	relaylab stop --dir DIR HOST
+//	relaylab start --dir DIR HOST
 //	relaylab exec --dir DIR HOST -- CMD [ARG...]
 //
 // up stops what it has started if it fails or is interrupted (SIGINT,
-// SIGTERM, SIGHUP), and refuses a DIR that holds a lab not stopped. status
-// exits 0 when every host of the lab runs, 3 when one does not (it was
-// stopped some other way than down: down cleans up after it).
+// SIGTERM, SIGHUP), and refuses a DIR that holds a lab not stopped. stop
+// stops one host's sshd and its SSH sessions (its relay goes on), so that
+// relayctl finds it unreachable; start starts it again, the same host.
+// status exits 0 when every host of the lab runs, 3 when one does not:
+// "stopped" (relaylab stop) or "down" (it ended some other way: down
+// cleans up after it).
 //
 // Examples:
 //
@@ -25,6 +30,8 @@
 //	ssh -F /tmp/sd/ssh_config lab-1 systemctl status relayd
 //	relaylab up --dir /tmp/bb --busybox --relayd bin/relayd --relay-version 1.8.0
 //	relaylab exec --dir /tmp/lab lab-2 -- cat /etc/sysctl.d/90-relayctl.conf
+//	relaylab stop --dir /tmp/lab lab-3
+//	relaylab start --dir /tmp/lab lab-3
 //	relaylab status --dir /tmp/lab
 //	relaylab down --dir /tmp/lab
 package main
@@ -55,6 +62,8 @@ const usage = `usage:
               [--relayd PATH --relay-version V [--start-relay=false]]
   relaylab down --dir DIR
   relaylab status --dir DIR
+  relaylab stop --dir DIR HOST     (its sshd: relayctl finds it unreachable; its relay goes on)
+  relaylab start --dir DIR HOST
   relaylab exec --dir DIR HOST -- CMD [ARG...]
 
 examples:
@@ -64,6 +73,8 @@ examples:
   ssh -F /tmp/sd/ssh_config lab-1 systemctl status relayd
   relaylab up --dir /tmp/bb --busybox --relayd bin/relayd --relay-version 1.8.0
   relaylab exec --dir /tmp/lab lab-2 -- cat /etc/sysctl.d/90-relayctl.conf
+  relaylab stop --dir /tmp/lab lab-3
+  relaylab start --dir /tmp/lab lab-3
   relaylab status --dir /tmp/lab
   relaylab down --dir /tmp/lab
 `
@@ -90,6 +101,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			err = status(args[2:], stdout, stderr)
 		case "exec":
 			err = execCmd(args[2:], stdin, stdout, stderr)
+		case "stop", "start":
+			err = stopStart(args[1], args[2:], stdout, stderr)
 		case "-h", "-help", "--help", "help":
 			fmt.Fprint(stdout, usage)
 			return 0
@@ -221,16 +234,49 @@ func status(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	stopped := l.Stopped()
+	all := true
 	for _, h := range l.Hosts {
 		state := "running"
-		if slices.Contains(stopped, h.Name) {
-			state = "stopped"
+		switch {
+		case h.SSHDStopped:
+			state = "stopped" // relaylab stop: relaylab start starts it
+		case slices.Contains(stopped, h.Name):
+			state = "down"
 		}
+		all = all && state == "running"
 		fmt.Fprintf(stdout, "%s %s %s\n", h.Name, h.Addr, state)
 	}
-	if len(stopped) > 0 {
+	if !all {
 		return errNotRunning
 	}
+	return nil
+}
+
+// stopStart is relaylab stop HOST and relaylab start HOST.
+func stopStart(verb string, args []string, stdout, stderr io.Writer) error {
+	fs := flags(verb, stderr)
+	dir := fs.String("dir", "", "the lab's directory (required)")
+	if err := fs.Parse(args); err != nil || *dir == "" || fs.NArg() != 1 {
+		return errUsage
+	}
+	l, err := lab.Load(*dir)
+	if err != nil {
+		return err
+	}
+	name := fs.Arg(0)
+	if verb == "stop" {
+		if err := l.StopSSHD(name); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: sshd stopped: relayctl finds %s unreachable; its relay goes on (relaylab start --dir %s %s)\n", name, name, *dir, name)
+		return nil
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := l.StartSSHD(ctx, name); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: sshd started\n", name)
 	return nil
 }
 

@@ -74,8 +74,8 @@ func TestUpExecDown(t *testing.T) {
 	for alive(l.Hosts[1].SSHDPID) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if out, errs, code := runCLI(t, "", "status", "--dir", dir); code != 3 || !strings.Contains(out, "lab-2 "+l.Hosts[1].Addr+" stopped\n") {
-		t.Errorf("status with lab-2's sshd killed: exit %d, %q %q; want 3 naming lab-2", code, out, errs)
+	if out, errs, code := runCLI(t, "", "status", "--dir", dir); code != 3 || !strings.Contains(out, "lab-2 "+l.Hosts[1].Addr+" down\n") {
+		t.Errorf("status with lab-2's sshd killed: exit %d, %q %q; want 3 naming lab-2 down", code, out, errs)
 	}
 
 	if out, errs, code := runCLI(t, "", "down", "--dir", dir); code != 0 || out != "stopped 2 hosts\n" {
@@ -165,5 +165,84 @@ func TestUpSystemd(t *testing.T) {
 	}
 	if _, err := os.Stat(l.Host("lab-2").Cgroup); err == nil {
 		t.Errorf("lab-2: cgroup %s left after down", l.Host("lab-2").Cgroup)
+	}
+}
+
+// relaylab stop HOST stops that host's sshd and its sessions: connections
+// to it are refused, as to a host whose SSH server is down, while its
+// relay goes on; relaylab start HOST starts the same host again (its
+// files, address and host key); down stops a lab with a host stopped,
+// leaving nothing.
+func TestStopStartOneHost(t *testing.T) {
+	lab.Require(t)
+	dir := t.TempDir()
+	relayd := lab.BuildRelayd(t, "1.7.0")
+	if _, errs, code := runCLI(t, "", "up", "--dir", dir, "--hosts", "2", "--relayd", relayd, "--relay-version", "1.7.0"); code != 0 {
+		t.Fatalf("up: exit %d: %s", code, errs)
+	}
+	t.Cleanup(func() {
+		if l, err := lab.Load(dir); err == nil {
+			l.Close()
+		}
+	})
+	ssh := func(host string, cmd ...string) (string, error) {
+		b, err := exec.Command("ssh", append([]string{"-F", filepath.Join(dir, "ssh_config"), "-o", "ConnectTimeout=5", host}, cmd...)...).CombinedOutput()
+		return string(b), err
+	}
+	relay, err := ssh("lab-2", "/opt/relay/bin/relay-service", "pid")
+	if err != nil {
+		t.Fatalf("lab-2's relay: %v %s", err, relay)
+	}
+	if out, errs, code := runCLI(t, "", "stop", "--dir", dir, "lab-2"); code != 0 || !strings.Contains(out, "lab-2: sshd stopped") {
+		t.Fatalf("stop lab-2: exit %d, %q %q", code, out, errs)
+	}
+	if out, err := ssh("lab-2", "true"); err == nil || !strings.Contains(out, "Connection refused") {
+		t.Errorf("ssh lab-2 after stop: %v %q, want the connection refused", err, out)
+	}
+	if out, err := ssh("lab-1", "true"); err != nil {
+		t.Errorf("ssh lab-1 while lab-2 is stopped: %v %q", err, out)
+	}
+	up, err := lab.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "lab-1 " + up.Hosts[0].Addr + " running\nlab-2 " + up.Hosts[1].Addr + " stopped\n"
+	if out, _, code := runCLI(t, "", "status", "--dir", dir); code != 3 || out != want {
+		t.Errorf("status with lab-2 stopped: exit %d, %q; want 3 and %q", code, out, want)
+	}
+	// The relay goes on, and the host is still there for exec.
+	if out, errs, code := runCLI(t, "", "exec", "--dir", dir, "lab-2", "--", "sh", "-c", "/opt/relay/bin/relay-service pid && echo kept > /etc/relay/while-stopped"); code != 0 || out != relay {
+		t.Errorf("exec on lab-2 while stopped: exit %d, %q %q; want the relay's pid %q", code, out, errs, relay)
+	}
+	if _, errs, code := runCLI(t, "", "stop", "--dir", dir, "lab-2"); code != 1 || !strings.Contains(errs, "already") {
+		t.Errorf("stop lab-2 twice: exit %d, %q", code, errs)
+	}
+	if out, errs, code := runCLI(t, "", "start", "--dir", dir, "lab-2"); code != 0 || out != "lab-2: sshd started\n" {
+		t.Fatalf("start lab-2: exit %d, %q %q", code, out, errs)
+	}
+	if out, err := ssh("lab-2", "cat /etc/relay/while-stopped && /opt/relay/bin/relay-service pid"); err != nil || out != "kept\n"+relay {
+		t.Errorf("ssh lab-2 after start: %v %q, want the same host: its file and relay", err, out)
+	}
+	if _, errs, code := runCLI(t, "", "start", "--dir", dir, "lab-1"); code != 1 || !strings.Contains(errs, "it runs") {
+		t.Errorf("start of a running host: exit %d, %q", code, errs)
+	}
+	if _, errs, code := runCLI(t, "", "stop", "--dir", dir, "lab-9"); code != 1 || !strings.Contains(errs, `no host "lab-9"`) {
+		t.Errorf("stop of no host: exit %d, %q", code, errs)
+	}
+
+	// Down with lab-1 stopped leaves no process: its keeper goes too.
+	runCLI(t, "", "stop", "--dir", dir, "lab-1")
+	l, err := lab.Load(dir)
+	if err != nil || l.Hosts[0].KeeperPID == 0 {
+		t.Fatalf("lab-1 stopped has no keeper in lab.json: %v", err)
+	}
+	if out, errs, code := runCLI(t, "", "down", "--dir", dir); code != 0 || out != "stopped 2 hosts\n" {
+		t.Fatalf("down: exit %d, %q %q", code, out, errs)
+	}
+	if alive(l.Hosts[0].KeeperPID) {
+		t.Errorf("lab-1's keeper %d still runs after down", l.Hosts[0].KeeperPID)
+	}
+	if ps := processesOf(dir); len(ps) > 0 {
+		t.Errorf("processes left after down: %v", ps)
 	}
 }
