@@ -126,6 +126,23 @@ kernel_lock_record() {
 # kernel_lock_clear FD: clear the record, before letting the lock go.
 kernel_lock_clear() { : 2>/dev/null >"/proc/self/fd/$1" || true; }
 
+# kernel_lock_clear_after PID: in the background, once PID (a holder that
+# cannot clear its own record: a program this script exec'd) has let the
+# lock go, take it, clear the record if it still names PID (no holder
+# since wrote its own), and let it go. It closes its copy of the lock's
+# descriptor first: holding it would hold the lock.
+kernel_lock_clear_after() {
+	local pid=$1 fd rec
+	exec {kernel_lock_fd}>&-
+	unset kernel_lock_fd
+	kernel_lock_open "lab" || return 0
+	fd=$kernel_lock_fd
+	flock "$fd" || return 0
+	rec=$(head -c 1024 "/proc/self/fd/$fd" 2>/dev/null | head -n 1) || true
+	case $rec in "pid=$pid "*) kernel_lock_clear "$fd" ;; esac
+	exec {fd}>&-
+}
+
 # demo_start NAME DIR: check root, make DIR afresh, build relayd 1.7.0 into
 # it, take the kernel lock, and put the machine on the incident's
 # 212,992-byte rmem_max and rmem_default, saying so; on exit the lab in

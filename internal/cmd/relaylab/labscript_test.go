@@ -368,6 +368,21 @@ func TestLabRelayctlHoldsTheMachineLock(t *testing.T) {
 	if line, err := bufio.NewReader(held).ReadString('\n'); err != nil || line != "held\n" {
 		t.Fatalf("the other holder said %q, %v", line, err)
 	}
+	// What reads no host's kernel runs at once, the lock held or not.
+	for _, args := range [][]string{{"validate", "lab.yaml"}, {"history", "--host", "lab-1"}, {"show", "--help"}, {"--version"}} {
+		cmd, out := relayctl(args...)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil || strings.Contains(out.String(), "waiting for the machine-wide sysctl lock") {
+				t.Errorf("relayctl %s while another holds the lock: %v\n%s", strings.Join(args, " "), err, out.String())
+			}
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("relayctl %s waited for the lock, which it does not need:\n%s", strings.Join(args, " "), out.String())
+		}
+	}
 	plan, out := relayctl("plan", "lab.yaml", "--out", "lab.plan")
 	want := "lab: waiting for the machine-wide sysctl lock held by make demo (another) (pid " + strconv.Itoa(other.Process.Pid) + ", user "
 	for !strings.Contains(out.String(), want) {
@@ -406,6 +421,18 @@ func TestLabRelayctlHoldsTheMachineLock(t *testing.T) {
 	}
 	if h, ok := kerneltest.ReadHolder(kerneltest.LockPath); ok && h.PID == apply.Process.Pid {
 		t.Errorf("the lock still names relayctl apply after it exited: %+v", h)
+	}
+	// Its line goes from the lock file once it has exited: the file does
+	// not keep a departed holder's line (another holder's may follow).
+	line := func() string {
+		b, _ := os.ReadFile(kerneltest.LockPath)
+		return string(b)
+	}
+	for deadline := time.Now().Add(10 * time.Second); strings.Contains(line(), "pid="+strconv.Itoa(apply.Process.Pid)+" "); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("the lock file keeps relayctl apply's line after it exited: %q", line())
+			break
+		}
 	}
 	s.must("lab: stopped; restored", "make", "-s", "lab-down")
 }
