@@ -94,11 +94,13 @@ fuzz: agent
 demo: lab-deps build
 	./scripts/demo.sh
 
-# One lab host that stays up, with ssh_config, known_hosts, ready specs and
-# lab/bin/relayctl (relayctl holding the machine-wide sysctl lock) in lab/,
-# to try relayctl by hand (README.md, "A ten-minute walkthrough"); lab-down
-# stops it and puts back the rmem values it found. Either may run again,
-# fail or be interrupted and leaves the machine as it was (docs/lab.md).
+# One lab host that stays up, or with HOSTS=N (make lab HOSTS=4) a fleet
+# of N, with ssh_config, known_hosts, ready specs and lab/bin/relayctl
+# (relayctl holding the machine-wide sysctl lock) in lab/, to try relayctl
+# by hand (README.md, "A ten-minute walkthrough"); lab-down stops it and
+# puts back the rmem values it found. Either may run again, fail or be
+# interrupted and leaves the machine as it was (docs/lab.md). HOSTS, given
+# on make's command line, reaches the script in its environment.
 # Needs root.
 lab: lab-deps build
 	./scripts/lab.sh up

@@ -172,11 +172,12 @@ func index(lines []string, at int, l string) int {
 }
 
 // command runs in the copy, with the kernel lock marked as held by this
-// test (the scripts would otherwise wait for it).
+// test (the scripts would otherwise wait for it), and a record of the lab
+// up of its own (make lab's LAB_OWNER), not the machine's.
 func command(dir string, argv ...string) *exec.Cmd {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "RELAYCTL_KERNEL_LOCK_HELD=1")
+	cmd.Env = append(os.Environ(), "RELAYCTL_KERNEL_LOCK_HELD=1", "LAB_OWNER="+filepath.Join(dir, "lab.owner"))
 	return cmd
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -27,11 +28,14 @@ type labScript struct {
 	repo string
 	dir  string // the copy's lab/
 	held bool   // the test holds the kernel lock: the scripts are told so
+	// owner is the test's own record of the lab up on the machine
+	// (LAB_OWNER), so that no test's lab stands in another's way.
+	owner string
 }
 
 func newLabScript(t *testing.T, held bool) *labScript {
 	repo := repotest.Copy(t)
-	s := &labScript{t: t, repo: repo, dir: filepath.Join(repo, "lab"), held: held}
+	s := &labScript{t: t, repo: repo, dir: filepath.Join(repo, "lab"), held: held, owner: filepath.Join(t.TempDir(), "lab.owner")}
 	t.Cleanup(func() {
 		if s.exists("lab.json") || s.exists("sysctls.saved") {
 			if out, code := s.run(nil, "scripts/lab.sh", "down"); code != 0 {
@@ -45,7 +49,8 @@ func newLabScript(t *testing.T, held bool) *labScript {
 func (s *labScript) command(env []string, argv ...string) *exec.Cmd {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = s.repo
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(os.Environ(), "LAB_OWNER="+s.owner)
+	cmd.Env = append(cmd.Env, env...)
 	if s.held {
 		cmd.Env = append(cmd.Env, "RELAYCTL_KERNEL_LOCK_HELD=1")
 	}
@@ -483,4 +488,111 @@ func TestLabDownReadsTheSavedValuesAsData(t *testing.T) {
 		}
 	}
 	os.Remove(filepath.Join(s.dir, "sysctls.saved"))
+}
+
+// make lab HOSTS=4 is a fleet, through scripts/lab.sh and the machine
+// lock as one host is: four hosts, lab.yaml and broken.yaml for all four,
+// fleet.yaml over an inventory of two regions, allowed_signers and the
+// wrapper. relaylab stop takes one host's sshd down: a plan through the
+// wrapper holds it as unreachable and plans the others; relaylab start
+// brings it back and the next plan plans it. A lab of another size in the
+// same folder, or a lab in another folder, is refused while it is up,
+// changing nothing; make lab-down leaves the machine as it was.
+func TestMakeLabFleet(t *testing.T) {
+	lab.Require(t)
+	if _, err := exec.LookPath("make"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("make not installed")
+		}
+		t.Skip("make not installed")
+	}
+	kerneltest.Lock(t)
+	kerneltest.Set(t, "net.core.rmem_max", "4194304")
+	kerneltest.Set(t, "net.core.rmem_default", "262144")
+	before := globals(t)
+	s := newLabScript(t, true)
+	mustEnv := func(env []string, want string, argv ...string) string {
+		t.Helper()
+		out, code := s.run(env, argv...)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("%s: exit %d, want 0 and %q:\n%s", strings.Join(argv, " "), code, want, out)
+		}
+		return out
+	}
+	mustEnv(nil, "lab: lab-1 … lab-4 (4 hosts) are up (relayd 1.7.0", "make", "-s", "lab", "HOSTS=4")
+	s.expectUp(before)
+	if b, err := os.ReadFile(s.owner); err != nil || string(b) != s.dir+"\n" {
+		t.Errorf("the machine's lab owner: %q, %v; want %s", b, err, s.dir)
+	}
+	l, err := lab.Load(s.dir)
+	if err != nil || len(l.Hosts) != 4 {
+		t.Fatalf("the lab: %v, want 4 hosts", err)
+	}
+	for _, f := range []string{"lab.yaml", "broken.yaml", "fleet.yaml"} {
+		b, _ := os.ReadFile(filepath.Join(s.dir, f))
+		for _, h := range []string{"lab-1", "lab-4"} {
+			if f != "fleet.yaml" && !strings.Contains(string(b), "  - "+h+"\n") {
+				t.Errorf("%s does not list %s:\n%s", f, h, b)
+			}
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(s.dir, "inventory.ini")); string(b) != "# lab-1 … lab-4 in two regions (make lab HOSTS=4, docs/lab.md).\n[ash]\nlab-1\nlab-2\n[fra]\nlab-3\nlab-4\n[ash:vars]\nregion=ash\n[fra:vars]\nregion=fra\n[relays:children]\nash\nfra\n" {
+		t.Errorf("inventory.ini:\n%s", b)
+	}
+	for _, f := range []string{"allowed_signers", "bin/relayctl"} {
+		if !s.exists(f) {
+			t.Errorf("lab/%s missing", f)
+		}
+	}
+	relayctl := func(args ...string) (string, int) {
+		return s.run([]string{"RELAYCTL_SSH_CONFIG=" + filepath.Join(s.dir, "ssh_config"), "RELAYCTL_KNOWN_HOSTS=" + filepath.Join(s.dir, "known_hosts")},
+			append([]string{filepath.Join(s.dir, "bin/relayctl")}, args...)...)
+	}
+	if out, code := relayctl("validate", filepath.Join(s.dir, "fleet.yaml")); code != 0 || !strings.Contains(out, "valid: 4 hosts selected from inventory.ini by relays") {
+		t.Errorf("validate fleet.yaml: exit %d\n%s", code, out)
+	}
+
+	// Another size here, or another folder, while it is up: refused.
+	if out, code := s.run(nil, "make", "-s", "lab", "HOSTS=2"); code == 0 || !strings.Contains(out, "a lab of 4 host(s) is up in lab, not 2: make lab-down first") {
+		t.Errorf("make lab HOSTS=2 with 4 up: exit %d\n%s", code, out)
+	}
+	other := filepath.Join(s.repo, "other-lab")
+	if out, code := s.run([]string{"LAB_DIR=" + other}, "scripts/lab.sh", "up"); code == 0 || !strings.Contains(out, "lab: error: a lab is up in "+s.dir+": its hosts share this machine's kernel") {
+		t.Errorf("make lab in another folder while one is up: exit %d\n%s", code, out)
+	}
+	s.expectUp(before)
+
+	// One host's sshd stopped: planned as unreachable, the others planned.
+	mustEnv(nil, "lab-3: sshd stopped", "bin/relaylab", "stop", "--dir", s.dir, "lab-3")
+	plan := filepath.Join(s.dir, "fleet.plan")
+	if out, code := relayctl("plan", filepath.Join(s.dir, "lab.yaml"), "--out", plan, "--max-unreachable", "1", "--connect-timeout", "5s"); code != 0 || !strings.Contains(out, "lab-3") || !strings.Contains(out, "connection refused") {
+		t.Errorf("plan with lab-3 stopped: exit %d, want 0 with lab-3 unreachable (connection refused)\n%s", code, out)
+	}
+	var p struct {
+		Hosts []struct{ Host, Action string } `json:"hosts"`
+	}
+	b, _ := os.ReadFile(plan)
+	if err := json.Unmarshal(b, &p); err != nil || len(p.Hosts) != 4 || p.Hosts[2].Action != "unreachable" || p.Hosts[0].Action == "unreachable" || p.Hosts[3].Action == "unreachable" {
+		t.Errorf("the plan's hosts with lab-3 stopped: %+v, %v", p.Hosts, err)
+	}
+	// A make lab meanwhile finds the lab up, a host stopped on purpose.
+	mustEnv(nil, "lab: lab-1 … lab-4 (4 hosts) are up already in lab", "make", "-s", "lab", "HOSTS=4")
+	mustEnv(nil, "lab-3: sshd started", "bin/relaylab", "start", "--dir", s.dir, "lab-3")
+	if out, code := relayctl("plan", filepath.Join(s.dir, "lab.yaml"), "--out", plan); code != 0 {
+		t.Errorf("plan with lab-3 back: exit %d\n%s", code, out)
+	}
+	b, _ = os.ReadFile(plan)
+	if err := json.Unmarshal(b, &p); err != nil || p.Hosts[2].Action == "unreachable" {
+		t.Errorf("the plan's hosts with lab-3 back: %+v, %v", p.Hosts, err)
+	}
+
+	mustEnv(nil, "lab: stopped; restored net.core.rmem_max=4194304 net.core.rmem_default=262144", "make", "-s", "lab-down")
+	s.expectDown(before)
+	if _, err := os.Stat(s.owner); err == nil {
+		t.Error("make lab-down left the machine's lab owner behind")
+	}
+	if out, code := s.run(nil, "make", "-s", "lab", "HOSTS=x"); code == 0 || !strings.Contains(out, "HOSTS=x: want a number of hosts from 1 to 32") {
+		t.Errorf("make lab HOSTS=x: exit %d\n%s", code, out)
+	}
+	s.expectDown(before)
 }
