@@ -315,23 +315,61 @@ func rolloutMarkdown(p *Plan) string {
 	return wavesMarkdown(p, r, from) + soak
 }
 
-// wavesMarkdown lists the waves of a rollout that is not by label.
+// wavesMarkdown lists the waves of a rollout that is not by label, as
+// apply will run them: the hosts it could read, those that change first.
 func wavesMarkdown(p *Plan, r Resolved, from string) string {
-	sizes := SplitWaves(r.Waves, len(p.Hosts))
+	waves := r.Layout(p.Hosts, p.reachedIndexes())
+	sizes := make([]int, len(waves))
+	for i, w := range waves {
+		sizes[i] = len(w.Hosts)
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "- Rollout: waves %s (%s) → %s host(s); a wave starts when the one before has ended with at most %s failed, rolled back or refused and %s unreachable "+
 		"(apply's --waves, --max-failures, --max-unreachable override)\n",
 		WavesText(r.Waves), from, WaveCounts(sizes), budgetText(r.MaxFailures), budgetText(r.MaxUnreachable))
-	at := 0
-	for i, n := range sizes {
-		if i == maxListedWaves && len(sizes) > maxListedWaves+1 {
-			fmt.Fprintf(&b, "  - waves %d to %d: %d host(s), %s\n", i+1, len(sizes), len(p.Hosts)-at, MDText(hostSpan(p.Hosts[at:])))
+	for i, w := range waves {
+		if i == maxListedWaves && len(waves) > maxListedWaves+1 {
+			var rest []int
+			for _, x := range waves[i:] {
+				rest = append(rest, x.Hosts...)
+			}
+			fmt.Fprintf(&b, "  - waves %d to %d: %d host(s), %s\n", i+1, len(waves), len(rest), MDText(spanOf(p.Hosts, rest)))
 			break
 		}
-		fmt.Fprintf(&b, "  - wave %d: %d host(s), %s\n", i+1, n, MDText(hostSpan(p.Hosts[at:at+n])))
-		at += n
+		fmt.Fprintf(&b, "  - wave %d: %d host(s), %s\n", i+1, len(w.Hosts), MDText(spanOf(p.Hosts, w.Hosts)))
 	}
 	return b.String()
+}
+
+// reachedIndexes are the indexes of the hosts the plan could read: those
+// apply lays out in waves (it leaves the others alone).
+func (p *Plan) reachedIndexes() []int {
+	var out []int
+	for i, h := range p.Hosts {
+		if h.Action != ActionUnreachable {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// spanOf names hosts idx: "first … last" when they follow one another in
+// the plan, else a few of them by name.
+func spanOf(hosts []*HostPlan, idx []int) string {
+	if len(idx) == 0 {
+		return "none"
+	}
+	hs := make([]*HostPlan, len(idx))
+	names := make([]string, len(idx))
+	run := true
+	for k, i := range idx {
+		hs[k], names[k] = hosts[i], hosts[i].Host
+		run = run && (k == 0 || i == idx[k-1]+1)
+	}
+	if run {
+		return hostSpan(hs)
+	}
+	return FewNames(names, 3)
 }
 
 // maxListedWaves is how many waves the review lists one by one.

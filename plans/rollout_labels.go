@@ -43,7 +43,10 @@ type Wave struct {
 // Layout cuts the hosts idx (indexes into hosts, in plan order) into the
 // run's waves. Without r.By they are cut by r.Waves as they come; with it,
 // grouped by their value of the label first (see the top of this file).
+// Either way the hosts that change go first (changesFirst), so each
+// wave's canary, its first host, is one whose window proves something.
 func (r Resolved) Layout(hosts []*HostPlan, idx []int) []Wave {
+	idx = changesFirst(hosts, idx)
 	if r.By == "" {
 		return r.cut("", "", idx)
 	}
@@ -56,6 +59,27 @@ func (r Resolved) Layout(hosts []*HostPlan, idx []int) []Wave {
 	for _, v := range r.GroupOrder(hosts) {
 		if g := groups[v]; len(g) > 0 {
 			out = append(out, r.cut(r.By+"="+v, v, g)...)
+		}
+	}
+	return out
+}
+
+// changesFirst is idx with the hosts the plan changes first, then the
+// others, each in plan order. A wave's first host goes ahead of the rest
+// and is the one a soak watches: a host left unchanged (or refused) there
+// would vouch for a release it never ran, and the host that does change
+// would go without a canary ahead of it. A group whose hosts all stay as
+// they are has no canary to speak of, and needs none.
+func changesFirst(hosts []*HostPlan, idx []int) []int {
+	out := make([]int, 0, len(idx))
+	for _, i := range idx {
+		if hosts[i].Action == ActionChange {
+			out = append(out, i)
+		}
+	}
+	for _, i := range idx {
+		if hosts[i].Action != ActionChange {
+			out = append(out, i)
 		}
 	}
 	return out
@@ -296,11 +320,7 @@ func plural(n int, noun string) string {
 // rolloutByLabelMarkdown is the review's account of a rollout by label:
 // a line per value, in the order they go, with its waves and budgets.
 func rolloutByLabelMarkdown(p *Plan, r Resolved, from string) string {
-	all := make([]int, len(p.Hosts))
-	for i := range all {
-		all[i] = i
-	}
-	waves := r.Layout(p.Hosts, all)
+	waves := r.Layout(p.Hosts, p.reachedIndexes())
 	order := r.GroupOrder(p.Hosts)
 	var b strings.Builder
 	ordered := ""
@@ -313,14 +333,11 @@ func rolloutByLabelMarkdown(p *Plan, r Resolved, from string) string {
 		MDText(r.By), len(order), ordered, WavesText(r.Waves), from, len(waves))
 	at := 0
 	for gi, v := range order {
-		var sizes []int
-		var hosts []*HostPlan
+		var sizes, hosts []int
 		first := at + 1
 		for at < len(waves) && waves[at].Group == r.By+"="+v {
 			sizes = append(sizes, len(waves[at].Hosts))
-			for _, i := range waves[at].Hosts {
-				hosts = append(hosts, p.Hosts[i])
-			}
+			hosts = append(hosts, waves[at].Hosts...)
 			at++
 		}
 		if gi == maxListedGroups && len(order) > maxListedGroups+1 {
@@ -328,10 +345,21 @@ func rolloutByLabelMarkdown(p *Plan, r Resolved, from string) string {
 			break
 		}
 		w := waves[first-1]
-		fmt.Fprintf(&b, "  - %s=%s: %d host(s) in waves %d–%d (%s), %s; budgets per wave %s failed, rolled back or refused and %s unreachable\n",
-			MDText(r.By), MDText(v), len(hosts), first, at, WaveCounts(sizes), MDText(hostSpan(hosts)), budgetText(w.MaxFailures), budgetText(w.MaxUnreachable))
+		fmt.Fprintf(&b, "  - %s=%s: %d host(s) in waves %d–%d (%s), %s%s; budgets per wave %s failed, rolled back or refused and %s unreachable\n",
+			MDText(r.By), MDText(v), len(hosts), first, at, WaveCounts(sizes), MDText(spanOf(p.Hosts, hosts)), noCanary(p.Hosts, hosts), budgetText(w.MaxFailures), budgetText(w.MaxUnreachable))
 	}
 	return b.String()
+}
+
+// noCanary says so of a group whose hosts all stay as they are: its first
+// host is no canary, since it runs nothing new.
+func noCanary(hosts []*HostPlan, idx []int) string {
+	for _, i := range idx {
+		if hosts[i].Action == ActionChange {
+			return ""
+		}
+	}
+	return " (none changes: no canary)"
 }
 
 // maxListedGroups is how many label values the review lists one by one.

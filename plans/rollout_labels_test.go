@@ -117,3 +117,47 @@ func TestSelector(t *testing.T) {
 		t.Errorf("a listed plan: %v", err)
 	}
 }
+
+// A wave's first host is its canary: it goes ahead of the rest of its
+// wave and, with a soak, is the one watched. A host the plan leaves
+// unchanged proves nothing there, so the hosts that change go first, in
+// plan order, then the others: each region's canary is a host that
+// changes, where one does. (The layout once took the plan's order: an
+// unchanged host was a region's canary, and the one host of that region
+// that changed went in the next wave with no canary ahead of it.)
+func TestLayoutCanariesAmongHostsThatChange(t *testing.T) {
+	hosts := hostsLabelled("ash1 fra1 ash2 fra2 ash3 sin1 sin2")
+	for _, changes := range []string{"ash2", "fra1", "fra2", "ash3"} {
+		for _, h := range hosts {
+			if h.Host == changes {
+				h.Action = ActionChange
+			}
+		}
+	}
+	for _, h := range hosts {
+		if h.Action == "" {
+			h.Action = ActionNone
+		}
+	}
+	all := []int{0, 1, 2, 3, 4, 5, 6}
+	tests := []struct {
+		name string
+		r    Resolved
+		idx  []int
+		want string
+	}{
+		{"plain", Resolved{Waves: DefaultWaves}, all, "[fra1 0/0] [ash2,fra2,ash3,ash1,sin1,sin2 0/0]"},
+		{"by region", Resolved{Waves: DefaultWaves, By: "region"}, all,
+			"region=ash[ash2 0/0] region=ash[ash3,ash1 0/0] region=fra[fra1 0/0] region=fra[fra2 0/0] region=sin[sin1 0/0] region=sin[sin2 0/0]"},
+		{"waves of two", Resolved{Waves: []Amount{{N: 2}}}, all, "[fra1,ash2 0/0] [fra2,ash3 0/0] [ash1,sin1 0/0] [sin2 0/0]"},
+		{"what is left", Resolved{Waves: DefaultWaves, By: "region"}, []int{0, 4, 6},
+			"region=ash[ash3 0/0] region=ash[ash1 0/0] region=sin[sin2 0/0]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := layoutText(hosts, tt.r.Layout(hosts, tt.idx)); got != tt.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
+			}
+		})
+	}
+}

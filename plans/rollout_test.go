@@ -199,3 +199,26 @@ func TestReleaseURL(t *testing.T) {
 		}
 	}
 }
+
+// The review shows the waves apply will run: the hosts that change go
+// first, so the canary is one of them; a region where nothing changes says
+// it has no canary; a host not read is in no wave.
+func TestReviewCanaryIsAHostThatChanges(t *testing.T) {
+	hosts := hostsLabelled("ash1 ash2 ash3 fra1 fra2")
+	for _, h := range hosts {
+		h.Action = ActionNone
+	}
+	hosts[1].Action = ActionChange
+	hosts[2].Action = ActionUnreachable
+	p := &Plan{Hosts: hosts}
+	if got, want := rolloutMarkdown(p), "  - wave 1: 1 host(s), ash2\n  - wave 2: 3 host(s), ash1 fra1 fra2\n"; !strings.Contains(got, want) {
+		t.Errorf("review:\n%s\nwant\n%s", got, want)
+	}
+	p.Rollout = &Rollout{By: "region"}
+	got := rolloutMarkdown(p)
+	for _, want := range []string{"  - region=ash: 2 host(s) in waves 1–2 (1 + 1), ash2 ash1;", "  - region=fra: 2 host(s) in waves 3–4 (1 + 1), fra1 … fra2 (none changes: no canary);"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("review by region:\n%s\nwant %q", got, want)
+		}
+	}
+}

@@ -41,15 +41,23 @@ const artifactSHA = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20
 // makes it.
 func fleet(t *testing.T, n int, extra string) (rollouttest.Dialer, *plans.Plan, []*rollouttest.Sim) {
 	t.Helper()
+	var sims []*rollouttest.Sim
+	for i := 1; i <= n; i++ {
+		sims = append(sims, rollouttest.NewSim(fmt.Sprintf("h%d", i)))
+	}
+	d, p := fleetOf(t, sims, extra)
+	return d, p, sims
+}
+
+// fleetOf is fleet's plan for hosts as they are.
+func fleetOf(t *testing.T, sims []*rollouttest.Sim, extra string) (rollouttest.Dialer, *plans.Plan) {
+	t.Helper()
 	var names []string
 	d := rollouttest.Dialer{}
-	var sims []*rollouttest.Sim
 	var facts []*plans.Facts
-	for i := 1; i <= n; i++ {
-		s := rollouttest.NewSim(fmt.Sprintf("h%d", i))
+	for _, s := range sims {
 		names = append(names, s.Name)
 		d[s.Name] = s
-		sims = append(sims, s)
 		facts = append(facts, s.Facts())
 	}
 	spec, err := plans.ParseSpec("fake.yaml", []byte(fmt.Sprintf(fakeSpec, strings.Join(names, ", "), extra)))
@@ -60,7 +68,7 @@ func fleet(t *testing.T, n int, extra string) (rollouttest.Dialer, *plans.Plan, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d, reload(t, p), sims
+	return d, reload(t, p)
 }
 
 // checked is p through rollout.CheckPlan, as apply takes a plan.

@@ -126,6 +126,35 @@ func TestWavesInOrder(t *testing.T) {
 	}
 }
 
+// A wave's canary is a host that changes: h1, already as planned, goes
+// after h2, which runs the window first and alone, with the soak (on the
+// code before, h1 was the canary: it ended unchanged, and h2 went in the
+// next wave with no canary ahead of it).
+func TestCanaryIsAHostThatChanges(t *testing.T) {
+	_, p1, sims := fleet(t, 1, "")
+	applyWith(t, context.Background(), rollouttest.Dialer{"h1": sims[0]}, p1, rollout.ApplyOptions{})
+	sims = append(sims, rollouttest.NewSim("h2"), rollouttest.NewSim("h3"))
+	d, p := fleetOf(t, sims, "")
+	if got := p.Hosts[0].Action; got != plans.ActionNone {
+		t.Fatalf("h1 planned %s, want none: the test needs a host already as planned first", got)
+	}
+	load(sims, quiet, quiet)
+	rep := applySoak(t, d, p, fastSoak(nil))
+	var got []string
+	for _, w := range rep.Waves {
+		got = append(got, strings.Join(w.Hosts, ","))
+	}
+	if want := "h2|h3,h1"; strings.Join(got, "|") != want {
+		t.Errorf("waves: got %s, want %s", strings.Join(got, "|"), want)
+	}
+	if out := outcomes(rep); out != "h1=unchanged h2=applied h3=applied" {
+		t.Errorf("outcomes: %s", out)
+	}
+	if s := rep.Hosts[1].Soak; s == nil {
+		t.Error("h2, the canary, did not soak")
+	}
+}
+
 // The budgets' edges, each as a fleet: exactly at a budget goes on, over
 // it stops the wave's other hosts and every later wave, and a wave where
 // nothing worked stops whatever the budget.
