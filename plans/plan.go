@@ -60,7 +60,13 @@ type Plan struct {
 	// applied windows of that plan, each host's decisions from its own
 	// receipt of that run (rollback.go).
 	Rollback *RollbackRecord `json:"rollback,omitempty"`
-	Hosts    []*HostPlan     `json:"hosts"`
+	// UnreachableAllowed is the budget of hosts not read that the plan was
+	// made with (plan's --max-unreachable, else the spec's
+	// rollout.max_unreachable, else 0), recorded when a host could not be
+	// read: a plan over it is not a plan to apply (OverBudget), which
+	// approve and apply hold to.
+	UnreachableAllowed string      `json:"unreachable_allowed,omitempty"`
+	Hosts              []*HostPlan `json:"hosts"`
 }
 
 // PlanWindow is the spec's restart window, RFC 3339 in UTC.
@@ -325,6 +331,9 @@ type Input struct {
 	// Uploads sizes the release's upload to each host (Upload); nil: the
 	// plan says nothing of it.
 	Uploads Uploads
+	// UnreachableAllowed is the budget of Unreachable the plan is made
+	// with: the plan records it when a host could not be read.
+	UnreachableAllowed Amount
 }
 
 // StepsFunc lists the steps apply takes on a host of a plan, in order.
@@ -382,6 +391,7 @@ func Make(in Input) (*Plan, error) {
 		}
 		p.Hosts = append(p.Hosts, h)
 	}
+	p.recordBudget(in.UnreachableAllowed)
 	return p, nil
 }
 

@@ -96,6 +96,9 @@ func (r *review) header(planFile string) {
 	r.w("- Hosts: %d to change, %d already as planned, %d blocked", counts[ActionChange], counts[ActionNone], counts[ActionBlocked])
 	if n := counts[ActionUnreachable]; n > 0 {
 		r.w(", %d unreachable (not planned: apply leaves them alone, a new plan reads them again)", n)
+		if over, _ := p.OverBudget(); over {
+			r.w("; more than the budget of %s it was made with: **not a plan to apply** (approve and apply refuse it without --allow-unreachable)", MDText(p.MadeWith().String()))
+		}
 	}
 	r.w("\n")
 	if line := uplinkText(p); line != "" {

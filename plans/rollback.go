@@ -43,6 +43,8 @@ type RollbackInput struct {
 	Facts       []*Facts
 	Unreachable map[string]string
 	Steps       StepsFunc
+	// UnreachableAllowed is the budget of Unreachable (Input's).
+	UnreachableAllowed Amount
 }
 
 // MakeRollback makes the plan back to what From's windows found, host by
@@ -55,7 +57,7 @@ func MakeRollback(in RollbackInput) (*Plan, error) {
 	}
 	from := in.From
 	p := *from
-	p.Checksum, p.Hosts = "", make([]*HostPlan, 0, len(from.Hosts))
+	p.Checksum, p.Hosts, p.UnreachableAllowed = "", make([]*HostPlan, 0, len(from.Hosts)), ""
 	rec := in.Receipt
 	p.Rollback = &rec
 	byHost := map[string]*Facts{}
@@ -81,6 +83,7 @@ func MakeRollback(in RollbackInput) (*Plan, error) {
 		h.Steps = in.Steps(&p, h)
 		p.Hosts = append(p.Hosts, h)
 	}
+	p.recordBudget(in.UnreachableAllowed)
 	return &p, nil
 }
 

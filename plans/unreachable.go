@@ -97,3 +97,51 @@ func hostNames(hs []*HostPlan) []string {
 	}
 	return out
 }
+
+// recordBudget keeps the budget a plan with hosts not read was made with.
+func (p *Plan) recordBudget(budget Amount) {
+	if len(p.Unreached()) > 0 {
+		p.UnreachableAllowed = budget.String()
+	}
+}
+
+// MadeWith is the budget of unreachable hosts the plan was made with: the
+// one it records, or for a plan that records none (made before it did)
+// its spec's rollout.max_unreachable, plan's own default.
+func (p *Plan) MadeWith() Amount {
+	if a, err := ParseAmount(p.UnreachableAllowed, 0); p.UnreachableAllowed != "" && err == nil {
+		return a
+	}
+	r, _ := p.Rollout.Resolve() // Validate resolved it
+	return r.MaxUnreachable
+}
+
+// OverBudget says whether more of the plan's hosts could not be read than
+// the budget it was made with allows, in words when it does: plan failed
+// on it ("not a plan to apply"), and approve and apply refuse it unless
+// told to go on all the same.
+func (p *Plan) OverBudget() (bool, string) {
+	if len(p.Unreached()) == 0 {
+		return false, ""
+	}
+	within, text := p.UnreachableBudget(p.MadeWith())
+	if within {
+		return false, ""
+	}
+	return true, text + " it was made with"
+}
+
+// validBudget checks a recorded budget: one a plan with hosts not read
+// would record.
+func validBudget(p *Plan) error {
+	if p.UnreachableAllowed == "" {
+		return nil
+	}
+	if len(p.Unreached()) == 0 {
+		return fmt.Errorf("unreachable_allowed %q, but every host was read", Visible(p.UnreachableAllowed))
+	}
+	if _, err := ParseAmount(p.UnreachableAllowed, 0); err != nil {
+		return fmt.Errorf("unreachable_allowed %q: %v", Visible(p.UnreachableAllowed), err)
+	}
+	return nil
+}

@@ -51,3 +51,53 @@ func TestUnreachableHostIsPlannedAsSuch(t *testing.T) {
 		t.Errorf("budget 50%%: exactly at the budget is within it")
 	}
 }
+
+// A plan with a host not read records the budget it was made with, so
+// approve and apply know whether plan called it "not a plan to apply"
+// (OverBudget); a plan that records none (made before it did) is held to
+// its spec's rollout.max_unreachable; an edited record is an edited plan.
+func TestPlanRecordsItsUnreachableBudget(t *testing.T) {
+	s := incidentSpec(t, func(src string) string {
+		return strings.Replace(src, "  - relay-ash-1\n", "  - relay-ash-1\n  - relay-ash-2\n", 1)
+	})
+	in := Input{Spec: s, Facts: []*Facts{incidentFacts()}, Unreachable: map[string]string{"relay-ash-2": "timed out"}, Artifact: testArtifact, Steps: testSteps}
+	p, err := Make(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if over, text := p.OverBudget(); p.UnreachableAllowed != "0" || !over || text != "1 of 2 host(s) could not be read (relay-ash-2), over the budget of 0 it was made with" {
+		t.Errorf("budget 0: recorded %q, over %v %q", p.UnreachableAllowed, over, text)
+	}
+	in.UnreachableAllowed = Amount{N: 1}
+	if p, err = Make(in); err != nil {
+		t.Fatal(err)
+	}
+	if over, _ := p.OverBudget(); p.UnreachableAllowed != "1" || over {
+		t.Errorf("budget 1: recorded %q, over %v", p.UnreachableAllowed, over)
+	}
+	if err := Validate(p); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	p.UnreachableAllowed = ""
+	if over, _ := p.OverBudget(); !over {
+		t.Error("no record: held to the spec's budget, 0, it is over")
+	}
+	for _, edit := range []string{"lots", "-1"} {
+		p.UnreachableAllowed = edit
+		if err := Validate(p); err == nil || !strings.Contains(err.Error(), "unreachable_allowed") {
+			t.Errorf("unreachable_allowed %q: got %v", edit, err)
+		}
+	}
+	in.Unreachable, in.Facts = nil, []*Facts{incidentFacts(), incidentFacts()}
+	in.Facts[1].Host = "relay-ash-2"
+	if p, err = Make(in); err != nil {
+		t.Fatal(err)
+	}
+	if p.UnreachableAllowed != "" {
+		t.Errorf("every host read: recorded %q, want nothing", p.UnreachableAllowed)
+	}
+	p.UnreachableAllowed = "5"
+	if err := Validate(p); err == nil || !strings.Contains(err.Error(), "every host was read") {
+		t.Errorf("a budget on a plan that read every host: got %v", err)
+	}
+}

@@ -88,6 +88,10 @@ func Validate(p *Plan) error {
 		}
 		want.Rollback = p.Rollback
 	}
+	if err := validBudget(p); err != nil {
+		return fmt.Errorf("%w: %v", ErrPlanEdited, err)
+	}
+	want.UnreachableAllowed = p.UnreachableAllowed
 	if d := headerDiff(p, want); len(d) > 0 {
 		return fmt.Errorf("%w: %s; make and review the plan again", ErrPlanEdited, strings.Join(d, "; "))
 	}

@@ -78,7 +78,9 @@ the sha256 of what it decoded, and a form it cannot take is followed by the
 release compressed, then as it is. The receipt says what was sent
 (docs/uploads.md).
 
-Before anything connects, the plan is checked against the spec it records
+Before anything connects, a plan with more unreachable hosts than the
+budget it was made with (plan failed on it: "not a plan to apply") is
+refused unless --allow-unreachable; the plan is checked against the spec it records
 (a value the spec parser refuses is refused here too), and against its
 approval: when an allowed_signers file is configured (--require-approval
 FILE, else $RELAYCTL_REQUIRE_APPROVAL, else /etc/relayctl/allowed_signers
@@ -122,6 +124,7 @@ Examples:
 			&cli.DurationFlag{Name: "soak", DefaultText: "the plan's rollout.soak, else none", Usage: "after each wave's canary's read-back, watch its drop counters for `DURATION` under real traffic and stop the rollout when they rise (docs/soak.md); 0 turns the soak off"},
 			&cli.StringFlag{Name: "soak-hosts", DefaultText: "the plan's rollout.soak, else canary", Usage: "which hosts soak: `canary` (the first of each wave) or all"},
 			&cli.BoolFlag{Name: "resume", Usage: "go on from PLAN.ledger.json with the hosts it does not show applied or unchanged (within the --only of the run it resumes)"},
+			allowUnreachableFlag("apply"),
 			&cli.BoolFlag{Name: "retry-rejected", Usage: "with --resume: go on although this plan's release was rejected: a soak judged it a regression, or it failed on a host and was rolled back there (refused without it: the release would reach the same hosts again)"},
 			onlyFlagDef(),
 			&cli.BoolFlag{Name: "stage-only", Usage: "stage every host and stop before the window, as relayctl stage"},
@@ -143,6 +146,9 @@ func runApply(c *cli.Context, e *env) error {
 	file := c.Args().First()
 	p, raw, err := readPlan(file)
 	if err != nil {
+		return err
+	}
+	if err := overBudget(e, file, "apply", p, c.Bool("allow-unreachable")); err != nil {
 		return err
 	}
 	approved, err := decideApproval(c, e, file, p, raw)

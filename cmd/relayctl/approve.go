@@ -19,8 +19,10 @@ func approveCommand(e *env) *cli.Command {
 		Name:      "approve",
 		Usage:     "sign a reviewed plan with your SSH key, so apply --require-approval accepts exactly these bytes",
 		ArgsUsage: "PLAN",
-		Description: `Checks the plan as apply would (against the spec it records) and that
-PLAN.md beside it is its review as relayctl renders it, then signs the plan
+		Description: `Checks the plan as apply would (against the spec it records), that
+PLAN.md beside it is its review as relayctl renders it, and that it is a
+plan to apply: one with more unreachable hosts than the budget it was made
+with (plan failed on it) is refused unless --allow-unreachable. Then signs the plan
 file's bytes with an SSH key in the format of ssh-keygen -Y sign, namespace
 relayctl-plan, and writes the signature to PLAN.sig. Where an
 allowed_signers file is configured (--require-approval FILE,
@@ -37,10 +39,12 @@ The same signature can be made, or checked, with OpenSSH alone:
 Examples:
    relayctl approve ashburn.plan                       # the one key in ssh-agent
    relayctl approve ashburn.plan -i ~/.ssh/id_ed25519
+   relayctl approve fleet.plan --allow-unreachable    # more hosts down than its budget: signed knowingly
    relayctl apply ashburn.plan --require-approval allowed_signers`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "identity", Aliases: []string{"i"}, Usage: "the private key `FILE` to sign with (default: the one key in ssh-agent)"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "write the signature to `FILE` (default PLAN.sig)"},
+			allowUnreachableFlag("sign"),
 		},
 		Action: func(c *cli.Context) error { return runApprove(c, e) },
 	}
@@ -53,6 +57,9 @@ func runApprove(c *cli.Context, e *env) error {
 	file := c.Args().First()
 	p, raw, err := inspectPlan(file)
 	if err != nil {
+		return err
+	}
+	if err := overBudget(e, file, "approve", p, c.Bool("allow-unreachable")); err != nil {
 		return err
 	}
 	// What the reviewer read must be this plan's review, not an edited one.

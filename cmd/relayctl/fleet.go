@@ -230,14 +230,34 @@ func freshRun(e *env, file string, p *plans.Plan, run *fleetRun, only *plans.Sel
 		fmt.Fprintf(e.stderr, "relayctl: --only %s: %d of the plan's %d host(s); the others are not touched (%s)\n", only, len(sel), len(p.Hosts), outsideText(run.outside, file))
 	}
 	r := run.rollout
-	waves := r.Layout(p.Hosts, sel)
+	runs, left := wavesRun(p, sel)
+	waves := r.Layout(p.Hosts, runs)
 	sizes := make([]int, len(waves))
 	for i, w := range waves {
 		sizes[i] = len(w.Hosts)
 	}
-	fmt.Fprintf(e.stderr, "relayctl: %d host(s) in %d wave(s) of %s (waves %s, %s%s); per wave at most %s failed, rolled back or refused and %s unreachable\n",
-		len(sel), len(sizes), plans.WaveCounts(sizes), plans.WavesText(r.Waves), from, byText(*r), r.MaxFailures, r.MaxUnreachable)
+	fmt.Fprintf(e.stderr, "relayctl: %d host(s) in %d wave(s) of %s (waves %s, %s%s);%s per wave at most %s failed, rolled back or refused and %s unreachable\n",
+		len(runs), len(sizes), plans.WaveCounts(sizes), plans.WavesText(r.Waves), from, byText(*r), left, r.MaxFailures, r.MaxUnreachable)
 	return nil
+}
+
+// wavesRun are the hosts of sel that apply lays out in waves, and in
+// words those it leaves alone: the hosts the plan could not read (not
+// planned, in no wave).
+func wavesRun(p *plans.Plan, sel []int) ([]int, string) {
+	var runs []int
+	var left []string
+	for _, i := range sel {
+		if p.Hosts[i].Action == plans.ActionUnreachable {
+			left = append(left, p.Hosts[i].Host)
+			continue
+		}
+		runs = append(runs, i)
+	}
+	if len(left) == 0 {
+		return runs, ""
+	}
+	return runs, fmt.Sprintf(" %d not planned (%s);", len(left), plans.Visible(plans.FewNames(left, 5)))
 }
 
 // byText says a rollout goes by label: ", by region".

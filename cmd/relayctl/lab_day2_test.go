@@ -7,10 +7,13 @@ package main
 // under load) and on a host that drifted since.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -53,6 +56,28 @@ func TestLabPlanWithAHostDownAndAfter(t *testing.T) {
 	if first < 0 || first > strings.Index(md, "## lab-1") || !strings.Contains(md, "timed out") {
 		t.Errorf("the review does not list lab-2 first with why:\n%s", md)
 	}
+	// That plan is not one to apply: approve does not sign it, and apply
+	// refuses it before anything connects, lab-1 untouched (on the code
+	// before, approve signed it and apply changed lab-1 and exited 0).
+	key := filepath.Join(e.dir, "alice")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "alice", "-f", key).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	pid1, _, _ := e.socket(h1)
+	over := "1 of 2 host(s) could not be read (lab-2), over the budget of 0 it was made with: not a plan to apply"
+	var aout, aerr bytes.Buffer
+	if code := run([]string{"relayctl", "approve", e.plan, "-i", key}, strings.NewReader(""), &aout, &aerr); code != 1 || !strings.Contains(aerr.String(), over) || !strings.Contains(aerr.String(), "--allow-unreachable") {
+		t.Errorf("approve of a plan over its budget: exit %d, want 1 naming the budget and --allow-unreachable\nstdout:\n%s\nstderr:\n%s", code, &aout, &aerr)
+	}
+	if _, err := os.Stat(e.plan + ".sig"); err == nil {
+		t.Error("approve signed a plan over its budget")
+	}
+	if code, out, errs := e.relayctl(append([]string{"apply", e.plan}, fast...)...); code != 1 || !strings.Contains(errs, over) || strings.Contains(errs, "[stage]") {
+		t.Errorf("apply of a plan over its budget: exit %d, want refused before anything connects\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	if pid, rb, _ := e.socket(h1); pid != pid1 || rb != 212992 {
+		t.Errorf("lab-1: pid %d (was %d), rb %d: the refused apply changed it", pid, pid1, rb)
+	}
 	// Within the budget: exit 0 (2 with --detailed-exitcode), and apply changes lab-1 alone.
 	if code, out, errs := e.relayctl(append([]string{"plan", e.spec, "--out", e.plan, "--max-unreachable", "1", "--detailed-exitcode"}, fast...)...); code != 2 {
 		t.Fatalf("plan --max-unreachable 1: exit %d, want 2\n%s\n%s", code, out, errs)
@@ -60,6 +85,10 @@ func TestLabPlanWithAHostDownAndAfter(t *testing.T) {
 	code, out, errs = e.relayctl(append([]string{"apply", e.plan}, fast...)...)
 	if code != 0 || !strings.Contains(out, "not planned:   1  lab-2") || !strings.Contains(out, "lab-2: not planned (as it was): unreachable when the plan was made") {
 		t.Fatalf("apply: exit %d, want 0 with lab-2 not planned\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	// The header counts the waves that run: lab-1's alone (it said 2).
+	if !strings.Contains(errs, "relayctl: 1 host(s) in 1 wave(s) of 1 (waves 1, 100%, the default); 1 not planned (lab-2);") || !strings.Contains(errs, "wave 1/1: 1 host(s), lab-1") {
+		t.Errorf("apply's header and waves:\n%s", errs)
 	}
 	if _, rb, _ := e.socket(h1); rb != 8388608 {
 		t.Errorf("lab-1: rb %d after apply, want 8388608", rb)

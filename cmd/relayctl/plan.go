@@ -86,7 +86,7 @@ func runPlan(c *cli.Context, e *env) error {
 		return err
 	}
 	p, err := plans.Make(plans.Input{Spec: spec, Facts: facts, Unreachable: down, Artifact: ls.artifact, Templates: ls.templates, AllowDowngrade: c.Bool("allow-downgrade"), Steps: rollout.Steps,
-		Uploads: planUploads(e, ls)})
+		Uploads: planUploads(e, ls), UnreachableAllowed: budget})
 	if err != nil {
 		return err
 	}
@@ -94,6 +94,33 @@ func runPlan(c *cli.Context, e *env) error {
 		return err
 	}
 	return planExit(e, p, c.Bool("detailed-exitcode"), budget)
+}
+
+// overBudget refuses a plan with more hosts not read than the budget it
+// was made with allows (plan said it is "not a plan to apply"), unless
+// allow: then it says so. cmd is approve or apply. The hint is the new
+// plan, or the flag.
+func overBudget(e *env, file, cmd string, p *plans.Plan, allow bool) error {
+	over, text := p.OverBudget()
+	act, done := "apply it", "applied"
+	if cmd == "approve" {
+		act, done = "sign it", "signed"
+	}
+	switch {
+	case !over:
+		return nil
+	case allow:
+		fmt.Fprintf(e.stderr, "relayctl: warning: %s: %s: %s all the same (--allow-unreachable)\n", file, text, done)
+		return nil
+	}
+	return withHint(fmt.Errorf("%s: %s: not a plan to apply", file, text),
+		fmt.Sprintf("plan again when they are back (relayctl plan %s --out %s), or relayctl %s %s --allow-unreachable to %s without them all the same", p.SpecFile, file, cmd, file, act))
+}
+
+// allowUnreachableFlag is approve's and apply's word to go on with a plan
+// made over its budget of unreachable hosts.
+func allowUnreachableFlag(what string) cli.Flag {
+	return &cli.BoolFlag{Name: "allow-unreachable", Usage: what + " a plan with more unreachable hosts than the budget it was made with allows (plan failed on it: \"not a plan to apply\"); refused without it"}
 }
 
 // maxUnreachableFlag is plan's (and rollback's) budget of hosts that may

@@ -96,7 +96,7 @@ func runRollback(c *cli.Context, e *env) error {
 	}
 	facts, errs := rollout.ObserveAll(c.Context, d, hosts, q, c.Int("parallel"))
 	read, down := splitObserved(e, facts, errs)
-	p, err := plans.MakeRollback(plans.RollbackInput{From: from, Receipt: rec, Undos: undos, Facts: read, Unreachable: down, Steps: rollout.Steps})
+	p, err := plans.MakeRollback(plans.RollbackInput{From: from, Receipt: rec, Undos: undos, Facts: read, Unreachable: down, Steps: rollout.Steps, UnreachableAllowed: budget})
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ func runStage(c *cli.Context, e *env) error {
 	}
 	// apply --stage-only: apply's flags for the window and the fleet do
 	// not apply to staging; say so rather than ignore them.
-	for _, f := range []string{"waves", "max-failures", "max-unreachable", "resume", "ignore-window", "verify-timeout", "stable-for", "json", "soak", "soak-hosts"} {
+	for _, f := range []string{"waves", "max-failures", "max-unreachable", "resume", "ignore-window", "verify-timeout", "stable-for", "json", "soak", "soak-hosts", "allow-unreachable"} {
 		if c.IsSet(f) {
 			return withHint(fmt.Errorf("--%s does not apply to --stage-only: staging runs on every host at once and stops before the window", f), "relayctl stage PLAN, then relayctl apply PLAN --"+f+" …")
 		}
