@@ -3,6 +3,7 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -149,4 +150,36 @@ func releaseOK(dir string) error {
 		return fmt.Errorf("cannot read %s: %v", dir, err)
 	}
 	return bad
+}
+
+// rootOnlyTail is the last n bytes of p, a regular file that root alone
+// can have written: p and every folder above it belong to root, neither
+// their group nor others may write them, and none is a symlink (p is
+// opened without following one). The error names what breaks the rule.
+func rootOnlyTail(p string, n int64) ([]byte, error) {
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+		return nil, fmt.Errorf("%s is not a clean absolute path", p)
+	}
+	for _, d := range prefixes(filepath.Dir(p)) {
+		if !rootDir(d) {
+			return nil, fmt.Errorf("%s: %s is a symlink, or not a folder of root's that only root can write", p, d)
+		}
+	}
+	f, fi, err := openHostFile(p, true)
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return nil, fmt.Errorf("%s is a symlink", p)
+	case err != nil:
+		return nil, fmt.Errorf("%s: %s", p, errText(err))
+	}
+	defer f.Close()
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != 0 || fi.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("%s is not root's alone (mode %s): someone else could have written it", p, fi.Mode().Perm())
+	}
+	if fi.Size() > n {
+		if _, err := f.Seek(fi.Size()-n, io.SeekStart); err != nil {
+			return nil, err
+		}
+	}
+	return readUpTo(f, n)
 }

@@ -22,6 +22,7 @@ var servicePrimitives = map[string]handler{
 	"clear-fdstore":     pClearFDStore,
 	"daemon-reload":     pDaemonReload,
 	"unit-log":          pUnitLog,
+	"relay-log":         pRelayLog,
 }
 
 // commandTimeout bounds a service command: one that never ends would
@@ -207,4 +208,33 @@ func isHexString(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// relayLogTail bounds what relay-log reads of a log: its end, where a
+// relay that died wrote its last words.
+const relayLogTail = 8000
+
+// pRelayLog: PATH, DATA the last lines (at most 20, of its last 8000
+// bytes) of the file the service appends the relay's output to (the
+// spec's relay.service.log): what a relay that died said last. Read only
+// where root alone can have written it (rootOnlyTail): a log another user
+// could write, or a symlink put in its place, would put their words, or
+// another file's, in the receipt as the relay's.
+func pRelayLog(s *session, r *request) answer {
+	p := r.arg(0)
+	b, err := rootOnlyTail(p, relayLogTail)
+	if err != nil {
+		return errf("%s", clean(err.Error()))
+	}
+	text := string(b)
+	if len(b) == relayLogTail {
+		if i := strings.IndexByte(text, '\n'); i >= 0 {
+			text = text[i+1:] // a line cut by the bound
+		}
+	}
+	lines := strings.Split(strings.TrimRight(text, "\n"), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return dataAnswer([]byte(strings.Join(lines, "\n")))
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,5 +114,66 @@ func TestReopenTakesBackAFiledRun(t *testing.T) {
 	}
 	if got := locked(t, state, req("reopen", 1, nil, nil, "r1")); len(got) != 1 || !strings.HasPrefix(got[0], "ERR ") {
 		t.Errorf("a second reopen: %q", got)
+	}
+}
+
+// relay-log reads the end of the relay's log only where root alone can
+// have written it: a file of another user, one others may write, a
+// symlink in its place (to a secret, say) or in a folder above it, or a
+// folder others may write are refused, naming why; the answer is its last
+// 20 lines, of its last 8000 bytes.
+func TestRelayLogOnlyRootsOwnFile(t *testing.T) {
+	state := stateDir(t)
+	dir := filepath.Join(filepath.Dir(state), "log")
+	os.Mkdir(dir, 0o755)
+	log := filepath.Join(dir, "relayd.log")
+	var b strings.Builder
+	for i := 1; i <= 30; i++ {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	b.WriteString("relayd: panic: lobby table corrupt\n")
+	os.WriteFile(log, []byte(b.String()), 0o644)
+	ask := func(p string) string {
+		t.Helper()
+		out := runSession(t, state, "lock\tx\n"+req("relay-log", 0, nil, nil, p))
+		_, got, _ := strings.Cut(out, "\n")
+		return strings.TrimSuffix(got, "\n")
+	}
+	got := ask(log)
+	if !strings.HasPrefix(got, "DATA ") || !strings.Contains(got, "\nline 12\n") || strings.Contains(got, "line 11\n") || !strings.HasSuffix(got, "relayd: panic: lobby table corrupt") {
+		t.Errorf("root's own log: %q", got)
+	}
+	// Only the end of a long log, its first line cut by the bound left out.
+	os.WriteFile(log, []byte(strings.Repeat("x", 9000)+"\nlast words\n"), 0o644)
+	if got := ask(log); got != "DATA 10\nlast words" {
+		t.Errorf("a long log: %q", got)
+	}
+	secret := filepath.Join(dir, "secret")
+	os.WriteFile(secret, []byte("the relay's cookie key\n"), 0o600)
+	link := filepath.Join(dir, "link.log")
+	os.Symlink(secret, link)
+	other := filepath.Join(dir, "other.log")
+	os.WriteFile(other, []byte("words of someone else\n"), 0o644)
+	os.Chown(other, 65534, 65534)
+	open := filepath.Join(dir, "open.log")
+	os.WriteFile(open, []byte("anyone's words\n"), 0o644)
+	os.Chmod(open, 0o666)
+	linked := filepath.Join(filepath.Dir(state), "linked")
+	os.Symlink(dir, linked)
+	for _, tt := range []struct{ path, want string }{
+		{link, "ERR " + link + " is a symlink"},
+		{other, "ERR " + other + " is not root's alone (mode -rw-r--r--): someone else could have written it"},
+		{open, "ERR " + open + " is not root's alone (mode -rw-rw-rw-): someone else could have written it"},
+		{filepath.Join(linked, "relayd.log"), "ERR " + filepath.Join(linked, "relayd.log") + ": " + linked + " is a symlink, or not a folder of root's that only root can write"},
+		{filepath.Join(dir, "none.log"), "ERR " + filepath.Join(dir, "none.log") + ": No such file or directory"},
+		{dir + "/../log/relayd.log", "ERR " + dir + "/../log/relayd.log is not a clean absolute path"},
+	} {
+		if got := ask(tt.path); got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.path, got, tt.want)
+		}
+	}
+	os.Chmod(dir, 0o777)
+	if got := ask(log); !strings.Contains(got, "ERR "+log+": "+dir+" is a symlink, or not a folder of root's that only root can write") {
+		t.Errorf("a folder anyone can write: %q", got)
 	}
 }

@@ -131,6 +131,7 @@ type PlanService struct {
 	Stop    []string `json:"stop,omitempty"`
 	Handoff []string `json:"handoff,omitempty"`
 	PIDFile string   `json:"pid_file,omitempty"`
+	Log     string   `json:"log,omitempty"` // see Service
 	// Reload (command manager) and ReloadKeepsSocket: see Service.
 	Reload            []string `json:"reload,omitempty"`
 	ReloadKeepsSocket bool     `json:"reload_keeps_socket,omitempty"`

@@ -268,7 +268,11 @@ func serviceText(s PlanService) string {
 	if s.Manager == "systemd" {
 		return "systemd unit " + MDCode(s.Name) + " (`systemctl restart`)"
 	}
-	return fmt.Sprintf("stopped with %s, started with %s; its PID is read from %s", MDCode(Argv(s.Stop)), MDCode(Argv(s.Start)), MDCode(s.PIDFile))
+	text := fmt.Sprintf("stopped with %s, started with %s; its PID is read from %s", MDCode(Argv(s.Stop)), MDCode(Argv(s.Start)), MDCode(s.PIDFile))
+	if s.Log != "" {
+		text += fmt.Sprintf("; its last words from %s when a read-back finds it not running", MDCode(s.Log))
+	}
+	return text
 }
 
 func actionText(a string) string {

@@ -76,7 +76,8 @@ var systemPaths = []string{
 }
 
 // ValidPathFor checks a host path that relayctl writes as root (or, for a
-// pid file, trusts), for the spec field that sets it. Besides
+// pid file, trusts; for the service's log, reads and quotes), for the spec
+// field that sets it. Besides
 // ValidHostPath: the sysctl drop-in is a .conf directly in /etc/sysctl.d or
 // /run/sysctl.d; the other paths are below one of the writable roots and
 // outside systemPaths, so a slip or a hostile spec cannot point relayctl
@@ -94,8 +95,11 @@ func ValidPathFor(field, s string) error {
 		return nil
 	}
 	roots := writableRoots
-	if field == "relay.handoff_socket" || field == "relay.service.pid_file" {
+	switch field {
+	case "relay.handoff_socket", "relay.service.pid_file":
 		roots = append([]string{"/run/"}, roots...)
+	case "relay.service.log": // read, and quoted in receipts: the service's own log
+		roots = append([]string{"/var/log/"}, roots...)
 	}
 	if !slices.ContainsFunc(roots, func(r string) bool { return strings.HasPrefix(s, r) }) {
 		return fmt.Errorf("want a path below %s, got %q", strings.Join(roots, ", "), s)
@@ -151,7 +155,7 @@ func (p *specParser) checkServicePaths(r RelaySpec) {
 	}
 	for _, sp := range p.written {
 		root := ""
-		for _, w := range append([]string{"/run/"}, writableRoots...) {
+		for _, w := range append([]string{"/run/", "/var/log/"}, writableRoots...) {
 			if strings.HasPrefix(sp.path, w) {
 				root = w
 			}
@@ -177,6 +181,8 @@ func defaultFor(field string) string {
 		return "/opt/relay/run/relayd.pid"
 	case "relay.handoff_socket":
 		return "/opt/relay/run/handoff.sock"
+	case "relay.service.log":
+		return "/opt/relay/log/relayd.log"
 	}
 	return "/opt/relay"
 }

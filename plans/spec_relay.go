@@ -84,6 +84,10 @@ type Service struct {
 	Stop    []string
 	Handoff []string // command manager, optional: starts the new release beside the running one, which hands over
 	PIDFile string   // command manager: where the relay's main PID is written
+	// Log (command manager, optional) is the file the service appends the
+	// relay's output to: a read-back that finds the relay not running
+	// quotes its last lines (systemd: the unit's journal).
+	Log string
 	// Reload is the command manager's reload command (systemd: systemctl
 	// reload). ReloadKeepsSocket says the service re-applies its receive
 	// buffer on reload without closing its socket, so a window that
@@ -304,7 +308,7 @@ func ValidUnit(u string) error {
 
 func (p *specParser) service(n *yaml.Node) Service {
 	var s Service
-	f, ok := p.fields(n, "relay.service", "manager", "name", "start", "stop", "pid_file", "handoff", "reload", "reload_keeps_socket")
+	f, ok := p.fields(n, "relay.service", "manager", "name", "start", "stop", "pid_file", "log", "handoff", "reload", "reload_keeps_socket")
 	if !ok {
 		return s
 	}
@@ -324,6 +328,9 @@ func (p *specParser) service(n *yaml.Node) Service {
 			if f[k] != nil {
 				p.fail(f[k], "relay.service."+k, "only for manager: command; systemd units are driven with systemctl")
 			}
+		}
+		if f["log"] != nil {
+			p.fail(f["log"], "relay.service.log", "only for manager: command; under systemd relayctl reads the unit's journal")
 		}
 		if v := f["name"]; v != nil {
 			if u, ok := p.str(v, "relay.service.name"); ok {
@@ -351,6 +358,9 @@ func (p *specParser) service(n *yaml.Node) Service {
 		}
 		if v := f["pid_file"]; v != nil {
 			s.PIDFile, _ = p.hostPath(v, "relay.service.pid_file")
+		}
+		if v := f["log"]; v != nil {
+			s.Log, _ = p.hostPath(v, "relay.service.log")
 		}
 		if v := f["handoff"]; v != nil {
 			s.Handoff = p.argv(v, "relay.service.handoff")

@@ -327,3 +327,37 @@ func TestParseSpecAllNotYAML(t *testing.T) {
 		t.Errorf("got %v, %v; want no spec and one error", s, errs)
 	}
 }
+
+// relay.service.log names the file the service appends the relay's
+// output to, which apply quotes when a read-back finds the relay not
+// running: the service's own file, never the system's, and only under
+// manager: command (systemd has the unit's journal).
+func TestParseSpecServiceLog(t *testing.T) {
+	src := strings.Replace(goodSpec, "    manager: systemd\n    name: relayd\n",
+		"    manager: command\n    start: [/opt/relay/bin/relay-service, start]\n    stop: [/opt/relay/bin/relay-service, stop]\n    pid_file: /opt/relay/run/relayd.pid\n    log: LOG\n", 1)
+	for _, tt := range []struct{ log, want string }{
+		{"/opt/relay/log/relayd.log", ""},
+		{"/var/log/relayd.log", ""},
+		{"/var/log/relay/current", ""},
+		{"/etc/shadow", "relay.service.log: /etc/shadow is among the system's own files"},
+		{"/var/log/auth.log", "relay.service.log: want a path of the service's own, with relayd in a folder or file name below /var/log"},
+		{"/tmp/relayd.log", "relay.service.log: want a path below /var/log/, /opt/, /srv/, /usr/local/, /var/lib/, /etc/"},
+		{"/opt/relay/../../etc/shadow", "relay.service.log: want a clean absolute path"},
+	} {
+		_, err := ParseSpec("cmd.yaml", []byte(strings.Replace(src, "LOG", tt.log, 1)))
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("log %s: %v", tt.log, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("log %s: got %v, want %q", tt.log, err, tt.want)
+		}
+	}
+	s, err := ParseSpec("cmd.yaml", []byte(strings.Replace(src, "LOG", "/opt/relay/log/relayd.log", 1)))
+	if err != nil || s.Relay.Service.Log != "/opt/relay/log/relayd.log" {
+		t.Errorf("log: %v, %+v", err, s)
+	}
+	under := strings.Replace(goodSpec, "    name: relayd\n", "    name: relayd\n    log: /opt/relay/log/relayd.log\n", 1)
+	if _, err := ParseSpec("sd.yaml", []byte(under)); err == nil || !strings.Contains(err.Error(), "relay.service.log: only for manager: command; under systemd relayctl reads the unit's journal") {
+		t.Errorf("log under systemd: got %v", err)
+	}
+}

@@ -76,6 +76,7 @@ var Primitives = []Primitive{
 	{Kind: "restore-link", Args: "PATH NAME", Mutates: true, Doc: "put back what backup-link kept"},
 	{Kind: "relay-drain", Args: "PID HOST:PORT POST|DELETE", Doc: "the relay's no-new-lobbies mode on or off, through its control plane in its network namespace"},
 	{Kind: "unit-log", Args: "UNIT SINCE_NS [INVOCATION]", Doc: "the unit's journal lines since then; with the invocation id of a run that failed, once the journal has that run's first entry (at most 2 s)"},
+	{Kind: "relay-log", Args: "PATH", Doc: "the last lines (at most 20, of its last 8000 bytes) of the file the service appends the relay's output to (relay.service.log): what a relay the read-back found not running said last; read only if root alone can have written it (the file and every folder above it root's, writable by no one else, none a symlink); read-only"},
 	{Kind: "clock", Doc: "the host clock (ns)"},
 	{Kind: "clear", Doc: "archive an unfinished run's journal and stage folder"},
 	{Kind: "commit", Args: "NAME OUTCOME KEEP [read-back]", Payload: DataPayload, Doc: "file the receipt (the data) as NAME.json and the journal beside it as NAME.journal, then keep the newest KEEP receipts; the run is over. With read-back (in the window's batch, behind its keep) the receipt is completed first with the window's own read-back: its checks and what it read (CompleteHostReceipt)"},

@@ -205,7 +205,8 @@ write_fix_spec() {
 		service="    manager: command
     start: [/opt/relay/bin/relay-service, start]
     stop: [/opt/relay/bin/relay-service, stop]
-    pid_file: /opt/relay/run/relayd.pid"
+    pid_file: /opt/relay/run/relayd.pid
+    log: /opt/relay/log/relayd.log"
 	fi
 	cat >"$1" <<SPEC
 # The incident's fix: rmem_max plus a relay that asks for 4 MiB, one window.

@@ -79,6 +79,15 @@ type Sim struct {
 	RestartAt      int           // the relay restarts by itself (a new socket) on this sample of the run, counted from 1
 	InWindow       chan struct{} `json:"-"` // closed when the restart is reached
 	ReleaseIn      chan struct{} `json:"-"` // the restart waits for it
+	// Crashes is a release (its version) whose relay dies soon after it
+	// starts: it reads back as planned once, and is gone at the next
+	// reading, its last words appended to RelayLog; Reads counts the
+	// readings since it started.
+	Crashes string
+	Reads   int
+	// RelayLog is what the relay wrote to its log (relay.service.log),
+	// whose last lines relay-log answers; "" is no such file.
+	RelayLog string
 	// Fetch is what the host gets for a release url (nil: no network).
 	Fetch func(url string) ([]byte, error) `json:"-"`
 	// RefuseDial: the client refuses the connection (a host key that
@@ -299,6 +308,7 @@ func (s *Sim) Close() error {
 func (s *Sim) Facts() *plans.Facts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.crash()
 	f := &plans.Facts{Host: s.Name, Address: s.Name + ":22", User: "root", Kernel: "6.18.44", InitialNetns: true,
 		Sysctls: map[string]plans.SysctlFact{}, SysctlFiles: []plans.ConfFile{}, ClockNanos: time.Now().UnixNano(), Journal: s.Journal}
 	for k, v := range s.Sysctls {
@@ -607,6 +617,12 @@ func (s *Sim) apply(o rollout.Op) (rollout.Result, error) {
 		return s.store(o)
 	case "rename", "remove", "link", "place-release", "backup", "restore", "backup-link", "restore-link":
 		return rollout.Result{}, s.file(o)
+	case "relay-log":
+		if s.RelayLog == "" {
+			return rollout.Result{}, fmt.Errorf("%s: No such file or directory", o.Args[0])
+		}
+		lines := strings.Split(strings.TrimRight(s.RelayLog, "\n"), "\n")
+		return rollout.Result{Value: strings.Join(lines[max(0, len(lines)-20):], "\n")}, nil
 	case "sysctl", "restart", "handoff", "stop", "relay-drain", "unit-log", "clock", "reload", "reload-or-restart":
 		if o.Kind == "sysctl" && s.RefuseValue == o.Args[0]+" "+o.Args[1] {
 			return rollout.Result{}, fmt.Errorf("the kernel refused %s = %s (Invalid argument); it reads %s", o.Args[0], o.Args[1], s.Sysctls[o.Args[0]])
@@ -866,8 +882,21 @@ func (s *Sim) prune(o rollout.Op) rollout.Result {
 }
 
 // restart starts the release the link points at, with its config.
+// crash is Crashes: the relay of that release, read once since it
+// started, is gone at this reading.
+func (s *Sim) crash() {
+	if s.PID == 0 || s.Crashes == "" || path.Base(s.Link) != s.Crashes || s.Exe != s.Link+"/relayd" {
+		return
+	}
+	if s.Reads++; s.Reads > 1 {
+		s.RelayLog += "relayd " + s.Crashes + ": fatal error: lobby table corrupt\n"
+		s.PID = 0
+	}
+}
+
 func (s *Sim) restart() {
 	s.advance()
+	s.Reads = 0
 	s.drops.socketD, s.drops.relayRx, s.drops.relayDrops, s.drops.forwarded = 0, 0, 0, 0 // a new socket, a new process
 	s.Restarts++
 	s.Inode++
