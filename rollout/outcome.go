@@ -177,6 +177,9 @@ type HostAccount struct {
 	// planned (Nexts), or runs a release its soak rejected.
 	Next    string `json:"next,omitempty"`
 	UnitLog string `json:"unit_log,omitempty"` // systemd's journal of the relay when the window failed
+	// RelayLog is the end of the relay's log (relay.service.log, command
+	// manager) when a read-back found the relay not running: its last words.
+	RelayLog string `json:"relay_log,omitempty"`
 	// ExpectedRB is the read-back the plan promises.
 	ExpectedRB   int   `json:"rb_expected"`
 	WindowMillis int64 `json:"window_ms"` // relay stopped → new socket verified, on the host's clock

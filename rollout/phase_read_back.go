@@ -39,7 +39,8 @@ func (readBackPhase) run(ctx context.Context, hr *hostRun) *ending {
 
 // verify reads the host back until it matches the plan, and has for
 // StableFor with the same relay process, or time runs out (ReadBack, the
-// judge the host agent runs too). It returns the first reading that
+// judge the host agent runs too): VerifyTimeout to read back as planned,
+// and StableFor more to hold. It returns the first reading that
 // matched: the window ends there.
 func (hr *hostRun) verify(ctx context.Context, before, reading *plans.Facts) (*plans.Facts, error) {
 	rb := ReadBack{Plan: hr.p, Host: hr.h, Before: before, StableFor: hr.o.StableFor, Timeout: hr.o.VerifyTimeout}

@@ -35,11 +35,7 @@ func (rollbackPhase) run(ctx context.Context, hr *hostRun) *ending {
 		}
 	}
 	hr.undoing = true
-	hr.unitLog(ctx, hr.stopped)
-	if tail := lastLines(hr.res.UnitLog, 4); tail != "" {
-		// The service's own words, where the operator looks first.
-		hr.failure = fmt.Errorf("%w; its journal ends: %s", hr.failure, tail)
-	}
+	hr.lastWords(ctx)
 	hr.pr.say(hr.h.Host, "window failed: %v; rolling back", hr.failure)
 	ran, before := hr.st[:hr.started], hr.before()
 	if hr.rec != nil && hr.rec.policy == plans.RecoverRollback {

@@ -76,7 +76,7 @@ func (hr *hostRun) countSwitch(done []step) {
 // it, and for a stop at any op, or checks that do not hold, the rollback
 // this run would send (rollbackOps).
 func (hr *hostRun) windowProgram(b *stepBatch) *Window {
-	w := &Window{ID: windowID(), Await: hr.windowAwait(), Judge: hr.o.VerifyTimeout, Stable: hr.o.StableFor, Observe: &hr.q}
+	w := &Window{ID: windowID(), Await: hr.windowAwait(), Judge: hr.o.VerifyTimeout + hr.o.StableFor, Stable: hr.o.StableFor, Observe: &hr.q}
 	c := &checkCtx{p: hr.p, h: hr.h, before: hr.res.Before}
 	if hr.rec != nil && !hr.rec.sameRun {
 		c.before = nil // a dead run's switch: its before is unknown

@@ -47,15 +47,14 @@ func (rb ReadBack) Checks(after *plans.Facts) []Check {
 	return checksOf(target, &checkCtx{p: rb.Plan, h: rb.Host, before: rb.Before, after: after})
 }
 
-// readBackTick is how often a read-back that does not hold yet reads again.
-const readBackTick = 200 * time.Millisecond
-
 // Judge reads the host (read; first, when not nil, is a reading made
 // already) until it matches the plan and has for StableFor with the same
-// relay process, or Timeout runs out, or a systemd unit fails (it will not
-// come right by waiting). An error is a reading that could not be made.
+// relay process: Timeout to match, StableFor more to hold. It stops
+// sooner where waiting cannot help: a systemd unit failing, or a relay
+// that read back as planned and then is gone. An error is a reading that
+// could not be made.
 func (rb ReadBack) Judge(first *plans.Facts, read func() (*plans.Facts, error)) (ReadBackResult, error) {
-	deadline := time.Now().Add(rb.Timeout)
+	deadline := time.Now().Add(rb.Timeout + rb.StableFor)
 	var held *plans.Facts // the first matching reading of the process seen now
 	var since time.Time
 	for {
@@ -71,6 +70,12 @@ func (rb ReadBack) Judge(first *plans.Facts, read func() (*plans.Facts, error)) 
 		if why := unitFailing(rb.Plan, after); why != "" && !allOK(checks) {
 			return ReadBackResult{After: after, Checks: checks, Why: why}, nil
 		}
+		if held != nil && !after.Service.Running {
+			// It read back as planned, then exited: a relay that died after
+			// it started does not come back by waiting.
+			why := fmt.Sprintf("the relay read back as planned (pid %d), then exited within %s of it", held.Service.PID, time.Since(since).Round(100*time.Millisecond))
+			return ReadBackResult{After: after, Checks: checks, Why: why}, nil
+		}
 		switch {
 		case !allOK(checks):
 			held = nil
@@ -81,8 +86,20 @@ func (rb ReadBack) Judge(first *plans.Facts, read func() (*plans.Facts, error)) 
 		if stable || time.Now().After(deadline) {
 			return rb.verdict(after, held, checks, stable), nil
 		}
-		time.Sleep(readBackTick)
+		time.Sleep(readBackPause(held != nil, rb.StableFor-time.Since(since)))
 	}
+}
+
+// readBackPause is the time between two readings: 200 ms until the host
+// reads back as planned, then, while it must hold, a reading a second (up
+// to what is left of StableFor): enough to see a relay die, at a fifth of
+// the readings (each an observe: ss in the relay's namespace, its /status).
+func readBackPause(holding bool, left time.Duration) time.Duration {
+	const pause = 200 * time.Millisecond
+	if !holding {
+		return pause
+	}
+	return max(pause, min(time.Second, left))
 }
 
 // verdict is the read-back's end: held on the first matching reading of a

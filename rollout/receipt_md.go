@@ -153,6 +153,9 @@ func (m *receiptMD) host(r HostReceipt) {
 	if r.UnitLog != "" {
 		m.w("- systemd's journal of the relay since the window began:\n\n%s\n", indent(r.UnitLog))
 	}
+	if r.RelayLog != "" {
+		m.w("- The relay's last words, the end of its log %s when the read-back found it not running:\n\n%s\n", code(m.p.Relay.Service.Log), indent(r.RelayLog))
+	}
 	if r.DropsBefore != nil {
 		m.window(r)
 		m.counters(r)

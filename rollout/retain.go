@@ -27,6 +27,7 @@ func (r *HostResult) seal(keys []string, in *interner) {
 	r.Before, r.After = nil, nil
 	r.Journal = clipLog(r.Journal, maxJournalKept, "the journal on the host, /var/lib/relayctl/journal, has it whole")
 	r.UnitLog = clipLog(r.UnitLog, maxLogKept, "journalctl -u on the host has it whole")
+	r.RelayLog = clipLog(r.RelayLog, maxLogKept, "the relay's log on the host has it whole")
 	r.Reason = clipHead(r.Reason, maxLogKept)
 	for i := range r.Steps {
 		s := &r.Steps[i]

@@ -422,3 +422,60 @@ func TestLedgerFile(t *testing.T) {
 		t.Errorf("ledger file:\n%s", last)
 	}
 }
+
+// A release whose relay dies a moment after it starts: read back once as
+// planned, it counts as applied when one reading is enough (StableFor 0),
+// and the canary protects nothing; held for StableFor, the canary sees it
+// die and is rolled back, the next host is not started, and the receipt
+// and the reason quote the relay's last words from its log
+// (relay.service.log) as soon as the read-back finds it gone, not at the
+// end of the read-back's time. (On the code before, the reason named only
+// the checks, after the whole read-back's time, and the receipt had no
+// words of the relay.)
+func TestARelayThatDiesAfterItStarts(t *testing.T) {
+	d, p, sims := fleet(t, 2, "    log: /opt/relay/log/relayd.log\n")
+	for _, s := range sims {
+		s.Crashes, s.RelayLog = "1.8.0", "relayd started\n"
+	}
+	rep := applyWith(t, context.Background(), d, p, rollout.ApplyOptions{})
+	if out := outcomes(rep); out != "h1=applied h2=applied" {
+		t.Errorf("one reading: %s, want both applied (what --stable-for 0 lets through)", out)
+	}
+
+	d, p, sims = fleet(t, 2, "    log: /opt/relay/log/relayd.log\n")
+	for _, s := range sims {
+		s.Crashes, s.RelayLog = "1.8.0", "relayd started\n"
+	}
+	began := time.Now()
+	rep = applyWith(t, context.Background(), d, p, rollout.ApplyOptions{StableFor: 3 * time.Second})
+	h := rep.Hosts[0]
+	if out := outcomes(rep); out != "h1=rolled back h2=not started" {
+		t.Fatalf("held 3s: %s, want the canary rolled back (%s)", out, h.Reason)
+	}
+	if !strings.Contains(h.Reason, "the relay read back as planned (pid ") || !strings.HasSuffix(h.Reason, "; its log ends: relayd started | relayd 1.8.0: fatal error: lobby table corrupt") {
+		t.Errorf("reason: %s", h.Reason)
+	}
+	if !strings.Contains(h.RelayLog, "relayd 1.8.0: fatal error: lobby table corrupt") {
+		t.Errorf("receipt's relay log: %q", h.RelayLog)
+	}
+	if took := time.Since(began); took > 2*time.Second {
+		t.Errorf("the canary took %v: its read-back waited out its time for a relay that had died", took)
+	}
+	if sims[1].Restarts != 0 {
+		t.Error("h2 was restarted after the canary failed")
+	}
+
+	// Without relay.service.log there are no last words to read: nothing
+	// asks for them.
+	d, p, sims = fleet(t, 1, "")
+	sims[0].Crashes = "1.8.0"
+	rep = applyWith(t, context.Background(), d, p, rollout.ApplyOptions{StableFor: time.Second})
+	if h := rep.Hosts[0]; h.Outcome != rollout.RolledBack || h.RelayLog != "" || strings.Contains(h.Reason, "its log") {
+		t.Errorf("no log: %s, %q, %q", h.Outcome, h.Reason, h.RelayLog)
+	}
+	for _, o := range sims[0].Ops {
+		if o.Kind == "relay-log" {
+			t.Error("relay-log asked for without a log")
+		}
+	}
+}
