@@ -33,6 +33,8 @@ type ApplyOptions struct {
 	// a host counts as applied: a relay that starts and then dies is not
 	// applied. 0 is one read-back for the command manager and a second for
 	// systemd, where Restart=on-failure can hide a crash behind a new PID.
+	// The read-back may take VerifyTimeout to hold, then StableFor more.
+	// The CLI's default is DefaultStableFor.
 	StableFor time.Duration
 	// Reconnects is how many times the run dials a host again after it
 	// lost the connection once the window began (resync.go): 0 is
@@ -62,6 +64,15 @@ type ApplyOptions struct {
 	// receipt; Apply gives it an id and a kind when the caller did not.
 	RunInfo RunInfo
 }
+
+// DefaultStableFor is apply's --stable-for when not given: a release
+// whose relay starts, reads back as planned and dies a few seconds later
+// (its first lobbies, a timer, a reload at start-up) is caught on the
+// canary, which is rolled back before the next wave starts, instead of
+// counting as applied at its first reading. It costs each host's window as
+// long (the relay is up and serving meanwhile; the host lock is held):
+// docs/cli.md has the figures.
+const DefaultStableFor = 10 * time.Second
 
 // Checked is a plan that passed CheckPlan: the only kind Apply and Stage
 // take, so a run checks its plan once, before anything connects.

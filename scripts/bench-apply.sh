@@ -32,6 +32,11 @@
 #   QUICK=1       RUNS=1 HOSTS=3, for development
 #   MITOGEN=1     also time the full job under ansible-mitogen (0: skip)
 #   ANSIBLE=0     skip the Ansible rows (e.g. to profile an older commit)
+#   STABLE_FOR=0  every relayctl apply's --stable-for: 0, one read-back,
+#                 the job its peers do (they judge one reading too);
+#                 STABLE_FOR=10s, relayctl's default, against it is what
+#                 holding each host until its relay has stayed up costs
+#                 (docs/cli.md); empty: relayctl's default
 #   RTT_MS=N      a network round trip of N ms between every tool and the
 #                 lab hosts, as to hosts in another region: every tool
 #                 reaches the hosts through delayproxy (internal/cmd), which
@@ -71,6 +76,7 @@ ANSIBLE=${ANSIBLE:-1}
 RTT_MS=${RTT_MS:-0}
 case $RTT_MS in '' | *[!0-9]*) echo "bench-apply: RTT_MS must be a whole number of milliseconds" >&2; exit 2 ;; esac
 PROFILE=${PROFILE:-0}
+STABLE_FOR=${STABLE_FOR-0}
 [ "$ANSIBLE" = 1 ] || MITOGEN=0
 LOCK_WAIT=${LOCK_WAIT:-900}
 case $RUNS in '' | *[!0-9]*) echo "bench-apply: RUNS must be a number" >&2; exit 2 ;; esac
@@ -506,7 +512,7 @@ run_relayctl_apply() {
 	local name=$1 run=$2 plan=$3 why="" bad got
 	shift 3
 	timed "$name" "$run" "$RELAYCTL" apply "$plan" --parallel "${#NAMES[@]}" \
-		--ssh-config "$SSH_CONFIG" --known-hosts "$KNOWN_HOSTS" --identity "$IDENTITY" "$@"
+		--ssh-config "$SSH_CONFIG" --known-hosts "$KNOWN_HOSTS" --identity "$IDENTITY" ${STABLE_FOR:+--stable-for "$STABLE_FOR"} "$@"
 	cp "$plan.receipt.json" "$RES/$name-$run.receipt.json" 2>/dev/null || true
 	cp "$plan.receipt.md" "$RES/$name-$run.receipt.md" 2>/dev/null || true
 	receipt_rows "$name" "$run" "$plan.receipt.json" 2>/dev/null || true
@@ -600,7 +606,7 @@ table_size() {
 	if [ "$MITOGEN" = 1 ]; then rows+=("ansible-mitogen|ansible-playbook, same job, mitogen"); fi
 	if [ "$ANSIBLE" = 1 ]; then rows+=("ansible-small|ansible-playbook, sysctl+restart"); fi
 	rows+=("pssh|parallel-ssh true")
-	printf '%s hosts, %s runs, every tool %s-wide; release %s MiB\n' "$n" "$RUNS" "$n" "$RELEASE_MIB"
+	printf '%s hosts, %s runs, every tool %s-wide; release %s MiB; relayctl apply --stable-for %s\n' "$n" "$RUNS" "$n" "$RELEASE_MIB" "${STABLE_FOR:-10s (its default)}"
 	printf '%-40s %8s %8s %8s %5s %7s %9s %8s\n' "wall time, seconds" median min max ok "CPU s" "machine*" "RSS MiB*"
 	declare -A MED MCPU
 	for row in "${rows[@]}"; do

@@ -17,6 +17,9 @@
 #   SIZES="10 50 100 200"  fleet sizes, in order
 #   RUNS=3         timed runs per size and tool
 #   PARALLEL=50    relayctl --parallel and parallel-ssh -p (at most the size)
+#   STABLE_FOR=0   relayctl apply's --stable-for: 0, one read-back, as
+#                  parallel-ssh's floor judges one command; empty: relayctl's
+#                  default (10s), about 10 s more for each wave and batch
 #   QUICK=1        SIZES=3 RUNS=1, for development
 #   APPLY_ONLY=1   plan and apply only (no stage, no apply after stage, no
 #                  parallel-ssh): a bigger fleet in less time under the lock
@@ -43,6 +46,7 @@ fi
 SIZES=${SIZES:-10 50 100 200}
 RUNS=${RUNS:-3}
 PARALLEL=${PARALLEL:-50}
+STABLE_FOR=${STABLE_FOR-0}
 MIN_FREE_MIB=${MIN_FREE_MIB:-1024}
 LOCK_WAIT=${LOCK_WAIT:-900}
 for v in $SIZES $RUNS $PARALLEL $MIN_FREE_MIB; do
@@ -267,7 +271,7 @@ EOF
 		reset_hosts
 		timed "plan-$N" "$run" "$RELAYCTL" plan "$SPEC" --out "$plan" --detailed-exitcode --parallel "$P" "${SSH[@]}"
 		[ "$TIMED_RC" = 2 ] || { mark_failed "plan-$N" "$run" "exit $TIMED_RC, want 2; see $RES/plan-$N-$run.err"; continue; }
-		timed "apply-$N" "$run" "$RELAYCTL" apply "$plan" --parallel "$P" "${SSH[@]}"
+		timed "apply-$N" "$run" "$RELAYCTL" apply "$plan" --parallel "$P" "${SSH[@]}" ${STABLE_FOR:+--stable-for "$STABLE_FOR"}
 		cp "$plan.receipt.json" "$RES/apply-$N-$run.receipt.json" 2>/dev/null || true
 		if [ "$TIMED_RC" != 0 ] || ! bytes=$(receipt_check "$plan.receipt.json" applied); then
 			mark_failed "apply-$N" "$run" "exit $TIMED_RC; $(receipt_check "$plan.receipt.json" applied 2>&1 | paste -sd';' -)"
@@ -288,7 +292,7 @@ EOF
 		fi
 		printf '%s\t%s\n' "$run" "$bytes" >>"$RES/stage-$N.bytes"
 		log "$N hosts, run $run: stage ${TIMED_WALL}s, $bytes bytes uploaded"
-		timed "staged-apply-$N" "$run" "$RELAYCTL" apply "$plan" --parallel "$P" "${SSH[@]}"
+		timed "staged-apply-$N" "$run" "$RELAYCTL" apply "$plan" --parallel "$P" "${SSH[@]}" ${STABLE_FOR:+--stable-for "$STABLE_FOR"}
 		cp "$plan.receipt.json" "$RES/staged-apply-$N-$run.receipt.json" 2>/dev/null || true
 		if [ "$TIMED_RC" != 0 ] || ! bytes=$(receipt_check "$plan.receipt.json" applied); then
 			mark_failed "staged-apply-$N" "$run" "exit $TIMED_RC; $(receipt_check "$plan.receipt.json" applied 2>&1 | paste -sd';' -)"

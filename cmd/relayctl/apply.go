@@ -31,7 +31,11 @@ running relay), then in one window set the sysctls (read back from
 /proc/sys), persist the drop-in, switch the release, put the config in
 place and restart the relay once. The result is read back from the kernel:
 the relay's new PID and version, ss's rb on its port in its network
-namespace, the runtime sysctls, and the relay's own /status. Any failure in
+namespace, the runtime sysctls, and the relay's own /status, and must hold
+with the same relay process for --stable-for (10s by default) before the
+host counts as applied: a release whose relay dies within it is rolled back
+on its wave's canary, its last words (systemd's journal, or the spec's
+relay.service.log) in the reason and the receipt. Any failure in
 the window restores the previous state, restarts once more and verifies it.
 
 With a soak (--soak, or the spec's rollout.soak; docs/soak.md), each
@@ -116,7 +120,7 @@ Examples:
 			&cli.StringFlag{Name: "recover", Usage: "what to do with a window a dead run left unfinished on a host (its journal says how far it got): `complete` it, or `rollback` (default: the plan's rollout.recover, else complete)"},
 			&cli.BoolFlag{Name: "clear-journal", Usage: "archive the journal of an unfinished run that cannot be recovered with this plan (another plan's, or unreadable), after checking the host, and apply"},
 			&cli.DurationFlag{Name: "verify-timeout", Value: 15 * time.Second, Usage: "how long to wait for the restarted relay to read back as planned"},
-			&cli.DurationFlag{Name: "stable-for", DefaultText: "1s under systemd, where Restart= can hide a crash; else one read-back", Usage: "how long the restarted relay must keep reading back as planned, the same process, before the host counts as applied"},
+			&cli.DurationFlag{Name: "stable-for", Value: rollout.DefaultStableFor, Usage: "how long the restarted relay must keep reading back as planned, the same process, before the host counts as applied: a release that dies within it is rolled back on its wave's canary (it adds as long to each host's window, after --verify-timeout to read back); 0 is one read-back (1s under systemd, where Restart= can hide a crash), which a relay that dies seconds after it starts passes"},
 			&cli.IntFlag{Name: "reconnects", Value: rollout.DefaultReconnects, Usage: "how many times to dial a host again after its connection was lost inside the window (the host finishes the window by itself meanwhile, and its journal says how); 0 dials none"},
 			&cli.StringFlag{Name: "waves", Usage: "wave `SIZES`, e.g. 1,5,25%,100%: hosts, or a share of the hosts left; the last repeats (default: the plan's rollout, else 1,100%)"},
 			&cli.StringFlag{Name: "max-failures", Usage: "failed, rolled back or refused hosts a wave may have for the rollout to go on: `N` or N% of the wave (default: the plan's rollout, else 0)"},
@@ -169,6 +173,13 @@ func runApply(c *cli.Context, e *env) error {
 	if err != nil || fleet == nil {
 		return err
 	}
+	stable, err := stableFor(c)
+	if err != nil {
+		return err
+	}
+	if stable == 0 && fleet.rollout.Soak == nil {
+		fmt.Fprintf(e.stderr, "relayctl: warning: --stable-for 0 and no soak: each wave's canary counts as applied at its first read-back, so a release whose relay dies seconds after it starts passes it and reaches the next wave; --stable-for %s (the default) holds each host until its relay has stayed up that long, --soak 60s watches the canary under traffic\n", rollout.DefaultStableFor)
+	}
 	artifact, err := planArtifact(c.String("artifact"), p)
 	if err != nil {
 		return err
@@ -195,7 +206,7 @@ func runApply(c *cli.Context, e *env) error {
 		Owner:         owner(p),
 		Progress:      e.stderr,
 		VerifyTimeout: c.Duration("verify-timeout"),
-		StableFor:     c.Duration("stable-for"),
+		StableFor:     stable,
 		Reconnects:    reconnects(c.Int("reconnects")),
 		Rollout:       fleet.rollout,
 		Resume:        fleet.resume,
@@ -407,6 +418,23 @@ func deadRun(owner string) string {
 	}
 	return " (the run that died: " + plans.Visible(owner) + ")"
 }
+
+// stableFor is --stable-for, checked. Against simulated hosts (the test
+// binary's) a Sim's relay reads back at once, so one not given is
+// simStableFor: the same wait, in a test's time.
+func stableFor(c *cli.Context) (time.Duration, error) {
+	d := c.Duration("stable-for")
+	switch {
+	case d < 0:
+		return 0, withHint(fmt.Errorf("--stable-for %v: want a duration of 0 or more", d), "--stable-for 10s, or --stable-for 0 for one read-back")
+	case !c.IsSet("stable-for") && testHosts != nil:
+		return simStableFor, nil
+	}
+	return d, nil
+}
+
+// simStableFor is --stable-for's default against simulated hosts.
+const simStableFor = 300 * time.Millisecond
 
 // reconnects is --reconnects as the engine takes it (0 there is its default).
 func reconnects(n int) int {
