@@ -223,3 +223,83 @@ func rejectedHint(hosts, file string, p *plans.Plan, applied []string, rej rejec
 	return fmt.Sprintf("%s: %s, so the rollout of it is over and --resume is refused (it would deploy it onto the same hosts again); %s; then %s, relayctl plan %s --out PLAN, review it, and relayctl apply PLAN",
 		hosts, rej.cause(release), undo, fix, p.SpecFile)
 }
+
+// differing sorts the hosts verify found different from the plan by what
+// makes progress: a relay that is not running (it died, or was stopped),
+// a host not as planned, or one whose relay drops more than the promise.
+type differing struct{ stopped, notPlanned, dropping []string }
+
+func (d *differing) add(host string, f *plans.Facts, vh verifyHost) {
+	checksOK := true
+	for _, c := range vh.Checks {
+		checksOK = checksOK && c.OK
+	}
+	switch {
+	case !f.Service.Running:
+		d.stopped = append(d.stopped, host)
+	case !checksOK:
+		d.notPlanned = append(d.notPlanned, host)
+	default:
+		d.dropping = append(d.dropping, host)
+	}
+}
+
+// verifyHints say what to run when verify finds hosts that differ, one
+// line per kind (differing): for a plan this relayctl applied (its
+// receipts beside it), its rollback or a new plan; for one not applied
+// yet, its apply; for a spec, a plan of it.
+func verifyHints(d differing, arg string, p *plans.Plan, fromPlan bool) []string {
+	applied := false
+	if fromPlan {
+		rec, _ := newestApplied(arg)
+		applied = rec != ""
+	}
+	spec := p.SpecFile
+	if !fromPlan {
+		spec = arg
+	}
+	again := fmt.Sprintf("relayctl plan %s --out PLAN, review it, then relayctl apply PLAN", spec)
+	var out []string
+	if len(d.stopped) > 0 {
+		h := fmt.Sprintf("%s: the relay is not running (%s)", names(d.stopped), lastWordsWhere(p.Relay.Service))
+		switch {
+		case applied:
+			h += fmt.Sprintf("; if this plan's release stops it, relayctl rollback %s --out back.plan, review it, then relayctl apply back.plan puts back what its apply changed (relayctl history %s lists the runs); a fixed release goes in a new plan: %s", arg, arg, again)
+		default:
+			h += fmt.Sprintf("; start it with the service's own start, then relayctl verify %s again", arg)
+		}
+		out = append(out, h)
+	}
+	if len(d.notPlanned) > 0 {
+		h := fmt.Sprintf("%s: not as planned (the table says what): ", names(d.notPlanned))
+		switch {
+		case !fromPlan:
+			h += again
+		case applied:
+			h += fmt.Sprintf("they changed since this plan was applied, or its apply did not end there (relayctl history %s): a new plan puts them back: %s", arg, again)
+		default:
+			h += fmt.Sprintf("relayctl apply %s makes them so (it refuses a host that drifted since the plan was made: then a new plan, %s)", arg, again)
+		}
+		out = append(out, h)
+	}
+	if len(d.dropping) > 0 {
+		out = append(out, fmt.Sprintf("%s: as planned, but dropping more than the promise allows (the drops table): a larger buffer in a new plan (relay.so_rcvbuf, net.core.rmem_max: docs/sizing.md), %s", names(d.dropping), again))
+	}
+	return out
+}
+
+// lastWordsWhere says where a relay that is not running left its last
+// words: the unit's journal, the spec's log, or the service's own.
+func lastWordsWhere(s plans.PlanService) string {
+	switch {
+	case s.Manager == "systemd":
+		return "its last words: journalctl -u " + s.Name + " on the host"
+	case s.Log != "":
+		return "its last words: the end of " + s.Log + " on the host"
+	}
+	return "its last words are in the service's own log; relay.service.log in the spec names it for apply's receipts"
+}
+
+func names(hosts []string) string {
+	return plans.Visible(strings.Join(abbreviate(hosts, 5), " "))
+}

@@ -69,6 +69,8 @@ func runVerify(c *cli.Context, e *env) error {
 	}
 	rep := verifyReport{FormatVersion: VerifyFormatVersion, Source: arg, Plan: p.Name, Checksum: p.Checksum, Hosts: []verifyHost{}}
 	fromPlan := p.Checksum != "" // a plan made now from a spec observed nothing earlier
+	// The hosts that differ, by what makes progress: for the hints.
+	var why differing
 	for _, h := range p.Hosts {
 		f := facts[h.Host]
 		if f == nil || h.Action == plans.ActionUnreachable {
@@ -94,6 +96,7 @@ func runVerify(c *cli.Context, e *env) error {
 			rep.Summary.Match++
 		} else {
 			rep.Summary.Differ++
+			why.add(h.Host, f, vh)
 		}
 		rep.Hosts = append(rep.Hosts, vh)
 	}
@@ -105,7 +108,7 @@ func runVerify(c *cli.Context, e *env) error {
 	} else {
 		printVerifyTable(e, rep)
 	}
-	return verifyExit(rep, arg)
+	return verifyExit(rep, arg, verifyHints(why, arg, p, fromPlan))
 }
 
 // verifyInput is the plan to verify (a spec's is made now), the facts of
@@ -167,8 +170,9 @@ func unreadText(h *plans.HostPlan, why string, fromPlan bool) string {
 }
 
 // verifyExit is verify's exit status: 3 when a host differs (whatever
-// else), 5 when none differs but some could not be looked at, else 0.
-func verifyExit(rep verifyReport, arg string) error {
+// else), with hints what to run, 5 when none differs but some could not be
+// looked at, else 0.
+func verifyExit(rep verifyReport, arg string, hints []string) error {
 	s := rep.Summary
 	switch {
 	case s.Differ > 0:
@@ -178,6 +182,9 @@ func verifyExit(rep verifyReport, arg string) error {
 		}
 		if s.Unreachable > 0 {
 			err = fmt.Errorf("%w; %d could not be read", err, s.Unreachable)
+		}
+		if len(hints) > 0 {
+			err = withHint(err, strings.Join(hints, "\nrelayctl: hint: "))
 		}
 		return &exitCode{code: exitDiffers, err: err}
 	case s.Unreachable > 0:
