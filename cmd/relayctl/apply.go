@@ -177,7 +177,7 @@ func runApply(c *cli.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	if stable == 0 && fleet.rollout.Soak == nil {
+	if stable == 0 && c.IsSet("stable-for") && fleet.rollout.Soak == nil {
 		fmt.Fprintf(e.stderr, "relayctl: warning: --stable-for 0 and no soak: each wave's canary counts as applied at its first read-back, so a release whose relay dies seconds after it starts passes it and reaches the next wave; --stable-for %s (the default) holds each host until its relay has stayed up that long, --soak 60s watches the canary under traffic\n", rollout.DefaultStableFor)
 	}
 	artifact, err := planArtifact(c.String("artifact"), p)
@@ -419,19 +419,27 @@ func deadRun(owner string) string {
 	return " (the run that died: " + plans.Visible(owner) + ")"
 }
 
-// stableFor is --stable-for, checked. Against simulated hosts (the test
-// binary's) a Sim's relay reads back at once, so one not given is
-// simStableFor: the same wait, in a test's time.
+// stableFor is --stable-for, checked; stableForDefault when not given.
+// Against simulated hosts (the test binary's) a Sim's relay reads back at
+// once, so one not given is simStableFor: the same wait, in a test's time.
 func stableFor(c *cli.Context) (time.Duration, error) {
 	d := c.Duration("stable-for")
 	switch {
 	case d < 0:
 		return 0, withHint(fmt.Errorf("--stable-for %v: want a duration of 0 or more", d), "--stable-for 10s, or --stable-for 0 for one read-back")
-	case !c.IsSet("stable-for") && testHosts != nil:
+	case c.IsSet("stable-for"):
+		return d, nil
+	case testHosts != nil:
 		return simStableFor, nil
 	}
-	return d, nil
+	return stableForDefault, nil
 }
+
+// stableForDefault is --stable-for when it is not given. The lab's tests
+// whose subject is not the read-back's hold lower it (startLab): ten
+// seconds for each window of each of their runs would add tens of minutes
+// to the suite; the tests of the hold keep the default.
+var stableForDefault = rollout.DefaultStableFor
 
 // simStableFor is --stable-for's default against simulated hosts.
 const simStableFor = 300 * time.Millisecond

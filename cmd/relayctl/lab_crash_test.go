@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/relayctl/relayctl/internal/lab"
+	"github.com/relayctl/relayctl/rollout"
 )
 
 // dyingRelay packs a release 1.9.0 whose relay dies 4 s after it starts,
@@ -59,6 +60,7 @@ func TestLabACanaryWhoseRelayDiesAfterItStarts(t *testing.T) {
 			"    kind: tarball\n    version: 1.9.0\n    artifact: "+dyingRelay(t)+"\n    program: relayd\n", 1)
 		return strings.Replace(s, "    pid_file: "+lab.RelayPIDFile+"\n", "    pid_file: "+lab.RelayPIDFile+"\n    log: "+lab.RelayLog+"\n", 1)
 	})
+	stableForDefault = rollout.DefaultStableFor // the default is this test's subject
 	h1, h2 := e.lab.Hosts[0], e.lab.Hosts[1]
 	e.mustPlan(e.spec, e.plan)
 	pid1, _, _ := e.socket(h1)

@@ -21,6 +21,7 @@ import (
 	"github.com/relayctl/relayctl/internal/lab"
 	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/relay/sockstat"
+	"github.com/relayctl/relayctl/rollout"
 )
 
 // labEnv is a lab on the incident's kernel defaults, with relayd 1.7.0
@@ -40,6 +41,10 @@ func startLab(t *testing.T, hosts []lab.HostOptions, specEdit func(string) strin
 	lab.Require(t)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // the releases this lab's relayctl ships, its own
 	kerneltest.Lock(t)
+	// One read-back a window, as before --stable-for had a default: the
+	// tests of the hold itself set stableForDefault back, or pass the flag.
+	stableForDefault = 0
+	t.Cleanup(func() { stableForDefault = rollout.DefaultStableFor })
 	kerneltest.Set(t, "net.core.rmem_max", incidentRmem)
 	kerneltest.Set(t, "net.core.rmem_default", incidentRmem)
 	old := lab.BuildRelayd(t, "1.7.0")
