@@ -59,6 +59,9 @@ type session struct {
 	out    *bufio.Writer
 	locked bool
 	lock   *os.File // the host lock, held (flock) while the session lives
+	// gone: the connection to relayctl is (an answer could not be sent):
+	// the session ends.
+	gone bool
 	// skipping: a primitive of this batch failed (or needs bytes), so the
 	// rest of it up to the sync is answered SKIP.
 	skipping bool
@@ -186,7 +189,7 @@ func (s *session) serve() int {
 			return 0
 		}
 		a := s.do(r)
-		if err := s.emit(a); err != nil {
+		if err := s.emit(a); err != nil || s.gone {
 			return 0
 		}
 		if r.kind == "unlock" && a.done() {

@@ -156,6 +156,13 @@ func (s *session) relay(n int) {
 			s.skipping = true
 		}
 	}
+	// The window's answers go out before the session does anything more:
+	// a session whose connection is gone ends here, and the window decides
+	// by itself (its read-back), rather than the session carrying out the
+	// rest of a batch (the keep, the receipt) whose answers nobody hears.
+	if s.out.Flush() != nil {
+		s.gone = true
+	}
 }
 
 // heard takes a message of the window's that is no answer: B, its own

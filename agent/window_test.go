@@ -104,3 +104,37 @@ func TestAWindowsCommandsHoldNeitherTheLockNorTheSocket(t *testing.T) {
 		t.Errorf("the window's command holds the lock or the socket:\n%s", fds)
 	}
 }
+
+// cutConn is relayctl's end of a connection that is cut after its first
+// write: every answer written after it fails.
+type cutConn struct{ writes int }
+
+func (c *cutConn) Write(b []byte) (int, error) {
+	if c.writes++; c.writes > 1 {
+		return 0, os.ErrClosed
+	}
+	return len(b), nil
+}
+
+// A session whose connection is cut while its window runs (the lock's and
+// the detach's answers were sent) does nothing more once its window has answered: the rest of the batch (here a folder made; a keep and the
+// receipt in an apply's) is not carried out, and the window decides by
+// itself. It went on with the batch it had read, and the host filed the
+// run's receipt while relayctl, cut off, said the host ends its window.
+func TestASessionCutOffStopsAfterItsWindow(t *testing.T) {
+	state := stateDir(t)
+	marker := filepath.Join(filepath.Dir(state), "after-the-window")
+	win := req("dir", 0, nil, nil, filepath.Join(filepath.Dir(state), "in-the-window"))
+	prog := "relayctl-window 1\nkind rollback\nawait 0\njudge 0\nstable 0\nchecks 0\nobserve 0\nundo-at\nwindow " + strconv.Itoa(len(win)) + "\n" + win
+	in := "lock\tx\n" + req("detach", 0, []byte(prog), nil, "0123456789abcdef", sha256Hex([]byte(prog)), "1") +
+		req("dir", 0, nil, nil, marker) + "sync\t0\t0\t0\n"
+	s := newSession(pathsOf(state), strings.NewReader(in), &cutConn{})
+	s.start()
+	t.Cleanup(func() { os.RemoveAll(pathsOf(state).windows + "/window-0123456789abcdef") })
+	if _, err := os.Stat(filepath.Join(filepath.Dir(state), "in-the-window")); err != nil {
+		t.Fatalf("the window did not run: %v", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the session carried out the rest of its batch with nobody to answer")
+	}
+}
