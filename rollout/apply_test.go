@@ -218,6 +218,25 @@ func TestApplyFailedStepKeepsHostError(t *testing.T) {
 	}
 }
 
+// A run whose connection is lost once the host has carried out its
+// window's batch to the end (its read-back held, the keep, the receipt
+// filed, the journal with it) reads the host again, checks it itself and
+// takes it as applied by the host: the journal it would have gone on from
+// is gone with the receipt. It called the host failed, the journal "not
+// with a receipt of this run".
+func TestConnectionLostAfterTheWindowsBatchFiled(t *testing.T) {
+	d, p, sims := fleet(t, 1, "")
+	sims[0].CrashAfter = "commit"
+	rep := applyFake(t, context.Background(), d, p, 1)
+	h := rep.Hosts[0]
+	if h.Outcome != rollout.Applied || h.State != rollout.StateAsPlanned || h.Recovery != rollout.RecoveryCompletedByHost || sims[0].Restarts != 1 {
+		t.Fatalf("got %s, %s, recovery %q, %d restarts: %s; want applied as planned, completed by the host, one restart", h.Outcome, h.State, h.Recovery, sims[0].Restarts, h.Reason)
+	}
+	if len(sims[0].Receipts) != 1 {
+		t.Errorf("%d receipts on the host, want the one the window's batch filed", len(sims[0].Receipts))
+	}
+}
+
 // A run that loses its host inside the window and cannot reach it again
 // says the host ends the window by itself, and that its journal will say
 // how; it attempts no rollback blind. The host, meanwhile, did end it.

@@ -121,6 +121,7 @@ type hostRun struct {
 	releaseSum    string               // the host's description of the release the window switches away from (release-sum)
 	hostRB        *ReadBackResult      // the host's verdict on its own read-back, in the window's batch
 	filedInBatch  bool                 // the host filed the receipt (and unlocked) in the window's batch
+	tailReceipt   string               // the receipt the window's batch files when its read-back holds ("": none)
 	pruned        []string             // what the prune in the window's batch removes, by name
 	// cut is where the running phase's span ends when that is before the
 	// phase returns (an answer in the same batch as the next phase's).

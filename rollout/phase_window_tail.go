@@ -35,8 +35,32 @@ func (hr *hostRun) windowTail() []Op {
 	if o, ok := hr.receiptOp("commit", Applied); ok {
 		o.Args = append(o.Args, "read-back")
 		tail = append(tail, o, unlockOp())
+		hr.tailReceipt = o.Args[0]
 	}
 	return tail
+}
+
+// filedByHost is the ending of a host read again after a lost connection
+// (resync) whose journal is gone though its window's batch carried the
+// receipt: the host held its own read-back, kept its window and filed the
+// run before the connection went (or with nobody to hear it). It stands
+// if relayctl's checks of the host as it reads now hold; else nil.
+func (hr *hostRun) filedByHost(now *plans.Facts) *ending {
+	if hr.tailReceipt == "" || hr.undoing {
+		return nil
+	}
+	checks := hr.readBack(hr.res.Before).Checks(now)
+	if !allOK(checks) {
+		return nil
+	}
+	hr.res.After = now
+	hr.judged(ReadBackResult{After: now, Checks: checks, Held: true})
+	hr.filedInBatch, hr.filing, hr.awaiting = true, true, false // the lock, taken again, is let go as any run lets it go
+	hr.res.Undo = hr.undoRecord(hr.tailReceipt)
+	hr.res.Recovery = RecoveryCompletedByHost
+	hr.res.Outcome, hr.res.Ended = Applied, stamp(hr.o.Now())
+	hr.committed = end(Applied, StateAsPlanned, "")
+	return hr.committed
 }
 
 // readBack is how this host's window is judged: by this plan's checks of

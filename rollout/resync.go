@@ -74,6 +74,8 @@ func (hr *hostRun) resync(ctx context.Context, e *ending) *ending {
 	switch {
 	case f.Journal == "" && hr.committed != nil:
 		return hr.committed
+	case f.Journal == "" && hr.filedByHost(f) != nil:
+		return hr.committed
 	case f.Journal == "":
 		return e // the window's journal is gone, and not with a receipt of this run
 	}
