@@ -561,3 +561,21 @@ func TestHostReadBackRelayctlDisagreesWith(t *testing.T) {
 		t.Errorf("link %s, receipts %d; want back on 1.7.0 with one receipt, rolled back", sims[0].Link, len(sims[0].Receipts))
 	}
 }
+
+// A connection lost after the window's batch kept the window but before
+// it filed the run (in its prune, say): relayctl, back on the host, finds
+// the window kept and its journal open, reads the host back itself and
+// files the run. It rolled the kept window back: the host's verdict from
+// the lost session stood without its reading.
+func TestConnectionLostAfterTheWindowsKeep(t *testing.T) {
+	d, p, sims := fleet(t, 1, "")
+	sims[0].DropIn, sims[0].WindowDies = "commit", true // the session, cut, does no more of its batch
+	rep := applyFake(t, context.Background(), d, p, 1)
+	h := rep.Hosts[0]
+	if h.Outcome != rollout.Applied || h.State != rollout.StateAsPlanned || sims[0].Restarts != 1 {
+		t.Fatalf("got %s, %s, recovery %q, %d restarts: %s; want applied as planned, one restart", h.Outcome, h.State, h.Recovery, sims[0].Restarts, h.Reason)
+	}
+	if len(sims[0].Receipts) != 1 {
+		t.Errorf("%d receipts on the host, want one", len(sims[0].Receipts))
+	}
+}

@@ -82,7 +82,9 @@ func (hr *hostRun) resync(ctx context.Context, e *ending) *ending {
 	if !hr.undoing {
 		hr.failure = nil
 	}
-	hr.rec, hr.inWindow, hr.first, hr.awaiting, hr.outcome = nil, false, nil, false, ""
+	// The lost session's reading and the host's verdict on it go with it:
+	// the window is judged again from the journal and a reading of now.
+	hr.rec, hr.inWindow, hr.first, hr.hostRB, hr.awaiting, hr.outcome = nil, false, nil, nil, false, ""
 	return nil
 }
 
