@@ -122,13 +122,13 @@ func (h *Host) agentForm(bin agentbin.Binary, need *errNeedAgent) (enc, base str
 			if err != nil {
 				continue
 			}
-			if p, err := uplink.Encode(uplink.ZstdPatch, bin.Bytes, old); err == nil {
+			if p, err := encodeAgent(uplink.ZstdPatch, bin.SHA256+" "+k, bin.Bytes, old); err == nil {
 				return uplink.ZstdPatch, k, p
 			}
 		}
 	}
 	if need.gzip {
-		if p, err := uplink.Encode(uplink.Gzip, bin.Bytes, nil); err == nil {
+		if p, err := encodeAgent(uplink.Gzip, bin.SHA256, bin.Bytes, nil); err == nil {
 			return uplink.Gzip, "", p
 		}
 	}
