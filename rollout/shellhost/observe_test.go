@@ -54,8 +54,6 @@ func (l localRunner) Run(ctx context.Context, cmd string, stdin io.Reader, stdou
 	return err
 }
 
-const testBoundary = "@@relayctl-0123456789abcdef0123456789abcdef"
-
 func TestQueryCommandQuotes(t *testing.T) {
 	q := Query{Keys: []string{"net.core.rmem_max"}, Port: 7788, Paths: plans.PlanPaths(plans.DefaultPaths),
 		Service: plans.PlanService{Manager: "command", PIDFile: "/opt/relay/run/relayd.pid"}}
