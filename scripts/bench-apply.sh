@@ -425,7 +425,9 @@ reset_hosts() {
 		[ -z "$kept" ] || install -D -m 0755 "$WORK/relayd-1.7.0" "$r/opt/relay/releases/.sha256/$SHA_OLD/relayd"
 		ln -sfn releases/1.7.0 "$r/opt/relay/current"
 		printf '%s' "$LAB_RELAY_CONFIG" >"$r/etc/relay/relayd.env"
-		find "$r/var/lib/relayctl" -mindepth 1 -delete
+		# The state folder, but for relayctl's host agent: a host keeps
+		# it from its first contact (the first plan of run 1 sends it).
+		find "$r/var/lib/relayctl" -mindepth 1 -maxdepth 1 ! -name agent -exec rm -rf {} +
 		rm -rf "$r/root/.ansible"
 	done
 	printf '%s\n' "${NAMES[@]}" | xargs -P 8 -I{} "$RELAYLAB" exec --dir "$LAB" {} -- /opt/relay/bin/relay-service restart >/dev/null ||
