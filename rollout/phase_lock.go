@@ -19,7 +19,14 @@ func (lockPhase) runs(*hostRun) bool { return true }
 
 func (lockPhase) run(ctx context.Context, hr *hostRun) *ending {
 	var before *plans.Facts
-	err := hr.host.Run(ctx, []Op{lockOp(hr.o.Owner), observeOp(hr.q)}, func(i int, r Result) error {
+	lock := lockOp(hr.o.Owner)
+	if hr.o.Resume != nil {
+		// A run killed inside a window leaves the host ending it alone,
+		// holding the lock through its read-back (--stable-for): --resume
+		// waits for it as a run back after a lost connection does.
+		lock = lockOp(hr.o.Owner, hr.windowAwait()+hr.o.VerifyTimeout+hr.o.StableFor)
+	}
+	err := hr.host.Run(ctx, []Op{lock, observeOp(hr.q)}, func(i int, r Result) error {
 		if i == 0 {
 			hr.locked, hr.cut = true, r.At
 			if r.Value != "" {
