@@ -18,12 +18,20 @@
 #   SEED=2026     the random seed (the same seed, the same faults)
 #   FAULTS=LIST   the faults drawn from, comma-separated (default all: kill
 #                 relayctl,cut a connection,kill an agent,fill a disk)
+#   MANAGERS=M    the hosts' service managers: command, systemd, or
+#                 command,systemd (the default: a third of the trials on
+#                 systemd hosts)
+#   VERBOSE=1     every trial's line and the test's own log, not only
+#                 the figures
 #   OUT=FILE      the figures as JSON (default: chaos-SEED.json here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 trials=${TRIALS:-250}
 seed=${SEED:-2026}
 out=${OUT:-$PWD/chaos-$seed.json}
+filter='chaos:|^(--- |ok|FAIL)'
+if [ -n "${VERBOSE:-}" ]; then filter=.; fi
 RELAYCTL_CHAOS_TRIALS=$trials RELAYCTL_CHAOS_SEED=$seed RELAYCTL_CHAOS_OUT=$out RELAYCTL_CHAOS_FAULTS=${FAULTS:-} \
-	go test -count=1 -run '^TestLabChaos$' -v -timeout 3h ./cmd/relayctl | grep -E 'chaos:|^(--- |ok|FAIL)'
+	RELAYCTL_CHAOS_MANAGERS=${MANAGERS:-} \
+	go test -count=1 -run '^TestLabChaos$' -v -timeout 3h ./cmd/relayctl | grep -E "$filter"
 echo "figures: $out"

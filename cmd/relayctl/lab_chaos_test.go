@@ -22,8 +22,10 @@ package main
 //
 // RELAYCTL_CHAOS_TRIALS (default 4: the CI run) and RELAYCTL_CHAOS_SEED
 // choose the run; RELAYCTL_CHAOS_FAULTS (a comma-separated list of
-// chaosFaults, default all) the faults it draws from; RELAYCTL_CHAOS_OUT=FILE
-// writes its figures as JSON (scripts/chaos.sh runs the long one).
+// chaosFaults, default all) the faults it draws from;
+// RELAYCTL_CHAOS_MANAGERS (command, systemd, or both: the default) the
+// hosts' service managers; RELAYCTL_CHAOS_OUT=FILE writes its figures as
+// JSON (scripts/chaos.sh runs the long one).
 
 import (
 	"context"
@@ -94,6 +96,15 @@ func TestLabChaos(t *testing.T) {
 		Phases: map[string]int{}, Recoveries: map[string]int{}, Managers: map[string]int{}, CutsAimed: map[string]int{}}
 	t.Logf("chaos: seed %d, %d trials", seed, trials)
 	systemd := trials / 3
+	switch os.Getenv("RELAYCTL_CHAOS_MANAGERS") {
+	case "", "command,systemd", "systemd,command":
+	case "command":
+		systemd = 0
+	case "systemd":
+		systemd = trials
+	default:
+		t.Fatalf("RELAYCTL_CHAOS_MANAGERS: %q: want command, systemd or both (command,systemd)", os.Getenv("RELAYCTL_CHAOS_MANAGERS"))
+	}
 	for _, m := range []struct {
 		name   string
 		trials int
@@ -156,10 +167,7 @@ func newChaos(t *testing.T, systemd bool) *chaos {
 	// hosts share; the sysctl's set and rollback under a fault are the
 	// single-host cut tests' (lab_cut_test.go).
 	kerneltest.Set(t, "net.core.rmem_max", "8388608")
-	c.bin = filepath.Join(t.TempDir(), "relayctl")
-	if out, err := exec.Command("go", "build", "-o", c.bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build relayctl: %v %s", err, out)
-	}
+	c.bin = buildRelayctl(t)
 	base, _ := os.ReadFile(c.e.spec)
 	base = []byte(strings.Replace(string(base), "stop: ["+lab.ServiceScript+", stop]",
 		`stop: [/bin/sh, -c, "sleep 0.3; exec `+lab.ServiceScript+` stop"]`, 1))

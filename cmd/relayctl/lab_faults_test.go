@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -201,15 +202,33 @@ func TestLabReadOnlySysctlIsRefusedBeforeTheWindow(t *testing.T) {
 	}
 }
 
-// buildRelayctl builds the CLI for tests that need a real process (signals).
+// buildRelayctl builds the CLI for tests that need a real process
+// (signals), once a test process: a build is seconds of link time, and a
+// dozen lab tests need one. Tests only run it, so they share it.
 func buildRelayctl(t *testing.T) string {
 	t.Helper()
 	lab.Require(t) // only lab tests run a built relayctl: no build to skip
-	out := filepath.Join(t.TempDir(), "relayctl")
-	if b, err := exec.Command("go", "build", "-o", out, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build relayctl: %v\n%s", err, b)
+	relayctlBuild.Do(func() {
+		dir, err := os.MkdirTemp("", "relayctl-test-build-")
+		if err != nil {
+			relayctlBuild.err = err
+			return
+		}
+		relayctlBuild.path = filepath.Join(dir, "relayctl")
+		if b, err := exec.Command("go", "build", "-o", relayctlBuild.path, ".").CombinedOutput(); err != nil {
+			relayctlBuild.err = fmt.Errorf("%v\n%s", err, b)
+		}
+	})
+	if relayctlBuild.err != nil {
+		t.Fatalf("build relayctl: %v", relayctlBuild.err)
 	}
-	return out
+	return relayctlBuild.path
+}
+
+var relayctlBuild struct {
+	sync.Once
+	path string
+	err  error
 }
 
 func TestLabFleetCanaryAndInterrupt(t *testing.T) {

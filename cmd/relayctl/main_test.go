@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 	systemAllowedSigners = filepath.Join(os.TempDir(), "relayctl-tests-have-no-system-signers", "allowed_signers")
 	systemInventoryPrograms = filepath.Join(os.TempDir(), "relayctl-tests-have-no-system-signers", "inventory-programs")
 	os.Setenv("XDG_CACHE_HOME", filepath.Join(os.TempDir(), "relayctl-tests-cache"))
-	testscript.Main(m, map[string]func(){
+	testscript.Main(removingBuilds{m}, map[string]func(){
 		"relayctl": func() {
 			if v := os.Getenv(testSystemSigners); v != "" {
 				systemAllowedSigners = v
@@ -56,6 +56,19 @@ func TestMain(m *testing.M) {
 			os.Exit(run(os.Args, os.Stdin, os.Stdout, os.Stderr))
 		},
 	})
+}
+
+// removingBuilds runs the tests, then removes what they built to run
+// (relayd's builds, relayctl's): the builds outlive every test.
+type removingBuilds struct{ m *testing.M }
+
+func (r removingBuilds) Run() int {
+	code := r.m.Run()
+	lab.RemoveBuilds()
+	if relayctlBuild.path != "" {
+		os.RemoveAll(filepath.Dir(relayctlBuild.path))
+	}
+	return code
 }
 
 // testSystemSigners is how a script's relayctl learns its system

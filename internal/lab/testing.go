@@ -110,11 +110,25 @@ var relaydBuilds struct {
 	paths map[string]string
 }
 
+// RemoveBuilds removes the folder of BuildRelayd's builds. A package whose
+// tests build relayd calls it from TestMain once its tests have run: the
+// builds outlive every test, and without it each test run would leave
+// tens of megabytes in the machine's temporary folder.
+func RemoveBuilds() {
+	relaydBuilds.Lock()
+	defer relaydBuilds.Unlock()
+	if relaydBuilds.dir != "" {
+		os.RemoveAll(relaydBuilds.dir)
+		relaydBuilds.dir, relaydBuilds.paths = "", nil
+	}
+}
+
 // BuildRelayd builds ./cmd/relayd of this module with main.Version stamped,
 // once per version per test binary, and returns the binary's path. The
 // builds live in one temporary directory per test binary, which outlives
-// the test that built them. It is a lab test's: it starts with Require,
-// so under -short it skips t before it spends seconds building.
+// the test that built them (the package's TestMain calls RemoveBuilds). It
+// is a lab test's: it starts with Require, so under -short it skips t
+// before it spends seconds building.
 func BuildRelayd(t testing.TB, version string) string {
 	t.Helper()
 	Require(t)

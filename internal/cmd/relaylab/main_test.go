@@ -13,6 +13,13 @@ import (
 	"github.com/relayctl/relayctl/internal/lab"
 )
 
+// TestMain removes the relayd builds the tests made (lab.BuildRelayd).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	lab.RemoveBuilds()
+	os.Exit(code)
+}
+
 func runCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb strings.Builder
