@@ -359,7 +359,9 @@ func (c *chaos) converged(plan string) bool {
 }
 
 // agents are the PIDs of relayctl's processes on h (in its mount
-// namespace): its sessions' agents and its windows'.
+// namespace): its sessions' agents (AGENT serve) and its windows'
+// (relayctl-window, or AGENT window where systemd-run started it in a
+// scope of its own, which sets no argv[0] of its choosing).
 func (c *chaos) agents(h *lab.Host) []int {
 	var pids []int
 	procs, _ := os.ReadDir("/proc")
@@ -370,7 +372,9 @@ func (c *chaos) agents(h *lab.Host) []int {
 		}
 		cmdline, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline")
 		ns, _ := os.Readlink("/proc/" + p.Name() + "/ns/mnt")
-		if (strings.Contains(string(cmdline), "/agent/") && strings.Contains(string(cmdline), "\x00serve\x00") || strings.HasPrefix(string(cmdline), "relayctl-window\x00")) && ns == h.MountNS {
+		agent := strings.Contains(string(cmdline), "/agent/") &&
+			(strings.Contains(string(cmdline), "\x00serve\x00") || strings.Contains(string(cmdline), "\x00window\x00"))
+		if (agent || strings.HasPrefix(string(cmdline), "relayctl-window\x00")) && ns == h.MountNS {
 			pids = append(pids, pid)
 		}
 	}

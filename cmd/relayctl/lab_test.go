@@ -53,7 +53,9 @@ func startLab(t *testing.T, hosts []lab.HostOptions, specEdit func(string) strin
 			hosts[i].Relay = &lab.RelayInstall{Binary: old, Version: "1.7.0", Start: true}
 		}
 	}
+	began := time.Now()
 	l := lab.StartT(t, lab.Options{Hosts: hosts})
+	t.Logf("a lab of %d host(s) started in %.2f s", len(hosts), time.Since(began).Seconds())
 	dir := t.TempDir()
 	names := make([]string, len(l.Hosts))
 	for i, h := range l.Hosts {
@@ -92,7 +94,11 @@ func (e *labEnv) relayctl(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	full := append([]string{"relayctl"}, args...)
 	full = append(full, "--ssh-config", e.lab.SSHConfig, "--known-hosts", e.lab.KnownHosts, "--identity", e.lab.Identity)
+	began := time.Now()
 	code := run(full, strings.NewReader(""), &out, &errb)
+	// Where a lab test's time goes, for go test -v (the suite's length is
+	// CI's budget).
+	e.t.Logf("relayctl %s: exit %d in %.2f s", args[0], code, time.Since(began).Seconds())
 	return code, out.String(), errb.String()
 }
 
