@@ -63,8 +63,7 @@ func TestMain(m *testing.M) {
 type removingBuilds struct{ m *testing.M }
 
 func (r removingBuilds) Run() int {
-	code := r.m.Run()
-	lab.RemoveBuilds()
+	code := lab.RunRemovingBuilds(r.m)
 	if relayctlBuild.path != "" {
 		os.RemoveAll(filepath.Dir(relayctlBuild.path))
 	}

@@ -5,9 +5,5 @@ import (
 	"testing"
 )
 
-// TestMain removes the relayd builds the tests made (BuildRelayd).
-func TestMain(m *testing.M) {
-	code := m.Run()
-	RemoveBuilds()
-	os.Exit(code)
-}
+// TestMain removes the relayd builds the tests made (lab.BuildRelayd).
+func TestMain(m *testing.M) { os.Exit(RunRemovingBuilds(m)) }

@@ -110,10 +110,19 @@ var relaydBuilds struct {
 	paths map[string]string
 }
 
-// RemoveBuilds removes the folder of BuildRelayd's builds. A package whose
-// tests build relayd calls it from TestMain once its tests have run: the
-// builds outlive every test, and without it each test run would leave
-// tens of megabytes in the machine's temporary folder.
+// RunRemovingBuilds runs a package's tests (m.Run), then RemoveBuilds, and
+// returns m.Run's code: a TestMain whose tests build relayd is
+// os.Exit(lab.RunRemovingBuilds(m)).
+func RunRemovingBuilds(m interface{ Run() int }) int {
+	code := m.Run()
+	RemoveBuilds()
+	return code
+}
+
+// RemoveBuilds removes the folder of BuildRelayd's builds once a package's
+// tests have run (RunRemovingBuilds): the builds outlive every test, and
+// without it each test run would leave tens of megabytes in the machine's
+// temporary folder.
 func RemoveBuilds() {
 	relaydBuilds.Lock()
 	defer relaydBuilds.Unlock()

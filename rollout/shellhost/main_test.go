@@ -8,8 +8,4 @@ import (
 )
 
 // TestMain removes the relayd builds the tests made (lab.BuildRelayd).
-func TestMain(m *testing.M) {
-	code := m.Run()
-	lab.RemoveBuilds()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(lab.RunRemovingBuilds(m)) }

@@ -14,11 +14,7 @@ import (
 )
 
 // TestMain removes the relayd builds the tests made (lab.BuildRelayd).
-func TestMain(m *testing.M) {
-	code := m.Run()
-	lab.RemoveBuilds()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(lab.RunRemovingBuilds(m)) }
 
 func runCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
