@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relayctl/relayctl/plans"
 	"github.com/relayctl/relayctl/rollout"
 )
 
@@ -190,7 +191,7 @@ func (w *window) judgeAlone() {
 	}
 	if rb := w.readBack; rb != nil { // it read itself back already, by the plan's own checks
 		if rb.Result.Held {
-			w.end("kept by=host")
+			w.end("kept by=host" + heldPID(rb.Result.After))
 		} else {
 			w.undoAt(len(w.prog.undoAt), "read-back: "+rb.Result.Why)
 		}
@@ -202,7 +203,7 @@ func (w *window) judgeAlone() {
 		fail, pid := w.hostRead()
 		switch {
 		case fail == "" && (w.prog.stable == 0 || held == pid):
-			w.end("kept by=host")
+			w.end("kept by=host" + pidWord(pid))
 			return
 		case fail == "":
 			held = pid
@@ -222,6 +223,27 @@ func (w *window) judgeAlone() {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+}
+
+// heldPID is the journal's word for the relay process a read-back held
+// (" pid=PID"), so relayctl back after a lost connection need not hold it
+// again; "" when the reading names none.
+func heldPID(after *plans.Facts) string {
+	if after == nil {
+		return ""
+	}
+	return pidWord(strconv.Itoa(after.Service.PID))
+}
+
+// pidWord is " pid=PID" for a pid as Linux gives them, "" for anything
+// else: relayctl reads the journal strictly, and a word it cannot read
+// would make the whole journal unreadable.
+func pidWord(pid string) string {
+	n, err := strconv.Atoi(pid)
+	if err != nil || n <= 0 || n > 1<<22 || strconv.Itoa(n) != pid {
+		return ""
+	}
+	return " pid=" + pid
 }
 
 // undoAt runs the rollback planned for a stop at request i (the last

@@ -3,6 +3,7 @@ package rollout
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -18,9 +19,12 @@ import (
 //	start window / start rollback       the window / a rollback began
 //	ok PRIMITIVE ARG                     a change was made
 //	fail MESSAGE                         a primitive failed
-//	window VERDICT by=BY [why=WHY]       the window ended (window.go): kept,
+//	window VERDICT by=BY [pid=PID] [why=WHY]
+//	                                     the window ended (window.go): kept,
 //	                                     rolled-back or rollback-failed, by
-//	                                     the host alone or the run's word
+//	                                     the host alone or the run's word;
+//	                                     a window the host kept alone names
+//	                                     the relay process its read-back held
 //	end OUTCOME                          the run filed its receipt
 //
 // The journal is host output: read strictly, bounded (observe reads at most
@@ -48,6 +52,10 @@ type WindowEnd struct {
 	Verdict string // EndKept, EndRolledBack or EndRollbackFailed
 	By      string // ByHost (it decided by itself) or ByController (the run's word)
 	Why     string // what made the host roll back
+	// PID is the relay process a window the host kept alone held for the
+	// read-back's StableFor (0 when the line names none): relayctl that
+	// reads the same process back need not hold it again (readback.go).
+	PID int
 }
 
 // How a window ended, and who decided.
@@ -181,11 +189,20 @@ func (j *Journal) Step(kind, title string) (JournalStep, bool) {
 	return JournalStep{}, false
 }
 
-// windowEnd reads a window line's text: VERDICT by=BY [why=WHY].
+// windowEnd reads a window line's text: VERDICT by=BY [pid=PID] [why=WHY].
 func windowEnd(text string) (*WindowEnd, error) {
 	verdict, rest, _ := strings.Cut(text, " ")
 	by, why, _ := strings.Cut(rest, " ")
 	e := &WindowEnd{Verdict: verdict, By: strings.TrimPrefix(by, "by=")}
+	if p, ok := strings.CutPrefix(why, "pid="); ok {
+		var n string
+		n, why, _ = strings.Cut(p, " ")
+		pid, err := strconv.Atoi(n)
+		if err != nil || pid <= 0 || pid > maxPID || n != strconv.Itoa(pid) {
+			return nil, errJournal
+		}
+		e.PID = pid
+	}
 	if why != "" {
 		w, ok := strings.CutPrefix(why, "why=")
 		if !ok {
@@ -201,6 +218,9 @@ func windowEnd(text string) (*WindowEnd, error) {
 	}
 	return e, nil
 }
+
+// maxPID is the largest pid Linux gives (PID_MAX_LIMIT, 2^22).
+const maxPID = 1 << 22
 
 // JournalNote says, for people, what a journal left on a host tells of an
 // unfinished run, and the one command that finishes it ("" for none):

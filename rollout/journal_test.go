@@ -61,6 +61,8 @@ func TestReadJournalWindowEnds(t *testing.T) {
 	}{
 		{at + "window kept by=host\n", &WindowEnd{Verdict: EndKept, By: ByHost}, 0},
 		{at + "window kept by=controller\n", &WindowEnd{Verdict: EndKept, By: ByController}, 0},
+		{at + "window kept by=host pid=4194304\n", &WindowEnd{Verdict: EndKept, By: ByHost, PID: 4194304}, 0},
+		{at + "window rolled-back by=host pid=7 why=read-back: x\n", &WindowEnd{Verdict: EndRolledBack, By: ByHost, PID: 7, Why: "read-back: x"}, 0},
 		{at + "start rollback\n" + at + "ok restore-link /opt/relay/current\n" + at + "ok restart command\n" + at + "window rolled-back by=host why=read-back: ss rb: got rb212992, want rb8388608\n",
 			&WindowEnd{Verdict: EndRolledBack, By: ByHost, Why: "read-back: ss rb: got rb212992, want rb8388608"}, 2},
 		{at + "window kept by=host\n" + at + "start rollback\n", nil, 0},
@@ -75,7 +77,9 @@ func TestReadJournalWindowEnds(t *testing.T) {
 			t.Errorf("%q: end %+v, undone %v; want %+v and %d", tt.tail, j.End, j.Undone, tt.want, tt.undo)
 		}
 	}
-	for _, bad := range []string{"window kept\n", "window kept by=me\n", "window won by=host\n", "window kept by=host because\n"} {
+	for _, bad := range []string{"window kept\n", "window kept by=me\n", "window won by=host\n", "window kept by=host because\n",
+		"window kept by=host pid=\n", "window kept by=host pid=0\n", "window kept by=host pid=-1\n", "window kept by=host pid=012\n",
+		"window kept by=host pid=4194305\n", "window kept by=host pid=99999999999999999999\n", "window kept by=host pid=1x\n", "window kept by=host pid=1 because\n"} {
 		if _, err := ReadJournal(journalSample + at + bad); err == nil || !strings.Contains(err.Error(), "bad window end") {
 			t.Errorf("%q: got %v, want a bad window end", bad, err)
 		}

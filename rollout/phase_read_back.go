@@ -44,12 +44,29 @@ func (readBackPhase) run(ctx context.Context, hr *hostRun) *ending {
 // matched: the window ends there.
 func (hr *hostRun) verify(ctx context.Context, before, reading *plans.Facts) (*plans.Facts, error) {
 	rb := ReadBack{Plan: hr.p, Host: hr.h, Before: before, StableFor: hr.o.StableFor, Timeout: hr.o.VerifyTimeout}
+	if e := hr.keptByHost(); e != nil {
+		rb.hostHeld = e.PID // held there for StableFor already
+	}
 	res, err := rb.Judge(reading, func() (*plans.Facts, error) { return hr.observe(ctx) })
 	if err != nil {
 		return nil, err // a connection lost is resync's, else the read-back failed
 	}
 	hr.judged(res)
 	return res.After, res.Err()
+}
+
+// keptByHost is the end of this run's own window that the host kept by
+// itself after the connection was lost, nil for any other. Only this
+// run's: the host held it for this run's StableFor; a dead run's window
+// was held for that run's, which a --resume need not share.
+func (hr *hostRun) keptByHost() *WindowEnd {
+	if hr.rec == nil || hr.rec.journal == nil || !hr.rec.sameRun {
+		return nil
+	}
+	if e := hr.rec.journal.End; e != nil && e.By == ByHost && e.Verdict == EndKept {
+		return e
+	}
+	return nil
 }
 
 // confirm is relayctl's own check of the reading a host judged its window

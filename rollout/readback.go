@@ -22,6 +22,12 @@ type ReadBack struct {
 	Before    *plans.Facts  `json:"before,omitempty"`
 	StableFor time.Duration `json:"stable_for"`
 	Timeout   time.Duration `json:"timeout"`
+	// hostHeld is the relay process the host's own read-back held for
+	// StableFor when it kept its window alone (its journal's window line):
+	// a reading of that process as planned holds at once, it was held
+	// already. relayctl's read-back after it lost its connection inside
+	// its own window sets it.
+	hostHeld int
 }
 
 // ReadBackResult is a read-back's verdict: the reading it ends on (the
@@ -81,6 +87,9 @@ func (rb ReadBack) Judge(first *plans.Facts, read func() (*plans.Facts, error)) 
 			held = nil
 		case held == nil || !sameProcess(held, after):
 			held, since = after, time.Now()
+			if rb.hostHeld != 0 && after.Service.PID == rb.hostHeld {
+				since = since.Add(-rb.StableFor)
+			}
 		}
 		stable := held != nil && time.Since(since) >= rb.StableFor
 		if stable || time.Now().After(deadline) {

@@ -75,3 +75,33 @@ func TestTheHostChecksTheReleaseThePlanLeaves(t *testing.T) {
 		}
 	}
 }
+
+// A window the host kept by itself names the relay process its read-back
+// held for StableFor: relayctl, back after the lost connection, takes a
+// reading of that same process as held, and holds any other for
+// StableFor itself. On the code before, it held the host's process
+// again (a cut inside a window cost the host's StableFor twice).
+func TestReadBackTakesTheHostsHold(t *testing.T) {
+	errRead := errString("read again")
+	// A reading that matches a plan of nothing but its relay (the release
+	// link at "/", rb 0).
+	reading := &plans.Facts{Service: plans.ServiceFact{Running: true, PID: 42}, Socket: plans.SocketFact{Found: true}}
+	reading.Release.CurrentRaw = "/"
+	if c := (ReadBack{Plan: &plans.Plan{}, Host: &plans.HostPlan{}}).Checks(reading); !allOK(c) {
+		t.Fatalf("the reading does not match: %+v", c)
+	}
+	for _, c := range []struct {
+		hostHeld  int
+		wantReads int
+	}{{42, 0}, {43, 1}, {0, 1}} {
+		reads := 0
+		rb := ReadBack{Plan: &plans.Plan{}, Host: &plans.HostPlan{}, StableFor: time.Hour, Timeout: time.Second, hostHeld: c.hostHeld}
+		res, err := rb.Judge(reading, func() (*plans.Facts, error) { reads++; return nil, errRead })
+		if reads != c.wantReads {
+			t.Errorf("host held pid %d: %d more reading(s), want %d", c.hostHeld, reads, c.wantReads)
+		}
+		if c.wantReads == 0 && (err != nil || !res.Held || res.After != reading) {
+			t.Errorf("host held pid %d: %+v, %v; want held on the reading", c.hostHeld, res, err)
+		}
+	}
+}

@@ -85,8 +85,8 @@ func TestLabBusyboxHost(t *testing.T) {
 	if r := <-done; r.code != 1 || !strings.Contains(r.out, "the host ends its window by itself") {
 		t.Errorf("the cut apply: exit %d, want 1 and the host ending its window\n%s\n%s", r.code, r.out, r.err)
 	}
-	if end := windowEnd(t, h, 30*time.Second); end != "window kept by=host" {
-		t.Fatalf("the host alone: %q, want window kept by=host", end)
+	if end := windowEnd(t, h, 30*time.Second); !strings.HasPrefix(end, "window kept by=host pid=") {
+		t.Fatalf("the host alone: %q, want window kept by=host, naming the relay's pid", end)
 	}
 	pid, rb, ok := relayOn(h)
 	if !ok || rb != 8388608 {

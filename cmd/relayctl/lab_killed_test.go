@@ -153,10 +153,12 @@ func TestLabKilledInTheWindowOfEveryKindOfPlan(t *testing.T) {
 			starts := e.starts(h)
 			e.killedApply(bin, plan, h)
 			// The host's own read-back: 4 s, 1 s stable, and a rollback.
-			if end := windowEnd(t, h, 30*time.Second); end != "window kept by=host" {
-				t.Errorf("the host ended the window with %q, want it kept by the host", end)
-			}
+			end := windowEnd(t, h, 30*time.Second)
 			pid, rb := awaitRelay(t, h, 5*time.Second)
+			// It names the relay process its read-back held.
+			if want := "window kept by=host pid=" + strconv.Itoa(pid); end != want {
+				t.Errorf("the host ended the window with %q, want %q", end, want)
+			}
 			if exe := relayExe(t, h, pid); !strings.HasPrefix(exe, tt.dir+"/") || rb != tt.rb {
 				t.Errorf("after the window: the relay runs %s with rb %d, want the release in %s with rb %d", exe, rb, tt.dir, tt.rb)
 			}
@@ -216,7 +218,7 @@ func TestLabKilledRunThenRerunAndResume(t *testing.T) {
 	if led := readLedger(t, back); ledgerLine(led) != "lab-1=applied lab-2="+rollout.InProgress {
 		t.Fatalf("the killed run's ledger: %s, want lab-1 applied and lab-2 in progress", ledgerLine(led))
 	}
-	if end := windowEnd(t, h2, 30*time.Second); end != "window kept by=host" {
+	if end := windowEnd(t, h2, 30*time.Second); !strings.HasPrefix(end, "window kept by=host pid=") {
 		t.Fatalf("lab-2's window ended %q, want kept by the host", end)
 	}
 	pid1, _, _ := e.socket(h1)
