@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/relayctl/relayctl/rollout"
 )
 
 // The host's own checks, against readings as observe frames them: each
@@ -136,5 +138,23 @@ func TestASessionCutOffStopsAfterItsWindow(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the session carried out the rest of its batch with nobody to answer")
+	}
+}
+
+// The window's line names the relay's pid only as relayctl reads it back
+// (rollout.ReadJournal is strict: a word it cannot read makes the whole
+// journal unreadable), whatever a reading said.
+func TestPidWordIsOneRelayctlReads(t *testing.T) {
+	for pid, want := range map[string]string{
+		"4242": " pid=4242", "4194304": " pid=4194304",
+		"": "", "0": "", "-1": "", "012": "", "1x": "", "4194305": "", "99999999999999999999": "", "1 2": "",
+	} {
+		if got := pidWord(pid); got != want {
+			t.Errorf("pidWord(%q) = %q, want %q", pid, got, want)
+		}
+		j := "2026-12-06T08:00:00Z begin plan=p checksum=c\n2026-12-06T08:00:00Z start window\n2026-12-06T08:00:01Z window kept by=host" + pidWord(pid) + "\n"
+		if _, err := rollout.ReadJournal(j); err != nil {
+			t.Errorf("pid %q: relayctl cannot read the line: %v", pid, err)
+		}
 	}
 }
