@@ -191,7 +191,7 @@ func (w *window) judgeAlone() {
 	}
 	if rb := w.readBack; rb != nil { // it read itself back already, by the plan's own checks
 		if rb.Result.Held {
-			w.end("kept by=host" + heldPID(rb.Result.After))
+			w.end(rollout.KeptByHost(heldPID(rb.Result.After)))
 		} else {
 			w.undoAt(len(w.prog.undoAt), "read-back: "+rb.Result.Why)
 		}
@@ -203,7 +203,7 @@ func (w *window) judgeAlone() {
 		fail, pid := w.hostRead()
 		switch {
 		case fail == "" && (w.prog.stable == 0 || held == pid):
-			w.end("kept by=host" + pidWord(pid))
+			w.end(rollout.KeptByHost(pidOf(pid)))
 			return
 		case fail == "":
 			held = pid
@@ -225,25 +225,24 @@ func (w *window) judgeAlone() {
 	}
 }
 
-// heldPID is the journal's word for the relay process a read-back held
-// (" pid=PID"), so relayctl back after a lost connection need not hold it
-// again; "" when the reading names none.
-func heldPID(after *plans.Facts) string {
+// heldPID is the relay process a read-back held (0 for none), which the
+// window's line names so relayctl back after a lost connection need not
+// hold it again.
+func heldPID(after *plans.Facts) int {
 	if after == nil {
-		return ""
+		return 0
 	}
-	return pidWord(strconv.Itoa(after.Service.PID))
+	return after.Service.PID
 }
 
-// pidWord is " pid=PID" for a pid as Linux gives them, "" for anything
-// else: relayctl reads the journal strictly, and a word it cannot read
-// would make the whole journal unreadable.
-func pidWord(pid string) string {
+// pidOf is a pid as a reading wrote it, 0 for anything not written as
+// Linux writes one (rollout.KeptByHost names no pid then).
+func pidOf(pid string) int {
 	n, err := strconv.Atoi(pid)
-	if err != nil || n <= 0 || n > 1<<22 || strconv.Itoa(n) != pid {
-		return ""
+	if err != nil || strconv.Itoa(n) != pid {
+		return 0
 	}
-	return " pid=" + pid
+	return n
 }
 
 // undoAt runs the rollback planned for a stop at request i (the last

@@ -149,10 +149,11 @@ func TestPidWordIsOneRelayctlReads(t *testing.T) {
 		"4242": " pid=4242", "4194304": " pid=4194304",
 		"": "", "0": "", "-1": "", "012": "", "1x": "", "4194305": "", "99999999999999999999": "", "1 2": "",
 	} {
-		if got := pidWord(pid); got != want {
-			t.Errorf("pidWord(%q) = %q, want %q", pid, got, want)
+		line := rollout.KeptByHost(pidOf(pid))
+		if got := strings.TrimPrefix(line, "kept by=host"); got != want {
+			t.Errorf("pid %q: the window line says %q, want it to end %q", pid, line, want)
 		}
-		j := "2026-12-06T08:00:00Z begin plan=p checksum=c\n2026-12-06T08:00:00Z start window\n2026-12-06T08:00:01Z window kept by=host" + pidWord(pid) + "\n"
+		j := "2026-12-06T08:00:00Z begin plan=p checksum=c\n2026-12-06T08:00:00Z start window\n2026-12-06T08:00:01Z window " + line + "\n"
 		if _, err := rollout.ReadJournal(j); err != nil {
 			t.Errorf("pid %q: relayctl cannot read the line: %v", pid, err)
 		}

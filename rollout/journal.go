@@ -198,7 +198,7 @@ func windowEnd(text string) (*WindowEnd, error) {
 		var n string
 		n, why, _ = strings.Cut(p, " ")
 		pid, err := strconv.Atoi(n)
-		if err != nil || pid <= 0 || pid > maxPID || n != strconv.Itoa(pid) {
+		if err != nil || !linuxPID(pid) || n != strconv.Itoa(pid) {
 			return nil, errJournal
 		}
 		e.PID = pid
@@ -219,8 +219,19 @@ func windowEnd(text string) (*WindowEnd, error) {
 	return e, nil
 }
 
-// maxPID is the largest pid Linux gives (PID_MAX_LIMIT, 2^22).
-const maxPID = 1 << 22
+// KeptByHost is the window line's text (after "window ") for a window
+// the host kept by itself, naming the relay process its read-back held
+// when pid is one Linux gives; the agent and the Sim write it, and
+// windowEnd reads nothing else.
+func KeptByHost(pid int) string {
+	if !linuxPID(pid) {
+		return EndKept + " by=" + ByHost
+	}
+	return EndKept + " by=" + ByHost + " pid=" + strconv.Itoa(pid)
+}
+
+// linuxPID: pid is one Linux gives (1 to PID_MAX_LIMIT, 2^22).
+func linuxPID(pid int) bool { return pid > 0 && pid <= 1<<22 }
 
 // JournalNote says, for people, what a journal left on a host tells of an
 // unfinished run, and the one command that finishes it ("" for none):

@@ -192,12 +192,12 @@ func (s *Sim) judge(w *simWindow) {
 		why, at = "window: "+w.msg, w.stop
 	} else if w.readBack != nil {
 		if w.readBack.Held {
-			s.endWindow("kept by=host" + s.pidWord())
+			s.endWindow(rollout.KeptByHost(s.relayPID()))
 			return
 		}
 		why = "read-back: " + w.readBack.Why
 	} else if why = s.hostChecks(w.w.Checks); why == "" {
-		s.endWindow("kept by=host" + s.pidWord())
+		s.endWindow(rollout.KeptByHost(s.relayPID()))
 		return
 	} else {
 		why = "read-back: " + why
@@ -250,15 +250,11 @@ func (s *Sim) hostChecks(checks []rollout.HostCheck) string {
 	return strings.Join(bad, "; ")
 }
 
-// pidWord names the relay process the window held, as the agent's
-// window line does (" pid=PID"; "" with none running).
-func (s *Sim) pidWord() string {
+// relayPID is the relay process the window held (0 with none running).
+func (s *Sim) relayPID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.PID <= 0 {
-		return ""
-	}
-	return " pid=" + strconv.Itoa(s.PID)
+	return s.PID
 }
 
 // endWindow is the window's end, in the journal as the agent writes it.
