@@ -720,8 +720,9 @@ profile_apply() {
 			{ log "profile: relayctl stage failed (not in this commit?): no staged profile"; return 0; }
 	fi
 	t0=$(date +%s%N)
+	# shellcheck disable=SC2086 # STABLE_FOR: as the timed runs have it
 	RELAYCTL_CPUPROFILE=$pp perf record -q -a -e cpu-clock -F 499 -e sched:sched_process_exec -o "$data" -- "$RELAYCTL" apply "$plan" --parallel "${#NAMES[@]}" \
-		--ssh-config "$SSH_CONFIG" --known-hosts "$KNOWN_HOSTS" --identity "$IDENTITY" >"$RES/profile-$kind.out" 2>&1 || rc=$?
+		--ssh-config "$SSH_CONFIG" --known-hosts "$KNOWN_HOSTS" --identity "$IDENTITY" ${STABLE_FOR:+--stable-for "$STABLE_FOR"} >"$RES/profile-$kind.out" 2>&1 || rc=$?
 	t1=$(date +%s%N)
 	{
 		printf '\nprofile, %s apply on %s hosts (untimed run under perf: %.2f s, exit %d)\n' "$kind" "${#NAMES[@]}" \
