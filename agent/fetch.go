@@ -47,21 +47,23 @@ func pFetch(s *session, r *request) answer {
 	if err != nil {
 		return errf("cannot create a file in %s", dir)
 	}
-	if err := fetchURL(rawURL, maxSize, secs, t); err != nil {
+	got, err := fetchURL(rawURL, maxSize, secs, t)
+	if err != nil {
 		os.Remove(t)
 		return errf("fetch %s: %s (nothing was written)", rawURL, tail(err.Error(), 300))
 	}
-	return settle(t, path, sum, 0o755, "", "fetched", func(got string) answer {
+	return settle(t, got, path, sum, 0o755, "", "fetched", func(got string) answer {
 		return errf("the file fetched from %s has sha256 %s, want %s (nothing was written)", rawURL, got, sum)
 	})
 }
 
 // fetchURL fetches rawURL into the existing file t: at most maxSize bytes
-// in secs seconds, http and https only, redirects included.
-func fetchURL(rawURL string, maxSize int64, secs int, t string) error {
+// in secs seconds, http and https only, redirects included; the sha256 of
+// what it wrote.
+func fetchURL(rawURL string, maxSize int64, secs int, t string) (string, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || !webScheme(u) || u.Host == "" {
-		return errors.New("not an http or https url")
+		return "", errors.New("not an http or https url")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs)*time.Second)
 	defer cancel()
@@ -73,7 +75,7 @@ func fetchURL(rawURL string, maxSize int64, secs int, t string) error {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
-		return err
+		return "", err
 	}
 	resp, err := fetchClient().Do(req)
 	if err != nil {
@@ -81,23 +83,23 @@ func fetchURL(rawURL string, maxSize int64, secs int, t string) error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return timedOut(err)
+		return "", timedOut(err)
 	}
 	defer resp.Body.Close()
 	if err := fetchStatus(resp, maxSize); err != nil {
-		return err
+		return "", err
 	}
-	n, err := writeInto(t, resp.Body, maxSize)
+	n, sum, err := writeInto(t, resp.Body, maxSize)
 	var werr writeError
 	switch {
 	case errors.As(err, &werr):
-		return fmt.Errorf("cannot write the file: %s", errText(werr.err))
+		return "", fmt.Errorf("cannot write the file: %s", errText(werr.err))
 	case err != nil:
-		return timedOut(err)
+		return "", timedOut(err)
 	case n > maxSize:
-		return fmt.Errorf("more than %d bytes (the cap); stopped there", maxSize)
+		return "", fmt.Errorf("more than %d bytes (the cap); stopped there", maxSize)
 	}
-	return nil
+	return sum, nil
 }
 
 // fetchStatus refuses an answer that is not the file: an error status (as

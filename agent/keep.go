@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -94,11 +96,12 @@ func keepSent(r *request, k keepRequest, t string) answer {
 		os.Remove(t)
 		return errf("received %d of %d bytes for %s", n, k.size, k.path)
 	}
-	if _, err := writeInto(t, r.dataReader(), k.size); err != nil {
+	_, got, err := writeInto(t, r.dataReader(), k.size)
+	if err != nil {
 		os.Remove(t)
 		return errf("write %s: %s", k.path, errText(err))
 	}
-	return settle(t, k.path, k.sum, k.mode, k.like, "sent", func(sum string) answer {
+	return settle(t, got, k.path, k.sum, k.mode, k.like, "sent", func(sum string) answer {
 		return errf("the bytes received for %s have sha256 %s, want %s", k.path, sum, k.sum)
 	})
 }
@@ -125,7 +128,7 @@ func keepPacked(r *request, k keepRequest, t string) answer {
 		}
 		base = b
 	}
-	n, err := decodeInto(t, k.enc, r.dataReader(), base, k.size)
+	n, got, err := decodeInto(t, k.enc, r.dataReader(), base, k.size)
 	var werr writeError
 	switch {
 	case errors.As(err, &werr):
@@ -138,7 +141,7 @@ func keepPacked(r *request, k keepRequest, t string) answer {
 	case n != k.size:
 		return refuse(fmt.Errorf("it decoded to %d bytes, want %d", n, k.size))
 	}
-	return settle(t, k.path, k.sum, k.mode, k.like, "decoded", func(sum string) answer {
+	return settle(t, got, k.path, k.sum, k.mode, k.like, "decoded", func(sum string) answer {
 		return need(fmt.Sprintf("the %s form decoded to bytes with sha256 %s, want %s", k.enc, sum, k.sum))
 	})
 }
@@ -171,12 +174,12 @@ func holds(path, sum string, size int64, like string) (bool, error) {
 	return true, nil
 }
 
-// settle makes the temp file t, once its sha256 is checked, the file path
-// (mode, or like's mode and owner): VAL how SIZE. A file of other bytes
-// is removed, and answered mismatch(its sha256).
-func settle(t, path, sum string, mode fs.FileMode, like, how string, mismatch func(sum string) answer) answer {
-	got, err := sha256File(t)
-	if err != nil || got != sum {
+// settle makes the temp file t, whose bytes writeInto wrote with sha256
+// got, once that is checked, the file path (mode, or like's mode and
+// owner): VAL how SIZE. A file of other bytes is removed, and answered
+// mismatch(its sha256).
+func settle(t, got, path, sum string, mode fs.FileMode, like, how string, mismatch func(sum string) answer) answer {
+	if got != sum {
 		os.Remove(t)
 		if got == "" {
 			got = "none"
@@ -202,18 +205,21 @@ func settle(t, path, sum string, mode fs.FileMode, like, how string, mismatch fu
 
 // writeInto writes what src holds, at most max bytes, into the existing
 // file t (never through a symlink); n is what it read, max+1 when src
-// holds more. Read errors come back as they are, write errors as a
-// writeError.
-func writeInto(t string, src io.Reader, max int64) (n int64, err error) {
+// holds more, and sum the sha256 of what it wrote: a file made in a
+// folder root alone can change, so its bytes are those, and settle need
+// not read them again. Read errors come back as they are, write errors
+// as a writeError.
+func writeInto(t string, src io.Reader, max int64) (n int64, sum string, err error) {
 	f, err := os.OpenFile(t, os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return 0, writeError{err}
+		return 0, "", writeError{err}
 	}
-	n, err = io.Copy(writeErrors{f}, io.LimitReader(src, max+1))
+	h := sha256.New()
+	n, err = io.Copy(io.MultiWriter(writeErrors{f}, h), io.LimitReader(src, max+1))
 	if cerr := f.Close(); err == nil && cerr != nil {
 		err = writeError{cerr}
 	}
-	return n, err
+	return n, hex.EncodeToString(h.Sum(nil)), err
 }
 
 // writeError is a write that failed (a full disk), told apart from what

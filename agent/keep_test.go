@@ -425,10 +425,14 @@ func TestDecodeIntoStopsAtTheSizeAndAByte(t *testing.T) {
 	for enc, form := range map[string][]byte{uplink.Gzip: encode(t, uplink.Gzip, zeros, nil), uplink.Zstd: zstdStream(t, zeros)} {
 		tmp := filepath.Join(root, "decoded-"+enc)
 		os.WriteFile(tmp, nil, 0o600)
-		n, err := decodeInto(tmp, enc, bytes.NewReader(form), nil, 1<<20)
+		n, sum, err := decodeInto(tmp, enc, bytes.NewReader(form), nil, 1<<20)
 		fi, serr := os.Stat(tmp)
 		if serr != nil || n != 1<<20+1 || fi.Size() != 1<<20+1 {
 			t.Errorf("%s: decoded %d bytes (%v), the file holds %v; want %d", enc, n, err, fi, 1<<20+1)
+		}
+		// The sum settle trusts is of the bytes in the file.
+		if b, _ := os.ReadFile(tmp); sum != sha256Hex(b) {
+			t.Errorf("%s: decodeInto says sha256 %s, the file holds %s", enc, sum, sha256Hex(b))
 		}
 	}
 }

@@ -112,19 +112,19 @@ func hashReader(r io.Reader) string {
 // decodeInto decodes packed, in the form enc, into the existing file t:
 // at most size+1 bytes of output (more is not the file, and a form that
 // unpacks to much more, a decompression bomb, is not decoded further).
-// n is the bytes written; a decoder's failure is said as agent.sh's
+// n is the bytes written and sum their sha256; a decoder's failure is said as agent.sh's
 // decoders said theirs ("gzip -d: ..."), a write's is a writeError.
-func decodeInto(t, enc string, packed io.Reader, base []byte, size int64) (n int64, err error) {
+func decodeInto(t, enc string, packed io.Reader, base []byte, size int64) (n int64, sum string, err error) {
 	tool := strings.TrimSuffix(enc, "-patch") + " -d"
 	dec, err := uplink.NewReader(enc, packed, base, size)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %v", tool, err)
+		return 0, "", fmt.Errorf("%s: %v", tool, err)
 	}
 	defer dec.Close()
-	n, err = writeInto(t, dec, size)
+	n, sum, err = writeInto(t, dec, size)
 	var werr writeError
 	if err != nil && !errors.As(err, &werr) {
 		err = fmt.Errorf("%s: %v", tool, err)
 	}
-	return n, err
+	return n, sum, err
 }

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"io/fs"
@@ -66,8 +68,10 @@ func pPlaceRelease(s *session, r *request) answer {
 		return errf("%s is not a regular file", file)
 	}
 	defer f.Close()
-	if got := hashReader(f); got != sum {
-		return errf("the release on the host has sha256 %s, want %s", got, sum)
+	if tree != noTree {
+		if got := hashReader(f); got != sum {
+			return errf("%s", wrongRelease(got, sum))
+		}
 	}
 	fresh := dir + ".relayctl-new"
 	if err := makeRelease(f, fresh, program, tree, sum); err != nil {
@@ -85,9 +89,17 @@ func pPlaceRelease(s *session, r *request) answer {
 	return ok()
 }
 
+// wrongRelease says that the release file in the store is not the one
+// reviewed.
+func wrongRelease(got, sum string) error {
+	return fmt.Errorf("the release on the host has sha256 %s, want %s", got, sum)
+}
+
 // makeRelease makes the folder fresh from the release file f (the bytes
 // whose sha256 is sum, read from the start), and checks it holds that
-// release and root alone can change it.
+// release and root alone can change it. A binary is hashed as it is
+// copied, once: the copy is a file made here, in a folder made here, so
+// it holds the bytes read. A tarball's files are hashed once unpacked.
 func makeRelease(f *os.File, fresh, program, tree, sum string) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
@@ -98,13 +110,17 @@ func makeRelease(f *os.File, fresh, program, tree, sum string) error {
 	if err := os.Mkdir(fresh, 0o755); err != nil {
 		return fmt.Errorf("mkdir %s: %s", fresh, errText(err))
 	}
-	var err error
 	if tree == noTree {
-		err = copyProgram(f, fresh+"/"+program)
-	} else {
-		err = unpackRelease(f, fresh)
+		h := sha256.New()
+		if err := copyProgram(io.TeeReader(f, h), fresh+"/"+program); err != nil {
+			return err
+		}
+		if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+			return wrongRelease(got, sum)
+		}
+		return releaseOK(fresh)
 	}
-	if err != nil {
+	if err := unpackRelease(f, fresh); err != nil {
 		return err
 	}
 	if err := releaseHolds(fresh, program, tree, sum); err != nil {
