@@ -9,11 +9,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 
 	"github.com/relayctl/relayctl/artifact"
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
 // The release primitives: bytes kept in the release store by their
@@ -36,7 +36,7 @@ const noTree = "-"
 // programRe are the paths a release's program may have inside it, as
 // relayctl's spec allows them (relay.release.program): a file name for a
 // binary, a plain path for a tarball.
-var programRe = regexp.MustCompile(`^[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$`)
+var programRe = lazyre.New(`^[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$`)
 
 // checkProgram: program is a path inside a release folder, one name for
 // a binary (tree -).

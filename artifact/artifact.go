@@ -18,9 +18,10 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
 // Limits on what a tarball may hold once unpacked.
@@ -50,7 +51,7 @@ func Binary(data []byte) Release {
 
 // memberRe are the names a tarball member may have: plain characters,
 // as the agent's shell passes them without quoting surprises.
-var memberRe = regexp.MustCompile(`^[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$`)
+var memberRe = lazyre.New(`^[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$`)
 
 // Tarball reads a .tar or .tar.gz release whose program is at program
 // (a path inside it).

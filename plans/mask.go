@@ -1,9 +1,9 @@
 package plans
 
 import (
-	"regexp"
 	"strings"
 
+	"github.com/relayctl/relayctl/internal/lazyre"
 	"github.com/relayctl/relayctl/relay/config"
 )
 
@@ -61,7 +61,7 @@ func MaskLine(l string) string {
 
 // maskedLine is a line MaskLine wrote: a mask alone, after "# ", or as a
 // key's value.
-var maskedLine = regexp.MustCompile(`^(# |[A-Za-z_][A-Za-z0-9_.]*=)?••• \(sha256:[0-9a-f]{12}\)$`)
+var maskedLine = lazyre.New(`^(# |[A-Za-z_][A-Za-z0-9_.]*=)?••• \(sha256:[0-9a-f]{12}\)$`)
 
 // isMasked reports whether a line is one MaskLine wrote.
 func isMasked(l string) bool { return maskedLine.MatchString(l) }

@@ -5,13 +5,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/hashicorp/go-version"
 
+	"github.com/relayctl/relayctl/internal/lazyre"
 	"github.com/relayctl/relayctl/relay/config"
 	"github.com/relayctl/relayctl/relay/dist"
 	"github.com/relayctl/relayctl/tune"
@@ -788,7 +788,7 @@ func configProblem(content string) string {
 }
 
 // configLine finds the line number in relayd's config error.
-var configLine = regexp.MustCompile(`^config:([0-9]+):`)
+var configLine = lazyre.New(`^config:([0-9]+):`)
 
 func managedKeys(s []config.Setting) map[string]bool {
 	m := map[string]bool{}

@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
-var labelValueRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+var labelValueRe = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
 // validInventoryRecord checks the form of a plan's inventory record
 // against the spec's inventory: the same file, sha256s that are sha256s,

@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"regexp"
 	"strings"
 
+	"github.com/relayctl/relayctl/internal/lazyre"
 	"github.com/relayctl/relayctl/relay/capability"
 )
 
@@ -116,7 +116,7 @@ type verifier struct {
 	equal bool
 }
 
-var checksumField = regexp.MustCompile(`^\{\n  "format_version": [0-9]+,\n  "checksum": ("[^"\\\n]{0,100}")`)
+var checksumField = lazyre.New(`^\{\n  "format_version": [0-9]+,\n  "checksum": ("[^"\\\n]{0,100}")`)
 
 func newVerifier(data []byte, want string) *verifier {
 	v := &verifier{h: sha256.New(), equal: true}

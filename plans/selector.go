@@ -3,9 +3,10 @@ package plans
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
 // Selector is apply's --only: the hosts whose labels match every term,
@@ -61,7 +62,7 @@ func ParseSelector(items []string) (*Selector, error) {
 	return s, nil
 }
 
-var labelKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+var labelKeyRe = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 
 // Matches reports whether labels match every term (nil matches all).
 func (s *Selector) Matches(labels map[string]string) bool {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/relayctl/relayctl/internal/lazyre"
 	"github.com/relayctl/relayctl/tune"
 )
 
@@ -389,11 +389,11 @@ func ValidProgram(s string) error {
 }
 
 var (
-	hostRe    = regexp.MustCompile(`^([A-Za-z0-9._-]+@)?([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$`)
-	nameRe    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	controlRe = regexp.MustCompile(`^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}:[0-9]{1,5}$`)
-	versionRe = regexp.MustCompile(`^[0-9A-Za-z.+-]{1,64}$`)
-	sha256Re  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	hostRe    = lazyre.New(`^([A-Za-z0-9._-]+@)?([A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?$`)
+	nameRe    = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	controlRe = lazyre.New(`^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}:[0-9]{1,5}$`)
+	versionRe = lazyre.New(`^[0-9A-Za-z.+-]{1,64}$`)
+	sha256Re  = lazyre.New(`^[0-9a-f]{64}$`)
 )
 
 // ValidHost checks a host as a spec names it.

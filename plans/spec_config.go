@@ -3,11 +3,12 @@ package plans
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
 // ServiceConfig is how the service is told its buffer, port and the rest:
@@ -72,9 +73,9 @@ const (
 )
 
 var (
-	envKeyRe     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
-	varNameRe    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,63}$`)
-	dropInNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\.conf$`)
+	envKeyRe     = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+	varNameRe    = lazyre.New(`^[A-Za-z][A-Za-z0-9_]{0,63}$`)
+	dropInNameRe = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\.conf$`)
 )
 
 func (p *specParser) serviceConfig(n *yaml.Node, svc Service) ServiceConfig {

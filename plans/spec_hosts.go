@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/relayctl/relayctl/internal/lazyre"
 	"github.com/relayctl/relayctl/plans/inventory"
 )
 
@@ -207,7 +207,7 @@ func (p *specParser) programArgv(v *yaml.Node) []string {
 	return argv
 }
 
-var programRe = regexp.MustCompile(`^[A-Za-z0-9._/+][A-Za-z0-9._/+-]*$`)
+var programRe = lazyre.New(`^[A-Za-z0-9._/+][A-Za-z0-9._/+-]*$`)
 
 // How long an inventory program may run (hosts.inventory.timeout).
 const (

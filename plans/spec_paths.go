@@ -3,11 +3,12 @@ package plans
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
 // hostPath validates a host-side path for one field (see ValidPathFor),
@@ -34,7 +35,7 @@ type specPath struct {
 	node        *yaml.Node
 }
 
-var safePath = regexp.MustCompile(`^/[A-Za-z0-9._/+-]*$`)
+var safePath = lazyre.New(`^/[A-Za-z0-9._/+-]*$`)
 
 // ValidHostPath reports whether s is an acceptable absolute path on a host.
 func ValidHostPath(s string) error {

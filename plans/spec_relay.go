@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"net"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/hashicorp/go-version"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
 // RelaySpec describes the UDP service relayctl tunes (relayd, or any
@@ -247,8 +248,8 @@ func (p *specParser) release(n *yaml.Node) Release {
 }
 
 var (
-	programNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
-	programPathRe = regexp.MustCompile(`^[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$`)
+	programNameRe = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$`)
+	programPathRe = lazyre.New(`^[A-Za-z0-9._+-]+(/[A-Za-z0-9._+-]+)*$`)
 )
 
 // releaseProgram reads relay.release.program for a release of kind: a
@@ -289,7 +290,7 @@ func (p *specParser) releaseProgram(release, n *yaml.Node, kind string) string {
 	return s
 }
 
-var unitRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9@._:-]{0,120}$`)
+var unitRe = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9@._:-]{0,120}$`)
 
 // ValidUnit checks a systemd unit name. It reaches systemctl as an
 // argument, so it may not start with '-' (it would be read as an option);

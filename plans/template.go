@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 	"text/template"
+
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
 // A spec's templates (relay.config.templates) render the files that tell
@@ -90,7 +91,7 @@ func (b *boundedBuffer) Write(p []byte) (int, error) {
 
 // templateLine finds the line text/template names in its errors
 // ("template: NAME:LINE:…").
-var templateLine = regexp.MustCompile(`^template: [^:]*:([0-9]+):`)
+var templateLine = lazyre.New(`^template: [^:]*:([0-9]+):`)
 
 // CheckTemplates parses and renders every template of a spec over a
 // sample host, so relayctl validate reports a template's mistakes (a

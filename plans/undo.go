@@ -3,11 +3,11 @@ package plans
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/relayctl/relayctl/internal/lazyre"
 	"github.com/relayctl/relayctl/tune"
 )
 
@@ -76,8 +76,8 @@ type UndoFact struct {
 }
 
 var (
-	receiptNameRe = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._-]{0,199}$`)
-	backupNameRe  = regexp.MustCompile(`^backup-[a-z-]{1,40}(-[0-9a-f]{12})?$`)
+	receiptNameRe = lazyre.New(`^[0-9A-Za-z][0-9A-Za-z._-]{0,199}$`)
+	backupNameRe  = lazyre.New(`^backup-[a-z-]{1,40}(-[0-9a-f]{12})?$`)
 )
 
 // ValidReceiptName reports whether s is a receipt's name as relayctl makes

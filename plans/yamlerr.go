@@ -13,13 +13,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
-var yamlLineNumber = regexp.MustCompile(`^yaml: (?:line \d+: )?`)
+var yamlLineNumber = lazyre.New(`^yaml: (?:line \d+: )?`)
 
 // yamlSyntaxError is the SpecError for err, yaml.v3's error decoding data.
 func yamlSyntaxError(file string, data []byte, err error) *SpecError {
@@ -83,7 +84,7 @@ func (l srcLine) opens() bool {
 	return t == "" || strings.HasSuffix(t, ":") || blockScalar.MatchString(t)
 }
 
-var blockScalar = regexp.MustCompile(`:\s+[|>][-+0-9]*$`)
+var blockScalar = lazyre.New(`:\s+[|>][-+0-9]*$`)
 
 // readIndents returns the content lines of lines.
 func readIndents(lines []string) []srcLine {

@@ -8,12 +8,13 @@ package tune
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"unicode"
+
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
 // MaxKeyLen is the longest sysctl key ValidKey accepts.
@@ -364,7 +365,7 @@ func CheckPairs(values map[string]string) error {
 }
 
 // sizeSuffix is a byte size written the way people say it: 8M, 4MiB, 512k.
-var sizeSuffix = regexp.MustCompile(`^(\d{1,7})\s*([kKmMgG])(?:i?[bB])?$`)
+var sizeSuffix = lazyre.New(`^(\d{1,7})\s*([kKmMgG])(?:i?[bB])?$`)
 
 // example is "e.g. 8388608": for a size with a suffix ("8M") that size in
 // bytes, else the key's Example.

@@ -3,11 +3,12 @@ package inventory
 import (
 	"fmt"
 	"math/big"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
 // The forms Ansible's parse_address accepts (ansible/parsing/utils/
@@ -15,18 +16,18 @@ import (
 // port, as in Ansible; what a name may be for relayctl to reach it is
 // checked later, on the hosts a pattern selects (validName).
 var (
-	bracketedHostPort = regexp.MustCompile(`^\[(.+)\]:([0-9]+)$`)
-	hostPort          = regexp.MustCompile(`^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$`)
+	bracketedHostPort = lazyre.New(`^\[(.+)\]:([0-9]+)$`)
+	hostPort          = lazyre.New(`^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$`)
 
 	numericRange = `\[[0-9]+:[0-9]+(?::[0-9]+)?\]`
 	hexRange     = `\[[0-9a-f]+:[0-9a-f]+(?::[0-9]+)?\]`
 	ipv4Part     = `(?:[01]?[0-9]{1,2}|2[0-4][0-9]|25[0-5]|` + numericRange + `)`
-	ipv4Re       = regexp.MustCompile(`^(?:` + ipv4Part + `\.){3}` + ipv4Part + `$`)
-	ipv6Re       = regexp.MustCompile(`(?i)^(?:` + strings.NewReplacer("{0}", `(?:[0-9a-f]{1,4}|`+hexRange+`)`, "{i4}", ipv4Part).Replace(
+	ipv4Re       = lazyre.New(`^(?:` + ipv4Part + `\.){3}` + ipv4Part + `$`)
+	ipv6Re       = lazyre.New(`(?i)^(?:` + strings.NewReplacer("{0}", `(?:[0-9a-f]{1,4}|`+hexRange+`)`, "{i4}", ipv4Part).Replace(
 		`(?:{0}:){7}{0}|(?:{0}:){1,6}:|(?:{0}:)(?::{0}){1,6}|(?:{0}:){2}(?::{0}){1,5}|(?:{0}:){3}(?::{0}){1,4}|`+
 			`(?:{0}:){4}(?::{0}){1,3}|(?:{0}:){5}(?::{0}){1,2}|(?:{0}:){6}(?::{0})|:(?::{0}){1,6}|{0}?::|`+
 			`(?:0:){6}(?:{i4}\.){3}{i4}|::(?:ffff:)?(?:{i4}\.){3}{i4}|(?:0:){5}ffff:(?:{i4}\.){3}{i4}`) + `)$`)
-	alnumRange = regexp.MustCompile(`(?i)^\[(?:[a-z]:[a-z]|[0-9]+:[0-9]+)(?::[0-9]+)?\]`)
+	alnumRange = lazyre.New(`(?i)^\[(?:[a-z]:[a-z]|[0-9]+:[0-9]+)(?::[0-9]+)?\]`)
 )
 
 // splitHostPort is Ansible's parse_address(allow_ranges=True) as its

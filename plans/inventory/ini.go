@@ -2,16 +2,17 @@ package inventory
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
 // The section and group-name forms of Ansible's INI plugin
 // (ansible/plugins/inventory/ini.py).
 var (
-	iniSection   = regexp.MustCompile(`^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:#.*)?$`)
-	iniGroupName = regexp.MustCompile(`^([^:\]\s]+)\s*(?:#.*)?$`)
+	iniSection   = lazyre.New(`^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:#.*)?$`)
+	iniGroupName = lazyre.New(`^([^:\]\s]+)\s*(?:#.*)?$`)
 )
 
 // ParseINI reads an inventory in Ansible's INI form:

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
 // Pattern is an Ansible host pattern (ansible/inventory/manager.py):
@@ -51,7 +53,7 @@ type subscript struct {
 	single     bool
 }
 
-var patternSubscript = regexp.MustCompile(`^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$`)
+var patternSubscript = lazyre.New(`^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$`)
 
 // String is the pattern as written.
 func (p *Pattern) String() string { return p.text }

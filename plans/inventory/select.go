@@ -3,10 +3,11 @@ package inventory
 import (
 	"fmt"
 	"net/netip"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
 // Host is one selected host with what relayctl needs to reach it.
@@ -72,7 +73,7 @@ var (
 		"ansible_ssh_extra_args", "ansible_ssh_args", "ansible_password", "ansible_ssh_pass", "ansible_become",
 		"ansible_become_user", "ansible_become_method", "ansible_become_password", "ansible_ssh_executable"}
 
-	labelKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+	labelKeyRe = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 )
 
 // word reports whether s is 1 to max bytes of letters, digits and ._-

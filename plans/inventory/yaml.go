@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
 // ParseYAML reads an inventory in Ansible's YAML form:
@@ -76,7 +77,7 @@ func decodeOne(data []byte) (*yaml.Node, error) {
 	return doc.Content[0], nil
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var yamlLine = lazyre.New(`^yaml: line (\d+): (.*)$`)
 
 func yamlError(file string, err error) *Error {
 	if errors.Is(err, errEmpty) {

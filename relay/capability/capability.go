@@ -9,9 +9,10 @@ package capability
 import (
 	"bytes"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
 // Prefix starts the marker line.
@@ -49,7 +50,7 @@ var Marker = Prefix + Drain + " " + FDStore + " " + Handoff + " " + Join + " " +
 // scan hold on to much of it.
 const maxLine = 256
 
-var token = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}=[a-z0-9][a-z0-9._/-]{0,31}$`)
+var token = lazyre.New(`^[a-z][a-z0-9_-]{0,31}=[a-z0-9][a-z0-9._/-]{0,31}$`)
 
 // Capabilities returns the capabilities an artifact's marker lists, sorted;
 // none when it has no marker (an older relayd, or another program). Text

@@ -3,7 +3,8 @@ package capability
 import (
 	"bytes"
 	"fmt"
-	"regexp"
+
+	"github.com/relayctl/relayctl/internal/lazyre"
 )
 
 // VersionPrefix starts relayd's version marker. A release build stamps the
@@ -22,7 +23,7 @@ func VersionFlags(version string) string {
 	return "-X main.Version=" + version + " -X main.versionMarker=" + VersionPrefix + version
 }
 
-var versionToken = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$`)
+var versionToken = lazyre.New(`^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$`)
 
 // Version returns the version an artifact's marker says, "" when it has
 // none (an older relayd, one built without the marker, another program).
