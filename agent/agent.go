@@ -99,9 +99,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	state := filepath.Clean(args[2])
 	switch args[1] {
 	case "serve":
-		if f, ok := stdin.(*os.File); ok {
-			growStdinPipe(f)
-		}
+		growStdinPipe(stdin)
 		s := newSession(pathsOf(state), stdin, stdout)
 		s.quit = func() { os.Exit(0) }
 		code := s.start()
@@ -121,9 +119,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "usage: relayctl-agent install STATE_DIR SHA256 SIZE ENCODING")
 			return exitBad
 		}
-		if f, ok := stdin.(*os.File); ok {
-			growStdinPipe(f)
-		}
+		growStdinPipe(stdin)
 		return installMain(state, args[3], args[4], args[5], stdin, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "relayctl-agent: unknown mode %q\n", args[1])

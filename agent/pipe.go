@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -18,12 +19,13 @@ const wantPipe = 4 << 20
 // finds the pipe full, sshd keeps the rest in a buffer it regrows for
 // every packet that arrives, copying and zeroing all of it into fresh
 // pages each time. On the lab's machines that cost the hosts' sshds more
-// CPU than the whole upload cost the agent (docs/bench-apply.md, "the
-// hosts' sshd"). Best effort: where root may not pass
+// CPU than the whole upload cost the agent (docs/host-agent.md, "Uploads
+// and sshd's buffers"). Best effort: where root may not pass
 // /proc/sys/fs/pipe-max-size (no CAP_SYS_RESOURCE, as in a container) the
 // pipe gets that size; stdin that is not a pipe is left alone.
-func growStdinPipe(f *os.File) {
-	if f == nil {
+func growStdinPipe(stdin io.Reader) {
+	f, ok := stdin.(*os.File)
+	if !ok || f == nil {
 		return
 	}
 	fi, err := f.Stat()

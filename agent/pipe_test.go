@@ -38,4 +38,5 @@ func TestGrowStdinPipeLeavesAFileAlone(t *testing.T) {
 	defer f.Close()
 	growStdinPipe(f) // must neither fail nor panic
 	growStdinPipe(nil)
+	growStdinPipe((*os.File)(nil))
 }

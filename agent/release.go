@@ -68,11 +68,6 @@ func pPlaceRelease(s *session, r *request) answer {
 		return errf("%s is not a regular file", file)
 	}
 	defer f.Close()
-	if tree != noTree {
-		if got := hashReader(f); got != sum {
-			return errf("%s", wrongRelease(got, sum))
-		}
-	}
 	fresh := dir + ".relayctl-new"
 	if err := makeRelease(f, fresh, program, tree, sum); err != nil {
 		os.RemoveAll(fresh)
@@ -99,8 +94,14 @@ func wrongRelease(got, sum string) error {
 // whose sha256 is sum, read from the start), and checks it holds that
 // release and root alone can change it. A binary is hashed as it is
 // copied, once: the copy is a file made here, in a folder made here, so
-// it holds the bytes read. A tarball's files are hashed once unpacked.
+// it holds the bytes read. A tarball is hashed whole before anything of
+// it is unpacked, and its files once unpacked.
 func makeRelease(f *os.File, fresh, program, tree, sum string) error {
+	if tree != noTree {
+		if got := hashReader(f); got != sum {
+			return wrongRelease(got, sum)
+		}
+	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}

@@ -175,6 +175,15 @@ func TestPlaceAndCheckATarball(t *testing.T) {
 				t.Errorf("%s left behind", p)
 			}
 		}
+		// A tarball in the store that is not the one reviewed is not
+		// unpacked, even where its files would hash to the tree asked.
+		wantPrefix(t, locked(t, state, placeReq(bad, file, strings.Repeat("0", 64), "bin/myrelay", r.TreeSHA256)),
+			"ERR the release on the host has sha256 "+r.SHA256+", want "+strings.Repeat("0", 64))
+		for _, p := range []string{bad, bad + ".relayctl-new"} {
+			if _, err := os.Lstat(p); err == nil {
+				t.Errorf("%s left behind by a tarball of another sha256", p)
+			}
+		}
 		os.RemoveAll(dir)
 	}
 }
